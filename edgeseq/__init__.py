@@ -1,0 +1,11 @@
+"""edgeseq: anytime prediction with cost-sensitive feature-group sequencing.
+
+Learns the order in which to compute costly feature groups and one (generalized) linear predictor
+per prefix of that order, then exports ONNX graphs, a manifest and C code for devices.
+"""
+
+from .errors import EdgeseqError
+from .sequence import FittedSequence
+
+__all__ = ["EdgeseqError", "FittedSequence"]
+__version__ = "0.1.0"

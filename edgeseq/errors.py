@@ -1,0 +1,39 @@
+"""One exception hierarchy, so callers (and the CLI) can catch edgeseq's own errors precisely.
+
+Every message says what was wrong and, where it can, how to fix it. Classes also inherit the
+matching builtin (ValueError, ...) so that generic code and scikit-learn's checks behave naturally.
+"""
+
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+
+
+class EdgeseqError(Exception):
+    """Base class of every error edgeseq raises on purpose."""
+
+
+class InputError(EdgeseqError, ValueError):
+    """Bad user input: NaN/Inf, wrong shapes, mismatched lengths, out-of-range arguments."""
+
+
+class GroupSpecError(InputError):
+    """Bad feature-group specification: overlaps, empty or unknown columns, bad costs or names."""
+
+
+class NotFittedError(EdgeseqError, _SklearnNotFittedError):
+    """The estimator is used before `fit` (also a scikit-learn NotFittedError, as its checks expect)."""
+
+
+class ModelFormatError(EdgeseqError):
+    """A model file cannot be loaded: unknown version, forbidden content, corruption."""
+
+
+class ExportError(EdgeseqError):
+    """A model cannot be exported faithfully (e.g. weights overflow float32)."""
+
+
+class IntegrityError(EdgeseqError):
+    """An export directory fails its checks: schema, checksums, missing or extra files."""
+
+
+class RuntimeInputError(InputError):
+    """A runtime received features it cannot use: missing groups, wrong shapes, NaN/Inf."""

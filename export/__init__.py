@@ -1,0 +1,1 @@
+"""Exporters: ONNX graphs per prefix, manifest (with schema), generated C model."""
