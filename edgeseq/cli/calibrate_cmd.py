@@ -1,0 +1,1 @@
+"""(commands are added here by their issue)."""
