@@ -66,6 +66,10 @@ class FittedSequence:
     doubling_violations: tuple[int, ...] = ()  # steps (1-based prefix index) where Doubling had no eligible group
     provenance: dict = field(default_factory=dict)  # method, l2, whiten, n_samples, data fingerprint, ...
     y_was_1d: bool = True  # regression: predict returns (n,) rather than (n, 1)
+    # training-data column statistics (length D, float64), so exporters and `verify` can draw realistic
+    # sample inputs; None when unknown
+    feature_mean: np.ndarray | None = None
+    feature_std: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.order = np.asarray(self.order, dtype=np.int64)
@@ -73,6 +77,9 @@ class FittedSequence:
         self.intercepts = np.asarray(self.intercepts, dtype=np.float64)
         self.coefs = tuple(np.asarray(c, dtype=np.float64) for c in self.coefs)
         self.group_columns = tuple(np.asarray(c, dtype=np.int64) for c in self.group_columns)
+        for name in ("feature_mean", "feature_std"):
+            if getattr(self, name) is not None:
+                setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
         self.validate()
 
     # ----------------------------------------------------------------- structure
@@ -138,6 +145,10 @@ class FittedSequence:
                 raise InputError(f"coefs[{j}] has shape {self.coefs[j].shape}, expected {(d, P)}")
         if len(self.output_names) != (2 if self.link == "sigmoid" else P):
             raise InputError("output_names must name every output (both classes for a sigmoid link)")
+        for name in ("feature_mean", "feature_std"):
+            v = getattr(self, name)
+            if v is not None and v.shape != (self.n_features_in,):
+                raise InputError(f"{name} must have one entry per feature ({self.n_features_in})")
 
     def _check_prefix(self, j) -> None:
         if not isinstance(j, (int, np.integer)) or isinstance(j, bool) or not 0 <= j <= len(self.order):
