@@ -1,0 +1,124 @@
+"""Turn arbitrary group names into safe ONNX input names, C identifiers, C strings and C comments.
+
+Group names come from users (CSV headers, JSON files) and may contain anything: quotes,
+backslashes, `*/`, newlines, `??` trigraph starters, non-ASCII, C keywords, leading digits. They
+must never reach generated C or a graph unescaped, and two different names must never map to the
+same identifier. Everything here is pure string work so the C generator, the ONNX builder and the
+manifest all agree on the same mapping.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C99 + C11 keywords, plus names the C preprocessor/standard library make unusable as identifiers.
+C_KEYWORDS = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if inline int
+long register restrict return short signed sizeof static struct switch typedef union unsigned void
+volatile while _Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn _Static_assert
+_Thread_local bool true false NULL asm typeof main errno assert offsetof
+""".split())
+
+# Output and internal names of the prefix graphs; a group input must never take one of them.
+RESERVED_ONNX_NAMES = frozenset({"y", "proba", "label", "n"})
+
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def c_identifier(name: str) -> str:
+    """A valid, non-reserved C identifier derived from `name` (not unique: see `c_identifiers`).
+
+    Characters outside [A-Za-z0-9_] become `_`; a leading digit or underscore (reserved
+    `_X`/`__x` forms) gets a `g_` prefix; keywords get a trailing `_`.
+    """
+    ident = _NOT_IDENT.sub("_", str(name))
+    if not ident or ident[0].isdigit() or ident[0] == "_":
+        ident = "g_" + ident
+    if ident in C_KEYWORDS:
+        ident += "_"
+    return ident
+
+
+def unique_names(names, make=c_identifier, reserved=frozenset()) -> list[str]:
+    """Apply `make` to each name and resolve collisions (after sanitising) with `_2`, `_3`, ... suffixes.
+
+    Suffixed results are checked against every name already taken and against `reserved`, so the
+    result is injective and keeps the input order.
+    """
+    base = [make(n) for n in names]
+    taken = set(reserved)
+    out = []
+    for b in base:
+        cand, k = b, 2
+        while cand in taken:
+            cand = f"{b}_{k}"
+            k += 1
+        taken.add(cand)
+        out.append(cand)
+    return out
+
+
+def c_identifiers(names) -> list[str]:
+    """Unique C identifiers for a list of group names, in order."""
+    return unique_names(names, c_identifier)
+
+
+def onnx_input_names(names) -> list[str]:
+    """Unique ONNX input names for groups: identifier-safe and never an output/internal graph name."""
+    return unique_names(names, c_identifier, RESERVED_ONNX_NAMES)
+
+
+def _octal_bytes(ch: str) -> str:
+    return "".join(f"\\{b:03o}" for b in ch.encode("utf-8"))
+
+
+_STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "?": "\\?", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def c_string_literal(name: str) -> str:
+    """A C99 string literal (with its quotes) whose bytes are the UTF-8 encoding of `name`.
+
+    `?` is always written `\\?` (no trigraph can form); control and non-ASCII characters become
+    three-digit octal escapes of their UTF-8 bytes (an octal escape never swallows a following digit,
+    unlike `\\x`).
+    """
+    parts = []
+    for ch in str(name):
+        if ch in _STRING_ESCAPES:
+            parts.append(_STRING_ESCAPES[ch])
+        elif " " <= ch <= "~":
+            parts.append(ch)
+        else:
+            parts.append(_octal_bytes(ch))
+    return '"' + "".join(parts) + '"'
+
+
+def c_comment_text(name: str) -> str:
+    """Text that can sit inside a `/* ... */` comment without ending it, nesting or splicing lines.
+
+    Printable ASCII stays readable; a backslash is doubled; `*/`, `/*` and `??` are broken with a
+    backslash; newlines, other control and non-ASCII characters become `\\n` / `\\xNN` (UTF-8 bytes).
+    The result has no newline, so it also never continues a line.
+    """
+    out: list[str] = []
+    prev = ""
+    for ch in str(name):
+        if ch == "\\":
+            piece = "\\\\"
+        elif ch == "/" and prev == "*":
+            piece = "\\/"
+        elif ch == "*" and prev == "/":
+            piece = "\\*"
+        elif ch == "?" and prev == "?":
+            piece = "\\?"
+        elif ch in "\n\r\t":
+            piece = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch]
+        elif " " <= ch <= "~":
+            piece = ch
+        else:
+            piece = "".join(f"\\x{b:02x}" for b in ch.encode("utf-8"))
+        out.append(piece)
+        prev = piece[-1]
+    text = "".join(out)
+    # a trailing '*' or '/' could fuse with the comment delimiters written around the text
+    return text + " " if text.endswith(("*", "/")) else text
