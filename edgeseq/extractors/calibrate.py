@@ -1,0 +1,245 @@
+"""Measure what each feature group really costs, and write it down with where it was measured.
+
+Costs drive the whole sequencing, so guessed costs give a wrong order. Here every group's extractor
+is timed single-threaded (BLAS/OpenMP pools limited to one thread), after a warm-up, as the median
+over repeats of the mean time per item, and written to a GROUPS.json that `edgeseq train --groups`
+reads::
+
+    {"groups": [{"name": "hog", "columns": [0, 1, ...], "cost": 12.5, "dim": 36}, ...],
+     "cost_unit": "microseconds per item",
+     "measured_on": {"machine": ..., "cpu": ..., "python": ..., "versions": {...}, "date": ..., "threads": 1}}
+
+**The bank protocol.** A *bank* is an ordered collection of named extractors. Each extractor is a
+callable taking ONE input item (e.g. an image as a numpy array) and returning a 1-D array of floats
+whose length never depends on the item. Accepted forms (see :func:`as_bank`): a mapping
+``{name: callable}``, a sequence of ``(name, callable)`` pairs or :class:`Extractor` objects, or a
+zero-argument factory returning one of those. Columns of the feature matrix are laid out group after
+group, in bank order.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import GroupSpecError, InputError, ModelFormatError
+
+COST_UNIT = "microseconds per item"
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+_VERSIONED = ("numpy", "scipy", "scikit-learn", "scikit-image", "edgeseq")
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """One feature group: a name and a callable mapping one item to a fixed-length 1-D float array."""
+
+    name: str
+    fn: Callable[[object], np.ndarray]
+
+
+def as_bank(obj) -> tuple[Extractor, ...]:
+    """Normalise any accepted bank form to a tuple of :class:`Extractor` (see the module docstring)."""
+    if callable(obj) and not isinstance(obj, (Mapping, Sequence)):
+        obj = obj()
+    if isinstance(obj, Mapping):
+        items = list(obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = []
+        for i, e in enumerate(obj):
+            if isinstance(e, Extractor):
+                items.append((e.name, e.fn))
+            elif isinstance(e, (list, tuple)) and len(e) == 2:
+                items.append(tuple(e))
+            else:
+                raise InputError(f"bank entry {i} must be an Extractor or a (name, callable) pair, got {e!r}")
+    else:
+        raise InputError(f"a bank must be a mapping name -> callable, a list of (name, callable) pairs, "
+                         f"or a factory returning one; got {type(obj).__name__}")
+    if not items:
+        raise InputError("the bank is empty: give at least one extractor")
+    names = [n for n, _ in items]
+    for n, fn in items:
+        if not isinstance(n, str) or not n or "\x00" in n:
+            raise GroupSpecError(f"extractor names must be non-empty strings without NUL, got {n!r}")
+        if not callable(fn):
+            raise InputError(f"extractor {n!r} is not callable")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise GroupSpecError(f"extractor names must be unique; repeated: {dup}")
+    return tuple(Extractor(n, fn) for n, fn in items)
+
+
+def _as_row(name: str, value) -> np.ndarray:
+    row = np.asarray(value, dtype=np.float64).reshape(-1)
+    if row.size == 0:
+        raise InputError(f"extractor {name!r} returned no features")
+    if not np.all(np.isfinite(row)):
+        raise InputError(f"extractor {name!r} returned NaN or Inf; extractors must return finite floats")
+    return row
+
+
+def extract(bank, items: Iterable, progress: Callable[[str], None] | None = None):
+    """Apply every extractor to every item: returns ``(X, columns)``, X of shape (n_items, D).
+
+    ``columns[k]`` lists the column indices of group k (contiguous, in bank order).
+    """
+    bank = as_bank(bank)
+    items = list(items)
+    if not items:
+        raise InputError("no input items to extract features from")
+    blocks, columns, start = [], [], 0
+    for e in bank:
+        rows = [_as_row(e.name, e.fn(it)) for it in items]
+        dims = {r.size for r in rows}
+        if len(dims) != 1:
+            raise InputError(f"extractor {e.name!r} returned different lengths {sorted(dims)} for "
+                             f"different items; a group's dimension must be fixed")
+        block = np.vstack(rows)
+        blocks.append(block)
+        columns.append(list(range(start, start + block.shape[1])))
+        start += block.shape[1]
+        if progress:
+            progress(f"extracted {e.name} ({block.shape[1]} features)")
+    return np.hstack(blocks), columns
+
+
+@contextmanager
+def single_threaded():
+    """Limit BLAS/OpenMP pools to one thread (threadpoolctl) and set the usual env vars meanwhile."""
+    from threadpoolctl import threadpool_limits
+
+    saved = {k: os.environ.get(k) for k in _THREAD_VARS}
+    os.environ.update({k: "1" for k in _THREAD_VARS})
+    try:
+        with threadpool_limits(limits=1):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def time_per_item(fn: Callable, items: Sequence, repeats: int = 5, warmup: int = 1) -> float:
+    """Median over `repeats` of (wall time of one pass over `items`) / len(items), in seconds."""
+    if repeats < 1 or warmup < 0:
+        raise InputError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+    for _ in range(warmup):
+        for it in items:
+            fn(it)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for it in items:
+            fn(it)
+        samples.append((time.perf_counter() - t0) / len(items))
+    return float(statistics.median(samples))
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict:
+    """Where and with what the costs were measured (shown wherever costs are shown)."""
+    versions = {}
+    for dist in _VERSIONED:
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return {
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores",
+        "cpu": _cpu_name(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "threads": 1,
+    }
+
+
+def calibrate_bank(bank, samples: Sequence, repeats: int = 5, warmup: int = 1,
+              progress: Callable[[str], None] | None = None) -> dict:
+    """Time every extractor of `bank` on `samples`; return the GROUPS.json document (a dict).
+
+    Costs are in microseconds per item. The feature layout (`columns`) is the one :func:`extract`
+    produces for the same bank.
+    """
+    bank = as_bank(bank)
+    samples = list(samples)
+    if not samples:
+        raise InputError("calibration needs at least one sample input")
+    groups, start = [], 0
+    with single_threaded():
+        for e in bank:
+            dim = _as_row(e.name, e.fn(samples[0])).size
+            cost = time_per_item(e.fn, samples, repeats=repeats, warmup=warmup) * 1e6
+            if not cost > 0:
+                raise InputError(f"extractor {e.name!r} measured a non-positive time; use more samples")
+            groups.append({"name": e.name, "columns": list(range(start, start + dim)),
+                           "cost": float(f"{cost:.6g}"), "dim": dim})
+            start += dim
+            if progress:
+                progress(f"{e.name}: {cost:.4g} us/item ({dim} features)")
+    info = machine_info()
+    info.update({"n_samples": len(samples), "repeats": repeats, "warmup": warmup})
+    return {"groups": groups, "cost_unit": COST_UNIT, "measured_on": info}
+
+
+def write_groups_json(doc: dict, path) -> Path:
+    """Write a calibration document as pretty JSON (creating parent directories)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rest = {k: v for k, v in doc.items() if k != "groups"}
+    lines = ",\n  ".join(json.dumps(g) for g in doc["groups"])  # one group a line: readable diffs
+    body = json.dumps(rest, indent=1)[1:].lstrip("\n")
+    path.write_text('{\n "groups": [\n  ' + lines + "\n ],\n" + body + "\n")
+    return path
+
+
+def read_calibration(path, bank=None) -> dict:
+    """Load a GROUPS.json written by :func:`calibrate`, checking it (and, given a bank, that it fits).
+
+    A stored file that no longer matches the bank (a group renamed, added, or a dimension changed)
+    is refused rather than silently mis-assigning costs: recalibrate instead.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelFormatError(f"cannot read calibration file {path}: {exc}") from exc
+    groups = doc.get("groups") if isinstance(doc, dict) else None
+    if not isinstance(groups, list) or not groups:
+        raise ModelFormatError(f"{path}: expected an object with a non-empty 'groups' list")
+    for i, g in enumerate(groups):
+        if not isinstance(g, dict) or not {"name", "columns", "cost"} <= g.keys():
+            raise ModelFormatError(f"{path}: group {i} needs 'name', 'columns' and 'cost'")
+        c = g["cost"]
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not np.isfinite(c) or c <= 0:
+            raise ModelFormatError(f"{path}: group {g['name']!r} has cost {c!r}; costs must be positive")
+    if bank is not None:
+        want = [(e.name) for e in as_bank(bank)]
+        have = [g["name"] for g in groups]
+        if want != have:
+            raise ModelFormatError(f"{path} was measured for groups {have}, but the bank has {want}; "
+                                   f"recalibrate (e.g. --recalibrate)")
+    return doc
