@@ -1,0 +1,232 @@
+"""`export_model`: FittedSequence -> out/ (prefix graphs, generated C, manifest), written atomically.
+
+Everything is written into a fresh temporary directory beside `out_dir`, verified with the same
+checks a reader runs (`read_verified`), and only then renamed into place. A crash at any point leaves
+at most a hidden `.<name>.tmp-*` directory, never a half-written `out_dir` that looks valid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from edgeseq.errors import ExportError
+from edgeseq.sequence import FittedSequence
+
+from . import onnx_graphs
+from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST, dump_manifest, manifest_checksum,
+                       read_verified, sha256_file, validate_manifest)
+from .names import c_identifier, onnx_input_names
+
+C_HEADER, C_SOURCE = "edgeseq_model.h", "edgeseq_model.c"
+N_CHECK_ROWS = 512
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_float32(seq: FittedSequence) -> None:
+    """Refuse weights that are not finite or do not fit float32 (they would become inf on export)."""
+    for j in range(seq.n_prefixes):
+        for what, arr in (("coefficients", seq.coefs[j]), ("intercept", seq.intercepts[j])):
+            if arr.size and not np.all(np.isfinite(arr)):
+                raise ExportError(f"prefix {j} has non-finite {what}; the model cannot be exported")
+            worst = float(np.max(np.abs(arr))) if arr.size else 0.0
+            if worst > _F32_MAX:
+                raise ExportError(
+                    f"prefix {j} has {what} of magnitude {worst:.3g}, beyond float32's {_F32_MAX:.3g}; "
+                    "rescale the input features (or increase l2) and retrain")
+
+
+def sample_inputs(seq: FittedSequence, check_stats=None, n: int = N_CHECK_ROWS) -> np.ndarray:
+    """Rows for the float32 check: `check_stats` rows if given, else N(mean, std) of the training data
+    (standard normal when the sequence has no statistics). Seeded, so exports are reproducible."""
+    if check_stats is not None:
+        X = np.asarray(check_stats, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != seq.n_features_in or not np.all(np.isfinite(X)):
+            raise ExportError(f"check_stats must be a finite (n, {seq.n_features_in}) array of sample rows")
+        return X
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((n, seq.n_features_in))
+    if seq.feature_mean is None or seq.feature_std is None:
+        return Z
+    return seq.feature_mean + Z * seq.feature_std
+
+
+def float32_diffs(seq: FittedSequence, X: np.ndarray) -> list[float]:
+    """Worst |float32 - float64| prediction (after the link) per prefix, on sample rows X.
+
+    The float32 side rounds inputs and weights to float32 and accumulates in float32, as a device does.
+    """
+    diffs = []
+    X32 = X.astype(np.float32)
+    for j in range(seq.n_prefixes):
+        cols = seq.prefix_columns(j)
+        z64 = seq.linear_from_prefix_features(j, X[:, cols])
+        z32 = X32[:, cols] @ seq.coefs[j].astype(np.float32) + seq.intercepts[j].astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = np.abs(seq.apply_link(z32.astype(np.float64)) - seq.apply_link(z64))
+        worst = float(np.max(d)) if d.size else 0.0
+        if not np.isfinite(worst):
+            raise ExportError(f"prefix {j} overflows float32 on inputs drawn from the training statistics; "
+                              "rescale the input features and retrain")
+        diffs.append(worst)
+    return diffs
+
+
+def _jsonable(obj):
+    """Plain JSON values from numpy/tuples; non-finite numbers become null (JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if obj is None or isinstance(obj, str):
+        return obj
+    return str(obj)
+
+
+def _c_writer():
+    try:
+        from .c_codegen import default_c_prefix, write_c_model
+    except ImportError as exc:
+        raise ExportError(f"the C code generator (edgeseq.export.c_codegen) is not available: {exc}") from None
+    return write_c_model, default_c_prefix
+
+
+def _resolve_c_prefix(c_prefix, model_name, default_c_prefix) -> str:
+    if c_prefix is None:
+        return default_c_prefix(model_name)
+    if not isinstance(c_prefix, str) or c_identifier(c_prefix) != c_prefix:
+        raise ExportError(f"--c-prefix {c_prefix!r} is not a valid C identifier; use letters, digits and "
+                          f"'_', starting with a letter (e.g. {c_identifier(str(c_prefix))!r})")
+    return c_prefix
+
+
+def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix) -> dict:
+    """The manifest dict (with its checksum) for files already written."""
+    cum = seq.cum_cost
+    fnames = seq.feature_names
+    groups = []
+    for k, g in enumerate(seq.order.tolist()):
+        cols = seq.group_columns[g].tolist()
+        groups.append({"name": seq.group_names[g], "input_name": input_names[g], "index": g,
+                       "columns": cols, "column_names": None if fnames is None else [fnames[c] for c in cols],
+                       "dim": len(cols), "cost": float(seq.costs[g]), "cum_cost": float(cum[k + 1])})
+    prefixes = []
+    for j, (fname, sha) in enumerate(prefix_files):
+        train = seq.train_metrics[j] if j < len(seq.train_metrics) else None
+        prefixes.append({"index": j, "file": fname, "sha256": sha, "cum_cost": float(cum[j]),
+                         "inputs": [input_names[g] for g in seq.order[:j]] or [onnx_graphs.PREFIX0_INPUT],
+                         "metrics": {"train": _jsonable(train) if train else None},
+                         "float32_max_abs_diff": diffs[j]})
+    m = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "model_name": model_name,
+        "task": seq.task, "link": seq.link,
+        "outputs": {"names": list(seq.output_names), "n_outputs": seq.n_outputs,
+                    "classes": None if seq.classes is None else _jsonable(seq.classes.tolist()),
+                    "y_was_1d": bool(seq.y_was_1d)},
+        "dtype": "float32", "onnx": {"opset": onnx_graphs.OPSET, "ir_version": onnx_graphs.IR_VERSION},
+        "n_features_in": int(seq.n_features_in),
+        "feature_names": None if fnames is None else list(fnames),
+        "feature_mean": None if seq.feature_mean is None else _jsonable(seq.feature_mean),
+        "feature_std": None if seq.feature_std is None else _jsonable(seq.feature_std),
+        "groups": groups, "prefixes": prefixes, "files": c_files,
+        "c": {"prefix": c_prefix, "header": C_HEADER, "source": C_SOURCE},
+        "doubling_violations": [int(v) for v in seq.doubling_violations],
+        "provenance": _jsonable(seq.provenance),
+    }
+    m["manifest_sha256"] = manifest_checksum(m)
+    validate_manifest(m)
+    return m
+
+
+def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model) -> dict:
+    input_names = onnx_input_names(seq.group_names)
+    diffs = float32_diffs(seq, sample_inputs(seq, check_stats))
+    width = max(3, len(str(seq.n_prefixes - 1)))
+    prefix_files = []
+    for j in range(seq.n_prefixes):
+        model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name)
+        onnx.checker.check_model(model, full_check=True)
+        fname = f"prefix_{j:0{width}d}.onnx"
+        (tmp / fname).write_bytes(model.SerializeToString())
+        prefix_files.append((fname, sha256_file(tmp / fname)))
+    written = write_c_model(seq, tmp, c_prefix)
+    c_files = []
+    for f in written:
+        p = Path(f)
+        p = p if p.is_absolute() else tmp / p
+        if p.parent.resolve() != tmp.resolve() or not p.is_file():
+            raise ExportError(f"the C generator reported {f!r}, which is not a file directly in the export")
+        c_files.append({"file": p.name, "sha256": sha256_file(p)})
+    got = sorted(f["file"] for f in c_files)
+    if got != sorted([C_HEADER, C_SOURCE]):
+        raise ExportError(f"the C generator wrote {got}, expected {C_HEADER} and {C_SOURCE}")
+    manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix)
+    (tmp / MANIFEST).write_bytes(dump_manifest(manifest))
+    read_verified(tmp)  # the reader's own checks, before anything becomes visible
+    return manifest
+
+
+def _prepare_target(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ExportError(f"{out} is not empty; choose another directory or pass --force to replace it")
+
+
+def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, model_name=None,
+                 check_stats=None) -> dict:
+    """Write the export of `seq` into `out_dir` and return its manifest.
+
+    `model_name` defaults to `out_dir`'s name; `c_prefix` (a C identifier) to one derived from it.
+    `check_stats`: optional (n, D) sample rows for the float32-vs-float64 check (default: rows drawn
+    from the training statistics stored in `seq`). Refuses a non-empty `out_dir` unless `force`.
+    """
+    if not isinstance(seq, FittedSequence):
+        raise ExportError(f"export_model needs a FittedSequence, got {type(seq).__name__}")
+    seq.validate()
+    check_float32(seq)
+    out = Path(out_dir).absolute()
+    model_name = model_name or out.name or "model"
+    write_c_model, default_c_prefix = _c_writer()
+    c_prefix = _resolve_c_prefix(c_prefix, model_name, default_c_prefix)
+    _prepare_target(out, force)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, write_c_model)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Rename the finished tmp dir to `out`; an existing `out` (force) is moved aside first and
+    restored if the final rename fails."""
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    os.replace(out, old / "dir")
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old / "dir", out)
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
