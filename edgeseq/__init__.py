@@ -5,7 +5,8 @@ per prefix of that order, then exports ONNX graphs, a manifest and C code for de
 """
 
 from .errors import EdgeseqError
+from .regressor import AnytimeRegressor
 from .sequence import FittedSequence
 
-__all__ = ["EdgeseqError", "FittedSequence"]
+__all__ = ["AnytimeRegressor", "EdgeseqError", "FittedSequence"]
 __version__ = "0.1.0"

@@ -37,3 +37,7 @@ class IntegrityError(EdgeseqError):
 
 class RuntimeInputError(InputError):
     """A runtime received features it cannot use: missing groups, wrong shapes, NaN/Inf."""
+
+
+class EdgeseqWarning(UserWarning):
+    """Something the user should know about but that does not stop the work (e.g. a useless group)."""

@@ -1,0 +1,119 @@
+"""What the anytime estimators share: parameter checks, input validation, budget -> prefix, folding.
+
+The estimators own training; everything after training goes through `fitted_sequence_` (a
+FittedSequence), so prediction here and in the exported artefacts is the same computation.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .errors import InputError, NotFittedError
+from .groups import GroupSpec, check_groups
+from .selection import METHODS
+from .sequence import FittedSequence
+
+
+def _wrap_validation(call):
+    """Run a scikit-learn validation call, re-raising its errors as edgeseq's own (same message)."""
+    try:
+        return call()
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(str(exc)) from exc
+
+
+class AnytimeBase(BaseEstimator):
+    """Shared machinery of AnytimeRegressor and AnytimeClassifier."""
+
+    def _check_params(self) -> None:
+        if self.method not in METHODS:
+            raise InputError(f"method must be one of {METHODS}, got {self.method!r}")
+        if not isinstance(self.l2, numbers.Real) or not np.isfinite(self.l2) or self.l2 < 0:
+            raise InputError(f"l2 must be a finite number >= 0, got {self.l2!r}")
+        for name in ("whiten", "doubling"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def _validate_fit_X(self, X, y):
+        X, y = _wrap_validation(lambda: validate_data(
+            self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
+            multi_output=True, y_numeric=self._y_numeric, ensure_min_samples=1))
+        if X.shape[0] < 2:
+            raise InputError(f"n_samples={X.shape[0]}: need at least 2 samples to fit")
+        return X, y
+
+    def _group_spec(self, n_features: int) -> GroupSpec:
+        return check_groups(self.groups, self.costs, self.group_names, n_features)
+
+    # ------------------------------------------------------------------ prediction
+    def _check_fitted(self) -> FittedSequence:
+        try:
+            check_is_fitted(self, "fitted_sequence_")
+        except Exception as exc:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(X, y) first") from exc
+        return self.fitted_sequence_
+
+    def _resolve_prefix(self, seq: FittedSequence, budget, prefix) -> int:
+        if budget is not None and prefix is not None:
+            raise InputError("give either budget or prefix, not both")
+        if prefix is not None:
+            if isinstance(prefix, bool) or not isinstance(prefix, (numbers.Integral,)) \
+                    or not 0 <= prefix < seq.n_prefixes:
+                raise InputError(f"prefix must be an integer in 0..{seq.n_prefixes - 1}, got {prefix!r}")
+            return int(prefix)
+        if budget is not None:
+            if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or np.isnan(budget) or budget < 0:
+                raise InputError(f"budget must be a number >= 0 (cost units), got {budget!r}")
+            return seq.prefix_for_budget(float(budget))
+        return seq.n_prefixes - 1
+
+    def _validate_predict_X(self, X, seq: FittedSequence, prefixes) -> np.ndarray:
+        """Check X's shape; only the columns the requested prefixes use must be finite."""
+        X = _wrap_validation(lambda: validate_data(
+            self, X, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
+            reset=False))
+        cols = np.unique(np.concatenate([seq.prefix_columns(j) for j in prefixes]))
+        if cols.size:
+            bad = ~np.isfinite(X[:, cols]).all(axis=0)
+            if bad.any():
+                raise InputError(f"X contains NaN or Inf in column(s) {cols[bad][:10].tolist()} that the "
+                                 f"prediction uses; clean or impute them first")
+        return X
+
+    def _linear(self, X, budget=None, prefix=None):
+        seq = self._check_fitted()
+        j = self._resolve_prefix(seq, budget, prefix)
+        X = self._validate_predict_X(X, seq, [j])
+        return seq, seq.linear(X, j)
+
+    def _staged_linear(self, X):
+        seq = self._check_fitted()
+        X = self._validate_predict_X(X, seq, range(seq.n_prefixes))
+        for j in range(seq.n_prefixes):
+            yield seq, seq.linear(X, j)
+
+    # ------------------------------------------------------------------ attributes
+    def _publish(self, seq: FittedSequence, spec: GroupSpec) -> None:
+        """Set the scikit-learn style learned attributes, all derived from the fitted sequence."""
+        D, P, J = seq.n_features_in, seq.n_outputs, len(seq.order)
+        dense = np.zeros((J + 1, P, D))  # scikit-learn's (n_targets, n_features) layout per prefix
+        for j in range(J + 1):
+            dense[j][:, seq.prefix_columns(j)] = seq.coefs[j].T
+        squeeze = P == 1 and seq.y_was_1d
+        self.fitted_sequence_ = seq
+        self.sequence_ = seq.order.copy()
+        self.cum_cost_ = seq.cum_cost
+        self.costs_ = spec.costs.copy()
+        self.groups_ = [c.copy() for c in spec.columns]
+        self.group_names_ = list(spec.names)
+        self.coef_path_ = dense[:, 0, :] if squeeze else dense
+        self.intercept_path_ = seq.intercepts[:, 0].copy() if squeeze else seq.intercepts.copy()
+        self.coef_ = self.coef_path_[-1]
+        self.intercept_ = self.intercept_path_[-1]
+        self.doubling_violations_ = list(seq.doubling_violations)

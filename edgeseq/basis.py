@@ -1,0 +1,101 @@
+"""The working basis of training: group whitening (default) or per-column standardisation.
+
+Training runs on Z_g = (X_g - μ_g) T_g. With whitening, T_g = U Λ^{-1/2} from the group's covariance,
+so Z_gᵀZ_g/n = I and CS-G-OMP's score becomes ‖b_g‖²/c_g; null directions (constant, duplicated or
+collinear columns) are dropped here. The whitened Gram is derived blockwise from the raw centred
+covariance, K_gh = T_gᵀ Σ_gh T_h, so the data is read only once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .stats import SufficientStats
+
+EIG_RTOL = 1e-10  # directions with eigenvalue <= EIG_RTOL * largest are dropped
+CONST_RTOL = 1e-12  # a group whose spread is below this fraction of its mean's size carries no signal
+
+
+@dataclass
+class WorkingProblem:
+    """Everything the selection needs, in the working basis (sizes: d used raw columns, k working dims)."""
+
+    K: np.ndarray  # (k, k)   Zᵀ Z / n
+    q: np.ndarray  # (k, P)   Zᵀ ỹ / n with ỹ centred and scaled per output
+    transforms: list[np.ndarray]  # per group: (d_g, k_g) raw-centred -> working
+    slices: list[slice]  # per group: its working dims
+    raw_slices: list[slice]  # per group: its raw columns inside the stats' column order
+    y_mean: np.ndarray  # (P,)
+    y_scale: np.ndarray  # (P,) σ_y per output (1 where y is constant)
+    x_mean: np.ndarray  # (d,)
+    cov_xx: np.ndarray  # (d, d) raw centred covariance (used by the `single` score)
+    cov_xy_scaled: np.ndarray  # (d, P) raw centred cross-covariance with the scaled target
+    x_std: np.ndarray  # (d,)
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.slices)
+
+    def usable(self, g: int) -> bool:
+        return self.slices[g].stop > self.slices[g].start
+
+
+def _group_transform(cov: np.ndarray, mean: np.ndarray, whiten: bool) -> np.ndarray:
+    d = cov.shape[0]
+    scale = max(float(np.max(np.abs(mean))) if d else 0.0, 1e-300)
+    floor = (CONST_RTOL * scale) ** 2  # variance this small is rounding noise around a constant
+    if not whiten:
+        var = np.diag(cov)
+        keep = np.nonzero(var > max(floor, 0.0))[0]
+        T = np.zeros((d, keep.size))
+        T[keep, np.arange(keep.size)] = 1.0 / np.sqrt(var[keep])
+        return T
+    evals, evecs = np.linalg.eigh(cov)
+    top = evals[-1] if d else 0.0
+    if top <= floor or top <= 0:
+        return np.zeros((d, 0))
+    keep = evals > EIG_RTOL * top
+    # deterministic sign: largest-magnitude entry of each eigenvector positive
+    vecs = evecs[:, keep]
+    signs = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(vecs.shape[1])])
+    signs[signs == 0] = 1.0
+    return (vecs * signs) / np.sqrt(evals[keep])
+
+
+def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> WorkingProblem:
+    """Whiten (or standardise) each group and express K, q in that basis.
+
+    `stats` must hold the used columns group after group, in group-index order, with `group_sizes`.
+    """
+    cov = stats.cov_xx
+    y_var = stats.var_y
+    y_scale = np.sqrt(y_var)
+    y_scale[~(y_scale > 0)] = 1.0
+    cov_xy = stats.cov_xy / y_scale
+    transforms, raw_slices, slices = [], [], []
+    r = k = 0
+    for size in group_sizes:
+        rs = slice(r, r + int(size))
+        T = _group_transform(cov[rs, rs], stats.x_mean[rs], whiten)
+        transforms.append(T)
+        raw_slices.append(rs)
+        slices.append(slice(k, k + T.shape[1]))
+        r += int(size)
+        k += T.shape[1]
+    K = np.empty((k, k))
+    for a, (Ta, ra, sa) in enumerate(zip(transforms, raw_slices, slices)):
+        for b in range(a, len(transforms)):
+            Tb, rb, sb = transforms[b], raw_slices[b], slices[b]
+            block = Ta.T @ cov[ra, rb] @ Tb
+            K[sa, sb] = block
+            K[sb, sa] = block.T
+    q = np.vstack([T.T @ cov_xy[rs] for T, rs in zip(transforms, raw_slices)]) if k else \
+        np.zeros((0, cov_xy.shape[1]))
+    if whiten:  # exact identity on diagonal blocks: removes rounding so OMP's K_gg^{-1} is truly I
+        for s in slices:
+            K[s, s] = np.eye(s.stop - s.start)
+    return WorkingProblem(K=K, q=q, transforms=transforms, slices=slices, raw_slices=raw_slices,
+                          y_mean=stats.y_mean, y_scale=y_scale, x_mean=stats.x_mean, cov_xx=cov,
+                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(np.diag(cov), 0.0)))
