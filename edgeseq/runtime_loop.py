@@ -1,0 +1,145 @@
+"""The anytime loop: compute groups in sequence order, commit each prefix's prediction, stop in time.
+
+Independent of onnxruntime: the caller passes `commit(j, rows) -> prediction` (the session's prefix
+graphs in production, a fake in tests), so the scheduling policy is tested on its own.
+
+Policies (also in the README):
+* budget (cost units): a group is started only if its cost fits in what remains (inclusive, with
+  the same 1e-12 relative slack as `prefix_for_budget`); the first group that does not fit ends
+  the run — later groups are never skipped to, because prefixes are contiguous.
+* deadline (wall seconds from the call): extractors run on the session's worker thread and the
+  loop waits at most until the deadline; an overrunning extractor is reported `timeout`, its late
+  result is discarded, and the last committed prediction is returned at once.
+* an extractor that raises, or returns a wrong shape / NaN / Inf, is reported (`error` /
+  `invalid`) and ends the run; the last committed prediction is returned (no exception).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .errors import EdgeseqError
+from .runtime_inputs import as_group_array
+
+# status of a group in a run's report
+OK = "ok"                      # computed and committed
+ERROR = "error"                # the extractor raised
+INVALID = "invalid"            # the extractor returned a wrong shape, NaN/Inf or non-numeric data
+TIMEOUT = "timeout"            # the deadline passed while the extractor was running (result discarded)
+OVER_BUDGET = "over_budget"    # not started: its cost exceeds what remains of the budget
+DEADLINE = "deadline"          # not started: the deadline had already passed
+BUSY = "busy"                  # not started: the worker was still running an earlier overrunning extractor
+NO_EXTRACTOR = "no_extractor"  # not started: no extractor was given for this group
+NOT_REACHED = "not_reached"    # not started: the run ended at an earlier group
+
+
+@dataclass
+class GroupReport:
+    """What happened to one group in one run."""
+
+    name: str
+    status: str
+    cost: float
+    elapsed_s: float | None = None  # extractor wall time (None if not started or still running)
+    message: str = ""
+    exception: BaseException | None = None  # what the extractor raised (status `error`)
+
+
+@dataclass
+class LoopOutcome:
+    prediction: object
+    prefix: int
+    spent_cost: float  # cost of every group started (a failed/timed-out one included)
+    elapsed_s: float
+    report: list[GroupReport] = field(default_factory=list)
+    stopped_by: str = "complete"  # complete | budget | deadline | error | invalid | no_extractor | busy
+
+    @property
+    def timed_out(self) -> bool:
+        return self.stopped_by in (TIMEOUT, DEADLINE, BUSY)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One group of the sequence as the loop sees it."""
+
+    name: str
+    dim: int
+    cost: float
+
+
+class _Clock:
+    """Deadline bookkeeping in one place."""
+
+    def __init__(self, deadline_s: float | None):
+        self.t0 = time.perf_counter()
+        self.end = None if deadline_s is None else self.t0 + deadline_s
+
+    def remaining(self) -> float | None:
+        return None if self.end is None else self.end - time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+def _call(extractor, inputs, step: Step, worker, clock: _Clock):
+    """Run one extractor: inline without a deadline, on the worker with one. None = timed out."""
+    if worker is None:
+        t = time.perf_counter()
+        try:
+            return True, extractor(inputs), time.perf_counter() - t
+        except Exception as exc:  # noqa: BLE001 — reported, the committed prediction stands
+            return False, exc, time.perf_counter() - t
+    ticket = worker.submit(extractor, inputs, step.name)
+    outcome = worker.wait(ticket, max(0.0, clock.remaining()))
+    if outcome is None:
+        return None
+    return outcome.ok, outcome.value, outcome.elapsed_s
+
+
+def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict, inputs=None,
+                 budget: float | None = None, deadline_s: float | None = None, worker=None,
+                 clock: _Clock | None = None) -> LoopOutcome:
+    """Run the loop; `worker` must be given (and idle) when `deadline_s` is."""
+    clock = clock or _Clock(deadline_s)
+    prediction, prefix, spent = prefix0_prediction, 0, 0.0
+    rows: list = []
+    report = [GroupReport(s.name, NOT_REACHED, s.cost) for s in steps]
+    stopped = "complete"
+    slack = 1e-12 * max(1.0, budget) if budget is not None and budget != float("inf") else 0.0
+    for k, step in enumerate(steps):
+        rep = report[k]
+        if budget is not None and step.cost > budget - spent + slack:
+            rep.status, stopped = OVER_BUDGET, "budget"
+            rep.message = f"cost {step.cost:g} exceeds the remaining budget {max(budget - spent, 0.0):g}"
+            break
+        if step.name not in extractors:
+            rep.status, stopped = NO_EXTRACTOR, NO_EXTRACTOR
+            rep.message = "no extractor was given for this group"
+            break
+        remaining = clock.remaining()
+        if remaining is not None and remaining <= 0:
+            rep.status, stopped = DEADLINE, DEADLINE
+            rep.message = "the deadline had passed before this group could start"
+            break
+        spent += step.cost
+        got = _call(extractors[step.name], inputs, step, worker, clock)
+        if got is None:
+            rep.status, stopped = TIMEOUT, TIMEOUT
+            rep.message = ("the extractor overran the deadline; it keeps running on the session's worker "
+                           "thread and its result will be discarded")
+            break
+        ok, value, rep.elapsed_s = got
+        if not ok:
+            rep.status, stopped, rep.exception = ERROR, ERROR, value
+            rep.message = f"extractor raised {type(value).__name__}: {value}"
+            break
+        try:
+            rows.append(as_group_array(step.name, value, step.dim, one_row=True))
+        except EdgeseqError as exc:
+            rep.status, stopped, rep.message = INVALID, INVALID, str(exc)
+            break
+        prediction, prefix = commit(k + 1, rows), k + 1
+        rep.status = OK
+    return LoopOutcome(prediction, prefix, spent, clock.elapsed(), report, stopped)

@@ -1,0 +1,120 @@
+"""The one thread a session runs extractors on, so a deadline can walk away from a slow extractor.
+
+Python cannot kill a thread, so an overrunning extractor keeps running after its caller gave up.
+This worker bounds the damage: one thread per session (never more), one job at a time, and a job
+whose caller gave up is *abandoned* — its result (or exception) is dropped the moment it finishes,
+so nothing accumulates. While an abandoned job is still running the worker is `busy`; the session
+decides what a new run does then (see `AnytimeSession.run`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class JobOutcome:
+    """What a finished job produced: its value, or the exception it raised."""
+
+    ok: bool
+    value: object  # the return value, or the exception when not ok
+    elapsed_s: float
+
+
+class ExtractorWorker:
+    """A daemon thread that runs one callable at a time on behalf of a session."""
+
+    def __init__(self, name: str = "edgeseq-extractor"):
+        self._cv = threading.Condition()
+        self._job = None  # (ticket, fn, arg, label)
+        self._outcome: tuple[int, JobOutcome] | None = None
+        self._ticket = 0
+        self._running: tuple[int, str, float] | None = None  # (ticket, label, start time)
+        self._abandoned: int | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ caller side
+    @property
+    def busy(self) -> bool:
+        with self._cv:
+            return self._job is not None or self._running is not None
+
+    def running_job(self) -> tuple[str, float] | None:
+        """(label, seconds it has been running) of the current job, or None when idle."""
+        with self._cv:
+            if self._running is None:
+                return None
+            return self._running[1], time.perf_counter() - self._running[2]
+
+    def submit(self, fn, arg, label: str) -> int:
+        """Start `fn(arg)` on the worker; the caller must have checked it is idle."""
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("extractor worker is closed")
+            if self._job is not None or self._running is not None:
+                raise RuntimeError("extractor worker is busy")
+            self._ticket += 1
+            self._job = (self._ticket, fn, arg, label)
+            self._outcome = None
+            self._cv.notify_all()
+            return self._ticket
+
+    def wait(self, ticket: int, timeout: float | None) -> JobOutcome | None:
+        """The job's outcome, or None if it did not finish within `timeout` (it is then abandoned)."""
+        with self._cv:
+            done = self._cv.wait_for(
+                lambda: self._outcome is not None and self._outcome[0] == ticket, timeout)
+            if not done:
+                self._abandoned = ticket
+                return None
+            outcome = self._outcome[1]
+            self._outcome = None
+            return outcome
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Block until no job is running (True) or the timeout passes (False)."""
+        with self._cv:
+            return self._cv.wait_for(lambda: self._job is None and self._running is None, timeout)
+
+    def close(self) -> None:
+        """Ask the thread to exit once its current job (if any) returns; does not block."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ worker side
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._job is not None or self._closed)
+                if self._job is None:  # closed and idle
+                    return
+                ticket, fn, arg, label = self._job
+                self._job = None
+                t0 = time.perf_counter()
+                self._running = (ticket, label, t0)
+            try:
+                outcome = JobOutcome(True, fn(arg), 0.0)
+            except BaseException as exc:  # noqa: BLE001 — reported to the caller, never lost
+                outcome = JobOutcome(False, exc, 0.0)
+            outcome.elapsed_s = time.perf_counter() - t0
+            del fn, arg
+            with self._cv:
+                self._running = None
+                if self._abandoned == ticket:  # the caller gave up: drop the late result
+                    self._abandoned = None
+                else:
+                    self._outcome = (ticket, outcome)
+                del outcome
+                self._cv.notify_all()
