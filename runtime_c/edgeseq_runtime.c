@@ -1,0 +1,316 @@
+/* edgeseq C runtime: see edgeseq_runtime.h for the API, costs and the interrupt-safety argument. */
+#include "edgeseq_runtime.h"
+
+#ifndef ES_IDENTITY_ONLY
+#include <math.h> /* expf: only the sigmoid and softmax links call it */
+#endif
+
+#define ES_STATE_MAGIC 0x45534551u /* "ESEQ" */
+
+/* Finite check on the bit pattern: immune to -ffast-math, needs no libm. */
+static int es_is_finite(float v)
+{
+    union {
+        float f;
+        uint32_t u;
+    } bits;
+    bits.f = v;
+    return (bits.u & 0x7f800000u) != 0x7f800000u;
+}
+
+static int es_state_ok(const es_state *s)
+{
+    return s != NULL && s->magic == ES_STATE_MAGIC && s->model != NULL;
+}
+
+size_t es_work_floats(const es_model *m)
+{
+    if (m == NULL) {
+        return 0;
+    }
+    return (size_t)m->n_features + (size_t)m->n_outputs + 2u * (size_t)m->n_pred;
+}
+
+static es_status es_check_model(const es_model *m)
+{
+    uint32_t k;
+    uint32_t total = 0;
+    if (m->abi_version != ES_ABI_VERSION || m->n_outputs == 0 || m->group_dim == NULL ||
+        m->group_index == NULL || m->coef == NULL || m->intercept == NULL) {
+        return ES_ERR_BAD_MODEL;
+    }
+    switch (m->link) {
+    case ES_LINK_IDENTITY:
+#ifndef ES_IDENTITY_ONLY
+    case ES_LINK_SOFTMAX:
+#endif
+        if (m->n_pred != m->n_outputs) {
+            return ES_ERR_BAD_MODEL;
+        }
+        break;
+#ifndef ES_IDENTITY_ONLY
+    case ES_LINK_SIGMOID:
+        if (m->n_outputs != 1u || m->n_pred != 2u) {
+            return ES_ERR_BAD_MODEL;
+        }
+        break;
+#endif
+    default:
+        return ES_ERR_BAD_MODEL;
+    }
+    for (k = 0; k < m->n_groups; ++k) {
+        if (m->group_dim[k] == 0u || m->group_dim[k] > m->n_features - total ||
+            m->coef[k + 1u] == NULL) {
+            return ES_ERR_BAD_MODEL;
+        }
+        total += m->group_dim[k];
+    }
+    return total == m->n_features ? ES_OK : ES_ERR_BAD_MODEL;
+}
+
+/* z = x[0:d] @ W + b, W row-major d x P. Float accumulation (what an FPU-only MCU does). */
+static void es_affine(const float *x, uint32_t d, const float *w, const float *b, uint32_t p_out,
+                      float *z)
+{
+    uint32_t i;
+    uint32_t p;
+    if (p_out == 1u) {
+        float acc = b[0];
+        for (i = 0; i < d; ++i) {
+            acc += x[i] * w[i];
+        }
+        z[0] = acc;
+        return;
+    }
+    for (p = 0; p < p_out; ++p) {
+        z[p] = b[p];
+    }
+    for (i = 0; i < d; ++i) {
+        const float xi = x[i];
+        const float *row = w + (size_t)i * p_out;
+        for (p = 0; p < p_out; ++p) {
+            z[p] += xi * row[p];
+        }
+    }
+}
+
+/*
+ * Apply the link to z and write the prediction into slot `dst`; returns the argmax label
+ * (-1 for regression) or -2 when the result is not finite (overflow).
+ */
+static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
+{
+    uint32_t p;
+    uint32_t best = 0;
+    const uint32_t n = m->n_outputs;
+    for (p = 0; p < n; ++p) {
+        if (!es_is_finite(z[p])) {
+            return -2;
+        }
+        if (z[p] > z[best]) {
+            best = p;
+        }
+    }
+    if (m->link == ES_LINK_IDENTITY) {
+        for (p = 0; p < n; ++p) {
+            dst[p] = z[p];
+        }
+        return -1;
+    }
+#ifdef ES_IDENTITY_ONLY
+    return -2; /* unreachable: es_init rejects other links in this build */
+#else
+    if (m->link == ES_LINK_SIGMOID) {
+        /* e = exp(-|z|) never overflows; the larger probability is 1/(1+e), the smaller e/(1+e). */
+        const float e = expf(-fabsf(z[0]));
+        const float big = 1.0f / (1.0f + e);
+        const float small = e / (1.0f + e);
+        dst[0] = z[0] >= 0.0f ? small : big;
+        dst[1] = z[0] >= 0.0f ? big : small;
+        return z[0] > 0.0f ? 1 : 0;
+    }
+    {
+        /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P] */
+        float sum = 0.0f;
+        const float zmax = z[best];
+        for (p = 0; p < n; ++p) {
+            z[p] = expf(z[p] - zmax);
+            sum += z[p];
+        }
+        for (p = 0; p < n; ++p) {
+            dst[p] = z[p] / sum;
+        }
+        return (int32_t)best;
+    }
+#endif
+}
+
+/* Compute prefix j's prediction from x into the unpublished slot, then publish it. */
+static es_status es_commit(es_state *s, uint32_t j)
+{
+    const es_model *m = s->model;
+    const uint32_t target = (s->seq + 1u) & 1u;
+    const float *w = j == 0u ? s->x : m->coef[j];
+    int32_t label;
+    es_affine(s->x, s->filled, w, m->intercept + (size_t)j * m->n_outputs, m->n_outputs, s->z);
+    label = es_link_into(m, s->z, s->slot + (size_t)target * m->n_pred);
+    if (label == -2) {
+        return ES_ERR_OVERFLOW;
+    }
+    s->slot_prefix[target] = j;
+    s->slot_label[target] = label;
+    ES_FENCE_RELEASE(); /* the slot's contents become visible before the counter that publishes it */
+    s->seq = s->seq + 1u;
+    return ES_OK;
+}
+
+es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
+{
+    es_status st;
+    if (s == NULL || m == NULL || work == NULL) {
+        return ES_ERR_NULL;
+    }
+    s->magic = 0u;
+    st = es_check_model(m);
+    if (st != ES_OK) {
+        return st;
+    }
+    if (work_len < es_work_floats(m)) {
+        return ES_ERR_BUFFER;
+    }
+    s->model = m;
+    s->x = work;
+    s->z = work + m->n_features;
+    s->slot = work + m->n_features + m->n_outputs;
+    s->next = 0u;
+    s->filled = 0u;
+    s->seq = 0u;
+    st = es_commit(s, 0u);
+    if (st == ES_OK) {
+        s->magic = ES_STATE_MAGIC;
+    }
+    return st;
+}
+
+es_status es_reset(es_state *s)
+{
+    if (s == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!es_state_ok(s)) {
+        return ES_ERR_NOT_INIT;
+    }
+    s->next = 0u;
+    s->filled = 0u;
+    return es_commit(s, 0u);
+}
+
+es_status es_next_group(const es_state *s, es_group_info *info)
+{
+    const es_model *m;
+    if (s == NULL || info == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!es_state_ok(s)) {
+        return ES_ERR_NOT_INIT;
+    }
+    m = s->model;
+    if (s->next >= m->n_groups) {
+        return ES_DONE;
+    }
+    info->position = s->next;
+    info->group = m->group_index[s->next];
+    info->dim = m->group_dim[s->next];
+    info->cum_cost = m->cum_cost != NULL ? m->cum_cost[s->next + 1u] : 0.0f;
+    info->name = m->group_name != NULL ? m->group_name[s->next] : NULL;
+    return ES_OK;
+}
+
+es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
+{
+    const es_model *m;
+    uint32_t dim;
+    uint32_t i;
+    es_status st;
+    if (s == NULL || values == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!es_state_ok(s)) {
+        return ES_ERR_NOT_INIT;
+    }
+    m = s->model;
+    if (s->next >= m->n_groups) {
+        return ES_ERR_FINISHED;
+    }
+    if (group != m->group_index[s->next]) {
+        return ES_ERR_WRONG_GROUP;
+    }
+    dim = m->group_dim[s->next];
+    if (n != (size_t)dim) {
+        return ES_ERR_WRONG_LENGTH;
+    }
+    for (i = 0; i < dim; ++i) {
+        if (!es_is_finite(values[i])) {
+            return ES_ERR_NOT_FINITE;
+        }
+    }
+    for (i = 0; i < dim; ++i) {
+        s->x[s->filled + i] = values[i];
+    }
+    s->filled += dim;
+    st = es_commit(s, s->next + 1u);
+    if (st != ES_OK) {
+        s->filled -= dim; /* roll back: the previous prefix stays committed */
+        return st;
+    }
+    s->next += 1u;
+    return ES_OK;
+}
+
+es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *label)
+{
+    uint32_t before;
+    uint32_t after;
+    uint32_t p;
+    uint32_t slot;
+    uint32_t pre;
+    int32_t lab;
+    uint32_t n;
+    if (s == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!es_state_ok(s)) {
+        return ES_ERR_NOT_INIT;
+    }
+    n = s->model->n_pred;
+    do {
+        before = s->seq;
+        ES_FENCE_ACQUIRE(); /* read the counter before the slot it designates */
+        slot = before & 1u;
+        pre = s->slot_prefix[slot];
+        lab = s->slot_label[slot];
+        if (out != NULL) {
+            const volatile float *src = s->slot + (size_t)slot * n;
+            for (p = 0; p < n; ++p) {
+                out[p] = src[p];
+            }
+        }
+        ES_FENCE_ACQUIRE(); /* finish reading the slot before re-reading the counter */
+        after = s->seq;
+    } while (after != before);
+    if (prefix != NULL) {
+        *prefix = pre;
+    }
+    if (label != NULL) {
+        *label = lab;
+    }
+    return ES_OK;
+}
+
+uint32_t es_prefix(const es_state *s)
+{
+    if (!es_state_ok(s)) {
+        return 0u;
+    }
+    return s->slot_prefix[s->seq & 1u];
+}

@@ -1,0 +1,179 @@
+/*
+ * edgeseq C runtime: the anytime loop for firmware, independent of any particular model.
+ *
+ * A generated model (edgeseq_model.h/.c from `edgeseq export`) is a `const es_model` in flash.
+ * The device computes feature groups in the model's order and pushes each group's values; after
+ * every push the prediction of the new prefix is committed. At any moment -- including from an
+ * interrupt handler that fires in the middle of a push -- es_current() returns the last committed
+ * prediction in O(P) (P = prediction width; independent of the number of features).
+ *
+ *     static float work[mymodel_WORK_FLOATS];
+ *     static es_state st;
+ *     es_init(&st, &mymodel_model, work, mymodel_WORK_FLOATS);
+ *     es_group_info g;
+ *     while (es_next_group(&st, &g) == ES_OK) {
+ *         compute_group(g.group, feats);              // g.dim floats
+ *         if (es_push(&st, g.group, feats, g.dim) != ES_OK) break;
+ *     }
+ *     // elsewhere, e.g. in a timer ISR:  es_current(&st, out, &prefix, &label);
+ *
+ * Constraints: C99, no heap, no mutable globals, no stdio. libm is used only for expf (sigmoid and
+ * softmax links; link with -lm). Compile edgeseq_runtime.c with -DES_IDENTITY_ONLY to drop
+ * those links and the libm dependency (es_init then rejects non-identity models).
+ *
+ * STATE AND RAM. All memory is caller-provided: an es_state (sizeof(es_state) bytes) plus a float
+ * work buffer of es_work_floats(model) floats = n_features + n_outputs + 2 * n_pred, laid out as
+ * [features of the prefix so far | linear-output scratch | two prediction slots]. The generated
+ * header gives this size as the compile-time constant <prefix>_WORK_FLOATS and the total RAM as
+ * <prefix>_STATE_RAM_BYTES, so two models of different sizes can share one runtime build.
+ *
+ * COST OF A PUSH. Pushing the group that completes prefix j (d_j features so far, P outputs) costs
+ *   d_g finiteness checks and copies (d_g = the group's dimension),
+ *   d_j * P multiply-adds (one dot product per output over every feature of the prefix),
+ *   the link: softmax P expf + P divisions; sigmoid 1 expf + 2 divisions; identity nothing,
+ *   2 * n_pred + 2 stores to publish.
+ * The worst case is the last push: n_features * P multiply-adds (<prefix>_MACS_PER_PUSH_MAX).
+ * es_current costs n_pred loads/stores plus two counter reads (no retry when called from an
+ * interrupt handler on a single core, see below).
+ *
+ * INTERRUPT SAFETY AND MEMORY ORDERING. Predictions are committed through a double buffer indexed
+ * by a sequence counter `seq`: a push computes into the slot that is NOT published (slot
+ * (seq + 1) & 1), and only then increments seq, which publishes that slot in one aligned 32-bit
+ * store. es_current reads seq, copies slot seq & 1, reads seq again and retries if it changed.
+ *  - Single core, reader in an interrupt handler (the firmware case): the handler runs to
+ *    completion while the interrupted push is frozen, so seq cannot change during the read; the
+ *    published slot is never the one being written; es_current never retries or waits.
+ *  - Reader on another thread/core: the writer never waits; the reader retries when a publish
+ *    happened during its copy (it then may have been reading a slot being rewritten).
+ * Assumptions: an aligned uint32_t load/store is single-copy atomic (true on Cortex-M, RISC-V32/64,
+ * x86; not on 8/16-bit cores, where the counter store must be made atomic by masking interrupts
+ * around es_push/es_reset). All shared fields are accessed through volatile
+ * lvalues, so the compiler keeps their program order. Hardware ordering: on one core program order
+ * is what an interrupt handler observes. Across cores, ES_FENCE_RELEASE / ES_FENCE_ACQUIRE are
+ * placed around the counter; they default to __atomic_thread_fence on GCC/Clang (a compiler-only
+ * barrier on x86 and a `dmb` on ARMv7-M -- harmless there) and to nothing elsewhere; define them
+ * before including this header (and when compiling edgeseq_runtime.c) to plug in your platform's
+ * barrier.
+ *
+ * THREADING. One writer per state (es_init/es_push/es_reset from one context); any number of
+ * es_current readers. es_init and es_reset must not run concurrently with es_current on the same
+ * state before the first es_init has returned.
+ */
+#ifndef EDGESEQ_RUNTIME_H
+#define EDGESEQ_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped when es_model's layout changes; a generated model records the version it was made for. */
+#define ES_ABI_VERSION 1u
+
+#ifndef ES_FENCE_RELEASE
+#if defined(__GNUC__) && defined(__ATOMIC_RELEASE)
+#define ES_FENCE_RELEASE() __atomic_thread_fence(__ATOMIC_RELEASE)
+#define ES_FENCE_ACQUIRE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#else
+#define ES_FENCE_RELEASE() ((void)0)
+#define ES_FENCE_ACQUIRE() ((void)0)
+#endif
+#endif
+
+typedef enum {
+    ES_LINK_IDENTITY = 0, /* regression: prediction = z (P values) */
+    ES_LINK_SIGMOID = 1,  /* binary: P = 1, prediction = [p(class 0), p(class 1)] */
+    ES_LINK_SOFTMAX = 2   /* multiclass: prediction = softmax(z), P values */
+} es_link;
+
+typedef enum {
+    ES_OK = 0,
+    ES_DONE = 1,                /* es_next_group: every group has been pushed */
+    ES_ERR_NULL = -1,           /* a required pointer argument is NULL */
+    ES_ERR_WRONG_GROUP = -2,    /* es_push: not the group es_next_group names */
+    ES_ERR_WRONG_LENGTH = -3,   /* es_push: n differs from the group's dimension */
+    ES_ERR_NOT_FINITE = -4,     /* es_push: a value is NaN or +-Inf (nothing is stored) */
+    ES_ERR_FINISHED = -5,       /* es_push after the last group (es_reset to start over) */
+    ES_ERR_BAD_MODEL = -6,      /* es_init: inconsistent descriptor or other ABI version */
+    ES_ERR_BUFFER = -7,         /* es_init: work buffer shorter than es_work_floats(model) */
+    ES_ERR_NOT_INIT = -8,       /* the state was not set up by a successful es_init */
+    ES_ERR_OVERFLOW = -9        /* es_push: the prediction overflowed float; prefix not committed */
+} es_status;
+
+/*
+ * A fitted anytime model, normally generated (static const, lives in flash). "Sequence order" is
+ * the order in which groups are computed; position k (0-based) completes prefix k + 1.
+ */
+typedef struct es_model {
+    uint32_t abi_version;            /* ES_ABI_VERSION at generation time */
+    const char *name;                /* model name (UTF-8) */
+    es_link link;
+    uint32_t n_groups;               /* J */
+    uint32_t n_outputs;              /* P: width of the linear output z */
+    uint32_t n_pred;                 /* width of a prediction: P, or 2 for ES_LINK_SIGMOID */
+    uint32_t n_features;             /* sum of group_dim: features of the full prefix */
+    const uint32_t *group_index;     /* [J] original group index, sequence order */
+    const uint32_t *group_dim;       /* [J] dimension of each group, sequence order */
+    const float *cum_cost;           /* [J+1] cumulative cost of prefix j; cum_cost[0] = 0 */
+    const float *const *coef;        /* [J+1] coef[j]: d_j x P row-major over the concatenated
+                                        features of the first j groups (sequence order);
+                                        coef[0] may be NULL (d_0 = 0) */
+    const float *intercept;          /* [(J+1) x P] row-major: intercept of each prefix */
+    const char *const *group_name;   /* [J] original group names (UTF-8), sequence order */
+    const char *const *output_name;  /* [n_pred] output names or class labels */
+} es_model;
+
+/* Runtime state. Treat as opaque; fields are public only so it can be allocated statically. */
+typedef struct es_state {
+    const es_model *model;
+    float *x;                /* [n_features] values pushed so far, sequence order */
+    float *z;                /* [n_outputs] scratch for the linear output */
+    volatile float *slot;    /* [2 * n_pred] the two prediction slots */
+    uint32_t next;           /* sequence position of the next group to push (0..J) */
+    uint32_t filled;         /* features stored in x so far (d_next) */
+    volatile uint32_t slot_prefix[2];
+    volatile int32_t slot_label[2];
+    volatile uint32_t seq;   /* publish counter: slot seq & 1 holds the committed prediction */
+    uint32_t magic;          /* ES_STATE_MAGIC after a successful es_init */
+} es_state;
+
+typedef struct es_group_info {
+    uint32_t position;       /* 0-based position in the sequence (pushing it completes prefix position+1) */
+    uint32_t group;          /* original group index: what es_push expects */
+    uint32_t dim;            /* number of floats to push */
+    float cum_cost;          /* cumulative cost once this group is pushed */
+    const char *name;        /* the group's name (UTF-8) */
+} es_group_info;
+
+/* Floats of work buffer a model needs: n_features + n_outputs + 2 * n_pred (0 if model is NULL). */
+size_t es_work_floats(const es_model *model);
+
+/* Validate the model, bind the caller's buffers, commit prefix 0 (the training mean / prior). */
+es_status es_init(es_state *state, const es_model *model, float *work, size_t work_len);
+
+/* The group to compute next: ES_OK and *info filled, or ES_DONE after the last group. */
+es_status es_next_group(const es_state *state, es_group_info *info);
+
+/* Push the values of `group` (original index, as es_next_group reports): n must equal its
+ * dimension and every value must be finite. On success the new prefix's prediction is committed;
+ * on any error the state is unchanged (you may retry with corrected values). */
+es_status es_push(es_state *state, uint32_t group, const float *values, size_t n);
+
+/* Copy the last committed prediction (n_pred floats) into out. prefix (may be NULL) receives the
+ * number of groups it uses; label (may be NULL) the argmax class index for classifiers, or -1 for
+ * regression. out may be NULL to read only prefix/label. Safe from an interrupt handler. */
+es_status es_current(const es_state *state, float *out, uint32_t *prefix, int32_t *label);
+
+/* Forget pushed groups and commit prefix 0 again (start the next sample). */
+es_status es_reset(es_state *state);
+
+/* Number of committed prefixes so far without copying the prediction (0..J). */
+uint32_t es_prefix(const es_state *state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EDGESEQ_RUNTIME_H */

@@ -1,0 +1,143 @@
+/*
+ * Test driver: runs a generated model over feature rows and prints every prefix's prediction.
+ *
+ * Build with -DES_PREFIX=<c prefix> -I<model dir> -I<runtime dir>, plus edgeseq_model.c and
+ * edgeseq_runtime.c. Usage:
+ *   driver predict ROWS.bin   rows of <prefix>_N_FEATURES float32 (native byte order), features
+ *                             in sequence order; prints, per row and prefix j = 0..J,
+ *                             "row j label v0 v1 ..." with %.9g, or "row j ERR status" when a push fails
+ *   driver dump               prints the descriptor: names as UTF-8 hex, every float as its bits
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "edgeseq_model.h"
+
+#define ES_CAT2(a, b) a##b
+#define ES_CAT(a, b) ES_CAT2(a, b)
+#define MODEL ES_CAT(ES_PREFIX, _model)
+#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
+#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
+#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
+
+static void print_hex_string(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (*u == 0) {
+        printf(" -");
+    } else {
+        printf(" ");
+        for (; *u; ++u) {
+            printf("%02x", (unsigned)*u);
+        }
+    }
+}
+
+static void print_bits(const float *v, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; ++i) {
+        unsigned int bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        printf(" %08x", bits);
+    }
+}
+
+static int dump(void)
+{
+    const es_model *m = &MODEL;
+    uint32_t j;
+    uint32_t d = 0;
+    printf("name");
+    print_hex_string(m->name);
+    printf("\nlink %d groups %u outputs %u pred %u features %u\n", (int)m->link, (unsigned)m->n_groups,
+           (unsigned)m->n_outputs, (unsigned)m->n_pred, (unsigned)m->n_features);
+    for (j = 0; j < m->n_groups; ++j) {
+        printf("group %u index %u dim %u name", (unsigned)j, (unsigned)m->group_index[j],
+               (unsigned)m->group_dim[j]);
+        print_hex_string(m->group_name[j]);
+        printf("\n");
+    }
+    for (j = 0; j < m->n_pred; ++j) {
+        printf("output %u name", (unsigned)j);
+        print_hex_string(m->output_name[j]);
+        printf("\n");
+    }
+    printf("cum_cost");
+    print_bits(m->cum_cost, (size_t)m->n_groups + 1u);
+    printf("\n");
+    for (j = 0; j <= m->n_groups; ++j) {
+        if (j > 0) {
+            d += m->group_dim[j - 1];
+        }
+        printf("prefix %u intercept", (unsigned)j);
+        print_bits(m->intercept + (size_t)j * m->n_outputs, m->n_outputs);
+        printf(" coef");
+        if (j > 0) {
+            print_bits(m->coef[j], (size_t)d * m->n_outputs);
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
+static void print_current(const es_state *st, unsigned long row)
+{
+    float out[N_PRED];
+    uint32_t prefix = 0;
+    int32_t label = 0;
+    size_t p;
+    if (es_current(st, out, &prefix, &label) != ES_OK) {
+        printf("%lu - ERR current\n", row);
+        return;
+    }
+    printf("%lu %u %d", row, (unsigned)prefix, (int)label);
+    for (p = 0; p < N_PRED; ++p) {
+        printf(" %.9g", (double)out[p]);
+    }
+    printf("\n");
+}
+
+static int predict(const char *path)
+{
+    static float work[WORK_FLOATS];
+    static float row_values[N_FEATURES + 1u];
+    es_state st;
+    unsigned long row = 0;
+    FILE *f = fopen(path, "rb");
+    es_status s = es_init(&st, &MODEL, work, WORK_FLOATS);
+    if (f == NULL || s != ES_OK) {
+        fprintf(stderr, "driver: cannot open %s or es_init failed (%d)\n", path, (int)s);
+        return 2;
+    }
+    while (fread(row_values, sizeof(float), N_FEATURES, f) == N_FEATURES) {
+        es_group_info g;
+        size_t off = 0;
+        es_reset(&st);
+        print_current(&st, row);
+        while (es_next_group(&st, &g) == ES_OK) {
+            s = es_push(&st, g.group, row_values + off, g.dim);
+            if (s != ES_OK) {
+                printf("%lu %u ERR %d\n", row, (unsigned)(g.position + 1u), (int)s);
+                break;
+            }
+            off += g.dim;
+            print_current(&st, row);
+        }
+        ++row;
+    }
+    fclose(f);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "dump") == 0) {
+        return dump();
+    }
+    if (argc >= 3 && strcmp(argv[1], "predict") == 0) {
+        return predict(argv[2]);
+    }
+    fprintf(stderr, "usage: driver predict ROWS.bin | driver dump\n");
+    return 2;
+}
