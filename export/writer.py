@@ -160,7 +160,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model)
         fname = f"prefix_{j:0{width}d}.onnx"
         (tmp / fname).write_bytes(model.SerializeToString())
         prefix_files.append((fname, sha256_file(tmp / fname)))
-    written = write_c_model(seq, tmp, c_prefix)
+    written = write_c_model(seq, tmp, c_prefix, model_name=model_name)
     c_files = []
     for f in written:
         p = Path(f)

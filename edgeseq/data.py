@@ -1,0 +1,189 @@
+"""Reading training data (CSV with a header row, or .npz) and GROUPS.json for the CLI.
+
+Every problem is reported as an InputError / GroupSpecError that names the file, row or column, so
+`edgeseq train` can print one clear line.
+
+GROUPS.json: ``{"groups": [{"name": "imu", "columns": ["ax", "ay"], "cost": 0.5}, ...]}``. Columns are
+given by header name or by 0-based index *into the data file's columns* (for CSV the header, target
+column included; for .npz the columns of X). Extra keys (e.g. "dim", "measured_on" from
+`edgeseq calibrate`) are allowed; "dim", when present, must equal the number of columns.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import GroupSpecError, InputError
+
+
+@dataclass
+class Dataset:
+    X: np.ndarray  # (n, D) float64
+    y: np.ndarray  # (n,) float64 or labels
+    feature_names: tuple[str, ...] | None
+    source_columns: tuple[str, ...] | None  # CSV: the whole header (GROUPS.json indices refer to it)
+    target_index: int | None  # CSV: position of the target in the header
+
+
+def _parse_float(text: str, where: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{where}: {text!r} is not a number") from None
+
+
+def _target_values(cells: list[str], task: str, path) -> np.ndarray:
+    try:
+        return np.array([float(c) for c in cells], dtype=np.float64)
+    except ValueError:
+        if task == "regression":
+            bad = next(c for c in cells if not _is_number(c))
+            raise InputError(f"{path}: target value {bad!r} is not a number; for class labels use "
+                             "--task classification") from None
+        return np.array(cells, dtype=object).astype(str)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_csv(path, target: str, task: str = "regression") -> Dataset:
+    """CSV with a header row; every column except `target` must be numeric."""
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    rows = [r for r in rows if r]
+    if len(rows) < 2:
+        raise InputError(f"{path}: needs a header row and at least one data row")
+    header = [h.strip() for h in rows[0]]
+    if len(set(header)) != len(header):
+        raise InputError(f"{path}: repeated column names in the header")
+    if target not in header:
+        raise InputError(f"{path}: target column {target!r} is not in the header {header}")
+    t = header.index(target)
+    feats = [i for i in range(len(header)) if i != t]
+    X = np.empty((len(rows) - 1, len(feats)))
+    for r, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise InputError(f"{path}, line {r}: {len(row)} fields, the header has {len(header)}")
+        for k, i in enumerate(feats):
+            X[r - 2, k] = _parse_float(row[i].strip(), f"{path}, line {r}, column {header[i]!r}")
+    y = _target_values([row[t].strip() for row in rows[1:]], task, path)
+    return Dataset(X, y, tuple(header[i] for i in feats), tuple(header), t)
+
+
+def read_npz(path, target: str | None = None) -> Dataset:
+    """.npz with arrays X (n, D), y (n,) and optionally feature_names (D,); never unpickles."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path} as .npz without pickles: {exc}") from None
+    if target not in (None, "y"):
+        raise InputError(f"{path}: .npz files carry the target as array 'y'; omit --target")
+    missing = [k for k in ("X", "y") if k not in arrays]
+    if missing:
+        raise InputError(f"{path} lacks array(s) {missing}; it has {sorted(arrays)}")
+    X, y = arrays["X"], arrays["y"]
+    if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
+        raise InputError(f"{path}: need X of shape (n, D) and y of shape (n,), got {X.shape} and {y.shape}")
+    if not np.issubdtype(X.dtype, np.number):
+        raise InputError(f"{path}: X must be numeric, got dtype {X.dtype}")
+    names = None
+    if "feature_names" in arrays:
+        fn = arrays["feature_names"]
+        if fn.shape != (X.shape[1],):
+            raise InputError(f"{path}: feature_names must have one entry per column of X ({X.shape[1]})")
+        names = tuple(str(v) for v in fn.tolist())
+    return Dataset(X.astype(np.float64), y, names, None, None)
+
+
+def read_data(path, target: str | None = None, task: str = "regression") -> Dataset:
+    """Dispatch on the suffix: .csv (needs `target`) or .npz."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"data file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        return read_npz(path, target)
+    if suffix in (".csv", ".txt"):
+        if target is None:
+            raise InputError(f"{path}: give the target column of the CSV with --target COL")
+        return read_csv(path, target, task)
+    raise InputError(f"{path}: unsupported data format {suffix!r}; use .csv (with a header) or .npz")
+
+
+@dataclass
+class GroupsFile:
+    columns: list[list[int]]  # indices into Dataset.X
+    costs: list[float]
+    names: list[str]
+
+
+def _column_index(ref, ds: Dataset, gname: str) -> int:
+    """Map one GROUPS.json column reference (name or 0-based index) to a column of X."""
+    cols = ds.source_columns or ds.feature_names
+    n_cols = len(cols) if cols is not None else ds.X.shape[1]
+    if isinstance(ref, bool) or not isinstance(ref, (int, str)):
+        raise GroupSpecError(f"group {gname!r}: column {ref!r} must be a header name or a 0-based index")
+    if isinstance(ref, str):
+        if cols is None or ref not in cols:
+            known = "the file has no column names" if cols is None else f"known columns: {list(cols)}"
+            raise GroupSpecError(f"group {gname!r}: unknown column {ref!r} ({known})")
+        idx = cols.index(ref)
+    else:
+        if not 0 <= ref < n_cols:
+            raise GroupSpecError(f"group {gname!r}: column index {ref} is out of range 0..{n_cols - 1}")
+        idx = ref
+    if ds.target_index is None:
+        return idx
+    if idx == ds.target_index:
+        raise GroupSpecError(f"group {gname!r}: column {ref!r} is the target; it cannot be a feature")
+    return idx - (idx > ds.target_index)
+
+
+def read_groups(path, ds: Dataset) -> GroupsFile:
+    """Parse and check GROUPS.json against the data set's columns."""
+    path = Path(path)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GroupSpecError(f"cannot read groups file {path}: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise GroupSpecError(f"{path} is not valid JSON: {exc}") from None
+    groups = doc.get("groups") if isinstance(doc, dict) else None
+    if not isinstance(groups, list) or not groups:
+        raise GroupSpecError(f'{path} must hold {{"groups": [{{"name": ..., "columns": [...], "cost": ...}}, ...]}}')
+    out = GroupsFile([], [], [])
+    for i, g in enumerate(groups):
+        if not isinstance(g, dict):
+            raise GroupSpecError(f"{path}: group {i} must be an object with name, columns and cost")
+        name = g.get("name", f"g{i}")
+        if not isinstance(name, str) or not name:
+            raise GroupSpecError(f"{path}: group {i} has name {name!r}; names must be non-empty strings")
+        cols = g.get("columns")
+        if not isinstance(cols, list) or not cols:
+            raise GroupSpecError(f"{path}: group {name!r} needs a non-empty list 'columns'")
+        cost = g.get("cost")
+        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost <= 0:
+            raise GroupSpecError(f"{path}: group {name!r} has cost {cost!r}; give a positive finite number")
+        if "dim" in g and g["dim"] != len(cols):
+            raise GroupSpecError(f"{path}: group {name!r} says dim {g['dim']} but lists {len(cols)} columns")
+        out.columns.append([_column_index(c, ds, name) for c in cols])
+        out.costs.append(float(cost))
+        out.names.append(name)
+    return out
