@@ -1,0 +1,257 @@
+"""Python runtime: run an exported model (`out/`) with onnxruntime, in batch or as an anytime loop.
+
+`AnytimeSession(out_dir)` verifies the export (schema, manifest checksum, sha256 of every file),
+creates one single-threaded onnxruntime session per prefix once, and offers
+
+* `predict(features_by_group, budget=None, prefix=None)` — batch predictions of one prefix;
+* `run(extractors, budget=None, deadline_s=None, inputs=None)` — the anytime loop for one sample:
+  groups are computed in the learned order and each prefix's prediction is committed as soon as
+  its group is done, so an answer is always ready (policies in `runtime_loop` and the README).
+
+Thread policy: extractors of one session never run concurrently. Without a deadline they run on
+the calling thread; with one they run on the session's single worker thread, which the loop can
+walk away from. While an extractor that overran its deadline is still running, the session is
+`busy`: a new run with a deadline waits for it only until that run's own deadline (then returns
+the prefix-0 prediction, reported `busy`); a new run without a deadline raises `SessionBusyError`
+(waiting could be forever) — call `wait_idle(timeout)` first. No second thread is ever started.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import EdgeseqError, RuntimeInputError
+from .runtime_inputs import (as_group_array, check_budget, check_deadline, check_group_keys,
+                             check_rows)
+from .runtime_loop import BUSY, GroupReport, Step, _Clock, anytime_loop
+from .runtime_ort import PrefixRunner, load_verified_bytes
+from .runtime_worker import ExtractorWorker
+
+__all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "GroupReport", "SessionBusyError"]
+
+
+class SessionBusyError(EdgeseqError, RuntimeError):
+    """A run cannot start: an extractor of an earlier run overran its deadline and is still running."""
+
+
+@dataclass
+class ClassifierPrediction:
+    """Classifier output of one prefix: labels (from the manifest's classes) and probabilities."""
+
+    label: np.ndarray        # (N,) original class labels
+    proba: np.ndarray        # (N, n_classes) float32
+    label_index: np.ndarray  # (N,) int64 index into `classes`
+    prefix: int
+
+
+@dataclass
+class RunResult:
+    """Outcome of one anytime run (one sample).
+
+    `prediction` is what `predict` returns for that one row at `prefix`: an array of shape (1,)
+    or (1, P) for regression, a `ClassifierPrediction` with one row for classifiers.
+    """
+
+    prediction: object
+    prefix: int
+    spent_cost: float   # cost units of every group started (a failed or timed-out one included)
+    prefix_cost: float  # cumulative cost of the committed prefix
+    elapsed_s: float
+    stopped_by: str     # complete | budget | deadline | timeout | busy | error | invalid | no_extractor
+    report: list[GroupReport] = field(default_factory=list)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.stopped_by in ("deadline", "timeout", "busy")
+
+
+@dataclass(frozen=True)
+class _Group:
+    name: str
+    input_name: str
+    dim: int
+    cost: float
+
+
+def _read_only(pred):
+    """Mark the arrays of a prediction that is shared between results read-only."""
+    for a in (pred.label, pred.proba, pred.label_index) if isinstance(pred, ClassifierPrediction) else (pred,):
+        a.setflags(write=False)
+    return pred
+
+
+class AnytimeSession:
+    """A verified export directory, ready to predict (see the module docstring for the policies)."""
+
+    def __init__(self, out_dir):
+        from edgeseq.export.manifest import read_verified  # the export package owns the format
+
+        out = Path(out_dir)
+        m = read_verified(out)
+        self.out_dir = out
+        self.manifest = m
+        self.task: str = m["task"]
+        self.link: str = m["link"]
+        self.groups = tuple(_Group(g["name"], g["input_name"], int(g["dim"]), float(g["cost"]))
+                            for g in m["groups"])
+        self.group_names = tuple(g.name for g in self.groups)
+        self._by_name = {g.name: k for k, g in enumerate(self.groups)}
+        self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
+        outs = m["outputs"]
+        self.output_names = tuple(outs["names"])
+        self.n_outputs = int(outs["n_outputs"])
+        self.classes = None if outs["classes"] is None else np.array(outs["classes"])
+        self._squeeze = bool(outs.get("y_was_1d", False)) and self.task == "regression"
+        wanted = ["y"] if self.task == "regression" else ["proba", "label"]
+        self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
+                                      wanted, str(out / p["file"])) for p in m["prefixes"]]
+        self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups]
+        self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
+        self._run_lock = threading.Lock()
+        self._worker: ExtractorWorker | None = None
+        self._finalizer = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def n_prefixes(self) -> int:
+        """J + 1 (prefix 0 predicts without any group)."""
+        return len(self._runners)
+
+    def prefix_for_budget(self, budget) -> int:
+        """Longest prefix whose cumulative cost is <= budget (inclusive, 1e-12 relative slack)."""
+        b = check_budget(budget)
+        slack = 1e-12 * max(1.0, b) if np.isfinite(b) else 0.0
+        return int(np.nonzero(self.cum_cost <= b + slack)[0][-1])
+
+    def _resolve_prefix(self, budget, prefix) -> int:
+        if budget is not None and prefix is not None:
+            raise RuntimeInputError("pass either budget or prefix, not both")
+        if prefix is None:
+            return self.n_prefixes - 1 if budget is None else self.prefix_for_budget(budget)
+        if isinstance(prefix, bool) or not isinstance(prefix, (int, np.integer)) \
+                or not 0 <= prefix < self.n_prefixes:
+            raise RuntimeInputError(f"prefix must be an integer in 0..{self.n_prefixes - 1}, got {prefix!r}")
+        return int(prefix)
+
+    # ------------------------------------------------------------------ batch
+    def predict(self, features_by_group: dict, budget=None, prefix=None):
+        """Predictions of the longest prefix allowed (by `budget` in cost units, or `prefix`; else all).
+
+        Keys are group names; groups beyond the prefix may be present and are ignored. Arrays are
+        (N, d_g) (or (d_g,) for one row). Returns (N,) for a regression trained on 1-D y, (N, P)
+        otherwise, and a `ClassifierPrediction` for classifiers.
+        """
+        j = self._resolve_prefix(budget, prefix)
+        check_group_keys(features_by_group, self._by_name, self.group_names[:j])
+        arrays = {name: as_group_array(name, value, self.groups[self._by_name[name]].dim)
+                  for name, value in features_by_group.items()}
+        n = check_rows(arrays)
+        runner = self._runners[j]
+        if j == 0:
+            return self._format(runner.run_rows(n), 0)
+        return self._format(runner.run([arrays[g] for g in self.group_names[:j]]), j)
+
+    def _format(self, outs: list[np.ndarray], j: int):
+        if self.task == "regression":
+            y = outs[0]
+            return y[:, 0] if self._squeeze else y
+        proba, idx = outs
+        return ClassifierPrediction(self.classes[idx], proba, idx, j)
+
+    # ------------------------------------------------------------------ anytime loop
+    def run(self, extractors: dict, budget=None, deadline_s=None, inputs=None) -> RunResult:
+        """Anytime loop for one sample: compute groups in order, commit each prefix, stop in time.
+
+        `extractors[name](inputs)` returns the features of group `name` for the sample, shape (d_g,)
+        or (1, d_g). Groups start only while their cost fits in the remaining `budget` (cost units);
+        with `deadline_s` (seconds from this call) the run returns on time even if an extractor
+        overruns. An extractor that raises or returns bad data ends the run; the last committed
+        prediction is returned and the report says what happened. Never raises for extractor faults.
+        """
+        if not isinstance(extractors, dict):
+            raise RuntimeInputError(f"extractors must be a dict mapping group name -> callable, "
+                                    f"got {type(extractors).__name__}")
+        check_group_keys(extractors, self._by_name, ())
+        bad = [k for k, f in extractors.items() if not callable(f)]
+        if bad:
+            raise RuntimeInputError(f"extractor(s) for {', '.join(map(repr, bad))} are not callable")
+        budget = check_budget(budget)
+        deadline_s = check_deadline(deadline_s)
+        if self._closed:
+            raise EdgeseqError("this AnytimeSession is closed; create a new one to run the anytime loop")
+        clock = _Clock(deadline_s)
+        if deadline_s is None:
+            return self._run_locked(extractors, budget, None, inputs, clock, None)
+        if not self._run_lock.acquire(timeout=max(0.0, clock.remaining())):
+            return self._busy_result(clock, "another run of this session was still in progress")
+        try:
+            worker = self._get_worker()
+            if not worker.wait_idle(max(0.0, clock.remaining())):
+                label, age = worker.running_job() or ("?", 0.0)
+                return self._busy_result(clock, f"the extractor of group {label!r} from an earlier run is "
+                                                f"still running ({age:.3g} s); its result will be discarded")
+            return self._finish(anytime_loop(self._steps, self._commit, self._prefix0, extractors,
+                                             inputs, budget, deadline_s, worker, clock))
+        finally:
+            self._run_lock.release()
+
+    def _run_locked(self, extractors, budget, deadline_s, inputs, clock, worker) -> RunResult:
+        with self._run_lock:
+            if self.busy:
+                label, age = self._worker.running_job() or ("?", 0.0)
+                raise SessionBusyError(
+                    f"the extractor of group {label!r} overran an earlier run's deadline and is still "
+                    f"running ({age:.3g} s); extractors of one session never run concurrently. Call "
+                    f"wait_idle(timeout) first, or pass deadline_s to wait at most that long")
+            return self._finish(anytime_loop(self._steps, self._commit, self._prefix0, extractors,
+                                             inputs, budget, deadline_s, worker, clock))
+
+    def _commit(self, j: int, rows: list[np.ndarray]):
+        return self._format(self._runners[j].run(rows), j)
+
+    def _finish(self, out) -> RunResult:
+        return RunResult(out.prediction, out.prefix, out.spent_cost, float(self.cum_cost[out.prefix]),
+                         out.elapsed_s, out.stopped_by, out.report)
+
+    def _busy_result(self, clock: _Clock, why: str) -> RunResult:
+        report = [GroupReport(g.name, "not_reached", g.cost) for g in self.groups]
+        if report:
+            report[0].status, report[0].message = BUSY, why
+        return RunResult(self._prefix0, 0, 0.0, 0.0, clock.elapsed(), BUSY, report)
+
+    # ------------------------------------------------------------------ worker lifecycle
+    def _get_worker(self) -> ExtractorWorker:
+        if self._worker is None:
+            self._worker = ExtractorWorker(f"edgeseq-extractor-{id(self):x}")
+            # close the thread when the session is garbage-collected (the worker does not refer back)
+            self._finalizer = weakref.finalize(self, ExtractorWorker.close, self._worker)
+        return self._worker
+
+    @property
+    def busy(self) -> bool:
+        """True while an extractor that overran an earlier deadline is still running."""
+        return self._worker is not None and self._worker.busy
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no overrunning extractor is running; True if idle."""
+        return self._worker is None or self._worker.wait_idle(timeout)
+
+    def close(self) -> None:
+        """Stop the worker thread (it exits as soon as any still-running extractor returns).
+
+        `predict` keeps working; `run` raises afterwards."""
+        self._closed = True
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,190 @@
+"""AnytimeSession.predict on real exports: every prefix against the float64 FittedSequence, budgets,
+output shapes, and clear errors for bad input or a tampered export."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from edgeseq import AnytimeRegressor
+from edgeseq.errors import IntegrityError, RuntimeInputError
+from edgeseq.runtime import AnytimeSession, ClassifierPrediction
+from sequences import random_sequence
+from test_runtime_support import assert_matches_reference, exported, group_features
+
+CASES = {
+    "reg1": dict(group_sizes=(2, 3, 1), n_outputs=1, link="identity"),
+    "reg_multi": dict(group_sizes=(4, 1, 2, 3), n_outputs=3, link="identity"),
+    "sigmoid": dict(group_sizes=(3, 2), link="sigmoid"),
+    "softmax": dict(group_sizes=(1, 5, 2), n_outputs=4, link="softmax"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def model(request, tmp_path_factory):
+    rng = np.random.default_rng(sorted(CASES).index(request.param))
+    seq = random_sequence(rng, **CASES[request.param])
+    out = exported(seq, tmp_path_factory.mktemp(request.param))
+    return seq, AnytimeSession(out)
+
+
+def sample_rows(seq, n=64, seed=1):
+    """Ordinary, huge and tiny magnitudes, so the float32 bound is exercised across scales."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, seq.n_features_in))
+    X[: n // 4] *= 1e4
+    X[n // 4: n // 2] *= 1e-4
+    return X
+
+
+def test_every_prefix_matches_float64_reference(model):
+    seq, sess = model
+    X = sample_rows(seq)
+    feats = group_features(seq, X)
+    assert sess.n_prefixes == seq.n_prefixes
+    for j in range(seq.n_prefixes):
+        assert_matches_reference(sess, seq, X, j, sess.predict(feats, prefix=j))
+
+
+def test_budget_selects_longest_prefix_inclusive(model):
+    seq, sess = model
+    X = sample_rows(seq, 8)
+    feats = group_features(seq, X)
+    cum = seq.cum_cost
+    for j in range(seq.n_prefixes):
+        assert sess.prefix_for_budget(cum[j]) == j
+        if j:  # just below (beyond the 1e-12 relative slack for float rounding) buys one prefix less
+            assert sess.prefix_for_budget(cum[j] * (1 - 1e-9)) == j - 1
+        ref = sess.predict(feats, prefix=j)
+        got = sess.predict(feats, budget=float(cum[j]))
+        if isinstance(ref, ClassifierPrediction):
+            assert np.array_equal(got.proba, ref.proba) and got.prefix == j
+        else:
+            assert np.array_equal(got, ref)
+    assert sess.prefix_for_budget(float("inf")) == seq.n_prefixes - 1
+
+
+def test_groups_beyond_the_prefix_are_not_needed(model):
+    seq, sess = model
+    X = sample_rows(seq, 5)
+    first = seq.group_names[seq.order[0]]
+    pred = sess.predict({first: X[:, seq.group_columns[seq.order[0]]]}, prefix=1)
+    assert_matches_reference(sess, seq, X, 1, pred)
+    # prefix 0 needs nothing; with no features it answers for one row
+    p0 = sess.predict({}, prefix=0)
+    assert (p0.proba.shape[0] if isinstance(p0, ClassifierPrediction) else p0.shape[0]) == 1
+
+
+@pytest.fixture(scope="module")
+def reg(tmp_path_factory):
+    seq = random_sequence(np.random.default_rng(11), (2, 3, 1), names=["a b", 'q"uote\n', "ünï"])
+    return seq, AnytimeSession(exported(seq, tmp_path_factory.mktemp("reg")))
+
+
+def test_one_dimensional_row_and_squeezed_output(reg):
+    seq, sess = reg
+    X = sample_rows(seq, 3)
+    out = sess.predict(group_features(seq, X))
+    assert out.shape == (3,) and out.dtype == np.float32
+    one = sess.predict({k: v[0] for k, v in group_features(seq, X).items()})
+    assert one.shape == (1,) and one[0] == out[0]
+
+
+def test_multi_output_shape(tmp_path):
+    seq = random_sequence(np.random.default_rng(3), (2, 2), n_outputs=3)
+    sess = AnytimeSession(exported(seq, tmp_path))
+    X = sample_rows(seq, 7)
+    assert sess.predict(group_features(seq, X)).shape == (7, 3)
+    assert sess.predict({}, prefix=0).shape == (1, 3)
+
+
+def test_missing_group_is_named(reg):
+    seq, sess = reg
+    feats = group_features(seq, sample_rows(seq, 2))
+    last = seq.group_names[seq.order[-1]]
+    del feats[last]
+    with pytest.raises(RuntimeInputError, match="missing") as e:
+        sess.predict(feats)
+    assert repr(last) in str(e.value)
+    sess.predict(feats, prefix=seq.n_prefixes - 2)  # fine without the last group
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda f: f.update({"nope": np.zeros((2, 1))}), "unknown group"),
+    (lambda f: f.update({"a b": np.zeros((2, 5))}), "shape"),
+    (lambda f: f.update({"a b": np.zeros((2, 2, 1))}), "shape"),
+    (lambda f: f.update({"a b": np.zeros((0, 2))}), "no rows"),
+    (lambda f: f.update({"a b": np.zeros((3, 2))}), "different numbers of rows"),
+    (lambda f: f.update({"a b": np.full((2, 2), np.nan)}), "NaN"),
+    (lambda f: f.update({"a b": np.array([[1.0, np.inf], [0, 0]])}), "NaN/Inf"),
+    (lambda f: f.update({"a b": np.array([[1e39, 0], [0, 0]])}), "overflow"),
+    (lambda f: f.update({"a b": np.array([["x", "y"], ["z", "w"]])}), "numeric"),
+])
+def test_bad_features_fail_clearly(reg, mutate, match):
+    seq, sess = reg
+    feats = group_features(seq, sample_rows(seq, 2))
+    mutate(feats)
+    with pytest.raises(RuntimeInputError, match=match):
+        sess.predict(feats)
+
+
+def test_hostile_group_name_is_quoted_in_messages(reg):
+    seq, sess = reg
+    feats = group_features(seq, sample_rows(seq, 2))
+    feats['q"uote\n'] = np.zeros((2, 7))
+    with pytest.raises(RuntimeInputError) as e:
+        sess.predict(feats)
+    assert "\n" not in str(e.value) and "'q\"uote\\n'" in str(e.value)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(budget=1.0, prefix=1), "either budget or prefix"),
+    (dict(prefix=99), "prefix must be"),
+    (dict(prefix=True), "prefix must be"),
+    (dict(prefix=1.0), "prefix must be"),
+    (dict(budget=-1), "budget"),
+    (dict(budget=float("nan")), "budget"),
+    (dict(budget="cheap"), "budget"),
+])
+def test_bad_budget_or_prefix(reg, kwargs, match):
+    seq, sess = reg
+    with pytest.raises(RuntimeInputError, match=match):
+        sess.predict(group_features(seq, sample_rows(seq, 2)), **kwargs)
+
+
+def test_not_a_dict(reg):
+    with pytest.raises(RuntimeInputError, match="dict"):
+        reg[1].predict([np.zeros(2)])
+
+
+def test_sessions_are_single_threaded(reg):
+    so = reg[1]._runners[0].session.get_session_options()
+    assert so.intra_op_num_threads == 1 and so.inter_op_num_threads == 1
+    assert so.execution_mode == ort.ExecutionMode.ORT_SEQUENTIAL
+    assert so.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_tampered_export_is_refused(tmp_path):
+    seq = random_sequence(np.random.default_rng(2), (2, 1))
+    out = exported(seq, tmp_path)
+    f = out / "prefix_001.onnx"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    f.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match="prefix_001.onnx"):
+        AnytimeSession(out)
+
+
+def test_real_regressor_fit_matches_estimator(tmp_path):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 7)) * [1, 10, 0.1, 1, 5, 1, 2]
+    y = X @ rng.normal(size=7) + 0.1 * rng.normal(size=300)
+    groups = [[0, 1], [2], [3, 4, 5], [6]]
+    est = AnytimeRegressor(groups=groups, costs=[1.0, 2.0, 0.5, 3.0]).fit(X, y)
+    seq = est.fitted_sequence_
+    sess = AnytimeSession(exported(seq, tmp_path))
+    feats = group_features(seq, X)
+    for j in range(seq.n_prefixes):
+        got = sess.predict(feats, prefix=j)
+        assert_matches_reference(sess, seq, X, j, got)
+        np.testing.assert_allclose(got, est.predict(X, prefix=j),
+                                   atol=float(np.max(np.abs(y))) * 1e-5)
