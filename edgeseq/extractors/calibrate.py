@@ -209,10 +209,14 @@ def write_groups_json(doc: dict, path) -> Path:
     """Write a calibration document as pretty JSON (creating parent directories)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rest = {k: v for k, v in doc.items() if k != "groups"}
-    lines = ",\n  ".join(json.dumps(g) for g in doc["groups"])  # one group a line: readable diffs
-    body = json.dumps(rest, indent=1)[1:].lstrip("\n")
-    path.write_text('{\n "groups": [\n  ' + lines + "\n ],\n" + body + "\n")
+    parts = []
+    for key, value in doc.items():
+        if key == "groups":  # one group a line: readable diffs of stored costs
+            value_text = "[\n  " + ",\n  ".join(json.dumps(g) for g in value) + "\n ]"
+        else:
+            value_text = json.dumps(value, indent=1).replace("\n", "\n ")
+        parts.append(f" {json.dumps(key)}: {value_text}")
+    path.write_text("{\n" + ",\n".join(parts) + "\n}\n")
     return path
 
 
