@@ -1,0 +1,255 @@
+/*
+ * Fuzz harness: arbitrary sequences of init / next_group / push / current / reset driven by bytes,
+ * against a generated model (-DES_PREFIX=<prefix> -I<model dir>). Every status is checked against
+ * an independent model of the expected behaviour, and every committed prediction against a
+ * double-precision reference; any mismatch aborts (a finding), as do ASan/UBSan reports.
+ *
+ * clang -fsanitize=fuzzer,address,undefined -DES_LIBFUZZER ...   libFuzzer entry point only
+ * gcc ... (no ES_LIBFUZZER)                                       fallback: `fuzz_runtime SECONDS SEED`
+ *                                                                  feeds random byte strings
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "edgeseq_model.h"
+
+#define ES_CAT2(a, b) a##b
+#define ES_CAT(a, b) ES_CAT2(a, b)
+#define MODEL ES_CAT(ES_PREFIX, _model)
+#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
+#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
+#define N_OUTPUTS ES_CAT(ES_PREFIX, _N_OUTPUTS)
+#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
+
+#define FINDING(msg)                                                 \
+    do {                                                             \
+        fprintf(stderr, "fuzz finding: %s (line %d)\n", msg, __LINE__); \
+        abort();                                                     \
+    } while (0)
+
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} bytes;
+
+static unsigned take(bytes *b)
+{
+    unsigned v;
+    if (b->n == 0) {
+        return 0u;
+    }
+    v = b->p[0];
+    ++b->p;
+    --b->n;
+    return v;
+}
+
+/* mostly small well-formed values, sometimes raw bit patterns (NaN, Inf, huge, subnormal) */
+static float take_float(bytes *b)
+{
+    unsigned sel = take(b);
+    if (sel < 224u) {
+        return (float)((int)take(b) - 128) / 16.0f;
+    }
+    {
+        union { uint32_t u; float f; } v;
+        v.u = (uint32_t)take(b) | ((uint32_t)take(b) << 8) | ((uint32_t)take(b) << 16) |
+              ((uint32_t)take(b) << 24);
+        return v.f;
+    }
+}
+
+static int finite_f(float v)
+{
+    return v - v == 0.0f;
+}
+
+/* expected prediction of prefix j in double, with a bound on the float32 rounding error */
+static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x, double *pred,
+                      double *bound, double *magnitude)
+{
+    double z[N_OUTPUTS];
+    double mag = 0.0;
+    uint32_t p, i;
+    double zmax, sum = 0.0;
+    for (p = 0; p < N_OUTPUTS; ++p) {
+        double s = (double)m->intercept[(size_t)j * N_OUTPUTS + p];
+        double a = fabs(s);
+        for (i = 0; i < d; ++i) {
+            double t = (double)x[i] * (double)m->coef[j][(size_t)i * N_OUTPUTS + p];
+            s += t;
+            a += fabs(t);
+        }
+        z[p] = s;
+        if (a > mag) {
+            mag = a;
+        }
+    }
+    *magnitude = mag;
+    *bound = (double)(d + 4u) * 1.2e-7 * mag + 1e-37;
+    if (m->link == ES_LINK_IDENTITY) {
+        for (p = 0; p < N_OUTPUTS; ++p) {
+            pred[p] = z[p];
+        }
+        return;
+    }
+    if (m->link == ES_LINK_SIGMOID) {
+        pred[1] = 1.0 / (1.0 + exp(-z[0]));
+        pred[0] = 1.0 - pred[1];
+        *bound += 1e-6; /* the link is 1/4-Lipschitz; expf adds a few ulp */
+        return;
+    }
+    zmax = z[0];
+    for (p = 1; p < N_OUTPUTS; ++p) {
+        zmax = z[p] > zmax ? z[p] : zmax;
+    }
+    for (p = 0; p < N_OUTPUTS; ++p) {
+        sum += exp(z[p] - zmax);
+    }
+    for (p = 0; p < N_OUTPUTS; ++p) {
+        pred[p] = exp(z[p] - zmax) / sum;
+    }
+    *bound = 2.0 * *bound + 1e-6; /* softmax is 1-Lipschitz per logit difference */
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static float work[WORK_FLOATS + 4u];
+    static float mirror[N_FEATURES];      /* what we expect the state to hold */
+    static float values[N_FEATURES + 8u];
+    es_state st;
+    bytes b;
+    int inited = 0;
+    uint32_t next = 0, filled = 0;
+    const es_model *m = &MODEL;
+    b.p = data;
+    b.n = size;
+    memset(&st, 0, sizeof st);
+    while (b.n > 0) {
+        unsigned op = take(&b) % 6u;
+        es_status s;
+        if (op == 0u) { /* init with a possibly too small buffer */
+            unsigned len = take(&b);
+            size_t work_len = len < 128u ? (size_t)WORK_FLOATS : (size_t)(len - 128u);
+            if (work_len > WORK_FLOATS + 4u) {
+                work_len = WORK_FLOATS + 4u;
+            }
+            s = es_init(&st, m, work, work_len);
+            if (s != (work_len >= WORK_FLOATS ? ES_OK : ES_ERR_BUFFER)) {
+                FINDING("es_init status");
+            }
+            inited = s == ES_OK;
+            next = filled = 0;
+        } else if (op == 1u) {
+            es_group_info g;
+            s = es_next_group(&st, &g);
+            if (!inited) {
+                if (s != ES_ERR_NOT_INIT) FINDING("next_group before init");
+            } else if (next == m->n_groups) {
+                if (s != ES_DONE) FINDING("next_group at end");
+            } else if (s != ES_OK || g.group != m->group_index[next] || g.dim != m->group_dim[next] ||
+                       g.position != next) {
+                FINDING("next_group info");
+            }
+        } else if (op == 2u) { /* push, usually the right group and length */
+            unsigned gsel = take(&b), nsel = take(&b);
+            uint32_t expect_dim = next < m->n_groups ? m->group_dim[next] : 0u;
+            uint32_t group = (next < m->n_groups && gsel < 200u) ? m->group_index[next] : gsel % 8u;
+            size_t n = nsel < 200u ? expect_dim : nsel % (N_FEATURES + 8u);
+            size_t i;
+            int all_finite = 1;
+            es_status want;
+            for (i = 0; i < n; ++i) {
+                values[i] = take_float(&b);
+                all_finite = all_finite && finite_f(values[i]);
+            }
+            s = es_push(&st, group, values, n);
+            if (!inited) {
+                want = ES_ERR_NOT_INIT;
+            } else if (next >= m->n_groups) {
+                want = ES_ERR_FINISHED;
+            } else if (group != m->group_index[next]) {
+                want = ES_ERR_WRONG_GROUP;
+            } else if (n != expect_dim) {
+                want = ES_ERR_WRONG_LENGTH;
+            } else if (!all_finite) {
+                want = ES_ERR_NOT_FINITE;
+            } else {
+                want = ES_OK; /* or ES_ERR_OVERFLOW, checked below */
+            }
+            if (want == ES_OK && s == ES_ERR_OVERFLOW) {
+                double pred[N_OUTPUTS + 1u], bound, mag;
+                memcpy(mirror + filled, values, n * sizeof(float));
+                reference(m, next + 1u, filled + (uint32_t)n, mirror, pred, &bound, &mag);
+                /* float partial sums stay below mag * (1 + d eps): overflow needs mag near FLT_MAX */
+                if (mag < 3.0e38) FINDING("overflow reported on a small prediction");
+            } else if (s != want) {
+                FINDING("push status");
+            } else if (s == ES_OK) {
+                memcpy(mirror + filled, values, n * sizeof(float));
+                filled += (uint32_t)n;
+                ++next;
+            }
+        } else if (op == 3u) {
+            float out[N_PRED];
+            uint32_t prefix = 99u;
+            int32_t label = -7;
+            s = es_current(&st, (take(&b) & 1u) ? out : NULL, &prefix, &label);
+            if (!inited) {
+                if (s != ES_ERR_NOT_INIT) FINDING("current before init");
+            } else {
+                double pred[N_OUTPUTS + 1u], bound, mag;
+                uint32_t p;
+                if (s != ES_OK || prefix != next) FINDING("current prefix");
+                s = es_current(&st, out, NULL, NULL);
+                reference(m, next, filled, mirror, pred, &bound, &mag);
+                for (p = 0; p < N_PRED; ++p) {
+                    if (!finite_f(out[p]) || fabs((double)out[p] - pred[p]) > bound) {
+                        FINDING("prediction differs from the double reference");
+                    }
+                }
+                if ((m->link == ES_LINK_IDENTITY) != (label == -1)) FINDING("label");
+            }
+        } else if (op == 4u) {
+            s = es_reset(&st);
+            if (s != (inited ? ES_OK : ES_ERR_NOT_INIT)) FINDING("reset status");
+            next = filled = 0;
+        } else {
+            if (es_push(&st, 0u, NULL, 1u) != ES_ERR_NULL || es_current(NULL, NULL, NULL, NULL) != ES_ERR_NULL)
+                FINDING("null pointers accepted");
+        }
+    }
+    return 0;
+}
+
+#ifndef ES_LIBFUZZER
+/* Fallback for compilers without libFuzzer: random byte strings for a bounded time. */
+int main(int argc, char **argv)
+{
+    double seconds = argc >= 2 ? atof(argv[1]) : 5.0;
+    uint32_t x = argc >= 3 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1u;
+    static uint8_t buf[4096];
+    unsigned long runs = 0;
+    clock_t end = clock() + (clock_t)(seconds * (double)CLOCKS_PER_SEC);
+    x = x ? x : 1u;
+    while (clock() < end) {
+        size_t n, i;
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        n = x % sizeof buf;
+        for (i = 0; i < n; ++i) {
+            x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+            buf[i] = (uint8_t)x;
+        }
+        LLVMFuzzerTestOneInput(buf, n);
+        ++runs;
+    }
+    printf("fuzz fallback: %lu runs, no finding\n", runs);
+    return 0;
+}
+#endif
