@@ -182,3 +182,15 @@ def test_curve_validation(kw, match):
     kw.setdefault("group_names", ("a",))
     with pytest.raises(InputError, match=match):
         AnytimeCurve(**kw)
+
+
+def test_curve_of_a_fitted_regressor_matches_its_training_curve():
+    from sklearn.datasets import load_diabetes
+
+    from edgeseq import AnytimeRegressor
+    X, y = load_diabetes(return_X_y=True)
+    reg = AnytimeRegressor(groups=[[0, 1], [2], [3], [4, 5, 6, 7], [8], [9]], costs=[1, 2, 3, 4, 1, 2]).fit(X, y)
+    c = anytime_curve(reg, X, y)
+    # train_curve_ comes from the D-space statistics, the curve from predictions on the rows
+    np.testing.assert_allclose(c.values, reg.train_curve_, atol=1e-10)
+    np.testing.assert_array_equal(c.costs, reg.cum_cost_)
