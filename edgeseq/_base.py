@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .errors import InputError, NotFittedError
+from .errors import InputError, InputTypeError, NotFittedError
 from .groups import GroupSpec, check_groups
 from .selection import METHODS
 from .sequence import FittedSequence
@@ -25,7 +25,7 @@ def _wrap_validation(call):
     except (ValueError, TypeError) as exc:
         if isinstance(exc, InputError):
             raise
-        raise InputError(str(exc)) from exc
+        raise (InputTypeError if isinstance(exc, TypeError) else InputError)(str(exc)) from exc
 
 
 class AnytimeBase(BaseEstimator):

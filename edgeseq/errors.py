@@ -15,6 +15,10 @@ class InputError(EdgeseqError, ValueError):
     """Bad user input: NaN/Inf, wrong shapes, mismatched lengths, out-of-range arguments."""
 
 
+class InputTypeError(InputError, TypeError):
+    """Input of an unusable type (sparse matrix, dicts in X, ...)."""
+
+
 class GroupSpecError(InputError):
     """Bad feature-group specification: overlaps, empty or unknown columns, bad costs or names."""
 

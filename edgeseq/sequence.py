@@ -115,12 +115,10 @@ class FittedSequence:
     def prefix_for_budget(self, budget: float) -> int:
         """Longest prefix whose cumulative cost is <= budget (inclusive)."""
         budget = float(budget)
-        if not np.isfinite(budget) and budget != np.inf or budget < 0:
+        if np.isnan(budget) or budget < 0:
             raise InputError(f"budget must be a number >= 0, got {budget!r}")
-        # a small relative slack so that a budget equal to a cumulative cost (up to float rounding) counts
-        cum = self.cum_cost
-        ok = cum <= budget + 1e-12 * max(1.0, abs(budget))
-        return int(np.nonzero(ok)[0][-1])
+        # exact comparison, the same rule as the runtimes: a prefix is affordable iff cum_cost <= budget
+        return int(np.nonzero(self.cum_cost <= budget)[0][-1])
 
     def validate(self) -> None:
         """Internal consistency: catches a hand-edited or corrupted object before anything is emitted."""

@@ -73,6 +73,11 @@ class SufficientStats:
 
 
 def _chunk_stats(xc: np.ndarray, yc: np.ndarray) -> SufficientStats:
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported by column later
+        return _chunk_stats_raw(xc, yc)
+
+
+def _chunk_stats_raw(xc: np.ndarray, yc: np.ndarray) -> SufficientStats:
     n = xc.shape[0]
     mx = xc.mean(axis=0)
     my = yc.mean(axis=0)
