@@ -21,7 +21,7 @@ from edgeseq.sequence import FittedSequence
 from . import onnx_graphs
 from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST, dump_manifest, manifest_checksum,
                        read_verified, sha256_file, validate_manifest)
-from .names import c_identifier, onnx_input_names
+from .names import onnx_input_names
 
 C_HEADER, C_SOURCE = "edgeseq_model.h", "edgeseq_model.c"
 N_CHECK_ROWS = 512
@@ -94,21 +94,13 @@ def _jsonable(obj):
     return str(obj)
 
 
-def _c_writer():
+def _c_generator():
+    """The C generator's functions (another module's job); a clear error if it is missing."""
     try:
-        from .c_codegen import default_c_prefix, write_c_model
+        from . import c_codegen
     except ImportError as exc:
         raise ExportError(f"the C code generator (edgeseq.export.c_codegen) is not available: {exc}") from None
-    return write_c_model, default_c_prefix
-
-
-def _resolve_c_prefix(c_prefix, model_name, default_c_prefix) -> str:
-    if c_prefix is None:
-        return default_c_prefix(model_name)
-    if not isinstance(c_prefix, str) or c_identifier(c_prefix) != c_prefix:
-        raise ExportError(f"--c-prefix {c_prefix!r} is not a valid C identifier; use letters, digits and "
-                          f"'_', starting with a letter (e.g. {c_identifier(str(c_prefix))!r})")
-    return c_prefix
+    return c_codegen
 
 
 def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix) -> dict:
@@ -198,13 +190,13 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     check_float32(seq)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
-    write_c_model, default_c_prefix = _c_writer()
-    c_prefix = _resolve_c_prefix(c_prefix, model_name, default_c_prefix)
+    cgen = _c_generator()
+    c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
     _prepare_target(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, write_c_model)
+        manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, cgen.write_c_model)
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory

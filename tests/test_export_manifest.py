@@ -1,0 +1,194 @@
+"""export_model + manifest: schema, checksums (recomputed independently), tamper detection,
+round trip through sequence_from_export, float32 refusal, atomic and non-clobbering writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import jsonschema
+import numpy as np
+import pytest
+from sequences import random_sequence
+
+from edgeseq.errors import EdgeseqError, ExportError, IntegrityError
+from edgeseq.export import c_codegen
+from edgeseq.export.manifest import load_schema, read_verified, sequence_from_export
+from edgeseq.export.writer import export_model, sample_inputs
+
+
+@pytest.fixture
+def seq():
+    s = random_sequence(np.random.default_rng(11), (2, 3, 1, 4), n_outputs=2)
+    s.feature_mean = np.linspace(-5, 100, s.n_features_in)
+    s.feature_std = np.linspace(0.1, 20, s.n_features_in)
+    s.train_metrics = [{"explained_variance": float(v)} for v in np.linspace(0, 0.9, s.n_prefixes)]
+    return s
+
+
+@pytest.fixture
+def out(tmp_path, seq):
+    d = tmp_path / "out"
+    export_model(seq, d, model_name="demo")
+    return d
+
+
+def test_manifest_checksums_recomputed_independently(out):
+    raw = json.loads((out / "manifest.json").read_text())
+    jsonschema.Draft202012Validator(load_schema()).validate(raw)
+    body = {k: v for k, v in raw.items() if k != "manifest_sha256"}
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    assert hashlib.sha256(canon).hexdigest() == raw["manifest_sha256"]
+    listed = [(p["file"], p["sha256"]) for p in raw["prefixes"]] + [(f["file"], f["sha256"]) for f in raw["files"]]
+    assert sorted([f for f, _ in listed] + ["manifest.json"]) == sorted(os.listdir(out))
+    for f, sha in listed:
+        assert hashlib.sha256((out / f).read_bytes()).hexdigest() == sha
+    assert read_verified(out) == raw
+    assert raw["prefixes"][0]["inputs"] == ["n"] and raw["c"]["prefix"] == "demo"
+    assert [g["cum_cost"] for g in raw["groups"]] == [p["cum_cost"] for p in raw["prefixes"][1:]]
+
+
+def _files(out):
+    return sorted(os.listdir(out))
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_flipping_any_byte_of_any_file_is_detected(out, where):
+    for name in _files(out):
+        path = out / name
+        data = bytearray(path.read_bytes())
+        pos = {"start": 0, "middle": len(data) // 2, "end": len(data) - 1}[where]
+        original = data[pos]
+        data[pos] ^= 0x01
+        path.write_bytes(bytes(data))
+        with pytest.raises(IntegrityError, match="manifest|" + name.replace(".", r"\.")):
+            read_verified(out)
+        data[pos] = original
+        path.write_bytes(bytes(data))
+        read_verified(out)  # restored: valid again
+
+
+def test_semantic_manifest_edits_are_detected(out):
+    path = out / "manifest.json"
+    good = path.read_text()
+    m = json.loads(good)
+    m["groups"][0]["cost"] = 123.0  # content changed, checksum not updated
+    path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    with pytest.raises(IntegrityError, match="manifest_sha256"):
+        read_verified(out)
+    path.write_text(good.replace("\n", "\r\n"))  # same content, different bytes
+    with pytest.raises(IntegrityError, match="byte-identical"):
+        read_verified(out)
+    m = json.loads(good)
+    m["format_version"] = 2
+    path.write_text(json.dumps(m))
+    with pytest.raises(IntegrityError, match="schema at format_version"):
+        read_verified(out)
+    path.write_text("{not json")
+    with pytest.raises(IntegrityError, match="not valid JSON"):
+        read_verified(out)
+
+
+def test_missing_extra_and_unlisted_files(out):
+    (out / "notes.txt").write_text("hi")
+    with pytest.raises(IntegrityError, match="not listed.*notes.txt"):
+        read_verified(out)
+    (out / "notes.txt").unlink()
+    (out / "sub").mkdir()
+    with pytest.raises(IntegrityError, match="sub"):
+        read_verified(out)
+    (out / "sub").rmdir()
+    (out / "prefix_002.onnx").unlink()
+    with pytest.raises(IntegrityError, match="prefix_002.onnx.*missing"):
+        read_verified(out)
+    with pytest.raises(IntegrityError, match="missing"):
+        read_verified(out.parent / "nowhere")
+
+
+def test_sequence_round_trip(out, seq):
+    back = sequence_from_export(out)
+    assert back.order.tolist() == seq.order.tolist() and back.group_names == seq.group_names
+    np.testing.assert_array_equal(back.costs, seq.costs)
+    for a, b in zip(back.group_columns, seq.group_columns):
+        np.testing.assert_array_equal(a, b)
+    for j in range(seq.n_prefixes):  # exactly the float32 values, upcast
+        np.testing.assert_array_equal(back.coefs[j], seq.coefs[j].astype(np.float32).astype(np.float64))
+    np.testing.assert_array_equal(back.intercepts, seq.intercepts.astype(np.float32).astype(np.float64))
+    np.testing.assert_array_equal(back.feature_mean, seq.feature_mean)
+    np.testing.assert_array_equal(back.feature_std, seq.feature_std)
+    assert back.train_metrics == seq.train_metrics and back.output_names == seq.output_names
+    assert back.y_was_1d == seq.y_was_1d and back.link == seq.link and back.classes is None
+
+
+def test_classifier_round_trip_keeps_classes(tmp_path):
+    s = random_sequence(np.random.default_rng(2), (2, 2), n_outputs=3, link="softmax")
+    export_model(s, tmp_path / "o")
+    back = sequence_from_export(tmp_path / "o")
+    assert back.classes.tolist() == s.classes.tolist() and back.link == "softmax"
+
+
+def test_float32_difference_is_reported_on_training_statistics(out, seq):
+    """Independent check: onnxruntime on rows from the stored statistics shows differences of the
+    size the manifest reports (the float32 rounding of a model whose inputs are ~100)."""
+    import onnxruntime as ort
+
+    m = read_verified(out)
+    X = sample_inputs(seq)
+    assert abs(X.mean(axis=0) - seq.feature_mean).max() < 5 * seq.feature_std.max() / np.sqrt(len(X))
+    for p in m["prefixes"][1:]:
+        j = p["index"]
+        sess = ort.InferenceSession(str(out / p["file"]), providers=["CPUExecutionProvider"])
+        feed = {g["input_name"]: X[:, g["columns"]].astype(np.float32) for g in m["groups"][:j]}
+        ort_diff = np.abs(sess.run(["y"], feed)[0] - seq.linear(X, j)).max()
+        assert 0 < p["float32_max_abs_diff"]
+        assert ort_diff / 8 < p["float32_max_abs_diff"] < ort_diff * 8
+
+
+def test_overflowing_coefficients_are_refused(tmp_path, seq):
+    coefs = list(seq.coefs)
+    coefs[2] = coefs[2].copy()
+    coefs[2][0, 0] = 1e39
+    seq.coefs = tuple(coefs)
+    with pytest.raises(ExportError, match="prefix 2.*float32"):
+        export_model(seq, tmp_path / "o")
+    assert not (tmp_path / "o").exists()
+
+
+def test_refuses_non_empty_dir_and_force_replaces(tmp_path, seq):
+    d = tmp_path / "o"
+    d.mkdir()
+    (d / "keep.txt").write_text("user data")
+    with pytest.raises(ExportError, match="not empty.*--force"):
+        export_model(seq, d)
+    assert (d / "keep.txt").read_text() == "user data"
+    export_model(seq, d, force=True)
+    assert not (d / "keep.txt").exists()
+    read_verified(d)
+    assert sorted(os.listdir(tmp_path)) == ["o"]  # no temporary or backup directories left
+
+
+def test_crash_mid_export_leaves_nothing_that_looks_valid(tmp_path, seq, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("simulated crash while writing C")
+
+    monkeypatch.setattr(c_codegen, "write_c_model", boom)
+    with pytest.raises(RuntimeError, match="simulated"):
+        export_model(seq, tmp_path / "o")
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    export_model(seq, tmp_path / "o")
+    before = {f: (tmp_path / "o" / f).read_bytes() for f in _files(tmp_path / "o")}
+    monkeypatch.setattr(c_codegen, "write_c_model", boom)
+    with pytest.raises(RuntimeError):
+        export_model(seq, tmp_path / "o", force=True)
+    assert {f: (tmp_path / "o" / f).read_bytes() for f in _files(tmp_path / "o")} == before
+    assert sorted(os.listdir(tmp_path)) == ["o"]
+
+
+def test_bad_c_prefix_is_a_clear_error(tmp_path, seq):
+    with pytest.raises(EdgeseqError, match="C identifier"):
+        export_model(seq, tmp_path / "o", c_prefix="my-model")
+    export_model(seq, tmp_path / "o", c_prefix="robot_arm")
+    assert read_verified(tmp_path / "o")["c"]["prefix"] == "robot_arm"
+    assert "robot_arm" in (tmp_path / "o" / "edgeseq_model.h").read_text()
