@@ -1,1 +1,73 @@
-"""(commands are added here by their issue)."""
+"""`edgeseq report MODEL DATA -o DIR`: anytime curves, timeliness and per-prefix tables for any model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._main import main
+
+
+def _training_reference(seq):
+    """The model's own training curve (from its stored per-prefix training metrics), if it has one."""
+    from ..curves import AnytimeCurve
+
+    vals = [m.get("explained_variance") if isinstance(m, dict) else None for m in seq.train_metrics]
+    if len(vals) != seq.n_prefixes or any(not isinstance(v, (int, float)) for v in vals):
+        return None
+    method = str(seq.provenance.get("method", "model")) if seq.provenance else "model"
+    return AnytimeCurve(costs=seq.cum_cost, values=vals, order=seq.order,
+                        group_names=tuple(seq.group_names[g] for g in seq.order), label=f"{method} (training)")
+
+
+@main.command("report")
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory to write report.md, report.json and the PNG plots into.")
+@click.option("--target", help="Target column (CSV). .npz files carry the target as array 'y'.")
+@click.option("--train-data", type=click.Path(dir_okay=False, path_type=Path),
+              help="Training data for the reference curve (default: the model's stored training curve).")
+@click.option("--alpha", type=click.FloatRange(0.0, 1.0), default=None,
+              help="α for the stopping cost; default: the plateau rule on the reference curve.")
+@click.option("--no-plots", is_flag=True, help="Write only the tables.")
+@click.option("--quiet", is_flag=True, help="Print nothing but errors.")
+def report_command(model, data, out_dir, target, train_data, alpha, no_plots, quiet):
+    """Evaluate every prefix of MODEL on DATA; write curves, timeliness and tables to -o DIR.
+
+    \b
+    edgeseq report model.pkl test.csv --target y -o report/
+    """
+    from ..data import read_data
+    from ..evaluate import anytime_curve
+    from ..model_io import as_sequence, load_model
+    from ..report import write_report
+
+    seq = as_sequence(load_model(model))
+    ds = read_data(data, target, seq.task)
+    name = str(seq.provenance.get("method", "model")) if seq.provenance else "model"
+    curves = {f"{name} on {data.name}": anytime_curve(seq, ds.X, ds.y, label=f"{name} on {data.name}")}
+    notes = [f"model {model.name}: {seq.task}, link {seq.link}, {len(seq.order)} groups"]
+    if train_data is not None:
+        tr = read_data(train_data, target, seq.task)
+        reference = anytime_curve(seq, tr.X, tr.y, label=f"{name} on {train_data.name}")
+        curves[reference.label] = reference
+    else:
+        reference = _training_reference(seq)
+        if reference is not None:
+            curves[reference.label] = reference
+        else:
+            reference = next(iter(curves.values()))
+            notes.append("the model stores no training curve and no --train-data was given: the stopping "
+                         "cost comes from the evaluated data itself")
+    files = write_report(curves, out_dir, reference=reference, alpha=alpha, notes=notes,
+                         title=f"Anytime curves of {model.name}", plots=not no_plots)
+    if not quiet:
+        for r in files.summary:
+            click.echo(f"{r['curve']}: timeliness step {r['timeliness_step']:.4f}, "
+                       f"trapezoid {r['timeliness_trapezoid']:.4f}, final F {r['final_value']:.4f}")
+        click.echo(f"α = {files.alpha:.2f}, c_α = {files.c_alpha:.4g}")
+        if files.plots_skipped:
+            click.echo(f"plots skipped: {files.plots_skipped}")
+        click.echo(f"wrote {files.markdown}" + "".join(f", {p}" for p in files.plots))

@@ -1,0 +1,182 @@
+"""Write anytime-curve reports: Markdown tables (always) and PNG plots (with the `plots` extra).
+
+`write_report` takes several methods' curves at once so one plot compares them; the α-stopping cost
+comes from one *reference* curve (DESIGN.md §3: CS-G-OMP on the training data) and is applied to
+every curve, so their timeliness values are comparable.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .curves import AnytimeCurve
+from .errors import InputError
+from .timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+
+_MD_SPECIAL = "\\`*_[]|~"  # what can break a table cell or start emphasis/links/code
+
+
+@dataclass
+class ReportFiles:
+    """What `write_report` wrote, and the numbers it computed."""
+
+    markdown: Path
+    json: Path
+    plots: list[Path] = field(default_factory=list)
+    plots_skipped: str | None = None  # why no PNG was written, when none was
+    alpha: float = 1.0
+    c_alpha: float = 0.0
+    summary: list[dict] = field(default_factory=list)  # one row per curve
+
+
+def md_escape(text) -> str:
+    """Make any string (e.g. a hostile group name) inert inside a Markdown table cell."""
+    s = html.escape(str(text), quote=False)
+    s = " ".join(s.splitlines()) if s else s
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:.{digits}g}" if abs(x) >= 1e4 or (0 < abs(x) < 1e-3) else f"{x:.{digits}f}"
+
+
+def summarize(curves: dict[str, AnytimeCurve], reference: AnytimeCurve, alpha: float | None = None):
+    """(α, c_α, rows): the plateau-rule α unless given, and per curve its step/trapezoid α-timeliness."""
+    a = plateau_alpha(reference) if alpha is None else float(alpha)
+    c_alpha = alpha_stopping_cost(reference, a)
+    rows = []
+    for key, c in curves.items():
+        rows.append({"curve": key, "label": c.label, "metric": c.metric,
+                     "timeliness_step": timeliness(c, c_alpha, "step"),
+                     "timeliness_trapezoid": timeliness(c, c_alpha, "trapezoid"),
+                     "final_value": c.final_value, "total_cost": c.total_cost, "n_groups": c.n_steps})
+    return a, c_alpha, rows
+
+
+def _resolve_reference(curves: dict[str, AnytimeCurve], reference) -> tuple[AnytimeCurve, str]:
+    if isinstance(reference, AnytimeCurve):
+        return reference, reference.label or "reference curve"
+    if reference is None:
+        key = next(iter(curves))
+        return curves[key], f"{key} (no reference given: the first curve)"
+    if isinstance(reference, str) and reference in curves:
+        return curves[reference], reference
+    raise InputError(f"reference must be an AnytimeCurve or one of the curve names {list(curves)}, got {reference!r}")
+
+
+def _prefix_table(c: AnytimeCurve) -> list[str]:
+    extra = [("accuracy", c.accuracy), ("log-loss", c.log_loss)]
+    extra = [(name, arr) for name, arr in extra if arr is not None]
+    head = ["step", "group", "cost", "cumulative cost", "F"] + [name for name, _ in extra]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for j in range(c.n_steps + 1):
+        group = "(none: prior / mean)" if j == 0 else md_escape(c.group_names[j - 1])
+        cost = "" if j == 0 else _fmt(float(c.step_costs[j - 1]))
+        cells = [str(j), group, cost, _fmt(float(c.costs[j])), _fmt(float(c.values[j]))]
+        cells += [_fmt(float(arr[j])) for _, arr in extra]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir: Path, title: str,
+          cost_unit: str) -> tuple[list[Path], str | None]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "matplotlib is not installed (pip install 'edgeseq[plots]'); plots were skipped"
+    panels = [("values", "explained variance F", "anytime_curves.png"),
+              ("accuracy", "accuracy", "anytime_accuracy.png")]
+    x_max = max(c.total_cost for c in curves.values())
+    written = []
+    for attr, ylabel, fname in panels:
+        series = {k: getattr(c, attr) for k, c in curves.items() if getattr(c, attr) is not None}
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        for key, vals in series.items():
+            c = curves[key]
+            xs = np.append(c.costs, x_max)
+            label = str(key).replace("$", r"\$")  # the caller's method name; no mathtext from user text
+            ax.step(xs, np.append(vals, vals[-1]), where="post", label=label)
+        ax.axvline(c_alpha, color="grey", linestyle="--", linewidth=1, label=f"α={alpha:.2f} stopping cost")
+        ax.set_xlabel(f"budget (cumulative cost{', ' + cost_unit if cost_unit else ''})")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title.replace("$", r"\$"))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        path = out_dir / fname
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written, None
+
+
+def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCurve | str | None = None,
+                 *, alpha: float | None = None, title: str = "Anytime curves", notes=(),
+                 cost_unit: str = "", plots: bool = True) -> ReportFiles:
+    """Write report.md (+ report.json, + PNGs when matplotlib is available) into `out_dir`.
+
+    `curves` maps a method name to its curve (e.g. {"CS-G-OMP": ..., "Sparse": ...}); `reference` is the
+    curve (or the name of one) whose α-stopping cost all timeliness values use — by DESIGN the
+    CS-G-OMP curve on the training data. `alpha=None` applies the plateau rule to the reference.
+    `notes` are extra lines for the report (e.g. "costs measured on <machine>").
+    """
+    if not curves:
+        raise InputError("write_report needs at least one curve")
+    for key, c in curves.items():
+        if not isinstance(c, AnytimeCurve):
+            raise InputError(f"curve {key!r} is a {type(c).__name__}, not an AnytimeCurve")
+    ref, ref_name = _resolve_reference(curves, reference)
+    a, c_alpha, rows = summarize(curves, ref, alpha)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    png, skipped = _plot(curves, c_alpha, a, out, title, cost_unit) if plots else ([], "plots=False")
+
+    md = [f"# {md_escape(title)}", ""]
+    md += [f"- {md_escape(n)}" for n in notes]
+    md += [f"- reference curve for the stopping cost: {md_escape(ref_name)}",
+           f"- α = {a:.2f} ({'plateau rule' if alpha is None else 'given'}), "
+           f"α-stopping cost c_α = {_fmt(c_alpha)}",
+           "- timeliness = mean of F over budgets uniform in [0, c_α]: *step* integrates the prediction "
+           "actually available at each budget, *trapezoid* interpolates linearly between prefixes", ""]
+    md += ["## Timeliness", "", "| method | F measure | step timeliness | trapezoid timeliness | final F | total cost |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        md.append(f"| {md_escape(r['curve'])} | {md_escape(r['metric'])} | {_fmt(r['timeliness_step'])} | "
+                  f"{_fmt(r['timeliness_trapezoid'])} | {_fmt(r['final_value'])} | {_fmt(r['total_cost'])} |")
+    md.append("")
+    if png:
+        md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in png] + [""]
+    else:
+        md += [f"Plots: skipped ({md_escape(skipped)}).", ""]
+    for key, c in curves.items():
+        md += [f"## {md_escape(key)}: per prefix", ""] + _prefix_table(c) + [""]
+    md_path = out / "report.md"
+    md_path.write_text("\n".join(md), encoding="utf-8")
+
+    def _arr(x):
+        return None if x is None else [float(v) for v in x]
+    payload = {"alpha": a, "alpha_rule": "plateau" if alpha is None else "given", "c_alpha": c_alpha,
+               "reference": ref_name, "summary": rows, "notes": list(notes),
+               "curves": {k: {"label": c.label, "metric": c.metric, "groups": list(c.group_names),
+                              "costs": _arr(c.costs), "values": _arr(c.values),
+                              "accuracy": _arr(c.accuracy), "log_loss": _arr(c.log_loss)}
+                          for k, c in curves.items()}}
+    json_path = out / "report.json"
+    json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    return ReportFiles(markdown=md_path, json=json_path, plots=png, plots_skipped=None if png else skipped,
+                       alpha=a, c_alpha=c_alpha, summary=rows)
+
+
+__all__ = ["ReportFiles", "write_report", "summarize", "md_escape"]
