@@ -194,3 +194,18 @@ def test_curve_of_a_fitted_regressor_matches_its_training_curve():
     # train_curve_ comes from the D-space statistics, the curve from predictions on the rows
     np.testing.assert_allclose(c.values, reg.train_curve_, atol=1e-10)
     np.testing.assert_array_equal(c.costs, reg.cum_cost_)
+
+
+def test_curve_of_a_fitted_classifier_matches_its_training_metrics():
+    from sklearn.datasets import load_breast_cancer
+
+    from edgeseq import AnytimeClassifier
+    X, y = load_breast_cancer(return_X_y=True)
+    X, y = X[:250], y[:250]
+    groups = [[i, i + 10, i + 20] for i in range(6)]  # mean / se / worst of a measurement
+    clf = AnytimeClassifier(groups=groups, costs=np.arange(1.0, 7.0)).fit(X, y)
+    c = anytime_curve(clf, X, y)
+    np.testing.assert_allclose(c.accuracy, clf.train_accuracy_, atol=1e-12)
+    np.testing.assert_allclose(c.log_loss, clf.train_log_loss_, rtol=1e-8)
+    assert c.values[0] == pytest.approx(0.0, abs=1e-12)  # prefix 0 is the training prior
+    assert c.values[-1] > 0.5
