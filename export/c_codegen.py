@@ -76,12 +76,13 @@ def _float_rows(values) -> str:
 
 def _check_float32(seq: FittedSequence) -> None:
     """Refuse weights that overflow float32 (the C model would silently hold inf)."""
-    big = np.finfo(np.float32).max
     for j, (coef, icpt) in enumerate(zip(seq.coefs, seq.intercepts)):
         for what, arr in (("coefficients", coef), ("intercept", icpt)):
-            if not np.all(np.isfinite(arr)) or (arr.size and np.max(np.abs(arr)) > big):
-                raise ExportError(f"prefix {j} {what} overflow float32 (max |value| "
-                                  f"{np.max(np.abs(arr)):.3g} > {big:.3g}); rescale the features and refit")
+            with np.errstate(over="ignore"):
+                ok = np.all(np.isfinite(arr.astype(np.float32)))
+            if not ok:
+                raise ExportError(f"prefix {j} {what} overflow float32 (max |value| {np.max(np.abs(arr)):.3g} > "
+                                  f"{np.finfo(np.float32).max:.3g}); rescale the features and refit")
 
 
 def _header(seq: FittedSequence, prefix: str, model_name: str) -> str:

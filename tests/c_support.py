@@ -1,0 +1,57 @@
+"""Shared helpers of the tests/test_c_*.py files: compilers, flags, and the float32 error bound."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from edgeseq.c_harness import SANITIZE_FLAGS, STRICT_FLAGS
+
+U32 = 2.0 ** -24  # unit roundoff of float32
+
+
+def compilers() -> list:
+    """gcc always (the CI image has it); clang when installed (skipped cleanly otherwise)."""
+    return [pytest.param(cc, marks=pytest.mark.skipif(shutil.which(cc) is None, reason=f"{cc} not installed"))
+            for cc in ("gcc", "clang")]
+
+
+def require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.skip(f"{tool} not installed")
+    return path
+
+
+SAN = (*STRICT_FLAGS, *SANITIZE_FLAGS)
+
+
+def float32_bound(seq, X, j) -> np.ndarray:
+    """Per-row bound on |C float32 - numpy float64| for prefix j (shape (n, 1), broadcasts over outputs).
+
+    Rounding x and W to float32 and a float32 dot product of length d give at most (d + 3) u of
+    sum |x_i w_i| + |b| (Higham's gamma_d plus the two input roundings); we allow twice that.
+    Sigmoid and softmax are at most 1/2-Lipschitz per logit, and expf / division add a few ulp of
+    probabilities <= 1 (2^-20 covers them). Tiny magnitudes add float32's subnormal spacing.
+    """
+    cols = seq.prefix_columns(j)
+    d = len(cols)
+    mag = np.abs(X[:, cols]) @ np.abs(seq.coefs[j]) + np.abs(seq.intercepts[j])
+    bound = 2 * (d + 3) * U32 * mag.max(axis=1, keepdims=True) + (d + 1) * 2.0 ** -149
+    if seq.link != "identity":
+        bound = bound + 2.0 ** -20
+    return bound
+
+
+def assert_matches_numpy(seq, X, preds) -> None:
+    """Every prefix of the C output equals seq.apply_link(seq.linear(X, j)) within float32_bound."""
+    assert len(preds) == seq.n_prefixes
+    for j, got in enumerate(preds):
+        ref = seq.apply_link(seq.linear(X, j))
+        err = np.abs(got - ref)
+        bound = float32_bound(seq, X, j)
+        worst = np.unravel_index(np.argmax(err - bound), err.shape)
+        assert np.all(err <= bound), (f"prefix {j}: |C - numpy| = {err[worst]:.3g} > bound {bound[worst[0], 0]:.3g} "
+                                      f"(row {worst[0]})")

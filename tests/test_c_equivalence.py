@@ -1,0 +1,105 @@
+"""The compiled C runtime + generated model equals numpy float64 on every prefix (float32 bound).
+
+Bound (see c_support.float32_bound): |C - numpy| <= 2 (d_j + 3) 2^-24 (sum_i |x_i w_i| + |b|)
+(+ 2^-20 after a sigmoid/softmax link), per row and prefix.
+"""
+
+import zlib
+
+import numpy as np
+import pytest
+from c_support import SAN, assert_matches_numpy, compilers
+from sequences import random_sequence
+
+from edgeseq.c_harness import predict_all_prefixes_c, run_c
+
+
+def _inputs(rng, seq, n=12):
+    """Ordinary rows plus rows of large, tiny and mixed magnitudes (all finite in float32)."""
+    D = seq.n_features_in
+    base = rng.normal(size=(n, D))
+    mixed = base * 10.0 ** rng.integers(-30, 30, size=(1, D))
+    return np.vstack([base, base[:4] * 1e15, base[:4] * 1e-15, base[:4] * 1e-42, mixed[:6],
+                      np.zeros((1, D))])
+
+
+def _features(seq, X):
+    return X[:, seq.prefix_columns(len(seq.order))]
+
+
+CASES = [
+    ("identity", (2, 3, 1), 1, 1.0),
+    ("identity", (1, 1, 1, 1, 1), 3, 1.0),
+    ("identity", (17, 4, 33), 2, 1e-3),
+    ("sigmoid", (3, 5, 2, 1), 1, 1.0),
+    ("softmax", (4, 2, 6), 5, 1.0),
+    ("softmax", (1, 9), 3, 1e6),
+]
+
+
+@pytest.mark.parametrize("link,sizes,P,scale", CASES)
+def test_every_prefix_matches_numpy(link, sizes, P, scale):
+    rng = np.random.default_rng(zlib.crc32(repr((link, sizes, P)).encode()))
+    seq = random_sequence(rng, sizes, n_outputs=P, link=link, scale=scale)
+    X = _inputs(rng, seq)
+    run = run_c(seq, _features(seq, X))
+    assert_matches_numpy(seq, X, run.predictions)
+    for j, labels in enumerate(run.labels):
+        if link == "identity":
+            assert np.all(labels == -1)
+        else:  # argmax of the probabilities wherever the top two are clearly apart
+            ref = seq.apply_link(seq.linear(X, j))
+            top2 = np.sort(ref, axis=1)[:, -2:]
+            clear = top2[:, 1] - top2[:, 0] > 1e-4
+            assert np.array_equal(labels[clear], ref[clear].argmax(axis=1))
+
+
+@pytest.mark.parametrize("cc", compilers())
+def test_under_sanitizers_and_both_compilers(cc):
+    rng = np.random.default_rng(7)
+    seq = random_sequence(rng, (3, 1, 4), n_outputs=4, link="softmax")
+    X = _inputs(rng, seq)
+    preds = predict_all_prefixes_c(seq, _features(seq, X), compiler=cc, flags=SAN, extra=("-O1", "-g"))
+    assert_matches_numpy(seq, X, preds)
+
+
+def test_group_list_input_and_model_dir(tmp_path):
+    """Features may come as one array per group (sequence order); a model directory works too."""
+    from edgeseq.export.c_codegen import write_c_model
+    rng = np.random.default_rng(3)
+    seq = random_sequence(rng, (2, 2), n_outputs=1)
+    write_c_model(seq, tmp_path, "dirmodel")
+    X = rng.normal(size=(5, seq.n_features_in))
+    per_group = [X[:, seq.group_columns[g]] for g in seq.order]
+    assert_matches_numpy(seq, X, predict_all_prefixes_c(tmp_path, per_group))
+
+
+def test_wrong_feature_count_is_an_error():
+    from edgeseq.errors import InputError
+    seq = random_sequence(np.random.default_rng(0), (2, 3))
+    with pytest.raises(InputError, match="expects 5"):
+        predict_all_prefixes_c(seq, np.zeros((2, 4)))
+    with pytest.raises(InputError, match="finite"):
+        predict_all_prefixes_c(seq, np.full((2, 5), np.nan))
+
+
+def test_fitted_regressor_and_classifiers():
+    """Real fits (AnytimeRegressor, binary and multiclass AnytimeClassifier) through the same path."""
+    from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris
+
+    from edgeseq import AnytimeClassifier, AnytimeRegressor
+    Xd, yd = load_diabetes(return_X_y=True)
+    groups = [[0, 1], [2], [3, 4, 5], [6, 7, 8, 9]]
+    reg = AnytimeRegressor(groups=groups, costs=[1.0, 0.5, 2.0, 3.0]).fit(Xd, yd)
+    Xb, yb = load_breast_cancer(return_X_y=True)
+    clf = AnytimeClassifier(groups=[list(range(i, 30, 10)) for i in range(10)], costs=np.arange(1, 11.0)).fit(Xb, yb)
+    Xi, yi = load_iris(return_X_y=True)
+    multi = AnytimeClassifier(groups=[[0, 1], [2], [3]], costs=[1.0, 2.0, 1.5]).fit(Xi, yi)
+    for est, X in ((reg, Xd), (clf, Xb), (multi, Xi)):
+        seq = est.fitted_sequence_
+        rows = X[:40]
+        preds = predict_all_prefixes_c(seq, _features(seq, rows))
+        assert_matches_numpy(seq, rows, preds)
+        if seq.link == "identity":  # and the estimator's own predict agrees with the sequence
+            np.testing.assert_allclose(est.predict(rows, prefix=seq.n_prefixes - 1), preds[-1][:, 0],
+                                       rtol=1e-5, atol=1e-5 * np.abs(yd).max())
