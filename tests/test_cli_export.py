@@ -1,0 +1,137 @@
+"""CLI: train -> export -> inspect on scikit-learn's breast cancer data (10 measurement groups of
+mean / standard error / worst), through click's runner and once as a real subprocess; clear one-line
+errors for bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from click.testing import CliRunner
+from sklearn.datasets import load_breast_cancer
+
+from edgeseq.cli import main
+from edgeseq.export.manifest import read_verified
+from edgeseq.model_io import load_model
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bc")
+    bc = load_breast_cancer()
+    names = list(bc.feature_names)
+    with open(d / "bc.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["diagnosis"] + names)  # target first: GROUPS.json indices refer to the header
+        for row, t in zip(bc.data, bc.target):
+            w.writerow([int(t)] + [repr(float(v)) for v in row])
+    measures = [n[len("mean "):] for n in names[:10]]
+    groups = [{"name": m, "columns": [f"mean {m}", f"{m} error", f"worst {m}"], "cost": 1.0 + (i % 4)}
+              for i, m in enumerate(measures)]
+    (d / "groups.json").write_text(json.dumps({"groups": groups, "measured_on": "transcribed"}))
+    np.savez(d / "bc.npz", X=bc.data, y=bc.target.astype(float), feature_names=np.array(names))
+    by_index = [{"name": m, "columns": [i, i + 10, i + 20], "cost": 1.0 + (i % 4)} for i, m in enumerate(measures)]
+    (d / "groups_idx.json").write_text(json.dumps({"groups": by_index}))
+    return d, bc
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_train_export_inspect_with_click_runner(files, tmp_path):
+    d, bc = files
+    res = invoke("train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json",
+                 "--method", "fr", "-o", tmp_path / "m.pkl")
+    assert res.exit_code == 0, res.output
+    assert "explained_variance" in res.output and "mean radius" not in res.output  # group names, not columns
+    est = load_model(tmp_path / "m.pkl")
+    assert est.fitted_sequence_.feature_names == tuple(bc.feature_names)
+    res = invoke("export", tmp_path / "m.pkl", tmp_path / "out", "--c-prefix", "bc_model")
+    assert res.exit_code == 0, res.output
+    m = read_verified(tmp_path / "out")
+    assert m["c"]["prefix"] == "bc_model" and m["model_name"] == "m" and len(m["groups"]) == 10
+    assert m["groups"][0]["column_names"][0].startswith("mean ")
+    # the exported full-budget graph reproduces the trained estimator on the real data
+    last = m["prefixes"][-1]
+    sess = ort.InferenceSession(str(tmp_path / "out" / last["file"]), providers=["CPUExecutionProvider"])
+    feed = {g["input_name"]: bc.data[:, g["columns"]].astype(np.float32) for g in m["groups"]}
+    np.testing.assert_allclose(sess.run(["y"], feed)[0].ravel(), est.predict(bc.data), atol=1e-4)
+    res = invoke("inspect", tmp_path / "out")
+    assert res.exit_code == 0 and "prefix_010.onnx" in res.output and "concave points" in res.output
+    res = invoke("inspect", tmp_path / "out", "--json")
+    assert json.loads(res.output) == m
+
+
+def test_npz_index_groups_and_plain_pickle(files, tmp_path):
+    d, bc = files
+    res = invoke("train", d / "bc.npz", "--groups", d / "groups_idx.json", "--doubling", "--no-whiten",
+                 "--l2", "0.01", "-o", tmp_path / "m.pkl", "--quiet")
+    assert res.exit_code == 0, res.output
+    est = load_model(tmp_path / "m.pkl")
+    (tmp_path / "plain.pkl").write_bytes(pickle.dumps(est))  # what a Python user writes
+    res = invoke("export", tmp_path / "plain.pkl", tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    assert read_verified(tmp_path / "out")["provenance"]["doubling"] is True
+
+
+@pytest.mark.parametrize("case", ["unknown_column", "bad_json", "bad_target", "not_empty", "evil_pickle",
+                                  "index_out_of_range", "target_as_feature"])
+def test_errors_are_one_line_and_nonzero(files, tmp_path, case):
+    d, _ = files
+    groups = d / "groups.json"
+    args = ["train", d / "bc.csv", "--target", "diagnosis", "--groups", groups, "-o", tmp_path / "m.pkl"]
+    spec = {"unknown_column": {"groups": [{"name": "a", "columns": ["no such"], "cost": 1}]},
+            "index_out_of_range": {"groups": [{"name": "a", "columns": [99], "cost": 1}]},
+            "target_as_feature": {"groups": [{"name": "a", "columns": ["diagnosis"], "cost": 1}]}}
+    if case in spec:
+        (tmp_path / "g.json").write_text(json.dumps(spec[case]))
+        args[5] = tmp_path / "g.json"
+    elif case == "bad_json":
+        (tmp_path / "g.json").write_text('{"groups": [')
+        args[5] = tmp_path / "g.json"
+    elif case == "bad_target":
+        args[3] = "nope"
+    elif case == "not_empty":
+        assert invoke(*args).exit_code == 0
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "x").write_text("x")
+        args = ["export", tmp_path / "m.pkl", tmp_path / "out"]
+    elif case == "evil_pickle":
+        (tmp_path / "evil.pkl").write_bytes(pickle.dumps(subprocess.Popen))
+        args = ["export", tmp_path / "evil.pkl", tmp_path / "out"]
+    res = invoke(*args)
+    assert res.exit_code != 0
+    text = res.output.strip()
+    assert len(text.splitlines()) == 1 and "Traceback" not in text and text.startswith("Error:"), text
+    expected = {"unknown_column": "unknown column 'no such'", "bad_json": "not valid JSON",
+                "bad_target": "target column 'nope'", "not_empty": "--force", "evil_pickle": "forbidden global",
+                "index_out_of_range": "out of range", "target_as_feature": "is the target"}[case]
+    assert expected in text
+
+
+@pytest.mark.parametrize("cmd", ["train", "export", "inspect"])
+def test_help(cmd):
+    res = invoke(cmd, "--help")
+    assert res.exit_code == 0 and "Usage:" in res.output
+
+
+def test_real_subprocess(files, tmp_path):
+    d, _ = files
+    cli = [sys.executable, "-c", "from edgeseq.cli import main; main()"]
+    run = lambda *a: subprocess.run(cli + [str(x) for x in a], capture_output=True, text=True, timeout=120)  # noqa: E731
+    r = run("train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json", "-o", tmp_path / "m.pkl")
+    assert r.returncode == 0, r.stderr
+    r = run("export", tmp_path / "m.pkl", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    r = run("inspect", tmp_path / "out")
+    assert r.returncode == 0 and "prefix_000.onnx" in r.stdout
+    (tmp_path / "out" / "prefix_003.onnx").write_bytes(b"tampered")
+    r = run("inspect", tmp_path / "out")
+    assert r.returncode != 0 and "prefix_003.onnx" in r.stderr and "Traceback" not in r.stderr
