@@ -107,12 +107,14 @@ def _schur_gains(factor: _Factor, b: np.ndarray, slices, cands) -> np.ndarray:
     for k, idx in by_size.items():
         if k == 0:
             continue
-        M = np.stack([factor.schur(slices[cands[i]]) for i in idx])
-        bb = np.stack([b[slices[cands[i]]] for i in idx])  # (m, k, P)
-        Cd = np.stack([np.trace(factor.C[slices[cands[i]], slices[cands[i]]]) / k for i in idx])
+        cols = np.array([np.arange(slices[cands[i]].start, slices[cands[i]].stop) for i in idx])  # (m, k)
+        Vg = factor.V[:, cols]  # (rows, m, k)
+        Cgg = factor.C[cols[:, :, None], cols[:, None, :]]  # (m, k, k)
+        M = Cgg - np.einsum("rmi,rmj->mij", Vg, Vg)
+        bb = b[cols]  # (m, k, P)
+        tol = SCHUR_RTOL * np.maximum(1.0, np.trace(Cgg, axis1=1, axis2=2) / k)[:, None]
         evals, evecs = np.linalg.eigh(M)
         proj = np.einsum("mki,mkp->mip", evecs, bb)  # coordinates of b in M's eigenbasis
-        tol = SCHUR_RTOL * np.maximum(1.0, Cd)[:, None]
         inv = np.where(evals > tol, 1.0 / np.where(evals > tol, evals, 1.0), 0.0)
         gains[idx] = 0.5 * np.einsum("mi,mip->m", inv, proj ** 2)
     return gains
