@@ -1,0 +1,102 @@
+"""C runtime safety: status codes, interrupt/thread reads never torn, fuzzing, the Makefile, the demo.
+
+`make -C runtime_c check MODEL_DIR=...` is the single entry point for the C-side checks (status
+test, firmware demo, interrupt test in signal and thread mode, fallback fuzzer), built with gcc and
+clang (when present) under the strict flags and -fsanitize=address,undefined.
+"""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from c_support import require
+from sequences import random_sequence
+
+from edgeseq.c_harness import compile_c, runtime_dir
+from edgeseq.export.c_codegen import write_c_model
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A softmax model with wide groups: pushes take long enough for interrupts to land inside them."""
+    d = tmp_path_factory.mktemp("cmodel")
+    seq = random_sequence(np.random.default_rng(21), (40, 30, 50, 20), n_outputs=8, link="softmax",
+                          names=["imu", "audio \"raw\"", "camera */", "gps"])
+    write_c_model(seq, d, "safety")
+    return d
+
+
+def _make(*args, timeout=240):
+    make = require("make")
+    proc = subprocess.run([make, "--no-print-directory", "-C", str(runtime_dir()), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_make_check_with_sanitizers(model_dir, tmp_path):
+    out = _make("check", f"MODEL_DIR={model_dir}", f"BUILD={tmp_path}", "FUZZ_SECONDS=1.5")
+    n_cc = 1 + (shutil.which("clang") is not None)
+    assert out.count("status_test ok") == n_cc
+    assert out.count("torn 0") == 2 * n_cc  # signal and thread mode
+    assert out.count("no finding") == n_cc
+    assert out.count("answer at tick") == n_cc
+
+
+def _interrupt_binary(model_dir, tmp_path, runtime_source, name):
+    return compile_c([runtime_source, model_dir / "edgeseq_model.c", runtime_dir() / "tests" / "interrupt_test.c"],
+                     tmp_path / name, include_dirs=[model_dir, runtime_dir()], defines=["ES_PREFIX=safety"],
+                     libs=("-lm", "-lpthread"))
+
+
+def test_interrupt_test_catches_an_in_place_commit(model_dir, tmp_path):
+    """The interrupt test can fail: a runtime that writes the published slot in place is caught tearing."""
+    src = (runtime_dir() / "edgeseq_runtime.c").read_text()
+    broken = src.replace("const uint32_t target = (s->seq + 1u) & 1u;", "const uint32_t target = s->seq & 1u;")
+    broken = broken.replace("s->seq = s->seq + 1u;", "s->seq = s->seq + 2u;")  # same slot stays published
+    assert broken.count("target = s->seq & 1u") == 1 and "s->seq + 2u" in broken
+    (tmp_path / "edgeseq_runtime.c").write_text(broken)
+    exe = _interrupt_binary(model_dir, tmp_path, tmp_path / "edgeseq_runtime.c", "broken")
+    proc = subprocess.run([str(exe), "thread", "0.5"], capture_output=True, text=True)
+    torn = int(proc.stdout.split("torn")[1])
+    assert proc.returncode == 1 and torn > 0, proc.stdout
+    good = _interrupt_binary(model_dir, tmp_path, runtime_dir() / "edgeseq_runtime.c", "good")
+    proc = subprocess.run([str(good), "thread", "0.5"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "torn 0" in proc.stdout, proc.stdout
+
+
+def test_libfuzzer_bounded_run(model_dir, tmp_path):
+    """libFuzzer (clang) drives init/push/current/reset with arbitrary bytes for ~6 s: no finding."""
+    clang = require("clang")
+    sources = [runtime_dir() / "edgeseq_runtime.c", model_dir / "edgeseq_model.c",
+               runtime_dir() / "tests" / "fuzz_runtime.c"]
+    try:
+        exe = compile_c(sources, tmp_path / "fuzz", include_dirs=[model_dir, runtime_dir()],
+                        defines=["ES_PREFIX=safety", "ES_LIBFUZZER"], compiler=clang,
+                        extra=("-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"))
+    except Exception as exc:  # clang without its libFuzzer runtime: the gcc fallback in `make check` still ran
+        pytest.skip(f"clang cannot build libFuzzer targets here: {exc}")
+    proc = subprocess.run([str(exe), "-max_total_time=6", "-seed=1", f"-artifact_prefix={tmp_path}/"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Done" in proc.stderr
+
+
+def test_fuzzer_catches_a_missing_nan_check(model_dir, tmp_path):
+    """The fuzz harness can fail: a runtime that skips the NaN check of a group's last value is found."""
+    src = (runtime_dir() / "edgeseq_runtime.c").read_text()
+    check = "    for (i = 0; i < dim; ++i) {\n        if (!es_is_finite(values[i])) {"
+    assert src.count(check) == 1
+    (tmp_path / "edgeseq_runtime.c").write_text(src.replace(check, check.replace("i < dim", "i + 1u < dim")))
+    exe = compile_c([tmp_path / "edgeseq_runtime.c", model_dir / "edgeseq_model.c",
+                     runtime_dir() / "tests" / "fuzz_runtime.c"], tmp_path / "fz",
+                    include_dirs=[model_dir, runtime_dir()], defines=["ES_PREFIX=safety"])
+    proc = subprocess.run([str(exe), "5", "1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "fuzz finding: push status" in proc.stderr
+
+
+def test_demo_requires_a_model_dir():
+    make = require("make")
+    proc = subprocess.run([make, "-C", str(runtime_dir()), "demo"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "MODEL_DIR" in proc.stdout
