@@ -143,19 +143,20 @@ class AnytimeSession:
     def predict(self, features_by_group: dict, budget=None, prefix=None):
         """Predictions of the longest prefix allowed (by `budget` in cost units, or `prefix`; else all).
 
-        Keys are group names; groups beyond the prefix may be present and are ignored. Arrays are
+        Keys are group names; groups beyond the prefix may be present and are ignored (not even
+        checked, except at prefix 0 where they give the number of rows). Arrays are
         (N, d_g) (or (d_g,) for one row). Returns (N,) for a regression trained on 1-D y, (N, P)
         otherwise, and a `ClassifierPrediction` for classifiers.
         """
         j = self._resolve_prefix(budget, prefix)
         check_group_keys(features_by_group, self._by_name, self.group_names[:j])
-        arrays = {name: as_group_array(name, value, self.groups[self._by_name[name]].dim)
-                  for name, value in features_by_group.items()}
-        n = check_rows(arrays)
-        runner = self._runners[j]
         if j == 0:
-            return self._format(runner.run_rows(n), 0)
-        return self._format(runner.run([arrays[g] for g in self.group_names[:j]]), j)
+            arrays = {name: as_group_array(name, value, self.groups[self._by_name[name]].dim)
+                      for name, value in features_by_group.items()}  # only to learn N
+            return self._format(self._runners[0].run_rows(check_rows(arrays)), 0)
+        arrays = {g.name: as_group_array(g.name, features_by_group[g.name], g.dim) for g in self.groups[:j]}
+        check_rows(arrays)
+        return self._format(self._runners[j].run(list(arrays.values())), j)
 
     def _format(self, outs: list[np.ndarray], j: int):
         if self.task == "regression":

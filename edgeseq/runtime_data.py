@@ -1,0 +1,132 @@
+"""Reading inference data for `edgeseq run` / `edgeseq verify`: the model's columns, by name or position.
+
+Unlike training data (`edgeseq.data`), inference data has no target column and may carry extra
+columns (ids, timestamps) or leave later groups uncomputed. So columns are matched to the model by
+header name when the model knows its feature names (extra columns ignored), else by position;
+an empty CSV cell or NaN means "not computed" and is kept as NaN (the caller decides what that
+means); anything else that is not a number is an error naming the line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+
+@dataclass
+class FeatureRows:
+    X: np.ndarray  # (n, D) float64 in the model's raw column order; NaN = missing / not computed
+    source: str
+
+
+def _model_columns(manifest: dict) -> list[int]:
+    return sorted(c for g in manifest["groups"] for c in g["columns"])
+
+
+def _select(header: list[str] | None, n_cols: int, manifest: dict, path, ignore=()) -> list[int]:
+    """For each raw model column 0..D-1 the index of the file column holding it (-1: unused by the model)."""
+    D, names = manifest["n_features_in"], manifest["feature_names"]
+    used = _model_columns(manifest)
+    if names is not None and header is not None:
+        missing = [names[c] for c in used if names[c] not in header]
+        if missing:
+            raise InputError(f"{path}: column(s) {missing} that the model uses are not in the header {header}")
+        return [header.index(names[c]) if c in used else -1 for c in range(D)]
+    keep = [i for i in range(n_cols) if header is None or header[i] not in ignore]
+    if len(keep) != D:
+        raise InputError(f"{path}: {len(keep)} feature columns, the model expects {D} (the model has no "
+                         f"feature names to match by, so columns are taken by position; leave out "
+                         f"extra columns such as the target or an id with --ignore COL)")
+    return keep
+
+
+def _cell(text: str, where: str) -> float:
+    text = text.strip()
+    if text == "" or text.lower() == "nan":
+        return float("nan")
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{where}: {text!r} is not a number") from None
+
+
+def _read_csv(path: Path, manifest: dict, ignore=()) -> np.ndarray:
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = [r for r in csv.reader(f) if r]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    if len(rows) < 2:
+        raise InputError(f"{path}: needs a header row and at least one data row")
+    header = [h.strip() for h in rows[0]]
+    unknown = [c for c in ignore if c not in header]
+    if unknown:
+        raise InputError(f"{path}: column(s) {unknown} to ignore are not in the header {header}")
+    pick = _select(header, len(header), manifest, path, ignore)
+    X = np.full((len(rows) - 1, len(pick)), np.nan)
+    for r, row in enumerate(rows[1:]):
+        if len(row) != len(header):
+            raise InputError(f"{path}, line {r + 2}: {len(row)} fields, the header has {len(header)}")
+        for c, i in enumerate(pick):
+            if i >= 0:
+                X[r, c] = _cell(row[i], f"{path}, line {r + 2}, column {header[i]!r}")
+    return X
+
+
+def _read_npz(path: Path, manifest: dict) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path} as .npz without pickles: {exc}") from None
+    X = arrays.get("X")
+    if X is None or X.ndim != 2 or not np.issubdtype(X.dtype, np.number):
+        raise InputError(f"{path} needs a numeric 2-D array 'X'; it has {sorted(arrays)}")
+    header = None
+    if "feature_names" in arrays and arrays["feature_names"].shape == (X.shape[1],):
+        header = [str(v) for v in arrays["feature_names"].tolist()]
+    pick = _select(header, X.shape[1], manifest, path)
+    out = np.full((X.shape[0], len(pick)), np.nan)
+    for c, i in enumerate(pick):
+        if i >= 0:
+            out[:, c] = X[:, i]
+    return out
+
+
+def read_feature_rows(path, manifest: dict, ignore=()) -> FeatureRows:
+    """Rows of DATA (.csv with a header, or .npz with X [and feature_names]) in the model's column order.
+
+    `ignore`: CSV columns left out before columns are matched by position (target, ids)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"data file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        X = _read_npz(path, manifest)
+    elif suffix in (".csv", ".txt"):
+        X = _read_csv(path, manifest, tuple(ignore))
+    else:
+        raise InputError(f"{path}: unsupported data format {suffix!r}; use .csv (with a header) or .npz")
+    if X.shape[0] == 0:
+        raise InputError(f"{path} holds no rows")
+    return FeatureRows(X, str(path))
+
+
+def group_arrays(manifest: dict, X: np.ndarray) -> dict:
+    """{group name: X[:, its columns]} for every group of the manifest."""
+    return {g["name"]: X[:, g["columns"]] for g in manifest["groups"]}
+
+
+def available_prefix(manifest: dict, X: np.ndarray) -> np.ndarray:
+    """Per row, the longest prefix whose groups are all present (no NaN): a missing value in a group
+    means the device had not computed that group yet."""
+    prefix = np.full(X.shape[0], len(manifest["groups"]), dtype=np.int64)
+    for k in range(len(manifest["groups"]) - 1, -1, -1):
+        missing = np.isnan(X[:, manifest["groups"][k]["columns"]]).any(axis=1)
+        prefix[missing] = k
+    return prefix

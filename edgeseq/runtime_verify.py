@@ -1,0 +1,168 @@
+"""`edgeseq verify`: integrity of out/, then numpy vs onnxruntime vs compiled C on every prefix.
+
+The reference is numpy in float64 on the exported float32 weights (`sequence_from_export`) and
+float32-rounded inputs, so a difference measures only how the runtime accumulates in float32. A
+difference counts as a mismatch when it exceeds the float32 bound of that row,
+4 (d + 2) eps32 (|x| @ |W| + |b|) for the linear output (d = features of the prefix); for
+classifiers the probabilities get the same bound plus 4 eps32 (sigmoid and softmax are
+contractions in the max-norm), and labels must agree wherever the top two probabilities are
+further apart than twice that bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import EdgeseqError, InputError
+from .runtime import AnytimeSession, ClassifierPrediction
+from .runtime_data import group_arrays
+
+EPS32 = float(np.finfo(np.float32).eps)
+N_SAMPLES = 256
+
+
+@dataclass
+class PrefixCheck:
+    prefix: int
+    group: str | None          # the group this prefix adds (None for prefix 0)
+    cum_cost: float
+    onnx_diff: float           # worst |onnx - numpy|
+    onnx_ratio: float          # worst difference / its row's bound (<= 1 passes)
+    c_diff: float | None = None
+    c_ratio: float | None = None
+    label_mismatches: int = 0  # clear-margin rows where onnx or C picks another class than numpy
+
+    @property
+    def ok(self) -> bool:
+        ratios = [self.onnx_ratio] + ([] if self.c_ratio is None else [self.c_ratio])
+        return all(r <= 1.0 for r in ratios) and self.label_mismatches == 0
+
+
+@dataclass
+class VerifyReport:
+    n_rows: int
+    source: str
+    checks: list[PrefixCheck] = field(default_factory=list)
+    c_note: str | None = None  # why the C column is missing, when it is
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def sample_rows(manifest: dict, n: int = N_SAMPLES, seed: int = 0) -> np.ndarray:
+    """Rows drawn from the stored training statistics (standard normal without them), plus rows of
+    large (x1e3) and tiny (x1e-3) magnitude so the check covers the scales a device may see."""
+    D = manifest["n_features_in"]
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, D))
+    mean, std = manifest.get("feature_mean"), manifest.get("feature_std")
+    X = Z if mean is None or std is None else np.asarray(mean) + Z * np.asarray(std)
+    k = n // 8
+    X[:k] *= 1e3
+    X[k:2 * k] *= 1e-3
+    return X
+
+
+def _reference(seq, X32: np.ndarray, j: int):
+    """float64 prediction and per-row, per-output bound of prefix j (see the module docstring)."""
+    cols = seq.prefix_columns(j)
+    z = seq.linear(X32, j)
+    bound = 4 * (len(cols) + 2) * EPS32 * (np.abs(X32[:, cols]) @ np.abs(seq.coefs[j])
+                                           + np.abs(seq.intercepts[j]))
+    if seq.link == "identity":
+        return z, bound + 1e-37
+    p = seq.apply_link(z)
+    return p, np.repeat(bound.max(axis=1, keepdims=True), p.shape[1], axis=1) + 4 * EPS32
+
+
+def _compare(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[float, float]:
+    got = np.asarray(got, dtype=np.float64).reshape(ref.shape)
+    d = np.abs(got - ref)
+    d[~np.isfinite(got)] = np.inf
+    return float(d.max(initial=0.0)), float((d / bound).max(initial=0.0))
+
+
+def _label_mismatches(labels: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> int:
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * bound[:, 0]
+    return int(np.sum(np.asarray(labels)[clear] != np.argmax(ref, axis=1)[clear]))
+
+
+def c_predictions(out_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, compiler=None):
+    """(C run, None) or (None, note) when no compiler is found and C is not required."""
+    from .c_harness import CCompilerError, find_c_compiler, run_c
+
+    try:
+        find_c_compiler(compiler)
+    except CCompilerError as exc:
+        if require_c:
+            raise
+        return None, f"C column skipped: {exc}"
+    groups = [X32[:, g["columns"]] for g in manifest["groups"]]
+    return run_c(str(out_dir), groups, compiler=compiler), None
+
+
+def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
+                  require_c: bool = False, compiler=None) -> VerifyReport:
+    """Check out/ (AnytimeSession verifies schema, checksums and files) and compare the runtimes."""
+    from edgeseq.export.manifest import sequence_from_export
+
+    sess = AnytimeSession(out_dir)
+    m = sess.manifest
+    seq = sequence_from_export(out_dir)
+    if X is None:
+        X, source = sample_rows(m), f"{N_SAMPLES} rows drawn from the stored feature statistics"
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != m["n_features_in"]:
+        raise InputError(f"verify needs rows of {m['n_features_in']} features, got shape {X.shape}")
+    X32 = X.astype(np.float32)
+    if not np.isfinite(X32).all():
+        raise InputError(f"{source}: verify needs complete rows (no missing values, NaN or Inf, and "
+                         "nothing beyond float32's range)")
+    X32 = X32.astype(np.float64)
+    crun, note = (None, "C column skipped (--no-c)") if not use_c else \
+        c_predictions(out_dir, m, X32, require_c=require_c, compiler=compiler)
+    report = VerifyReport(X.shape[0], source, c_note=note)
+    feats = group_arrays(m, X32)
+    for j in range(sess.n_prefixes):
+        ref, bound = _reference(seq, X32, j)
+        pred = sess.predict(feats, prefix=j)
+        is_clf = isinstance(pred, ClassifierPrediction)
+        check = PrefixCheck(j, m["groups"][j - 1]["name"] if j else None, float(sess.cum_cost[j]),
+                            *_compare(pred.proba if is_clf else pred, ref, bound))
+        if is_clf:
+            check.label_mismatches = _label_mismatches(pred.label_index, ref, bound)
+        if crun is not None:
+            check.c_diff, check.c_ratio = _compare(crun.predictions[j], ref, bound)
+            if is_clf:
+                check.label_mismatches += _label_mismatches(crun.labels[j], ref, bound)
+        report.checks.append(check)
+    sess.close()
+    return report
+
+
+def format_report(rep: VerifyReport) -> list[str]:
+    """The per-prefix table `edgeseq verify` prints."""
+    lines = [f"compared numpy (float64 reference) vs onnxruntime vs C on {rep.n_rows} rows ({rep.source})"]
+    if rep.c_note:
+        lines.append(rep.c_note)
+    head = f"{'prefix':>6}  {'group':<20} {'cum_cost':>9} {'|onnx-np|':>10} {'/bound':>7} " \
+           f"{'|C-np|':>10} {'/bound':>7} {'labels':>6}  result"
+    lines += [head, "-" * len(head)]
+    for c in rep.checks:
+        cd = "-" if c.c_diff is None else f"{c.c_diff:.3g}"
+        cr = "-" if c.c_ratio is None else f"{c.c_ratio:.3g}"
+        lines.append(f"{c.prefix:>6}  {('-' if c.group is None else repr(c.group))[:20]:<20} "
+                     f"{c.cum_cost:>9.4g} {c.onnx_diff:>10.3g} {c.onnx_ratio:>7.3g} {cd:>10} {cr:>7} "
+                     f"{c.label_mismatches:>6}  {'ok' if c.ok else 'MISMATCH'}")
+    bad = [c.prefix for c in rep.checks if not c.ok]
+    lines.append("all prefixes agree within the float32 bound" if not bad else
+                 f"MISMATCH at prefix(es) {bad}: a runtime differs from numpy beyond the float32 bound")
+    return lines
+
+
+class VerifyMismatch(EdgeseqError):
+    """At least one prefix differs between runtimes beyond the float32 bound."""
