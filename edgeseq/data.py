@@ -39,14 +39,18 @@ def _parse_float(text: str, where: str) -> float:
 
 
 def _target_values(cells: list[str], task: str, path) -> np.ndarray:
+    """Regression: float64. Classification: int64 labels when every cell is an integer, else strings."""
+    if task == "classification":
+        try:
+            return np.array([int(c) for c in cells], dtype=np.int64)
+        except ValueError:
+            return np.array(cells, dtype=object).astype(str)
     try:
         return np.array([float(c) for c in cells], dtype=np.float64)
     except ValueError:
-        if task == "regression":
-            bad = next(c for c in cells if not _is_number(c))
-            raise InputError(f"{path}: target value {bad!r} is not a number; for class labels use "
-                             "--task classification") from None
-        return np.array(cells, dtype=object).astype(str)
+        bad = next(c for c in cells if not _is_number(c))
+        raise InputError(f"{path}: target value {bad!r} is not a number; for class labels use "
+                         "--task classification") from None
 
 
 def _is_number(text: str) -> bool:

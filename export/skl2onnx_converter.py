@@ -118,7 +118,8 @@ def register_skl2onnx() -> list[str]:
         if cls is None:
             continue
         alias = f"Edgeseq{cls_name}"
-        opts = dict(_OPTIONS, zipmap=[True, False, "columns"]) if cls_name == "AnytimeClassifier" else _OPTIONS
+        opts = dict(_OPTIONS, zipmap=[True, False, "columns"], nocl=[False]) if cls_name == "AnytimeClassifier" \
+            else _OPTIONS
         update_registered_converter(cls, alias, _shape_calculator, _converter, options=opts)
         done.append(alias)
     return done

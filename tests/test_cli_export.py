@@ -135,3 +135,25 @@ def test_real_subprocess(files, tmp_path):
     (tmp_path / "out" / "prefix_003.onnx").write_bytes(b"tampered")
     r = run("inspect", tmp_path / "out")
     assert r.returncode != 0 and "prefix_003.onnx" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_classification_train_export(files, tmp_path):
+    """--task classification: the diagnosis labels (0/1 integers) become classes; the exported
+    graphs' probabilities match predict_proba for every prefix."""
+    d, bc = files
+    res = invoke("train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json",
+                 "--task", "classification", "-o", tmp_path / "c.pkl")
+    assert res.exit_code == 0 and "accuracy" in res.output, res.output
+    assert invoke("export", tmp_path / "c.pkl", tmp_path / "out").exit_code == 0
+    est = load_model(tmp_path / "c.pkl")
+    m = read_verified(tmp_path / "out")
+    assert m["link"] == "sigmoid" and m["outputs"]["classes"] == [0, 1]
+    for p in m["prefixes"]:
+        j = p["index"]
+        sess = ort.InferenceSession(str(tmp_path / "out" / p["file"]), providers=["CPUExecutionProvider"])
+        feed = {g["input_name"]: bc.data[:, g["columns"]].astype(np.float32) for g in m["groups"][:j]}
+        proba, label = sess.run(["proba", "label"], feed or {"n": np.zeros((len(bc.data), 0), np.float32)})
+        ref = est.predict_proba(bc.data, prefix=j)
+        np.testing.assert_allclose(proba, ref, atol=1e-4)
+        clear = np.abs(ref[:, 1] - 0.5) > 1e-3
+        np.testing.assert_array_equal(np.array([0, 1])[label][clear], est.predict(bc.data, prefix=j)[clear])

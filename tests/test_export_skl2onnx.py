@@ -75,3 +75,29 @@ def test_fixed_prefix_and_budget_options(data):
     onx = skl2onnx.to_onnx(est, X[:1].astype(np.float32), options={id(est): {"budget": budget}}, target_opset=17)
     np.testing.assert_allclose(_run(onx, X).ravel(), est.predict(X, budget=budget),
                                atol=float(_bound(seq, X, 2).max()))
+
+
+@pytest.mark.parametrize("dataset", ["breast_cancer", "iris"])
+def test_classifier_labels_and_probabilities(dataset):
+    """zipmap=False keeps the graph in the core domain; labels are the original classes."""
+    from sklearn.datasets import load_breast_cancer, load_iris
+
+    from edgeseq import AnytimeClassifier
+
+    register_skl2onnx()
+    if dataset == "iris":
+        X, y = load_iris(return_X_y=True)
+        groups = [[0, 1], [2], [3]]
+    else:
+        X, t = load_breast_cancer(return_X_y=True)
+        y = np.array(["benign", "malignant"])[t]
+        groups = [[i, i + 10, i + 20] for i in range(10)]
+    est = AnytimeClassifier(groups=groups, costs=list(range(1, len(groups) + 1))).fit(X, y)
+    onx = skl2onnx.to_onnx(est, X[:1].astype(np.float32), options={id(est): {"zipmap": False}}, target_opset=17)
+    assert {n.domain for n in onx.graph.node} <= {""}
+    sess = ort.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    label, proba = sess.run(None, {sess.get_inputs()[0].name: X.astype(np.float32)})
+    ref = est.predict_proba(X)
+    np.testing.assert_allclose(proba, ref, atol=1e-4)
+    clear = np.abs(np.sort(ref, axis=1)[:, -1] - np.sort(ref, axis=1)[:, -2]) > 1e-3
+    np.testing.assert_array_equal(label[clear], est.predict(X)[clear])

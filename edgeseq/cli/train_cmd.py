@@ -48,7 +48,7 @@ def sequence_table(seq) -> list[str]:
               help="Selection score (DESIGN.md section 2).")
 @click.option("--doubling", is_flag=True, help="Restrict each pick to groups no costlier than the cost so far.")
 @click.option("--no-whiten", is_flag=True, help="Standardise columns instead of whitening each group.")
-@click.option("--l2", type=float, default=1e-5, show_default=True, help="Ridge penalty.")
+@click.option("--l2", type=float, default=None, help="L2 penalty (default: the estimator's own default).")
 @click.option("--task", type=click.Choice(["regression", "classification"]), default="regression",
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
@@ -65,8 +65,9 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
 
     ds = read_data(data, target, task)
     spec = read_groups(groups_path, ds)
+    params = {} if l2 is None else {"l2": l2}
     est = _estimator(task, groups=spec.columns, costs=spec.costs, method=method, whiten=not no_whiten,
-                     doubling=doubling, l2=l2, group_names=spec.names)
+                     doubling=doubling, group_names=spec.names, **params)
     est.fit(ds.X, ds.y)
     seq = est.fitted_sequence_
     if seq.feature_names is None and ds.feature_names is not None:
