@@ -9,6 +9,7 @@ against corruption and careless edits; it is NOT a signature (anyone can recompu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from importlib import resources
@@ -57,13 +58,21 @@ def load_schema() -> dict:
     return json.loads(text)
 
 
+@functools.lru_cache(maxsize=1)
+def _validator() -> jsonschema.protocols.Validator:
+    """The schema is checked once per process; validation itself is then cheap."""
+    schema = load_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
 def validate_manifest(manifest: dict) -> None:
     """JSON-Schema validation plus the cross-field rules a schema cannot express."""
-    try:
-        jsonschema.validate(manifest, load_schema(), cls=jsonschema.Draft202012Validator)
-    except jsonschema.ValidationError as exc:
+    validator = _validator()
+    if not validator.is_valid(manifest):
+        exc = jsonschema.exceptions.best_match(validator.iter_errors(manifest))
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-        raise IntegrityError(f"{MANIFEST} does not match the schema at {where}: {exc.message}") from None
+        raise IntegrityError(f"{MANIFEST} does not match the schema at {where}: {exc.message}")
     groups, prefixes = manifest["groups"], manifest["prefixes"]
     if len(prefixes) != len(groups) + 1:
         raise IntegrityError(f"{MANIFEST}: {len(groups)} groups need {len(groups) + 1} prefixes, "
