@@ -157,3 +157,48 @@ def test_classification_train_export(files, tmp_path):
         np.testing.assert_allclose(proba, ref, atol=1e-4)
         clear = np.abs(ref[:, 1] - 0.5) > 1e-3
         np.testing.assert_array_equal(np.array([0, 1])[label][clear], est.predict(bc.data, prefix=j)[clear])
+
+
+def test_data_and_groups_errors_name_the_problem(tmp_path):
+    from edgeseq.data import read_data, read_groups
+    from edgeseq.errors import GroupSpecError, InputError
+
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_text("a,b,y\n1,2,3\n4,x,6\n")
+    with pytest.raises(InputError, match="line 3, column 'b': 'x' is not a number"):
+        read_data(csv_path, "y")
+    csv_path.write_text("a,b,y\n1,2,3\n4,5\n")
+    with pytest.raises(InputError, match="line 3: 2 fields"):
+        read_data(csv_path, "y")
+    csv_path.write_text("a,a,y\n1,2,3\n")
+    with pytest.raises(InputError, match="repeated column names"):
+        read_data(csv_path, "y")
+    csv_path.write_text("a,b,y\n1,2,cat\n")
+    with pytest.raises(InputError, match="'cat' is not a number.*classification"):
+        read_data(csv_path, "y")
+    with pytest.raises(InputError, match="--target"):
+        read_data(csv_path)
+    (tmp_path / "d.parquet").write_text("")
+    with pytest.raises(InputError, match="unsupported data format"):
+        read_data(tmp_path / "d.parquet", "y")
+    np.savez(tmp_path / "obj.npz", X=np.array([[1, 2]], dtype=object), y=np.array([1.0]))
+    with pytest.raises(InputError, match="without pickles"):
+        read_data(tmp_path / "obj.npz")
+    np.savez(tmp_path / "noy.npz", X=np.ones((3, 2)))
+    with pytest.raises(InputError, match=r"lacks array\(s\) \['y'\]"):
+        read_data(tmp_path / "noy.npz")
+
+    csv_path.write_text("a,b,y\n1,2,3\n4,5,6\n")
+    ds = read_data(csv_path, "y")
+    np.testing.assert_array_equal(ds.X, [[1, 2], [4, 5]])
+    bad = {"zero cost": {"groups": [{"name": "g", "columns": ["a"], "cost": 0}]},
+           "says dim 3": {"groups": [{"name": "g", "columns": ["a"], "cost": 1, "dim": 3}]},
+           "non-empty list 'columns'": {"groups": [{"name": "g", "columns": [], "cost": 1}]},
+           "header name or a 0-based index": {"groups": [{"name": "g", "columns": [1.5], "cost": 1}]},
+           "must hold": {"not_groups": []}}
+    for msg, doc in bad.items():
+        (tmp_path / "g.json").write_text(json.dumps(doc))
+        with pytest.raises(GroupSpecError, match=msg.replace("zero cost", "cost 0")):
+            read_groups(tmp_path / "g.json", ds)
+    (tmp_path / "g.json").write_text(json.dumps({"groups": [{"name": "g", "columns": ["b", 0], "cost": 1}]}))
+    assert read_groups(tmp_path / "g.json", ds).columns == [[1, 0]]
