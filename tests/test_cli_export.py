@@ -164,18 +164,14 @@ def test_data_and_groups_errors_name_the_problem(tmp_path):
     from edgeseq.errors import GroupSpecError, InputError
 
     csv_path = tmp_path / "d.csv"
-    csv_path.write_text("a,b,y\n1,2,3\n4,x,6\n")
-    with pytest.raises(InputError, match="line 3, column 'b': 'x' is not a number"):
-        read_data(csv_path, "y")
-    csv_path.write_text("a,b,y\n1,2,3\n4,5\n")
-    with pytest.raises(InputError, match="line 3: 2 fields"):
-        read_data(csv_path, "y")
-    csv_path.write_text("a,a,y\n1,2,3\n")
-    with pytest.raises(InputError, match="repeated column names"):
-        read_data(csv_path, "y")
-    csv_path.write_text("a,b,y\n1,2,cat\n")
-    with pytest.raises(InputError, match="'cat' is not a number.*classification"):
-        read_data(csv_path, "y")
+    bad_csv = {"a,b,y\n1,2,3\n4,x,6\n": "line 3, column 'b': 'x' is not a number",
+               "a,b,y\n1,2,3\n4,5\n": "line 3: 2 fields",
+               "a,a,y\n1,2,3\n": "repeated column names",
+               "a,b,y\n1,2,cat\n": "'cat' is not a number.*classification"}
+    for text, msg in bad_csv.items():
+        csv_path.write_text(text)
+        with pytest.raises(InputError, match=msg):
+            read_data(csv_path, "y")
     with pytest.raises(InputError, match="--target"):
         read_data(csv_path)
     (tmp_path / "d.parquet").write_text("")
