@@ -57,13 +57,14 @@ def _shape_calculator(operator):
     operator.outputs[1].type = tensor([N, n_classes])
 
 
-def _affine(scope, operator, container, seq, j) -> str:
-    """Gather the prefix's raw columns of X, MatMul, Add: returns the name of the linear output."""
+def _affine(scope, operator, container, seq, j, out=None) -> str:
+    """Gather the prefix's raw columns of X, MatMul, Add into `out` (default: a fresh name); returns it."""
     dt = np.float64 if _float_type(operator).__name__ == "DoubleTensorType" else np.float32
     proto = TensorProto.DOUBLE if dt is np.float64 else TensorProto.FLOAT
     cols = seq.prefix_columns(j)
     names = {k: scope.get_unique_variable_name(f"edgeseq_{k}") for k in
              ("cols", "W", "b", "gathered", "mm", "z")}
+    names["z"] = out or names["z"]
     container.add_initializer(names["cols"], TensorProto.INT64, [len(cols)], cols.tolist())
     W = seq.coefs[j].astype(dt)
     container.add_initializer(names["W"], proto, list(W.shape), W.ravel().tolist())
@@ -81,11 +82,10 @@ def _converter(scope, operator, container):
     op = operator.raw_operator
     seq = _sequence(op)
     j = _prefix(seq, container.get_options(op, dict(prefix=None, budget=None)))
-    z = _affine(scope, operator, container, seq, j)
     if seq.task == "regression":
-        container.add_node("Identity", [z], operator.outputs[0].full_name,
-                           name=scope.get_unique_operator_name("EdgeseqOut"))
+        _affine(scope, operator, container, seq, j, out=operator.outputs[0].full_name)
         return
+    z = _affine(scope, operator, container, seq, j)
     proba = operator.outputs[1].full_name
     if seq.link == "sigmoid":
         p1, one, p0 = (scope.get_unique_variable_name(n) for n in ("edgeseq_p1", "edgeseq_one", "edgeseq_p0"))
