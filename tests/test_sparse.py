@@ -156,3 +156,15 @@ def test_bad_data():
         sparse_path(X, np.ones(len(y)), groups, costs)
     with pytest.raises(InputError, match="shape"):
         sparse_path(X, y[:-1], groups, costs)
+
+
+def test_anderson_acceleration_reaches_the_plain_bcd_solution():
+    X, y, groups, costs = _data(9, P=2)
+    sp = sparse_path(X, y, groups, costs, n_lambdas=3, lambda_min_ratio=0.01)
+    prob = sp.meta["problem"]
+    c = np.asarray(costs)
+    w_plain, n_plain = solve_group_lasso(prob.K, prob.q, prob.slices, c, sp.lambdas[-1], anderson=0, tol=1e-9)
+    w_acc, n_acc = solve_group_lasso(prob.K, prob.q, prob.slices, c, sp.lambdas[-1], tol=1e-9)
+    np.testing.assert_allclose(w_acc, w_plain, atol=1e-7)
+    with pytest.raises(InputError, match="did not reach"):
+        solve_group_lasso(prob.K, prob.q, prob.slices, c, sp.lambdas[-1], anderson=0, tol=1e-12, max_sweeps=5)
