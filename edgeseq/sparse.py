@@ -8,7 +8,8 @@ on the same working basis as the estimators (centred columns, each group whitene
 
 Solver: block coordinate descent with a proximal-gradient step per block, step 1/L_g with
 L_g = λ_max(K_gg). On whitened data K_gg = I, so each block step is the *exact* block minimiser, a
-group soft-threshold. Each λ is warm-started from the previous one. Convergence is declared when
+group soft-threshold. Every 5 sweeps the iterates are Anderson-extrapolated (as skglm and celer do;
+kept only if the objective drops). Each λ is warm-started from the previous one. Convergence is declared when
 the KKT conditions hold to `tol` relative to λ:
 
 * active g  (w_g ≠ 0): ‖∇_g + λ c_g w_g/‖w_g‖‖ ≤ tol·λ·c_g
