@@ -18,6 +18,7 @@ the prefix-0 prediction, reported `busy`); a new run without a deadline raises `
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from .runtime_inputs import (as_group_array, check_budget, check_deadline, check
 from .runtime_loop import BUSY, GroupReport, Step, _Clock, anytime_loop
 from .runtime_ort import PrefixRunner, load_verified_bytes
 from .runtime_worker import ExtractorWorker
+
+_F32 = np.dtype(np.float32)
 
 __all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "GroupReport", "SessionBusyError"]
 
@@ -78,6 +81,14 @@ class _Group:
     cost: float
 
 
+def _all_finite(y: np.ndarray) -> bool:
+    """Finiteness of an output; small outputs (the latency case) through Python floats, which is
+    several times cheaper than numpy's ufunc + reduction machinery on a handful of values."""
+    if y.size <= 64:
+        return math.isfinite(sum(y.ravel().tolist()))  # float64 sum of float32 values cannot overflow
+    return bool(np.isfinite(y).all())
+
+
 def _read_only(pred):
     """Mark the arrays of a prediction that is shared between results read-only."""
     for a in (pred.label, pred.proba, pred.label_index) if isinstance(pred, ClassifierPrediction) else (pred,):
@@ -101,13 +112,17 @@ class AnytimeSession:
                             for g in m["groups"])
         self.group_names = tuple(g.name for g in self.groups)
         self._by_name = {g.name: k for k, g in enumerate(self.groups)}
+        self._name_set = frozenset(self._by_name)
+        self._needed = [frozenset(self.group_names[:j]) for j in range(len(self.groups) + 1)]
+        self._plan = [tuple((g.name, g.input_name, g.dim) for g in self.groups[:j])
+                      for j in range(len(self.groups) + 1)]
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
         self.output_names = tuple(outs["names"])
         self.n_outputs = int(outs["n_outputs"])
         self.classes = None if outs["classes"] is None else np.array(outs["classes"])
         self._squeeze = bool(outs.get("y_was_1d", False)) and self.task == "regression"
-        wanted = ["y"] if self.task == "regression" else ["proba", "label"]
+        wanted = ["y"] if self.task == "regression" else ["y", "proba", "label"]
         self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
                                       wanted, str(out / p["file"])) for p in m["prefixes"]]
         self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups]
@@ -144,25 +159,61 @@ class AnytimeSession:
         """Predictions of the longest prefix allowed (by `budget` in cost units, or `prefix`; else all).
 
         Keys are group names; groups beyond the prefix may be present and are ignored (not even
-        checked, except at prefix 0 where they give the number of rows). Arrays are
-        (N, d_g) (or (d_g,) for one row). Returns (N,) for a regression trained on 1-D y, (N, P)
-        otherwise, and a `ClassifierPrediction` for classifiers.
+        checked, except at prefix 0 where they give the number of rows). Arrays are (N, d_g) (or
+        (d_g,) for one row); C-contiguous float32 (N, d_g) arrays take the fast path (no copy).
+        Returns (N,) for a regression trained on 1-D y, (N, P) otherwise, and a
+        `ClassifierPrediction` for classifiers.
         """
-        j = self._resolve_prefix(budget, prefix)
-        check_group_keys(features_by_group, self._by_name, self.group_names[:j])
+        if budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
+            j = prefix  # the common case, without the general checks
+        else:
+            j = self._resolve_prefix(budget, prefix)
         if j == 0:
+            check_group_keys(features_by_group, self._by_name, ())
             arrays = {name: as_group_array(name, value, self.groups[self._by_name[name]].dim)
                       for name, value in features_by_group.items()}  # only to learn N
             return self._format(self._runners[0].run_rows(check_rows(arrays)), 0)
-        arrays = {g.name: as_group_array(g.name, features_by_group[g.name], g.dim) for g in self.groups[:j]}
-        check_rows(arrays)
-        return self._format(self._runners[j].run(list(arrays.values())), j)
+        try:
+            keys = features_by_group.keys()
+            ok = keys <= self._name_set and self._needed[j] <= keys
+        except AttributeError:
+            ok = False
+        if not ok:
+            check_group_keys(features_by_group, self._by_name, self.group_names[:j])
+        feeds, rows = {}, set()
+        for name, input_name, dim in self._plan[j]:
+            a = features_by_group[name]
+            # fast path: already what onnxruntime takes (finiteness is checked on the output below)
+            if not (type(a) is np.ndarray and a.dtype is _F32 and a.ndim == 2 and a.shape[1] == dim
+                    and a.shape[0] and a.flags.c_contiguous):
+                a = as_group_array(name, a, dim)
+            rows.add(a.shape[0])
+            feeds[input_name] = a
+        if len(rows) > 1:
+            check_rows({g.name: as_group_array(g.name, features_by_group[g.name], g.dim)
+                        for g in self.groups[:j]})
+        outs = self._runners[j].run_feeds(feeds)
+        if not _all_finite(outs[0]):
+            self._explain_nonfinite(features_by_group, j, outs[0])
+        return self._format(outs, j)
+
+    def _explain_nonfinite(self, features_by_group, j: int, y: np.ndarray):
+        """Raise the precise error for a non-finite output.
+
+        NaN/Inf inputs always reach `y` (NaN*w and Inf*0 are NaN, nothing skips a weight), so one
+        check on the small output replaces a check on every input; this finds the culprit."""
+        for g in self.groups[:j]:
+            as_group_array(g.name, features_by_group[g.name], g.dim)  # raises for NaN/Inf/overflow
+        row = int(np.argwhere(~np.isfinite(y))[0][0])
+        raise RuntimeInputError(
+            f"prefix {j} overflows float32 at row {row} (the features are finite but too large for the "
+            f"model's weights); rescale the features as in training")
 
     def _format(self, outs: list[np.ndarray], j: int):
         if self.task == "regression":
             y = outs[0]
             return y[:, 0] if self._squeeze else y
-        proba, idx = outs
+        _, proba, idx = outs
         return ClassifierPrediction(self.classes[idx], proba, idx, j)
 
     # ------------------------------------------------------------------ anytime loop
@@ -214,7 +265,12 @@ class AnytimeSession:
                                              inputs, budget, deadline_s, worker, clock))
 
     def _commit(self, j: int, rows: list[np.ndarray]):
-        return self._format(self._runners[j].run(rows), j)
+        """Prediction of prefix j from the loop's validated rows (finite, one row each)."""
+        outs = self._runners[j].run(rows)
+        if not _all_finite(outs[0]):
+            raise RuntimeInputError(f"prefix {j} overflows float32 (the features are finite but too large "
+                                    f"for the model's weights); rescale the features as in training")
+        return self._format(outs, j)
 
     def _finish(self, out) -> RunResult:
         return RunResult(out.prediction, out.prefix, out.spent_cost, float(self.cum_cost[out.prefix]),

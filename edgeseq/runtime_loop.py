@@ -140,6 +140,10 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
         except EdgeseqError as exc:
             rep.status, stopped, rep.message = INVALID, INVALID, str(exc)
             break
-        prediction, prefix = commit(k + 1, rows), k + 1
+        try:
+            prediction, prefix = commit(k + 1, rows), k + 1
+        except EdgeseqError as exc:  # e.g. the prefix overflows float32 on these values
+            rep.status, stopped, rep.message = INVALID, INVALID, str(exc)
+            break
         rep.status = OK
     return LoopOutcome(prediction, prefix, spent, clock.elapsed(), report, stopped)

@@ -3,9 +3,10 @@
 Latency on a device matters more than throughput, and a runtime that spins up thread pools per
 session competes with the feature extractors for the cores. So every session is single-threaded
 (intra/inter-op threads 1, sequential execution, no spinning). The call path is
-`InferenceSession.run` with a pre-built output-name list: for these tiny affine graphs it measured
-faster than IO binding, whose per-call bind/unbind Python calls cost more than they save
-(see bench/python_runtime_speed.py).
+the compiled session's `run` (what `InferenceSession.run` calls after re-validating its arguments,
+which we validated once at load time) with a pre-built output-name list. For these tiny affine graphs
+IO binding measured no faster once the per-call copies into bound buffers are counted, and it would
+make a session's calls stateful (see bench/python_runtime_speed.py).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def load_verified_bytes(path: Path, sha256: str) -> bytes:
 
 
 class PrefixRunner:
-    """One prefix graph: its session, its input order and the outputs we read."""
+    """One prefix graph: its session, its input order and the outputs we read (`y` always first)."""
 
     def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str):
         try:
@@ -59,14 +60,21 @@ class PrefixRunner:
             raise IntegrityError(f"{where}: graph lacks output(s) {sorted(set(outputs) - have)}")
         self.inputs = list(inputs)
         self.outputs = list(outputs)
-        self._run = self.session.run
+        # the compiled session object behind InferenceSession.run: same call, without the wrapper's
+        # per-call re-validation of output names and feeds (we validated both at load time)
+        inner = getattr(self.session, "_sess", None)
+        self._run = inner.run if inner is not None else (lambda o, f, _opts: self.session.run(o, f))
+
+    def run_feeds(self, feeds: dict) -> list[np.ndarray]:
+        """Outputs for a {input name: float32 (N, d_g) C-contiguous array} feed."""
+        return self._run(self.outputs, feeds, None)
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Outputs for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list)."""
         if not arrays:
             return self.run_rows(1)
-        return self._run(self.outputs, dict(zip(self.inputs, arrays)))
+        return self._run(self.outputs, dict(zip(self.inputs, arrays)), None)
 
     def run_rows(self, n: int) -> list[np.ndarray]:
         """Prefix 0 for n rows (its only input carries the batch size)."""
-        return self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, 0), np.float32)})
+        return self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, 0), np.float32)}, None)

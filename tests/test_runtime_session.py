@@ -188,3 +188,45 @@ def test_real_regressor_fit_matches_estimator(tmp_path):
         assert_matches_reference(sess, seq, X, j, got)
         np.testing.assert_allclose(got, est.predict(X, prefix=j),
                                    atol=float(np.max(np.abs(y))) * 1e-5)
+
+
+def test_nan_and_inf_are_caught_at_every_position_even_with_zero_weights(tmp_path):
+    """predict checks finiteness on the output (one check instead of one per group): prove that every
+    NaN/Inf input reaches it, including through all-zero weight rows (Inf * 0 = NaN)."""
+    seq = random_sequence(np.random.default_rng(12), (3, 2), n_outputs=2)
+    for j in range(1, seq.n_prefixes):
+        seq.coefs[j][0] = 0.0  # a whole zero row in every prefix
+    seq.coefs[2][:] = 0.0      # and a prefix whose weights are all zero
+    sess = AnytimeSession(exported(seq, tmp_path))
+    X = np.ones((3, seq.n_features_in), np.float32)
+    for j in range(1, seq.n_prefixes):
+        for g in seq.order[:j]:
+            name = seq.group_names[g]
+            for col in range(len(seq.group_columns[g])):
+                for bad in (np.nan, np.inf, -np.inf):
+                    feats = {k: np.ascontiguousarray(v) for k, v in group_features(seq, X).items()}
+                    feats[name][1, col] = bad
+                    with pytest.raises(RuntimeInputError, match="NaN/Inf") as e:
+                        sess.predict(feats, prefix=j)
+                    assert repr(name) in str(e.value)
+
+
+def test_output_overflow_is_an_error(tmp_path):
+    seq = random_sequence(np.random.default_rng(13), (2,))
+    seq.coefs[1][:] = 1e30
+    sess = AnytimeSession(exported(seq, tmp_path))
+    with pytest.raises(RuntimeInputError, match="overflows float32"):
+        sess.predict({seq.group_names[0]: np.full((1, 2), 1e10, np.float32)})
+
+
+def test_fast_and_general_input_paths_agree(reg):
+    """float32 C-contiguous arrays skip conversion; every other layout/dtype must give the same numbers."""
+    seq, sess = reg
+    X = sample_rows(seq, 6)
+    fast = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in group_features(seq, X).items()}
+    want = sess.predict(fast)
+    for convert in (lambda v: v.astype(np.float64), lambda v: np.asfortranarray(v),
+                    lambda v: v.astype(">f4"), lambda v: v.tolist(),
+                    lambda v: np.repeat(v, 2, axis=0)[::2]):
+        got = sess.predict({k: convert(v) for k, v in fast.items()})
+        assert np.array_equal(got, want)

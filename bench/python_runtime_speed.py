@@ -1,0 +1,129 @@
+"""Per-prefix latency of AnytimeSession.predict vs a bare onnxruntime InferenceSession.run of the same
+graph vs numpy `x @ w + b`, measured side by side in one run (target: AnytimeSession <= 1.3x bare).
+
+Usage: python bench/python_runtime_speed.py [--reps 7] [--calls 2000]
+
+The three contenders are timed in interleaved blocks (anytime, bare, numpy, anytime, ...) and the
+fastest block of each is kept, so a noisy neighbour on a shared machine hurts all three alike. The
+bare session uses the same single-threaded options; its feeds are pre-built (the best case for it).
+Also reported: the anytime loop's own overhead per group (`run` with trivial extractors), inline
+(no deadline) and on the worker thread (with a deadline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from sequences import random_sequence  # noqa: E402
+
+from edgeseq.export.writer import export_model  # noqa: E402
+from edgeseq.runtime import AnytimeSession  # noqa: E402
+from edgeseq.runtime_ort import session_options  # noqa: E402
+
+GROUP_SIZES = (4, 16, 8, 32, 2, 64, 8, 16)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python "
+            f"{platform.python_version()}, numpy {np.__version__}, onnxruntime {ort.__version__}, "
+            f"1-min load average at start {load:.2f}")
+
+
+def per_call_us(fns: dict, calls: int, reps: int) -> dict:
+    """Interleaved blocks of `calls` calls; the fastest block per function, in microseconds per call."""
+    best = {k: float("inf") for k in fns}
+    for _ in range(reps):
+        for k, f in fns.items():
+            t = time.perf_counter()
+            for _ in range(calls):
+                f()
+            best[k] = min(best[k], (time.perf_counter() - t) / calls)
+    return {k: v * 1e6 for k, v in best.items()}
+
+
+def bench_predict(seq, out: Path, n_rows: int, calls: int, reps: int) -> list[tuple]:
+    sess = AnytimeSession(out)
+    X = np.random.default_rng(1).normal(size=(n_rows, seq.n_features_in)).astype(np.float32)
+    feats = {seq.group_names[g]: np.ascontiguousarray(X[:, seq.group_columns[g]]) for g in range(seq.n_groups)}
+    rows = []
+    for j in range(1, seq.n_prefixes):
+        p = sess.manifest["prefixes"][j]
+        bare = ort.InferenceSession(str(out / p["file"]), sess_options=session_options(),
+                                    providers=["CPUExecutionProvider"])
+        feeds = {g["input_name"]: feats[g["name"]] for g in sess.manifest["groups"][:j]}
+        xj = np.ascontiguousarray(X[:, seq.prefix_columns(j)])
+        w = seq.coefs[j].astype(np.float32)
+        b = seq.intercepts[j].astype(np.float32)
+        ref = bare.run(["y"], feeds)[0][:, 0]
+        assert np.array_equal(sess.predict(feats, prefix=j), ref)  # same graph, same numbers
+        t = per_call_us({"anytime": lambda: sess.predict(feats, prefix=j),
+                         "bare": lambda: bare.run(["y"], feeds),
+                         "numpy": lambda: xj @ w + b}, calls, reps)
+        rows.append((j, xj.shape[1], t["anytime"], t["bare"], t["numpy"]))
+    return rows
+
+
+def bench_loop(seq, out: Path, calls: int, reps: int) -> dict:
+    sess = AnytimeSession(out)
+    x = np.zeros(seq.n_features_in)
+    ex = {seq.group_names[g]: (lambda v, c=seq.group_columns[g]: v[c]) for g in range(seq.n_groups)}
+    feats = {seq.group_names[g]: x[None, seq.group_columns[g]].astype(np.float32) for g in range(seq.n_groups)}
+    J = seq.n_groups
+    t = per_call_us({"inline": lambda: sess.run(ex, inputs=x),
+                     "worker": lambda: sess.run(ex, inputs=x, deadline_s=10.0),
+                     "predict_all": lambda: [sess.predict(feats, prefix=j) for j in range(1, J + 1)]},
+                    max(calls // 20, 20), reps)
+    sess.close()
+    return {k: v for k, v in t.items()} | {"groups": J}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args(argv)
+    print(f"machine: {machine()}")
+    seq = random_sequence(np.random.default_rng(0), GROUP_SIZES)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "model"
+        export_model(seq, out)
+        print(f"model: {seq.n_groups} groups of sizes {list(seq.group_sizes[seq.order])} in sequence order, "
+              f"1 output; {args.reps} interleaved blocks of {args.calls} calls, fastest block kept")
+        worst = 0.0
+        for n_rows in (1, 64):
+            print(f"\nbatch N = {n_rows}: microseconds per call, and ratios to bare InferenceSession.run")
+            print(f"{'prefix':>6} {'d':>4} {'anytime':>9} {'bare ort':>9} {'numpy':>9} "
+                  f"{'anytime/bare':>13} {'numpy/bare':>11}")
+            for j, d, a, b, n in bench_predict(seq, out, n_rows, args.calls, args.reps):
+                worst = max(worst, a / b)
+                print(f"{j:>6} {d:>4} {a:>9.2f} {b:>9.2f} {n:>9.2f} {a / b:>13.2f} {n / b:>11.2f}")
+        loop = bench_loop(seq, out, args.calls, args.reps)
+        J = loop["groups"]
+        print(f"\nanytime loop, one sample through all {J} groups with trivial extractors (microseconds):")
+        print(f"  run() inline (no deadline)      {loop['inline']:9.1f}  ({loop['inline'] / J:.1f} per group)")
+        print(f"  run() on the worker (deadline)  {loop['worker']:9.1f}  ({loop['worker'] / J:.1f} per group)")
+        print(f"  predict() of prefixes 1..{J}       {loop['predict_all']:9.1f}  (the commits alone)")
+        print(f"\nworst AnytimeSession/bare ratio: {worst:.2f} (target <= 1.3)")
+
+
+if __name__ == "__main__":
+    main()
