@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 
-from edgeseq.errors import IntegrityError
+from edgeseq.errors import InputError, IntegrityError
 from edgeseq.sequence import FittedSequence
 
 from .onnx_graphs import read_prefix_weights
@@ -143,7 +143,6 @@ def sequence_from_export(out_dir) -> FittedSequence:
     out = Path(out_dir)
     m = read_verified(out)
     groups = m["groups"]
-    by_index = sorted(groups, key=lambda g: g["index"])
     coefs, intercepts = [], []
     for p in m["prefixes"]:
         try:
@@ -153,6 +152,14 @@ def sequence_from_export(out_dir) -> FittedSequence:
             raise IntegrityError(f"{out / p['file']}: cannot read prefix weights ({exc})") from None
         coefs.append(coef)
         intercepts.append(b)
+    try:
+        return _rebuild(m, groups, coefs, intercepts)
+    except InputError as exc:  # consistent checksums but graphs that disagree with the manifest
+        raise IntegrityError(f"{out}: prefix graphs do not match {MANIFEST} ({exc})") from None
+
+
+def _rebuild(m: dict, groups: list, coefs: list, intercepts: list) -> FittedSequence:
+    by_index = sorted(groups, key=lambda g: g["index"])
     outs = m["outputs"]
     classes = None if outs["classes"] is None else np.array(outs["classes"])
     train = [p["metrics"]["train"] for p in m["prefixes"]]

@@ -104,6 +104,9 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq")
 
 def read_prefix_weights(model: onnx.ModelProto, input_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(coef (d_j, P) float64 in input order, intercept (P,) float64) from a prefix graph's initializers."""
+    got = [i.name for i in model.graph.input]
+    if got != list(input_names):
+        raise ValueError(f"graph inputs are {got}, the manifest says {list(input_names)}")
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     blocks = [inits[weight_name(n)] for n in input_names if n != PREFIX0_INPUT]
     b = inits[BIAS_NAME].astype(np.float64)

@@ -192,3 +192,18 @@ def test_bad_c_prefix_is_a_clear_error(tmp_path, seq):
     export_model(seq, tmp_path / "o", c_prefix="robot_arm")
     assert read_verified(tmp_path / "o")["c"]["prefix"] == "robot_arm"
     assert "robot_arm" in (tmp_path / "o" / "edgeseq_model.h").read_text()
+
+
+def test_checksums_are_not_a_signature_but_inconsistent_graphs_are_caught(out):
+    """Someone who swaps graphs AND recomputes every sum passes read_verified (integrity, not
+    authenticity, as documented); sequence_from_export still notices graphs that disagree."""
+    from edgeseq.export.manifest import dump_manifest, manifest_checksum, sha256_file
+
+    (out / "prefix_001.onnx").write_bytes((out / "prefix_002.onnx").read_bytes())
+    m = json.loads((out / "manifest.json").read_text())
+    m["prefixes"][1]["sha256"] = sha256_file(out / "prefix_001.onnx")
+    m["manifest_sha256"] = manifest_checksum(m)
+    (out / "manifest.json").write_bytes(dump_manifest(m))
+    read_verified(out)
+    with pytest.raises(IntegrityError, match="prefix_001.onnx"):
+        sequence_from_export(out)
