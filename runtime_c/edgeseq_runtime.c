@@ -7,6 +7,12 @@
 
 #define ES_STATE_MAGIC 0x45534551u /* "ESEQ" */
 
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
+#define ES_RESTRICT restrict
+#else
+#define ES_RESTRICT
+#endif
+
 /* Finite check on the bit pattern: immune to -ffast-math, needs no libm. */
 static int es_is_finite(float v)
 {
@@ -68,30 +74,77 @@ static es_status es_check_model(const es_model *m)
     return total == m->n_features ? ES_OK : ES_ERR_BAD_MODEL;
 }
 
-/* z = x[0:d] @ W + b, W row-major d x P. Float accumulation (what an FPU-only MCU does). */
-static void es_affine(const float *x, uint32_t d, const float *w, const float *b, uint32_t p_out,
-                      float *z)
+/* (bits & 0x7f800000) + 0x00800000 carries into bit 31 exactly when the exponent is all ones
+   (NaN or +-Inf): a branch-free test on the bit pattern, immune to -ffast-math, no libm. */
+static uint32_t es_nonfinite_bit(float v)
+{
+    union {
+        float f;
+        uint32_t u;
+    } bits;
+    bits.f = v;
+    return (bits.u & 0x7f800000u) + 0x00800000u;
+}
+
+/*
+ * z = [x[0:d_old], v[0:d_new]] @ W + b with W row-major (d_old + d_new) x P, float accumulation in
+ * row order (what an FPU-only MCU does). The new group's values v are copied to x[d_old:] inside
+ * the same loop, where the add chain's latency hides the copy and the finiteness test. Returns
+ * non-zero (bit 31) when a value of v is NaN or +-Inf; z is then meaningless.
+ */
+static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_RESTRICT v, uint32_t d_new,
+                          const float *w, const float *b, uint32_t p_out, float *ES_RESTRICT z)
 {
     uint32_t i;
     uint32_t p;
+    uint32_t bad = 0u;
+    float *ES_RESTRICT x_new = x + d_old;
     if (p_out == 1u) {
+        const float *w_new = w + d_old;
         float acc = b[0];
-        for (i = 0; i < d; ++i) {
+        for (i = 0; i < d_old; ++i) {
             acc += x[i] * w[i];
         }
-        z[0] = acc;
-        return;
-    }
-    for (p = 0; p < p_out; ++p) {
-        z[p] = b[p];
-    }
-    for (i = 0; i < d; ++i) {
-        const float xi = x[i];
-        const float *row = w + (size_t)i * p_out;
-        for (p = 0; p < p_out; ++p) {
-            z[p] += xi * row[p];
+        for (i = 0; i < d_new; ++i) {
+            const float vi = v[i];
+            x_new[i] = vi;
+            bad |= es_nonfinite_bit(vi);
+            acc += vi * w_new[i];
         }
+        z[0] = acc;
+        return bad & 0x80000000u;
     }
+    /* P > 1: copy and check first, then 4 outputs at a time with register accumulators (each
+       output still sums its rows in order, as the P == 1 path does) */
+    for (i = 0; i < d_new; ++i) {
+        x_new[i] = v[i];
+        bad |= es_nonfinite_bit(v[i]);
+    }
+    d_old += d_new;
+    for (p = 0; p + 4u <= p_out; p += 4u) {
+        float a0 = b[p], a1 = b[p + 1u], a2 = b[p + 2u], a3 = b[p + 3u];
+        const float *col = w + p;
+        for (i = 0; i < d_old; ++i, col += p_out) {
+            const float xi = x[i];
+            a0 += xi * col[0];
+            a1 += xi * col[1];
+            a2 += xi * col[2];
+            a3 += xi * col[3];
+        }
+        z[p] = a0;
+        z[p + 1u] = a1;
+        z[p + 2u] = a2;
+        z[p + 3u] = a3;
+    }
+    for (; p < p_out; ++p) {
+        float acc = b[p];
+        const float *col = w + p;
+        for (i = 0; i < d_old; ++i, col += p_out) {
+            acc += x[i] * col[0];
+        }
+        z[p] = acc;
+    }
+    return bad & 0x80000000u;
 }
 
 /*
@@ -145,18 +198,24 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 #endif
 }
 
-/* Compute prefix j's prediction from x into the unpublished slot, then publish it. */
-static es_status es_commit(es_state *s, uint32_t j)
+/*
+ * Compute prefix j's prediction from the committed features plus the new group's `n_new` values
+ * into the unpublished slot, then publish it. On error nothing is published and `filled` is kept.
+ */
+static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_new)
 {
     const es_model *m = s->model;
     const uint32_t target = (s->seq + 1u) & 1u;
-    const float *w = j == 0u ? s->x : m->coef[j];
     int32_t label;
-    es_affine(s->x, s->filled, w, m->intercept + (size_t)j * m->n_outputs, m->n_outputs, s->z);
+    if (es_affine(s->x, s->filled, v, n_new, j == 0u ? v : m->coef[j], m->intercept + (size_t)j * m->n_outputs,
+                  m->n_outputs, s->z) != 0u) {
+        return ES_ERR_NOT_FINITE;
+    }
     label = es_link_into(m, s->z, s->slot + (size_t)target * m->n_pred);
     if (label == -2) {
         return ES_ERR_OVERFLOW;
     }
+    s->filled += n_new;
     s->slot_prefix[target] = j;
     s->slot_label[target] = label;
     ES_FENCE_RELEASE(); /* the slot's contents become visible before the counter that publishes it */
@@ -185,7 +244,7 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
     s->next = 0u;
     s->filled = 0u;
     s->seq = 0u;
-    st = es_commit(s, 0u);
+    st = es_commit(s, 0u, work, 0u);
     if (st == ES_OK) {
         s->magic = ES_STATE_MAGIC;
     }
@@ -202,7 +261,7 @@ es_status es_reset(es_state *s)
     }
     s->next = 0u;
     s->filled = 0u;
-    return es_commit(s, 0u);
+    return es_commit(s, 0u, s->x, 0u);
 }
 
 es_status es_next_group(const es_state *s, es_group_info *info)
@@ -230,7 +289,6 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
 {
     const es_model *m;
     uint32_t dim;
-    uint32_t i;
     es_status st;
     if (s == NULL || values == NULL) {
         return ES_ERR_NULL;
@@ -249,18 +307,10 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
     if (n != (size_t)dim) {
         return ES_ERR_WRONG_LENGTH;
     }
-    for (i = 0; i < dim; ++i) {
-        if (!es_is_finite(values[i])) {
-            return ES_ERR_NOT_FINITE;
-        }
-    }
-    for (i = 0; i < dim; ++i) {
-        s->x[s->filled + i] = values[i];
-    }
-    s->filled += dim;
-    st = es_commit(s, s->next + 1u);
+    /* the values are checked and copied inside the dot product (x beyond `filled` is scratch), so
+       an invalid group or an overflow leaves the committed state untouched */
+    st = es_commit(s, s->next + 1u, values, dim);
     if (st != ES_OK) {
-        s->filled -= dim; /* roll back: the previous prefix stays committed */
         return st;
     }
     s->next += 1u;

@@ -28,8 +28,10 @@
  * <prefix>_STATE_RAM_BYTES, so two models of different sizes can share one runtime build.
  *
  * COST OF A PUSH. Pushing the group that completes prefix j (d_j features so far, P outputs) costs
- *   d_g finiteness checks and copies (d_g = the group's dimension),
- *   d_j * P multiply-adds (one dot product per output over every feature of the prefix),
+ *   d_j * P multiply-adds (one dot product per output over every feature of the prefix, float
+ *   accumulation in row order; outputs are processed 4 at a time in registers),
+ *   d_g copies and bit-pattern finiteness tests (d_g = the group's dimension; for P = 1 they are
+ *   fused into the dot product, so they hide in its add latency),
  *   the link: softmax P expf + P divisions; sigmoid 1 expf + 2 divisions; identity nothing,
  *   2 * n_pred + 2 stores to publish.
  * The worst case is the last push: n_features * P multiply-adds (<prefix>_MACS_PER_PUSH_MAX).
@@ -157,7 +159,7 @@ es_status es_init(es_state *state, const es_model *model, float *work, size_t wo
 es_status es_next_group(const es_state *state, es_group_info *info);
 
 /* Push the values of `group` (original index, as es_next_group reports): n must equal its
- * dimension and every value must be finite. On success the new prefix's prediction is committed;
+ * dimension and every value must be finite; `values` must not point into the work buffer. On success the new prefix's prediction is committed;
  * on any error the state is unchanged (you may retry with corrected values). */
 es_status es_push(es_state *state, uint32_t group, const float *values, size_t n);
 
