@@ -8,19 +8,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "edgeseq_model.h"
+#include "edgeseq_select.h"
 
-#define ES_CAT2(a, b) a##b
-#define ES_CAT(a, b) ES_CAT2(a, b)
-#define MODEL ES_CAT(ES_PREFIX, _model)
-#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
-#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
-#define N_OUTPUTS ES_CAT(ES_PREFIX, _N_OUTPUTS)
-#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
 #define REPEATS 7
 
-static float features[N_FEATURES];
-static float work[WORK_FLOATS];
+static float features[ES_N_FEATURES];
+static float work[ES_WORK_FLOATS];
 static volatile float sink;
 
 static double now_ns(void)
@@ -46,12 +39,12 @@ static double median(double *v)
 static void bare(const float *x, uint32_t d, const float *w, const float *b, float *z)
 {
     uint32_t i, p;
-    for (p = 0; p < N_OUTPUTS; ++p) {
+    for (p = 0; p < ES_N_OUTPUTS; ++p) {
         z[p] = b[p];
     }
     for (i = 0; i < d; ++i) {
-        for (p = 0; p < N_OUTPUTS; ++p) {
-            z[p] += x[i] * w[(size_t)i * N_OUTPUTS + p];
+        for (p = 0; p < ES_N_OUTPUTS; ++p) {
+            z[p] += x[i] * w[(size_t)i * ES_N_OUTPUTS + p];
         }
     }
 }
@@ -70,18 +63,18 @@ static void full_pass(es_state *st)
 int main(int argc, char **argv)
 {
     const long iters = argc >= 2 ? atol(argv[1]) : 20000;
-    const es_model *m = &MODEL;
+    const es_model *m = &ES_MODEL;
     es_state st, saved;
     double t_pass[REPEATS], t_bare[REPEATS], t_last[REPEATS], t_lastbare[REPEATS], t_read[REPEATS];
-    float z[N_OUTPUTS], out[N_PRED];
+    float z[ES_N_OUTPUTS], out[ES_N_PRED];
     uint32_t i, j, last_dim = m->group_dim[m->n_groups - 1u], prefix;
     long it;
     int r;
 
-    for (i = 0; i < N_FEATURES; ++i) {
+    for (i = 0; i < ES_N_FEATURES; ++i) {
         features[i] = (float)((int)(i * 37u % 19u) - 9) * 0.05f;
     }
-    es_init(&st, m, work, WORK_FLOATS);
+    es_init(&st, m, work, ES_WORK_FLOATS);
     for (r = 0; r < REPEATS; ++r) {
         double t0 = now_ns();
         for (it = 0; it < iters; ++it) {
@@ -96,7 +89,7 @@ int main(int argc, char **argv)
             uint32_t d = 0;
             for (j = 1; j <= m->n_groups; ++j) {
                 d += m->group_dim[j - 1u];
-                bare(features, d, m->coef[j], m->intercept + (size_t)j * N_OUTPUTS, z);
+                bare(features, d, m->coef[j], m->intercept + (size_t)j * ES_N_OUTPUTS, z);
                 sink = z[0];
             }
         }
@@ -117,12 +110,12 @@ int main(int argc, char **argv)
         for (it = 0; it < iters; ++it) {
             st.next = saved.next;
             st.filled = saved.filled;
-            es_push(&st, m->group_index[m->n_groups - 1u], features + N_FEATURES - last_dim, last_dim);
+            es_push(&st, m->group_index[m->n_groups - 1u], features + ES_N_FEATURES - last_dim, last_dim);
         }
         t_last[r] = (now_ns() - t0) / (double)iters;
         t0 = now_ns();
         for (it = 0; it < iters; ++it) {
-            bare(features, N_FEATURES, m->coef[m->n_groups], m->intercept + (size_t)m->n_groups * N_OUTPUTS, z);
+            bare(features, ES_N_FEATURES, m->coef[m->n_groups], m->intercept + (size_t)m->n_groups * ES_N_OUTPUTS, z);
             sink = z[0];
         }
         t_lastbare[r] = (now_ns() - t0) / (double)iters;

@@ -12,26 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "edgeseq_model.h"
-
-#define ES_CAT2(a, b) a##b
-#define ES_CAT(a, b) ES_CAT2(a, b)
-#define MODEL ES_CAT(ES_PREFIX, _model)
-#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
-#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
-#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
-#define STATE_RAM_BYTES ES_CAT(ES_PREFIX, _STATE_RAM_BYTES)
-#define MACS_MAX ES_CAT(ES_PREFIX, _MACS_PER_PUSH_MAX)
+#include "edgeseq_select.h"
 
 #define TICKS_PER_FEATURE 100u
 
 /* --- what lives in RAM on the device -------------------------------------------------------- */
 static es_state anytime;
-static float work[WORK_FLOATS];
-static float feature_buffer[N_FEATURES];
+static float work[ES_WORK_FLOATS];
+static float feature_buffer[ES_N_FEATURES];
 /* written by the interrupt handler, read by main */
 static volatile int deadline_hit = 0;
-static float answer[N_PRED];
+static float answer[ES_N_PRED];
 static uint32_t answer_prefix = 0;
 static int32_t answer_label = -1;
 static uint32_t answer_tick = 0;
@@ -73,7 +64,7 @@ static void compute_group(uint32_t group, float *out, uint32_t dim)
 int main(int argc, char **argv)
 {
     const unsigned seed = argc >= 2 ? (unsigned)strtoul(argv[1], NULL, 10) : 1u;
-    const uint32_t total_ticks = (uint32_t)N_FEATURES * TICKS_PER_FEATURE;
+    const uint32_t total_ticks = (uint32_t)ES_N_FEATURES * TICKS_PER_FEATURE;
     es_group_info g;
     uint32_t p;
     es_status st;
@@ -81,11 +72,11 @@ int main(int argc, char **argv)
     srand(seed);
     ticks_until_interrupt = 1u + (uint32_t)rand() % total_ticks;
     printf("model \"%s\": %u groups, state RAM %u bytes, worst push %u multiply-adds\n",
-           MODEL.name, (unsigned)MODEL.n_groups, (unsigned)STATE_RAM_BYTES, (unsigned)MACS_MAX);
+           ES_MODEL.name, (unsigned)ES_MODEL.n_groups, (unsigned)ES_STATE_RAM_BYTES, (unsigned)ES_MACS_PER_PUSH_MAX);
     printf("timer set to fire after %u of %u ticks of feature computation\n",
            (unsigned)ticks_until_interrupt, (unsigned)total_ticks);
 
-    st = es_init(&anytime, &MODEL, work, WORK_FLOATS);
+    st = es_init(&anytime, &ES_MODEL, work, ES_WORK_FLOATS);
     if (st != ES_OK) {
         printf("es_init failed: %d\n", (int)st);
         return 1;
@@ -110,8 +101,8 @@ int main(int argc, char **argv)
         printf("all groups finished before the timer\n");
     }
     printf("answer at tick %u: prefix %u of %u, label %d, prediction", (unsigned)answer_tick,
-           (unsigned)answer_prefix, (unsigned)MODEL.n_groups, (int)answer_label);
-    for (p = 0; p < N_PRED; ++p) {
+           (unsigned)answer_prefix, (unsigned)ES_MODEL.n_groups, (int)answer_label);
+    for (p = 0; p < ES_N_PRED; ++p) {
         printf(" %.9g", (double)answer[p]);
     }
     printf("\n");

@@ -3,37 +3,30 @@
  * static state and work buffer (RAM), one anytime pass, a read as an interrupt handler would do.
  * Built by `make -C runtime_c cortex-m4 MODEL_DIR=...`; `arm-none-eabi-size` reports flash/RAM.
  */
-#include "edgeseq_model.h"
-
-#define ES_CAT2(a, b) a##b
-#define ES_CAT(a, b) ES_CAT2(a, b)
-#define MODEL ES_CAT(ES_PREFIX, _model)
-#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
-#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
-#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
+#include "edgeseq_select.h"
 
 static es_state anytime;
-static float work[WORK_FLOATS];
-volatile float sensor[N_FEATURES];  /* stands in for the feature extractors' output */
-volatile float answer[N_PRED];
+static float work[ES_WORK_FLOATS];
+volatile float sensor[ES_N_FEATURES];  /* stands in for the feature extractors' output */
+volatile float answer[ES_N_PRED];
 
 void timer_isr(void);
 void timer_isr(void)
 {
-    float out[N_PRED];
+    float out[ES_N_PRED];
     uint32_t p;
     es_current(&anytime, out, 0, 0);
-    for (p = 0; p < N_PRED; ++p) {
+    for (p = 0; p < ES_N_PRED; ++p) {
         answer[p] = out[p];
     }
 }
 
 int main(void)
 {
-    static float buf[N_FEATURES];
+    static float buf[ES_N_FEATURES];
     es_group_info g;
     uint32_t i, off = 0;
-    es_init(&anytime, &MODEL, work, WORK_FLOATS);
+    es_init(&anytime, &ES_MODEL, work, ES_WORK_FLOATS);
     while (es_next_group(&anytime, &g) == ES_OK) {
         for (i = 0; i < g.dim; ++i) {
             buf[off + i] = sensor[off + i];

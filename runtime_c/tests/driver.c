@@ -11,14 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "edgeseq_model.h"
-
-#define ES_CAT2(a, b) a##b
-#define ES_CAT(a, b) ES_CAT2(a, b)
-#define MODEL ES_CAT(ES_PREFIX, _model)
-#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
-#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
-#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
+#include "edgeseq_select.h"
 
 static void print_hex_string(const char *s)
 {
@@ -45,7 +38,7 @@ static void print_bits(const float *v, size_t n)
 
 static int dump(void)
 {
-    const es_model *m = &MODEL;
+    const es_model *m = &ES_MODEL;
     uint32_t j;
     uint32_t d = 0;
     printf("name");
@@ -83,7 +76,7 @@ static int dump(void)
 
 static void print_current(const es_state *st, unsigned long row)
 {
-    float out[N_PRED];
+    float out[ES_N_PRED];
     uint32_t prefix = 0;
     int32_t label = 0;
     size_t p;
@@ -92,7 +85,7 @@ static void print_current(const es_state *st, unsigned long row)
         return;
     }
     printf("%lu %u %d", row, (unsigned)prefix, (int)label);
-    for (p = 0; p < N_PRED; ++p) {
+    for (p = 0; p < ES_N_PRED; ++p) {
         printf(" %.9g", (double)out[p]);
     }
     printf("\n");
@@ -100,17 +93,17 @@ static void print_current(const es_state *st, unsigned long row)
 
 static int predict(const char *path)
 {
-    static float work[WORK_FLOATS];
-    static float row_values[N_FEATURES + 1u];
+    static float work[ES_WORK_FLOATS];
+    static float row_values[ES_N_FEATURES + 1u];
     es_state st;
     unsigned long row = 0;
     FILE *f = fopen(path, "rb");
-    es_status s = es_init(&st, &MODEL, work, WORK_FLOATS);
+    es_status s = es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS);
     if (f == NULL || s != ES_OK) {
         fprintf(stderr, "driver: cannot open %s or es_init failed (%d)\n", path, (int)s);
         return 2;
     }
-    while (fread(row_values, sizeof(float), N_FEATURES, f) == N_FEATURES) {
+    while (fread(row_values, sizeof(float), ES_N_FEATURES, f) == ES_N_FEATURES) {
         es_group_info g;
         size_t off = 0;
         es_reset(&st);

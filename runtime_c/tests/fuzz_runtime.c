@@ -15,15 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "edgeseq_model.h"
-
-#define ES_CAT2(a, b) a##b
-#define ES_CAT(a, b) ES_CAT2(a, b)
-#define MODEL ES_CAT(ES_PREFIX, _model)
-#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
-#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
-#define N_OUTPUTS ES_CAT(ES_PREFIX, _N_OUTPUTS)
-#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
+#include "edgeseq_select.h"
 
 #define FINDING(msg)                                                 \
     do {                                                             \
@@ -72,15 +64,15 @@ static int finite_f(float v)
 static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x, double *pred,
                       double *bound, double *magnitude)
 {
-    double z[N_OUTPUTS];
+    double z[ES_N_OUTPUTS];
     double mag = 0.0;
     uint32_t p, i;
     double zmax, sum = 0.0;
-    for (p = 0; p < N_OUTPUTS; ++p) {
-        double s = (double)m->intercept[(size_t)j * N_OUTPUTS + p];
+    for (p = 0; p < ES_N_OUTPUTS; ++p) {
+        double s = (double)m->intercept[(size_t)j * ES_N_OUTPUTS + p];
         double a = fabs(s);
         for (i = 0; i < d; ++i) {
-            double t = (double)x[i] * (double)m->coef[j][(size_t)i * N_OUTPUTS + p];
+            double t = (double)x[i] * (double)m->coef[j][(size_t)i * ES_N_OUTPUTS + p];
             s += t;
             a += fabs(t);
         }
@@ -92,7 +84,7 @@ static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x,
     *magnitude = mag;
     *bound = (double)(d + 4u) * 1.2e-7 * mag + 1e-37;
     if (m->link == ES_LINK_IDENTITY) {
-        for (p = 0; p < N_OUTPUTS; ++p) {
+        for (p = 0; p < ES_N_OUTPUTS; ++p) {
             pred[p] = z[p];
         }
         return;
@@ -104,13 +96,13 @@ static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x,
         return;
     }
     zmax = z[0];
-    for (p = 1; p < N_OUTPUTS; ++p) {
+    for (p = 1; p < ES_N_OUTPUTS; ++p) {
         zmax = z[p] > zmax ? z[p] : zmax;
     }
-    for (p = 0; p < N_OUTPUTS; ++p) {
+    for (p = 0; p < ES_N_OUTPUTS; ++p) {
         sum += exp(z[p] - zmax);
     }
-    for (p = 0; p < N_OUTPUTS; ++p) {
+    for (p = 0; p < ES_N_OUTPUTS; ++p) {
         pred[p] = exp(z[p] - zmax) / sum;
     }
     *bound = 2.0 * *bound + 1e-6; /* softmax is 1-Lipschitz per logit difference */
@@ -120,14 +112,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static float work[WORK_FLOATS + 4u];
-    static float mirror[N_FEATURES];      /* what we expect the state to hold */
-    static float values[N_FEATURES + 8u];
+    static float work[ES_WORK_FLOATS + 4u];
+    static float mirror[ES_N_FEATURES];      /* what we expect the state to hold */
+    static float values[ES_N_FEATURES + 8u];
     es_state st;
     bytes b;
     int inited = 0;
     uint32_t next = 0, filled = 0;
-    const es_model *m = &MODEL;
+    const es_model *m = &ES_MODEL;
     b.p = data;
     b.n = size;
     memset(&st, 0, sizeof st);
@@ -136,12 +128,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         es_status s;
         if (op == 0u) { /* init with a possibly too small buffer */
             unsigned len = take(&b);
-            size_t work_len = len < 128u ? (size_t)WORK_FLOATS : (size_t)(len - 128u);
-            if (work_len > WORK_FLOATS + 4u) {
-                work_len = WORK_FLOATS + 4u;
+            size_t work_len = len < 128u ? (size_t)ES_WORK_FLOATS : (size_t)(len - 128u);
+            if (work_len > ES_WORK_FLOATS + 4u) {
+                work_len = ES_WORK_FLOATS + 4u;
             }
             s = es_init(&st, m, work, work_len);
-            if (s != (work_len >= WORK_FLOATS ? ES_OK : ES_ERR_BUFFER)) {
+            if (s != (work_len >= ES_WORK_FLOATS ? ES_OK : ES_ERR_BUFFER)) {
                 FINDING("es_init status");
             }
             inited = s == ES_OK;
@@ -161,7 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             unsigned gsel = take(&b), nsel = take(&b);
             uint32_t expect_dim = next < m->n_groups ? m->group_dim[next] : 0u;
             uint32_t group = (next < m->n_groups && gsel < 200u) ? m->group_index[next] : gsel % 8u;
-            size_t n = nsel < 200u ? expect_dim : nsel % (N_FEATURES + 8u);
+            size_t n = nsel < 200u ? expect_dim : nsel % (ES_N_FEATURES + 8u);
             size_t i;
             int all_finite = 1;
             es_status want;
@@ -184,7 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 want = ES_OK; /* or ES_ERR_OVERFLOW, checked below */
             }
             if (want == ES_OK && s == ES_ERR_OVERFLOW) {
-                double pred[N_OUTPUTS + 1u], bound, mag;
+                double pred[ES_N_OUTPUTS + 1u], bound, mag;
                 memcpy(mirror + filled, values, n * sizeof(float));
                 reference(m, next + 1u, filled + (uint32_t)n, mirror, pred, &bound, &mag);
                 /* float partial sums stay below mag * (1 + d eps): overflow needs mag near FLT_MAX */
@@ -197,19 +189,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 ++next;
             }
         } else if (op == 3u) {
-            float out[N_PRED];
+            float out[ES_N_PRED];
             uint32_t prefix = 99u;
             int32_t label = -7;
             s = es_current(&st, (take(&b) & 1u) ? out : NULL, &prefix, &label);
             if (!inited) {
                 if (s != ES_ERR_NOT_INIT) FINDING("current before init");
             } else {
-                double pred[N_OUTPUTS + 1u], bound, mag;
+                double pred[ES_N_OUTPUTS + 1u], bound, mag;
                 uint32_t p;
                 if (s != ES_OK || prefix != next) FINDING("current prefix");
                 s = es_current(&st, out, NULL, NULL);
                 reference(m, next, filled, mirror, pred, &bound, &mag);
-                for (p = 0; p < N_PRED; ++p) {
+                for (p = 0; p < ES_N_PRED; ++p) {
                     if (!finite_f(out[p]) || fabs((double)out[p] - pred[p]) > bound) {
                         FINDING("prediction differs from the double reference");
                     }

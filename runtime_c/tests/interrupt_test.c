@@ -16,20 +16,12 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "edgeseq_model.h"
+#include "edgeseq_select.h"
 
-#define ES_CAT2(a, b) a##b
-#define ES_CAT(a, b) ES_CAT2(a, b)
-#define MODEL ES_CAT(ES_PREFIX, _model)
-#define WORK_FLOATS ES_CAT(ES_PREFIX, _WORK_FLOATS)
-#define N_FEATURES ES_CAT(ES_PREFIX, _N_FEATURES)
-#define N_GROUPS ES_CAT(ES_PREFIX, _N_GROUPS)
-#define N_PRED ES_CAT(ES_PREFIX, _N_PRED)
-
-static float features[N_FEATURES];
-static float reference[N_GROUPS + 1u][N_PRED];
-static int32_t reference_label[N_GROUPS + 1u];
-static float work[WORK_FLOATS];
+static float features[ES_N_FEATURES];
+static float reference[ES_N_GROUPS + 1u][ES_N_PRED];
+static int32_t reference_label[ES_N_GROUPS + 1u];
+static float work[ES_WORK_FLOATS];
 static es_state shared;
 static volatile sig_atomic_t in_push = 0;
 static volatile sig_atomic_t stop = 0;
@@ -38,11 +30,11 @@ static volatile unsigned long n_reads = 0, n_during_push = 0, n_torn = 0;
 /* The read every context performs: compare bits with the reference of the reported prefix. */
 static void read_and_check(void)
 {
-    float out[N_PRED];
+    float out[ES_N_PRED];
     uint32_t prefix = 0;
     int32_t label = 0;
     const int pushing = in_push;
-    if (es_current(&shared, out, &prefix, &label) != ES_OK || prefix > N_GROUPS ||
+    if (es_current(&shared, out, &prefix, &label) != ES_OK || prefix > ES_N_GROUPS ||
         memcmp(out, reference[prefix], sizeof out) != 0 || label != reference_label[prefix]) {
         n_torn = n_torn + 1u;
     }
@@ -99,11 +91,11 @@ int main(int argc, char **argv)
     double t_end;
     pthread_t th;
 
-    for (i = 0; i < N_FEATURES; ++i) { /* deterministic values of mixed sign */
+    for (i = 0; i < ES_N_FEATURES; ++i) { /* deterministic values of mixed sign */
         state = state * 1664525u + 1013904223u;
         features[i] = (float)((int32_t)(state >> 8) - (1 << 23)) / (float)(1 << 22);
     }
-    if (es_init(&shared, &MODEL, work, WORK_FLOATS) != ES_OK) {
+    if (es_init(&shared, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK) {
         printf("es_init failed\n");
         return 2;
     }
