@@ -168,3 +168,20 @@ def test_anderson_acceleration_reaches_the_plain_bcd_solution():
     np.testing.assert_allclose(w_acc, w_plain, atol=1e-7)
     with pytest.raises(InputError, match="did not reach"):
         solve_group_lasso(prob.K, prob.q, prob.slices, c, sp.lambdas[-1], anderson=0, tol=1e-12, max_sweeps=5)
+
+
+def test_optional_skglm_backend_agrees_with_the_builtin_solver():
+    pytest.importorskip("skglm", reason="skglm (the optional 'sparse' extra) is not installed")
+    X, y, groups, costs = _data(10)
+    ours = sparse_path(X, y, groups, costs, n_lambdas=8)
+    ref = sparse_path(X, y, groups, costs, n_lambdas=8, solver="skglm")
+    np.testing.assert_allclose(ref.coef_path, ours.coef_path, atol=1e-6)
+    assert ref.order.tolist() == ours.order.tolist()
+    with pytest.raises(InputError, match="one output"):
+        sparse_path(X, np.column_stack([y, -y]), groups, costs, solver="skglm")
+
+
+def test_unknown_solver_is_rejected():
+    X, y, groups, costs = _data(11, n=40)
+    with pytest.raises(InputError, match="solver"):
+        sparse_path(X, y, groups, costs, solver="spams")
