@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import EdgeseqError, RuntimeInputError
-from .runtime_inputs import (as_group_array, check_budget, check_deadline, check_group_keys,
-                             check_rows)
+from .runtime_inputs import as_group_array, check_budget, check_deadline, check_group_keys
 from .runtime_loop import BUSY, GroupReport, Step, _Clock, anytime_loop
 from .runtime_ort import PrefixRunner, load_verified_bytes
 from .runtime_worker import ExtractorWorker
@@ -87,6 +86,15 @@ def _all_finite(y: np.ndarray) -> bool:
     if y.size <= 64:
         return math.isfinite(sum(y.ravel().tolist()))  # float64 sum of float32 values cannot overflow
     return bool(np.isfinite(y).all())
+
+
+def _same_rows(rows: dict) -> int:
+    """The common number of rows of a batch (1 when no group is given), or an error listing them."""
+    if len(set(rows.values())) > 1:
+        detail = ", ".join(f"{k!r}: {v}" for k, v in rows.items())
+        raise RuntimeInputError(f"groups have different numbers of rows ({detail}); pass one row per "
+                                f"sample in every group")
+    return next(iter(rows.values()), 1)
 
 
 def _read_only(pred):
@@ -159,7 +167,7 @@ class AnytimeSession:
         """Predictions of the longest prefix allowed (by `budget` in cost units, or `prefix`; else all).
 
         Keys are group names; groups beyond the prefix may be present and are ignored (not even
-        checked, except at prefix 0 where they give the number of rows). Arrays are (N, d_g) (or
+        checked; at prefix 0 their first dimension gives the number of rows). Arrays are (N, d_g) (or
         (d_g,) for one row); C-contiguous float32 (N, d_g) arrays take the fast path (no copy).
         Returns (N,) for a regression trained on 1-D y, (N, P) otherwise, and a
         `ClassifierPrediction` for classifiers.
@@ -168,11 +176,10 @@ class AnytimeSession:
             j = prefix  # the common case, without the general checks
         else:
             j = self._resolve_prefix(budget, prefix)
-        if j == 0:
+        if j == 0:  # no features needed; any given only tell the number of rows
             check_group_keys(features_by_group, self._by_name, ())
-            arrays = {name: as_group_array(name, value, self.groups[self._by_name[name]].dim)
-                      for name, value in features_by_group.items()}  # only to learn N
-            return self._format(self._runners[0].run_rows(check_rows(arrays)), 0)
+            rows = {name: np.shape(v)[0] if np.ndim(v) == 2 else 1 for name, v in features_by_group.items()}
+            return self._format(self._runners[0].run_rows(_same_rows(rows)), 0)
         try:
             keys = features_by_group.keys()
             ok = keys <= self._name_set and self._needed[j] <= keys
@@ -190,8 +197,7 @@ class AnytimeSession:
             rows.add(a.shape[0])
             feeds[input_name] = a
         if len(rows) > 1:
-            check_rows({g.name: as_group_array(g.name, features_by_group[g.name], g.dim)
-                        for g in self.groups[:j]})
+            _same_rows({g.name: np.shape(feeds[g.input_name])[0] for g in self.groups[:j]})
         outs = self._runners[j].run_feeds(feeds)
         if not _all_finite(outs[0]):
             self._explain_nonfinite(features_by_group, j, outs[0])

@@ -71,16 +71,6 @@ def check_group_keys(given, known: dict, needed) -> None:
             f"needs; pass them, or ask for a smaller budget/prefix")
 
 
-def check_rows(arrays: dict) -> int:
-    """All groups of one batch must have the same number of rows; returns it."""
-    rows = {name: a.shape[0] for name, a in arrays.items()}
-    if len(set(rows.values())) > 1:
-        detail = ", ".join(f"{k!r}: {v}" for k, v in rows.items())
-        raise RuntimeInputError(f"groups have different numbers of rows ({detail}); pass one row per sample "
-                                f"in every group")
-    return next(iter(rows.values()), 1)
-
-
 def _nonnegative(value, what: str, allow_inf: bool) -> float:
     try:
         v = float(value)

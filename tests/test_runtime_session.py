@@ -230,3 +230,11 @@ def test_fast_and_general_input_paths_agree(reg):
                     lambda v: np.repeat(v, 2, axis=0)[::2]):
         got = sess.predict({k: convert(v) for k, v in fast.items()})
         assert np.array_equal(got, want)
+
+
+def test_prefix0_takes_the_number_of_rows_from_any_group(reg):
+    seq, sess = reg
+    feats = group_features(seq, sample_rows(seq, 4))
+    feats[seq.group_names[0]][0, 0] = np.nan  # not needed at prefix 0, so not checked
+    assert sess.predict(feats, prefix=0).shape == (4,)
+    assert np.all(sess.predict(feats, prefix=0) == sess.predict({}, prefix=0)[0])
