@@ -176,3 +176,24 @@ def test_sparse_and_estimator_curves_in_one_report(tmp_path):
     files = write_report(curves, tmp_path, reference="CS-G-OMP", plots=False)
     assert [r["curve"] for r in files.summary] == list(curves)
     assert files.markdown.read_text().count("per prefix") == 3
+
+
+def test_cli_report_for_a_classifier_says_where_the_stopping_cost_came_from(tmp_path):
+    from sklearn.datasets import load_breast_cancer
+
+    from edgeseq import AnytimeClassifier
+    from edgeseq.model_io import save_model
+    X, y = load_breast_cancer(return_X_y=True)
+    clf = AnytimeClassifier(groups=[[i, i + 10, i + 20] for i in range(4)], costs=[1, 2, 3, 4]).fit(X[:250], y[:250])
+    save_model(clf, tmp_path / "clf.pkl")
+    np.savez(tmp_path / "test.npz", X=X[250:], y=y[250:])
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "clf.pkl"), str(tmp_path / "test.npz"),
+                                    "-o", str(out), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    md = (out / "report.md").read_text()
+    assert "stores no training curve" in md and "| accuracy | log-loss |" in md
+    data = json.loads((out / "report.json").read_text())
+    curve = data["curves"]["omp on test.npz"]
+    expected = [float(np.mean(clf.predict(X[250:], prefix=j) == y[250:])) for j in range(5)]
+    np.testing.assert_allclose(curve["accuracy"], expected)
