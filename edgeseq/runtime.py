@@ -18,6 +18,7 @@ the prefix-0 prediction, reported `busy`); a new run without a deadline raises `
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import weakref
@@ -279,14 +280,19 @@ class AnytimeSession:
         return self._format(outs, j)
 
     def _finish(self, out) -> RunResult:
-        return RunResult(out.prediction, out.prefix, out.spent_cost, float(self.cum_cost[out.prefix]),
+        pred = out.prediction
+        if isinstance(pred, ClassifierPrediction) and pred is self._prefix0:
+            pred = dataclasses.replace(pred)  # its arrays are read-only; the object is the caller's
+        return RunResult(pred, out.prefix, out.spent_cost, float(self.cum_cost[out.prefix]),
                          out.elapsed_s, out.stopped_by, out.report)
 
     def _busy_result(self, clock: _Clock, why: str) -> RunResult:
         report = [GroupReport(g.name, "not_reached", g.cost) for g in self.groups]
         if report:
             report[0].status, report[0].message = BUSY, why
-        return RunResult(self._prefix0, 0, 0.0, 0.0, clock.elapsed(), BUSY, report)
+        pred = dataclasses.replace(self._prefix0) if isinstance(self._prefix0, ClassifierPrediction) \
+            else self._prefix0
+        return RunResult(pred, 0, 0.0, 0.0, clock.elapsed(), BUSY, report)
 
     # ------------------------------------------------------------------ worker lifecycle
     def _get_worker(self) -> ExtractorWorker:

@@ -8,6 +8,8 @@ garble a message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .errors import RuntimeInputError
@@ -56,7 +58,7 @@ def as_group_array(name: str, value, dim: int, *, one_row: bool = False) -> np.n
 
 def check_group_keys(given, known: dict, needed) -> None:
     """Unknown keys and missing needed groups are errors that list the offending names."""
-    if not isinstance(given, dict):
+    if not isinstance(given, Mapping):
         raise RuntimeInputError(
             f"features must be a dict mapping group name -> array, got {type(given).__name__}")
     unknown = [k for k in given if k not in known]

@@ -209,3 +209,27 @@ def test_classifier_run_returns_labels_and_proba(tmp_path):
     ref = s.predict(group_features(seq, x[None, :]), prefix=1)
     assert np.array_equal(r.prediction.proba, ref.proba)
     s.close()
+
+
+def test_late_results_do_not_accumulate(model):
+    """Each overrunning extractor returns 4 MB after its run gave up; none of it may be retained."""
+    import tracemalloc
+    seq, out = model
+    s = AnytimeSession(out)
+    x = np.zeros(seq.n_features_in)
+    first = name_at(seq, 0)
+    ex = {first: lambda v: (time.sleep(0.01), np.ones((1 << 19,)))[1]}  # 4 MB, and the wrong shape
+    tracemalloc.start()
+    try:
+        s.run(ex, deadline_s=0.001, inputs=x)
+        s.wait_idle(2)
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(15):
+            r = s.run(ex, deadline_s=0.001, inputs=x)
+            assert r.report[0].status in ("timeout", "busy")
+            s.wait_idle(2)
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+        s.close()
+    assert grown < 1 << 20, grown  # far below one late result (4 MB)
