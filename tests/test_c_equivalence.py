@@ -8,7 +8,7 @@ import zlib
 
 import numpy as np
 import pytest
-from c_support import SAN, assert_matches_numpy, compilers
+from c_support import SAN, assert_matches_numpy, compilers, float32_bound
 from sequences import random_sequence
 
 from edgeseq.c_harness import predict_all_prefixes_c, run_c
@@ -103,3 +103,21 @@ def test_fitted_regressor_and_classifiers():
         if seq.link == "identity":  # and the estimator's own predict agrees with the sequence
             np.testing.assert_allclose(est.predict(rows, prefix=seq.n_prefixes - 1), preds[-1][:, 0],
                                        rtol=1e-5, atol=1e-5 * np.abs(yd).max())
+
+
+def test_export_directory_runs_in_c(tmp_path):
+    """`export_model` output (what `edgeseq export` writes) compiles and matches est.predict per prefix."""
+    from sklearn.datasets import load_diabetes
+
+    from edgeseq import AnytimeRegressor
+    from edgeseq.export.writer import export_model
+    X, y = load_diabetes(return_X_y=True)
+    est = AnytimeRegressor(groups=[[0, 1], [2, 3], [4, 5, 6, 7, 8, 9]], costs=[1.0, 2.0, 3.0],
+                           group_names=["age/sex */", 'bmi "bp"', "blood\\serum"]).fit(X, y)
+    out = tmp_path / "out"
+    export_model(est.fitted_sequence_, out, c_prefix="diab")
+    seq = est.fitted_sequence_
+    preds = predict_all_prefixes_c(out, [X[:30, seq.group_columns[g]] for g in seq.order])
+    for j, p in enumerate(preds):
+        ref = est.predict(X[:30], prefix=j)
+        np.testing.assert_allclose(p[:, 0], ref, rtol=0, atol=float(float32_bound(seq, X[:30], j).max()))
