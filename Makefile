@@ -15,5 +15,11 @@ install: $(BIN)/python
 test: install
 	$(BIN)/python -m pytest -q
 
+# The whole pipeline on the bundled digits (stored extractor costs; RECALIBRATE=1 measures them here):
+# train CS-G-OMP/CS-G-FR, export, Python + C runtimes, report in out/report/.
+demo: install
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,plots]'
+	$(BIN)/python examples/demo.py --out out $(if $(RECALIBRATE),--recalibrate)
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,59 @@
+"""Smoke run of `make demo`'s script on a subsample: every artefact exists and the numbers agree."""
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"_example_{name}", ROOT / "examples" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def demo_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    assert _load("demo").main(["--out", str(out), "--subsample", "400", "--sparse-lambdas", "8", "--quiet"]) == 0
+    return out
+
+
+def test_demo_exports_both_models_and_writes_the_report(demo_out):
+    for name in ("cs-g-omp", "cs-g-fr"):
+        manifest = json.loads((demo_out / "models" / name / "manifest.json").read_text())
+        assert len(manifest["groups"]) == 17
+    report = (demo_out / "report" / "report.md").read_text()
+    for method in ("CS-G-OMP", "CS-G-FR", "single", "no-whiten", "G-OMP", "FR-Oracle", "Sparse"):
+        assert f"| {method} |" in report
+    assert "measured on" in report
+
+
+def test_demo_runtime_table_python_and_c_agree(demo_out):
+    text = (demo_out / "report" / "runtime.md").read_text()
+    rows = [r.split("|")[1:-1] for r in text.splitlines() if r.startswith("| CS-G")]
+    assert len(rows) == 10  # 2 models x (4 budgets + full)
+    prefixes = [int(r[2]) for r in rows[:5]]
+    assert prefixes == sorted(prefixes) and prefixes[-1] == 17  # a larger budget never buys fewer groups
+    for r in rows:
+        acc_py = float(r[4])
+        assert 0.0 <= acc_py <= 1.0
+        if "no C compiler" not in r[5]:
+            assert float(r[5]) == pytest.approx(acc_py, abs=2 / 120)  # float32 ties may flip a label or two
+            assert float(r[6]) < 1e-3
+    # a real digit classifier, far above chance (0.1); with 280 training digits the full model overfits,
+    # so take the best budget
+    assert max(float(r[4]) for r in rows) > 0.8
+
+
+def test_demo_anytime_loop_respects_the_budget(demo_out):
+    text = (demo_out / "report" / "runtime.md").read_text()
+    spent = [float(m) for m in re.findall(r"after \d+ groups, ([0-9.e+-]+) us budgeted", text)]
+    assert len(spent) == 5 and all(0 < s <= 150.0 for s in spent)
+    assert np.isfinite(spent).all()
