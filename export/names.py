@@ -19,8 +19,10 @@ volatile while _Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Nor
 _Thread_local bool true false NULL asm typeof main errno assert offsetof
 """.split())
 
-# Output and internal names of the prefix graphs; a group input must never take one of them.
-RESERVED_ONNX_NAMES = frozenset({"y", "proba", "label", "n"})
+# Output and internal names of the prefix graphs that are valid identifiers (outputs, the prefix-0
+# input, the bias initializer); a group input must never take one of them. Other internal names
+# contain '/' and cannot collide. tests/test_export_onnx.py checks this against the built graphs.
+RESERVED_ONNX_NAMES = frozenset({"y", "proba", "label", "n", "b"})
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from sequences import random_sequence
 
-from edgeseq.export.names import onnx_input_names
+from edgeseq.export.names import RESERVED_ONNX_NAMES, onnx_input_names
 from edgeseq.export.onnx_graphs import IR_VERSION, OPSET, build_prefix_graph
 
 EPS32 = 2.0 ** -24
@@ -101,3 +101,30 @@ def test_real_regressor_fits_every_prefix():
             out = run_prefix(build_prefix_graph(seq, j, names), seq, X, j, names)["y"]
             pred = est.predict(X, prefix=j).reshape(out.shape)
             assert np.all(np.abs(out - pred) <= f32_bound(seq, X, j))
+
+
+@pytest.mark.parametrize("link,P", [("identity", 1), ("sigmoid", 1), ("softmax", 3)])
+def test_group_names_equal_to_internal_graph_names(link, P):
+    """A group named like a graph output or initializer ('b', 'y', 'n', ...) gets its own input name.
+
+    Every identifier-like name used inside a built graph must be reserved, else a group called `b`
+    would alias the bias initializer and the graph fails the ONNX checker.
+    """
+    rng = np.random.default_rng(11)
+    internal = ["y", "proba", "label", "n", "b"]
+    seq = random_sequence(rng, (1, 2, 1, 2, 1), n_outputs=P, link=link, names=internal)
+    names = onnx_input_names(seq.group_names)
+    assert not set(names) & set(internal)
+    X = rng.normal(size=(9, seq.n_features_in))
+    for j in range(seq.n_prefixes):
+        model = build_prefix_graph(seq, j, names)
+        onnx.checker.check_model(model, full_check=True)
+        g = model.graph
+        used = {*(i.name for i in g.initializer), *(o for nd in g.node for o in nd.output)}
+        inputs = {i.name for i in g.input}
+        assert not (used & inputs), f"prefix {j}: inputs alias graph names {used & inputs}"
+        ident_like = {u for u in used if u.isidentifier()}
+        assert ident_like <= RESERVED_ONNX_NAMES, f"unreserved internal names {ident_like - RESERVED_ONNX_NAMES}"
+        out = run_prefix(model, seq, X, j, names)["y"]
+        ref = X[:, seq.prefix_columns(j)] @ seq.coefs[j] + seq.intercepts[j]
+        assert np.all(np.abs(out - ref) <= f32_bound(seq, X, j))
