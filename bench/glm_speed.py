@@ -1,0 +1,122 @@
+"""Speed of multinomial CS-G-OMP and CS-G-FR (AnytimeClassifier) on a 10-class synthetic problem.
+
+Default size is the issue's target: n = 60,000 rows, D = 2,000 columns in 50 groups of 40, 10 classes.
+Both methods run side by side in one process on the same data; the script prints wall times, the
+FR/OMP ratio, refit iterations and the machine. A second, small part measures the multinomial FR
+curvature choice: rank agreement of the Böhning-bound and per-class-weight score tests with exact
+refit gains, and their time.
+
+    /work/venv/bin/python bench/glm_speed.py            # full size (a few minutes)
+    /work/venv/bin/python bench/glm_speed.py --n 5000 --groups 10 --quiet   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from edgeseq import AnytimeClassifier
+from edgeseq.basis import build_working_problem
+from edgeseq.glm_select import GLMState, working_design
+from edgeseq.stats import sufficient_statistics
+
+
+def synthetic(n: int, n_groups: int, dim: int, n_classes: int, seed: int = 0):
+    """Classes differ by group-specific mean patterns of decaying strength; groups share latent noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, size=n)
+    shared = rng.normal(size=(n, 8))
+    strength = 0.25 * rng.uniform(0.2, 1.0, size=n_groups) ** 2
+    X = np.empty((n, n_groups * dim))
+    for g in range(n_groups):
+        means = rng.normal(size=(n_classes, dim)) * strength[g]
+        block = rng.normal(size=(n, dim)) + shared @ rng.normal(size=(8, dim)) * 0.5
+        block += means[y]
+        X[:, g * dim:(g + 1) * dim] = block @ rng.normal(size=(dim, dim)) / np.sqrt(dim)  # mixed basis
+    costs = np.exp(rng.normal(size=n_groups))
+    groups = [list(range(g * dim, (g + 1) * dim)) for g in range(n_groups)]
+    return X, y, groups, costs
+
+
+def timed_fit(method: str, X, y, groups, costs, quiet: bool):
+    clf = AnytimeClassifier(groups=groups, costs=costs, method=method)
+    t0 = time.perf_counter()
+    clf.fit(X, y)
+    dt = time.perf_counter() - t0
+    if not quiet:
+        print(f"  {method}: {dt:8.1f} s  final train accuracy {clf.train_accuracy_[-1]:.4f}  "
+              f"max grad norm {clf.grad_norms_.max():.2e}, passes over the rows per refit mean "
+              f"{clf.n_evals_[1:].mean():.0f} max {clf.n_evals_.max():.0f}")
+    return clf, dt
+
+
+def hessian_measurement(seed: int = 1, steps: int = 4):
+    """Spearman rank correlation and top-1 agreement of FR score tests vs exact refit gains."""
+    X, y, groups, costs = synthetic(4000, 16, 12, 10, seed)
+    Y = np.eye(10)[y]
+    used = np.concatenate(groups)
+    stats = sufficient_statistics(X, Y, columns=used)
+    prob = build_working_problem(stats, [len(g) for g in groups], True)
+    Z = working_design(X, used, prob)
+    out = {h: {"rho": [], "top1": [], "time": 0.0} for h in ("bohning", "diag")}
+    rng = np.random.default_rng(seed)
+    base = GLMState(prob, Z, Y, "softmax", 1e-4)
+    for _ in range(steps):
+        cands = [g for g in range(len(groups)) if g not in base.order]
+        exact = []
+        for g in cands:
+            trial = GLMState(prob, Z, Y, "softmax", 1e-4)
+            for h in base.order:
+                trial.add(h)
+            before = trial.fit.loss + 0.5 * 1e-4 * np.sum(trial.fit.W ** 2)
+            trial.add(g)
+            exact.append(before - trial.fit.loss - 0.5 * 1e-4 * np.sum(trial.fit.W ** 2))
+        exact = np.array(exact)
+        for h in out:
+            base.fr_hessian = h
+            base._bound = None
+            t0 = time.perf_counter()
+            sc = base.scores("fr", cands, np.ones(len(groups)))
+            out[h]["time"] += time.perf_counter() - t0
+            out[h]["rho"].append(spearmanr(sc, exact).statistic)
+            out[h]["top1"].append(int(np.argmax(sc) == np.argmax(exact)))
+        base.add(cands[int(rng.integers(len(cands)))])  # random path: measure at varied selected sets
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=60_000)
+    ap.add_argument("--groups", type=int, default=50)
+    ap.add_argument("--dim", type=int, default=40)
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--skip-hessian", action="store_true", help="skip the FR curvature measurement")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+    print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cpus, "
+          f"load {os.getloadavg()[0]:.1f}, python {platform.python_version()}, numpy {np.__version__}")
+    t0 = time.perf_counter()
+    X, y, groups, costs = synthetic(args.n, args.groups, args.dim, args.classes)
+    print(f"data: n={args.n} D={X.shape[1]} groups={args.groups} classes={args.classes} "
+          f"(generated in {time.perf_counter() - t0:.1f} s)")
+    omp, t_omp = timed_fit("omp", X, y, groups, costs, args.quiet)
+    fr, t_fr = timed_fit("fr", X, y, groups, costs, args.quiet)
+    print(f"CS-G-OMP whole sequence: {t_omp:.1f} s (target <= 300 s); CS-G-FR: {t_fr:.1f} s; "
+          f"FR/OMP = {t_fr / t_omp:.2f} (target <= 3)")
+    print(f"sequences agree on the first {np.argmin(np.r_[omp.sequence_ == fr.sequence_, False])} groups; "
+          f"final train accuracy OMP {omp.train_accuracy_[-1]:.4f} FR {fr.train_accuracy_[-1]:.4f}")
+    if not args.skip_hessian:
+        res = hessian_measurement()
+        for h, r in res.items():
+            print(f"FR curvature {h:8s}: Spearman rho vs exact refit gains mean {np.mean(r['rho']):.3f} "
+                  f"(min {np.min(r['rho']):.3f}), top-1 agreement {sum(r['top1'])}/{len(r['top1'])}, "
+                  f"score time {r['time']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
