@@ -48,9 +48,8 @@
  *  - Reader on another thread/core: the writer never waits; the reader retries when a publish
  *    happened during its copy (it then may have been reading a slot being rewritten).
  * Assumptions: an aligned uint32_t load/store is single-copy atomic (true on Cortex-M, RISC-V32/64,
- * x86; not on 8/16-bit cores, where the counter store must be made atomic by masking interrupts
- * around es_push/es_reset). All shared fields are accessed through volatile
- * lvalues, so the compiler keeps their program order. Hardware ordering: on one core program order
+ * x86; 8/16-bit cores, where an interrupt can split the counter's store, are not a target). All
+ * shared fields are accessed through volatile lvalues, so the compiler keeps their program order. Hardware ordering: on one core program order
  * is what an interrupt handler observes. Across cores, ES_FENCE_RELEASE / ES_FENCE_ACQUIRE are
  * placed around the counter; they default to __atomic_thread_fence on GCC/Clang (a compiler-only
  * barrier on x86 and a `dmb` on ARMv7-M -- harmless there) and to nothing elsewhere; define them
@@ -58,8 +57,9 @@
  * barrier.
  *
  * THREADING. One writer per state (es_init/es_push/es_reset from one context); any number of
- * es_current readers. es_init and es_reset must not run concurrently with es_current on the same
- * state before the first es_init has returned.
+ * es_current readers. Enable the reader (e.g. the timer interrupt) only after es_init has returned;
+ * from then on es_push and es_reset may run while readers read (es_reset publishes prefix 0 the
+ * same way a push publishes its prefix).
  */
 #ifndef EDGESEQ_RUNTIME_H
 #define EDGESEQ_RUNTIME_H
