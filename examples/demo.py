@@ -5,7 +5,8 @@
 2. train CS-G-OMP and CS-G-FR (plus the baselines for the report: single, no-whiten, G-OMP, Sparse);
 3. export both to ONNX + manifest + C;
 4. run the held-out digits through the Python runtime (onnxruntime) and the compiled C runtime at a
-   few budgets, and run the anytime loop with the real extractors on a few images;
+   few budgets, run the anytime loop with the real extractors on a few images, and build and run
+   the C firmware demo (a simulated timer interrupt reads the committed prediction);
 5. write ``out/report/``: anytime curves of every method (PNG), the timeliness table, and
    ``runtime.md`` with the per-budget accuracies of both runtimes.
 
@@ -23,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.model_selection import train_test_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # examples/_firmware.py
+from _firmware import firmware_demo  # noqa: E402
 
 from edgeseq import AnytimeRegressor
 from edgeseq.evaluate import anytime_curve, oracle_curve
@@ -165,6 +169,9 @@ def main(argv=None) -> int:
              f"{data.measured_on['date']} (single-threaded, microseconds per image).", ""]
     lines += runtime_table(args.out, data, Xte, yte, args.quiet) + [""]
     lines += anytime_loop_lines(args.out, data, data.images[idx_te][:5], yte[:5], budget=BUDGETS[2])
+    fw = firmware_demo(args.out / "models" / "cs-g-omp", seeds=(3, 11))
+    lines += ["", "C firmware demo (runtime_c/examples/firmware_demo.c, simulated timer interrupt):", ""]
+    lines += ["no C compiler found: skipped"] if fw is None else ["```", *"".join(fw).splitlines(), "```"]
     (report_dir / "runtime.md").write_text("\n".join(lines) + "\n")
     say(f"report in {report_dir}/ ({time.perf_counter() - t0:.1f} s in all)")
     if not args.quiet:

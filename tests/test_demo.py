@@ -52,6 +52,14 @@ def test_demo_runtime_table_python_and_c_agree(demo_out):
     assert max(float(r[4]) for r in rows) > 0.8
 
 
+def test_demo_runs_the_firmware_demo_when_a_compiler_exists(demo_out):
+    text = (demo_out / "report" / "runtime.md").read_text()
+    if "no C compiler found" in text:
+        pytest.skip("no C compiler on this machine")
+    answers = re.findall(r"answer at tick \d+: prefix (\d+) of 17", text)
+    assert len(answers) == 2 and all(0 <= int(a) <= 17 for a in answers)
+
+
 def test_demo_anytime_loop_respects_the_budget(demo_out):
     text = (demo_out / "report" / "runtime.md").read_text()
     spent = [float(m) for m in re.findall(r"after \d+ groups, ([0-9.e+-]+) us budgeted", text)]
