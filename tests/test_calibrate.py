@@ -170,3 +170,24 @@ def test_cli_errors_are_one_clear_line(tmp_path, args, match):
     extra = [str(tmp_path / "s.npy")] if args and args[0] != "--bank" else []
     res = CliRunner().invoke(main, ["calibrate", *args, *extra, "-o", str(tmp_path / "g.json")])
     assert res.exit_code != 0 and match in res.output and "Traceback" not in res.output
+
+
+def test_groups_json_trains_with_edgeseq_train(tmp_path):
+    """The calibration output is exactly what `edgeseq train --groups` reads (extra keys allowed)."""
+    from edgeseq.model_io import load_model
+
+    rng = np.random.default_rng(1)
+    items = [rng.normal(size=(2, 2)) for _ in range(40)]
+    bank = {"total": lambda x: np.array([x.sum()]), "square": lambda x: (x ** 2).ravel()}
+    write_groups_json(calibrate_bank(bank, items[:5], repeats=1, warmup=0), tmp_path / "g.json")
+    X, _ = extract(bank, items)
+    np.savez(tmp_path / "d.npz", X=X, y=X[:, 0] * 2.0 + X[:, 1])
+    res = CliRunner().invoke(main, ["train", str(tmp_path / "d.npz"), "--groups", str(tmp_path / "g.json"),
+                                    "-o", str(tmp_path / "m.pkl"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    model = load_model(tmp_path / "m.pkl")
+    seq = getattr(model, "fitted_sequence_", model)
+    assert list(seq.group_names) == ["total", "square"]
+    assert [c.tolist() for c in seq.group_columns] == [[0], [1, 2, 3, 4]]
+    doc = read_calibration(tmp_path / "g.json")
+    np.testing.assert_allclose(seq.costs, [g["cost"] for g in doc["groups"]])
