@@ -10,7 +10,7 @@ bare loops over the same floats; the worst-case (last) push <= 1.3x its bare loo
 from __future__ import annotations
 
 import argparse
-import platform
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -19,6 +19,7 @@ import numpy as np
 
 from edgeseq.c_harness import STRICT_FLAGS, compile_c, find_c_compiler, runtime_dir
 from edgeseq.export.c_codegen import write_c_model
+from edgeseq.extractors.calibrate import machine_info
 from edgeseq.sequence import FittedSequence
 
 HERE = Path(__file__).resolve().parent
@@ -49,20 +50,14 @@ def synthetic_sequence(sizes, P, link, seed=0) -> FittedSequence:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {platform.system()} {platform.release()}"
+    info = machine_info()  # the project's one description of the machine (also used for measured costs)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{info['cpu']}, {info['machine']}, 1-min load average at start {load:.2f}"
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=20000)
+    ap.add_argument("--iters", type=int, default=4000)
     ap.add_argument("--cc", default=None)
     args = ap.parse_args(argv)
     cc = find_c_compiler(args.cc)
