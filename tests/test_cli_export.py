@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import pickle
+import re
 import subprocess
 import sys
 
@@ -41,8 +42,16 @@ def files(tmp_path_factory):
     return d, bc
 
 
+def _runner() -> CliRunner:
+    """stdout and stderr kept apart (click < 8.2 needs mix_stderr=False; 8.2+ always separates)."""
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
 def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return _runner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
 def test_train_export_inspect_with_click_runner(files, tmp_path):
@@ -107,9 +116,12 @@ def test_errors_are_one_line_and_nonzero(files, tmp_path, case):
         (tmp_path / "evil.pkl").write_bytes(pickle.dumps(subprocess.Popen))
         args = ["export", tmp_path / "evil.pkl", tmp_path / "out"]
     res = invoke(*args)
-    assert res.exit_code != 0
-    text = res.output.strip()
-    assert len(text.splitlines()) == 1 and "Traceback" not in text and text.startswith("Error:"), text
+    assert res.exit_code != 0 and "Traceback" not in res.stderr + res.stdout
+    err = res.stderr.strip().splitlines()  # progress lines may come first; the error is one last line
+    assert err[-1].startswith("Error:") and sum(e.startswith("Error:") for e in err) == 1, res.stderr
+    quiet = invoke(*args, "--quiet")  # --quiet: that one line is all
+    assert quiet.exit_code != 0 and quiet.stdout == "" and quiet.stderr.strip() == err[-1], quiet.stderr
+    text = err[-1]
     expected = {"unknown_column": "unknown column 'no such'", "bad_json": "not valid JSON",
                 "bad_target": "target column 'nope'", "not_empty": "--force", "evil_pickle": "forbidden global",
                 "index_out_of_range": "out of range", "target_as_feature": "is the target"}[case]
@@ -198,3 +210,62 @@ def test_data_and_groups_errors_name_the_problem(tmp_path):
             read_groups(tmp_path / "g.json", ds)
     (tmp_path / "g.json").write_text(json.dumps({"groups": [{"name": "g", "columns": ["b", 0], "cost": 1}]}))
     assert read_groups(tmp_path / "g.json", ds).columns == [[1, 0]]
+
+
+STAMP = re.compile(r"^\[\s*(\d+\.\d\d) s\] ")
+
+
+def _stamps(stderr: str) -> list[float]:
+    """Every stderr line must be a progress line; return their elapsed times."""
+    lines = stderr.splitlines()
+    assert lines and all(STAMP.match(line) for line in lines), stderr
+    return [float(STAMP.match(line).group(1)) for line in lines]
+
+
+def test_progress_goes_to_stderr_and_quiet_silences_it(files, tmp_path):
+    d, bc = files
+    args = ["train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json", "-o", tmp_path / "m.pkl"]
+    res = invoke(*args)
+    assert res.exit_code == 0, res.stderr
+    t = _stamps(res.stderr)
+    assert t == sorted(t)
+    n, D = bc.data.shape
+    for needed in (f"read data: {d / 'bc.csv'} ...", f"data: {n} rows x {D} feature columns",
+                   f"groups: 10 groups over {D} columns", "fit: AnytimeRegressor (method omp): statistics pass "
+                   f"over {n} rows, then 10 selection steps ...", "fit: done in", "save: done in"):
+        assert needed in res.stderr, res.stderr
+    assert "explained_variance" in res.stdout and not STAMP.search(res.stdout) and "done in" not in res.stdout
+
+    quiet = invoke(*args, "--quiet")
+    assert quiet.exit_code == 0 and quiet.stdout == "" and quiet.stderr == ""
+    assert load_model(tmp_path / "m.pkl").fitted_sequence_.n_prefixes == 11
+
+    res = invoke("export", tmp_path / "m.pkl", tmp_path / "out")
+    assert res.exit_code == 0, res.stderr
+    _stamps(res.stderr)
+    assert "load model:" in res.stderr and "export: 11 prefix graphs, C model and manifest to" in res.stderr
+    assert "export: done in" in res.stderr and res.stdout.startswith(f"wrote {tmp_path / 'out'}: 11 prefix graphs")
+    quiet = invoke("export", tmp_path / "m.pkl", tmp_path / "out2", "--quiet")
+    assert quiet.exit_code == 0 and quiet.stdout == "" and quiet.stderr == ""
+    assert len(read_verified(tmp_path / "out2")["prefixes"]) == 11
+
+
+def test_progress_stage_times_and_failures(capsys):
+    """With a fake clock: stamps are time since start, `done` carries the stage's own time, and a
+    failing stage prints no `done` line; quiet prints nothing at all."""
+    from edgeseq.cli.progress import Progress
+
+    ticks = iter([10.0, 10.5, 11.0, 13.25, 13.25, 14.0, 15.0, 21.0])
+    p = Progress(clock=lambda: next(ticks))
+    with p.stage("fit", "3 steps"):
+        pass
+    with pytest.raises(ValueError), p.stage("save"):
+        raise ValueError("disk full")
+    p.say("end")
+    assert capsys.readouterr().err.splitlines() == [
+        "[   0.50 s] fit: 3 steps ...", "[   3.25 s] fit: done in 2.25 s", "[   4.00 s] save ...",
+        "[  11.00 s] end"]
+    q = Progress(quiet=True)
+    with q.stage("fit"):
+        q.say("x")
+    assert capsys.readouterr() == ("", "")

@@ -16,16 +16,24 @@ from ._main import main
 @click.option("--c-prefix", help="Prefix of every C symbol (a C identifier); default: from the model name.")
 @click.option("--model-name", help="Name stored in the manifest; default: the model file's stem.")
 @click.option("--force", is_flag=True, help="Replace a non-empty OUT_DIR.")
-def export_command(model, out_dir, c_prefix, model_name, force):
+@click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
+def export_command(model, out_dir, c_prefix, model_name, force, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
-    The directory appears atomically (written beside it, verified, then renamed).
+    The directory appears atomically (written beside it, verified, then renamed). Progress goes to
+    stderr, the one-line summary to stdout.
     """
     from ..export.writer import export_model
     from ..model_io import as_sequence, load_model
+    from .progress import Progress
 
-    seq = as_sequence(load_model(model))
-    m = export_model(seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem)
+    progress = Progress(quiet)
+    with progress.stage("load model", str(model)):
+        seq = as_sequence(load_model(model))
+    with progress.stage("export", f"{seq.n_prefixes} prefix graphs, C model and manifest to {out_dir}"):
+        m = export_model(seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem)
+    if quiet:
+        return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
     worst = max(p["float32_max_abs_diff"] for p in m["prefixes"])
     click.echo(f"wrote {out_dir}: {len(m['prefixes'])} prefix graphs, C prefix {m['c']['prefix']!r}, "

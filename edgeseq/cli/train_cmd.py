@@ -53,26 +53,37 @@ def sequence_table(seq) -> list[str]:
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Model file to write (pickle with a format version; load it with edgeseq.model_io.load_model).")
-@click.option("--quiet", is_flag=True, help="Do not print the sequence table.")
+@click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no sequence table).")
 def train_command(data, target, groups_path, method, doubling, no_whiten, l2, task, output, quiet):
     """Learn the group order and one linear model per prefix; write MODEL.pkl.
+
+    Progress (stages with elapsed time) goes to stderr, the sequence table to stdout.
 
     \b
     edgeseq train data.csv --target y --groups groups.json -o model.pkl
     """
     from ..data import read_data, read_groups
     from ..model_io import save_model
+    from .progress import Progress
 
-    ds = read_data(data, target, task)
+    progress = Progress(quiet)
+    with progress.stage("read data", str(data)):
+        ds = read_data(data, target, task)
+    progress.say(f"data: {ds.X.shape[0]} rows x {ds.X.shape[1]} feature columns")
     spec = read_groups(groups_path, ds)
+    n_used = sum(len(c) for c in spec.columns)
+    progress.say(f"groups: {len(spec.names)} groups over {n_used} columns ({groups_path})")
     params = {} if l2 is None else {"l2": l2}
     est = _estimator(task, groups=spec.columns, costs=spec.costs, method=method, whiten=not no_whiten,
                      doubling=doubling, group_names=spec.names, **params)
-    est.fit(ds.X, ds.y)
+    with progress.stage("fit", f"{type(est).__name__} (method {method}): statistics pass over "
+                               f"{ds.X.shape[0]} rows, then {len(spec.names)} selection steps"):
+        est.fit(ds.X, ds.y)
     seq = est.fitted_sequence_
     if seq.feature_names is None and ds.feature_names is not None:
         seq.feature_names = ds.feature_names  # the header names, so the manifest can show them
-    save_model(est, output)
+    with progress.stage("save", str(output)):
+        save_model(est, output)
     if not quiet:
         for line in sequence_table(seq):
             click.echo(line)

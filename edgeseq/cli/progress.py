@@ -1,0 +1,34 @@
+"""Progress lines for long CLI commands (DESIGN.md section 6): stages with elapsed time, on stderr.
+
+stderr, so that stdout stays the command's result (tables, JSON) and can be piped; `--quiet` makes
+every call a no-op. Each line starts with the time since the command began, e.g.
+``[   0.41 s] fit: done in 0.38 s``.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import click
+
+
+class Progress:
+    """`say(msg)` prints one stamped line; `stage(msg)` brackets a block with start and done lines."""
+
+    def __init__(self, quiet: bool = False, clock=time.perf_counter):
+        self.quiet = quiet
+        self._clock = clock
+        self._t0 = clock()
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            click.echo(f"[{self._clock() - self._t0:7.2f} s] {msg}", err=True)
+
+    @contextmanager
+    def stage(self, name: str, detail: str = ""):
+        """Print `name: detail ...`, run the block, then `name: done in T s` (nothing more on error)."""
+        self.say(f"{name}: {detail} ..." if detail else f"{name} ...")
+        t = self._clock()
+        yield
+        self.say(f"{name}: done in {self._clock() - t:.2f} s")
