@@ -50,16 +50,22 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         tags.target_tags.single_output = True
         return tags
 
-    def fit(self, X, y):
-        """One statistics pass over X (chunked; np.memmap works), then selection in D-space."""
+    def fit(self, X, y, *, progress=None):
+        """One statistics pass over X (chunked; np.memmap works), then selection in D-space.
+
+        `progress`: optional callable receiving one line of text per stage and selection step.
+        """
         self._check_params()
         X, y = self._validate_fit_X(X, y)
         spec = self._group_spec(X.shape[1])
         used = np.concatenate(spec.columns)
+        if progress is not None:
+            progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
         stats = sufficient_statistics(X, y, columns=used)
-        return self._fit_stats(stats, spec, n_features=X.shape[1], y_was_1d=np.ndim(y) == 1)
+        return self._fit_stats(stats, spec, n_features=X.shape[1], y_was_1d=np.ndim(y) == 1,
+                               progress=progress)
 
-    def fit_from_stats(self, stats: SufficientStats, n_features: int, *, y_was_1d: bool = True):
+    def fit_from_stats(self, stats: SufficientStats, n_features: int, *, y_was_1d: bool = True, progress=None):
         """Fit from precomputed statistics (see `edgeseq.stats.sufficient_statistics`).
 
         `stats` must cover the used columns in group order: ``np.concatenate(groups)`` as listed.
@@ -73,14 +79,15 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         if stats.n < 2:
             raise InputError(f"n_samples={stats.n}: need at least 2 samples to fit")
         self.n_features_in_ = int(n_features)
-        return self._fit_stats(stats, spec, n_features=int(n_features), y_was_1d=y_was_1d)
+        return self._fit_stats(stats, spec, n_features=int(n_features), y_was_1d=y_was_1d, progress=progress)
 
-    def _fit_stats(self, stats: SufficientStats, spec: GroupSpec, *, n_features: int, y_was_1d: bool):
+    def _fit_stats(self, stats: SufficientStats, spec: GroupSpec, *, n_features: int, y_was_1d: bool,
+                   progress=None):
         # D-space work is many small products: threaded BLAS only adds contention (10x slower under load)
         with threadpool_limits(limits=1, user_api="blas"):
             prob = build_working_problem(stats, spec.sizes, self.whiten)
             result = select_sequence(prob, spec.costs, method=self.method, l2=float(self.l2),
-                                     doubling=bool(self.doubling))
+                                     doubling=bool(self.doubling), progress=step_reporter(progress, spec))
         for g in result.unusable:
             warnings.warn(f"group {spec.names[g]!r} has no usable direction (constant or empty after "
                           f"whitening); it is placed last with zero gain", EdgeseqWarning, stacklevel=3)
@@ -110,6 +117,13 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         """Yield the prediction of prefix 0, 1, ..., J (what the device holds after each group)."""
         for seq, z in self._staged_linear(X):
             yield z[:, 0] if seq.y_was_1d else z
+
+
+def step_reporter(progress, spec: GroupSpec):
+    """Adapt a text progress callback to the selection's (step, n_steps, group) calls."""
+    if progress is None:
+        return None
+    return lambda step, n_steps, g: progress(f"selection step {step}/{n_steps}: {spec.names[g]}")
 
 
 def _fold(prob, result, spec: GroupSpec, stats: SufficientStats, n_features: int, y_was_1d: bool,

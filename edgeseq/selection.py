@@ -139,8 +139,11 @@ def _pick(scores: np.ndarray, cands: list[int]) -> int:
 
 
 def select_sequence(prob: WorkingProblem, costs: np.ndarray, *, method: str = "omp", l2: float = 1e-5,
-                    doubling: bool = False, c_min: float | None = None) -> SelectionResult:
-    """Order all groups greedily; return the order and the exact ridge refit of every prefix."""
+                    doubling: bool = False, c_min: float | None = None, progress=None) -> SelectionResult:
+    """Order all groups greedily; return the order and the exact ridge refit of every prefix.
+
+    `progress(step, n_steps, group)` is called after each pick (for long runs' progress display).
+    """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
     J = prob.n_groups
@@ -178,6 +181,8 @@ def select_sequence(prob: WorkingProblem, costs: np.ndarray, *, method: str = "o
         order.append(g)
         remaining.remove(g)
         spent += costs[g]
+        if progress is not None:
+            progress(step, J, g)
     return _finish(prob, factor, order, scores, violations, unusable, l2)
 
 

@@ -148,3 +148,11 @@ def test_pipeline_and_clone(data):
     np.testing.assert_allclose(pipe.predict(X), direct.predict(X), rtol=1e-6, atol=1e-9)
     c = clone(AnytimeRegressor(GROUPS, COSTS, method="fr", doubling=True))
     assert c.get_params()["method"] == "fr" and not hasattr(c, "sequence_")
+
+
+def test_progress_reports_every_step(data):
+    lines = []
+    est = AnytimeRegressor(GROUPS, COSTS, group_names=["a", "b", "c"]).fit(*data, progress=lines.append)
+    assert lines[0].startswith("statistics pass over 120 rows")
+    names = ["a", "b", "c"]
+    assert lines[1:] == [f"selection step {j + 1}/3: {names[g]}" for j, g in enumerate(est.sequence_)]
