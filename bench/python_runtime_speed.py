@@ -1,11 +1,14 @@
 """Per-prefix latency of AnytimeSession.predict vs a bare onnxruntime InferenceSession.run of the same
 graph vs numpy `x @ w + b`, measured side by side in one run (target: AnytimeSession <= 1.3x bare).
 
-Usage: python bench/python_runtime_speed.py [--reps 7] [--calls 2000]
+Usage: python bench/python_runtime_speed.py [--reps 60] [--calls 200]
 
-The three contenders are timed in interleaved blocks (anytime, bare, numpy, anytime, ...) and the
-fastest block of each is kept, so a noisy neighbour on a shared machine hurts all three alike. The
+The contenders are timed in interleaved blocks (anytime, bare, numpy, anytime, ...) and the
+fastest block of each is kept; many short blocks make that minimum robust on a shared, loaded machine
+(a burst from a neighbour spoils a block, not the whole measurement). The
 bare session uses the same single-threaded options; its feeds are pre-built (the best case for it).
+`iobind` is the IO-binding alternative measured for the record (what AnytimeSession would have to
+do with caller arrays: copy into pre-bound buffers, run, copy the output out).
 Also reported: the anytime loop's own overhead per group (`run` with trivial extractors), inline
 (no deadline) and on the worker thread (with a deadline).
 """
@@ -75,11 +78,32 @@ def bench_predict(seq, out: Path, n_rows: int, calls: int, reps: int) -> list[tu
         b = seq.intercepts[j].astype(np.float32)
         ref = bare.run(["y"], feeds)[0][:, 0]
         assert np.array_equal(sess.predict(feats, prefix=j), ref)  # same graph, same numbers
+        iobound = _io_binding_call(bare, feeds, n_rows)
+        assert np.array_equal(iobound()[:, 0], ref)
         t = per_call_us({"anytime": lambda: sess.predict(feats, prefix=j),
                          "bare": lambda: bare.run(["y"], feeds),
+                         "iobind": iobound,
                          "numpy": lambda: xj @ w + b}, calls, reps)
-        rows.append((j, xj.shape[1], t["anytime"], t["bare"], t["numpy"]))
+        rows.append((j, xj.shape[1], t["anytime"], t["bare"], t["iobind"], t["numpy"]))
     return rows
+
+
+def _io_binding_call(session, feeds: dict, n_rows: int):
+    """The IO-binding alternative a session would need for arbitrary caller arrays: inputs and
+    output bound once to our own buffers, the caller's values copied in, the result copied out."""
+    io = session.io_binding()
+    bufs = {k: np.empty_like(v) for k, v in feeds.items()}
+    for k, v in bufs.items():
+        io.bind_cpu_input(k, v)
+    y = np.empty((n_rows, 1), np.float32)
+    io.bind_output("y", "cpu", 0, np.float32, list(y.shape), y.ctypes.data)
+
+    def call():
+        for k, v in feeds.items():
+            np.copyto(bufs[k], v)
+        session.run_with_iobinding(io)
+        return y.copy()
+    return call
 
 
 def bench_loop(seq, out: Path, calls: int, reps: int) -> dict:
@@ -91,31 +115,32 @@ def bench_loop(seq, out: Path, calls: int, reps: int) -> dict:
     t = per_call_us({"inline": lambda: sess.run(ex, inputs=x),
                      "worker": lambda: sess.run(ex, inputs=x, deadline_s=10.0),
                      "predict_all": lambda: [sess.predict(feats, prefix=j) for j in range(1, J + 1)]},
-                    max(calls // 20, 20), reps)
+                    max(calls // 10, 10), reps)
     sess.close()
     return {k: v for k, v in t.items()} | {"groups": J}
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--reps", type=int, default=60, help="interleaved blocks per contender")
+    ap.add_argument("--calls", type=int, default=200, help="calls per block")
     args = ap.parse_args(argv)
     print(f"machine: {machine()}")
     seq = random_sequence(np.random.default_rng(0), GROUP_SIZES)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "model"
         export_model(seq, out)
-        print(f"model: {seq.n_groups} groups of sizes {list(seq.group_sizes[seq.order])} in sequence order, "
+        print(f"model: {seq.n_groups} groups of sizes {seq.group_sizes[seq.order].tolist()} in sequence order, "
               f"1 output; {args.reps} interleaved blocks of {args.calls} calls, fastest block kept")
         worst = 0.0
         for n_rows in (1, 64):
             print(f"\nbatch N = {n_rows}: microseconds per call, and ratios to bare InferenceSession.run")
-            print(f"{'prefix':>6} {'d':>4} {'anytime':>9} {'bare ort':>9} {'numpy':>9} "
-                  f"{'anytime/bare':>13} {'numpy/bare':>11}")
-            for j, d, a, b, n in bench_predict(seq, out, n_rows, args.calls, args.reps):
+            print(f"{'prefix':>6} {'d':>4} {'anytime':>9} {'bare ort':>9} {'iobind':>9} {'numpy':>9} "
+                  f"{'anytime/bare':>13} {'iobind/bare':>12} {'numpy/bare':>11}")
+            for j, d, a, b, io, n in bench_predict(seq, out, n_rows, args.calls, args.reps):
                 worst = max(worst, a / b)
-                print(f"{j:>6} {d:>4} {a:>9.2f} {b:>9.2f} {n:>9.2f} {a / b:>13.2f} {n / b:>11.2f}")
+                print(f"{j:>6} {d:>4} {a:>9.2f} {b:>9.2f} {io:>9.2f} {n:>9.2f} {a / b:>13.2f} "
+                      f"{io / b:>12.2f} {n / b:>11.2f}")
         loop = bench_loop(seq, out, args.calls, args.reps)
         J = loop["groups"]
         print(f"\nanytime loop, one sample through all {J} groups with trivial extractors (microseconds):")

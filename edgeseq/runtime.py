@@ -123,7 +123,7 @@ class AnytimeSession:
         self._by_name = {g.name: k for k, g in enumerate(self.groups)}
         self._name_set = frozenset(self._by_name)
         self._needed = [frozenset(self.group_names[:j]) for j in range(len(self.groups) + 1)]
-        self._plan = [tuple((g.name, g.input_name, g.dim) for g in self.groups[:j])
+        self._plan = [tuple((g.name, g.dim) for g in self.groups[:j])
                       for j in range(len(self.groups) + 1)]
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
@@ -169,7 +169,7 @@ class AnytimeSession:
 
         Keys are group names; groups beyond the prefix may be present and are ignored (not even
         checked; at prefix 0 their first dimension gives the number of rows). Arrays are (N, d_g) (or
-        (d_g,) for one row); C-contiguous float32 (N, d_g) arrays take the fast path (no copy).
+        (d_g,) for one row); float32 (N, d_g) arrays skip the conversion step.
         Returns (N,) for a regression trained on 1-D y, (N, P) otherwise, and a
         `ClassifierPrediction` for classifiers.
         """
@@ -181,28 +181,34 @@ class AnytimeSession:
             check_group_keys(features_by_group, self._by_name, ())
             rows = {name: np.shape(v)[0] if np.ndim(v) == 2 else 1 for name, v in features_by_group.items()}
             return self._format(self._runners[0].run_rows(_same_rows(rows)), 0)
+        arrays, n = [], -1
         try:
-            keys = features_by_group.keys()
-            ok = keys <= self._name_set and self._needed[j] <= keys
-        except AttributeError:
-            ok = False
-        if not ok:
-            check_group_keys(features_by_group, self._by_name, self.group_names[:j])
-        feeds, rows = {}, set()
-        for name, input_name, dim in self._plan[j]:
-            a = features_by_group[name]
-            # fast path: already what onnxruntime takes (finiteness is checked on the output below)
-            if not (type(a) is np.ndarray and a.dtype is _F32 and a.ndim == 2 and a.shape[1] == dim
-                    and a.shape[0] and a.flags.c_contiguous):
-                a = as_group_array(name, a, dim)
-            rows.add(a.shape[0])
-            feeds[input_name] = a
-        if len(rows) > 1:
-            _same_rows({g.name: np.shape(feeds[g.input_name])[0] for g in self.groups[:j]})
-        outs = self._runners[j].run_feeds(feeds)
+            for name, dim in self._plan[j]:
+                a = features_by_group[name]
+                # fast path: float32 of the right width (finiteness is checked on the output below)
+                if not (type(a) is np.ndarray and a.dtype is _F32 and a.ndim == 2 and a.shape[1] == dim
+                        and a.shape[0]):
+                    a = as_group_array(name, a, dim)
+                if a.shape[0] != n:
+                    if n >= 0:
+                        self._rows_error(features_by_group, j)
+                    n = a.shape[0]
+                arrays.append(a)
+        except (KeyError, TypeError, IndexError):
+            check_group_keys(features_by_group, self._by_name, self.group_names[:j])  # the clear error
+            raise
+        if len(features_by_group) > j and not features_by_group.keys() <= self._name_set:
+            check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
+        outs = self._runners[j].call(arrays, n)
         if not _all_finite(outs[0]):
             self._explain_nonfinite(features_by_group, j, outs[0])
+        if self._squeeze:
+            return outs[0][:, 0]
         return self._format(outs, j)
+
+    def _rows_error(self, features_by_group, j: int):
+        _same_rows({g: np.shape(features_by_group[g])[0] if np.ndim(features_by_group[g]) == 2 else 1
+                    for g, _ in self._plan[j]})
 
     def _explain_nonfinite(self, features_by_group, j: int, y: np.ndarray):
         """Raise the precise error for a non-finite output.

@@ -3,15 +3,15 @@
 Latency on a device matters more than throughput, and a runtime that spins up thread pools per
 session competes with the feature extractors for the cores. So every session is single-threaded
 (intra/inter-op threads 1, sequential execution, no spinning). The call path is
-the compiled session's `run` (what `InferenceSession.run` calls after re-validating its arguments,
-which we validated once at load time) with a pre-built output-name list. For these tiny affine graphs
-IO binding measured no faster once the per-call copies into bound buffers are counted, and it would
-make a session's calls stateful (see bench/python_runtime_speed.py).
+IO binding for small batches (see `PrefixRunner`), and otherwise the compiled session's `run` (what
+`InferenceSession.run` calls after re-validating its arguments, which we validated once at load
+time) with a pre-built output-name list.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +43,33 @@ def load_verified_bytes(path: Path, sha256: str) -> bytes:
     return data
 
 
+BIND_MAX_ROWS = 64  # IO binding for batches up to this size (the latency regime); plain run above
+_BIND_CACHE = 4     # batch sizes kept bound per prefix
+
+
+class _Binding:
+    """One prefix's IO binding for one batch size: our own input and output buffers, bound once."""
+
+    def __init__(self, session, inputs: list[str], dims: list[int], outputs: list, n: int):
+        self.io = session.io_binding()
+        self.inputs = [np.empty((n, d), np.float32) for d in dims]
+        for name, buf in zip(inputs, self.inputs):
+            self.io.bind_cpu_input(name, buf)
+        self.outputs = [np.empty((n, *shape), dtype) for _, shape, dtype in outputs]
+        for (name, _, _), buf in zip(outputs, self.outputs):
+            self.io.bind_output(name, "cpu", 0, buf.dtype.type, list(buf.shape), buf.ctypes.data)
+
+
 class PrefixRunner:
-    """One prefix graph: its session, its input order and the outputs we read (`y` always first)."""
+    """One prefix graph: its session, its input order and the outputs we read (`y` always first).
+
+    Small batches go through IO binding: the caller's arrays are copied into buffers bound once per
+    batch size, the graph writes into bound output buffers, and the caller gets copies. That
+    measured faster than `run` even with both copies (bench/python_runtime_speed.py), because `run`
+    wraps every input and output in new OrtValues on every call. The buffers make a runner stateful,
+    so they are guarded by a lock; a call that finds it taken (another thread) takes `run` instead
+    of waiting.
+    """
 
     def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str):
         try:
@@ -52,29 +77,52 @@ class PrefixRunner:
                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # a listed, checksummed file that still is not a loadable graph
             raise IntegrityError(f"{where}: onnxruntime cannot load it ({exc})") from None
-        got = [i.name for i in self.session.get_inputs()]
-        if got != list(inputs):
-            raise IntegrityError(f"{where}: graph inputs {got} differ from the manifest's {list(inputs)}")
-        have = {o.name for o in self.session.get_outputs()}
-        if not set(outputs) <= have:
-            raise IntegrityError(f"{where}: graph lacks output(s) {sorted(set(outputs) - have)}")
+        got = {i.name: i for i in self.session.get_inputs()}
+        if list(got) != list(inputs):
+            raise IntegrityError(f"{where}: graph inputs {list(got)} differ from the manifest's {list(inputs)}")
+        have = {o.name: o for o in self.session.get_outputs()}
+        if not set(outputs) <= set(have):
+            raise IntegrityError(f"{where}: graph lacks output(s) {sorted(set(outputs) - set(have))}")
         self.inputs = list(inputs)
         self.outputs = list(outputs)
-        # the compiled session object behind InferenceSession.run: same call, without the wrapper's
-        # per-call re-validation of output names and feeds (we validated both at load time)
+        self._dims = [int(got[n].shape[1]) for n in inputs]
+        self._out_spec = [(n, tuple(int(d) for d in have[n].shape[1:]),
+                           np.int64 if have[n].type == "tensor(int64)" else np.float32) for n in outputs]
+        # the compiled session behind InferenceSession: the same calls without the wrapper's per-call
+        # re-validation of names and feeds (validated once, here)
         inner = getattr(self.session, "_sess", None)
         self._run = inner.run if inner is not None else (lambda o, f, _opts: self.session.run(o, f))
+        self._run_io = (inner.run_with_iobinding if inner is not None
+                        else lambda io, _opts: self.session.run_with_iobinding(io))
+        self._inner = inner is not None
+        self._bindings: dict[int, _Binding] = {}
+        self._lock = threading.Lock()
 
-    def run_feeds(self, feeds: dict) -> list[np.ndarray]:
-        """Outputs for a {input name: float32 (N, d_g) C-contiguous array} feed."""
-        return self._run(self.outputs, feeds, None)
+    def call(self, arrays: list[np.ndarray], n: int) -> list[np.ndarray]:
+        """Outputs for float32 (n, d_g) arrays in input order."""
+        if n <= BIND_MAX_ROWS and self._lock.acquire(blocking=False):
+            try:
+                b = self._bindings.get(n) or self._bind(n)
+                for buf, a in zip(b.inputs, arrays):
+                    np.copyto(buf, a)
+                self._run_io(b.io._iobinding if self._inner else b.io, None)
+                return [o.copy() for o in b.outputs]
+            finally:
+                self._lock.release()
+        return self._run(self.outputs, dict(zip(self.inputs, map(np.ascontiguousarray, arrays))), None)
 
     def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Outputs for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list)."""
         if not arrays:
             return self.run_rows(1)
-        return self._run(self.outputs, dict(zip(self.inputs, arrays)), None)
+        return self.call(arrays, arrays[0].shape[0])
 
     def run_rows(self, n: int) -> list[np.ndarray]:
         """Prefix 0 for n rows (its only input carries the batch size)."""
         return self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, 0), np.float32)}, None)
+
+    def _bind(self, n: int) -> _Binding:
+        if len(self._bindings) >= _BIND_CACHE:
+            self._bindings.pop(next(iter(self._bindings)))
+        b = self._bindings[n] = _Binding(self.session, self.inputs, self._dims, self._out_spec, n)
+        return b

@@ -238,3 +238,51 @@ def test_prefix0_takes_the_number_of_rows_from_any_group(reg):
     feats[seq.group_names[0]][0, 0] = np.nan  # not needed at prefix 0, so not checked
     assert sess.predict(feats, prefix=0).shape == (4,)
     assert np.all(sess.predict(feats, prefix=0) == sess.predict({}, prefix=0)[0])
+
+
+def _bare(sess, j, feats):
+    """The same graph through the public onnxruntime API, for comparison with the bound path."""
+    r = sess._runners[j]
+    feeds = {g.input_name: np.ascontiguousarray(feats[g.name], dtype=np.float32) for g in sess.groups[:j]}
+    return r.session.run(r.outputs, feeds)
+
+
+@pytest.mark.parametrize("kind", ["reg_multi", "softmax"])
+def test_io_bound_path_equals_plain_run_for_every_batch_size(kind, tmp_path):
+    seq = random_sequence(np.random.default_rng(30), **CASES[kind])
+    sess = AnytimeSession(exported(seq, tmp_path))
+    J = seq.n_prefixes - 1
+    kept = []
+    for n in (1, 2, 1, 3, 5, 7, 64, 65, 1, 300):  # more sizes than the binding cache holds, and above it
+        X = sample_rows(seq, n, seed=n)
+        feats = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in group_features(seq, X).items()}
+        got = sess.predict(feats, prefix=J)
+        want = _bare(sess, J, feats)
+        if seq.task == "regression":
+            assert np.array_equal(got, want[0])
+        else:
+            assert np.array_equal(got.proba, want[1]) and np.array_equal(got.label_index, want[2])
+        kept.append((got, want))
+    for got, want in kept:  # results are the caller's copies, not views of reused buffers
+        assert np.array_equal(got if seq.task == "regression" else got.proba,
+                              want[0] if seq.task == "regression" else want[1])
+
+
+def test_concurrent_predicts_get_their_own_results(reg):
+    import threading
+    seq, sess = reg
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(200):
+            X = rng.normal(size=(1 + seed % 3, seq.n_features_in))
+            feats = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in group_features(seq, X).items()}
+            if not np.array_equal(sess.predict(feats), _bare(sess, seq.n_prefixes - 1, feats)[0][:, 0]):
+                errors.append(seed)
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
