@@ -30,6 +30,7 @@ from .selection import METHODS, _Factor, _pick, _schur_gains
 
 FR_HESSIANS = ("bohning", "diag")
 _CHUNK_BYTES = 64 * 2**20
+FAST_MIN_ENTRIES = 20_000_000  # n·k from which refits iterate on a float32 copy first (glm_fit.refit)
 
 
 @dataclass
@@ -76,7 +77,7 @@ class GLMState:
     """The greedy state: selected groups, their refit, and the scores of the remaining groups."""
 
     def __init__(self, prob: WorkingProblem, Z: np.ndarray, Y: np.ndarray, link: str, l2: float,
-                 X=None, used=None, fr_hessian: str = "bohning", tol: float = GRAD_TOL):
+                 X=None, used=None, fr_hessian: str = "bohning", tol: float = GRAD_TOL, fast: bool | None = None):
         if fr_hessian not in FR_HESSIANS:
             raise ValueError(f"fr_hessian must be one of {FR_HESSIANS}, got {fr_hessian!r}")
         self.prob, self.Z, self.Y, self.link, self.l2 = prob, Z, Y, link, l2
@@ -84,6 +85,9 @@ class GLMState:
         n, k = Z.shape
         self.n, self.P = n, Y.shape[1]
         self.Zs = np.empty((n, k))  # selected columns, in selection order
+        # float32 copy for the refit iterations when the data is large enough for memory traffic to dominate
+        fast = n * k >= FAST_MIN_ENTRIES if fast is None else fast
+        self.Zs_fast = np.empty((n, k), dtype=np.float32) if fast else None
         self.cols: list[int] = []  # working column of each Zs column
         self.order: list[int] = []
         self._bound: _Factor | None = None
@@ -161,13 +165,16 @@ class GLMState:
         s = self.prob.slices[g]
         m, kg = len(self.cols), s.stop - s.start
         self.Zs[:, m:m + kg] = self.Z[:, s]
+        if self.Zs_fast is not None:
+            self.Zs_fast[:, m:m + kg] = self.Z[:, s]
         self.cols.extend(range(s.start, s.stop))
         self.order.append(g)
         if self._bound is not None:
             self._grow_bound(g)
         K_S = self.prob.K[np.ix_(self.cols, self.cols)]
         W0 = np.vstack([self.fit.W, np.zeros((kg, self.P))])
-        self.fit = refit(self.Zs[:, :m + kg], self.Y, K_S, W0, self.fit.b, self.link, self.l2, self.tol)
+        fast = None if self.Zs_fast is None else self.Zs_fast[:, :m + kg]
+        self.fit = refit(self.Zs[:, :m + kg], self.Y, K_S, W0, self.fit.b, self.link, self.l2, self.tol, fast)
         return self.fit
 
     def _grow_bound(self, g: int) -> None:
