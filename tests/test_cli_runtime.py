@@ -74,16 +74,19 @@ def _flip(path: Path, pos: int, mask: int):
 
 
 def test_a_single_changed_byte_anywhere_fails_verify(exports, tmp_path):
-    """In every file of out/: 20 positions spread over it (first and last byte included), each flipped
-    with a different bit mask, every one on its own, must fail `verify`."""
+    """Every byte of the smallest file, and 32 positions spread over every other file of out/ (first
+    and last byte included), each flipped on its own with varying bit masks, must fail `verify`."""
     _, src = exports["sigmoid1"]
     out = tmp_path / "copy"
     shutil.copytree(src, out)
     files = sorted(p for p in out.iterdir())
     assert {p.name for p in files} >= {"manifest.json", "edgeseq_model.h", "edgeseq_model.c", "prefix_000.onnx"}
+    smallest = min(files, key=lambda p: p.stat().st_size)
     for f in files:
         original = f.read_bytes()
-        for k, pos in enumerate(sorted(set(np.linspace(0, len(original) - 1, 20).astype(int)))):
+        positions = range(len(original)) if f == smallest else \
+            sorted(set(np.linspace(0, len(original) - 1, 32).astype(int)))
+        for k, pos in enumerate(positions):
             _flip(f, pos, (0x01, 0x20, 0x80, 0xFF)[k % 4])
             r = invoke("verify", out, "--no-c")
             assert r.exit_code != 0, (f.name, pos)
