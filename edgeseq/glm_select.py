@@ -2,7 +2,8 @@
 
 Unlike squared loss, a GLM's gradient depends on the rows, so the working design
 Z = (X_used − μ) T (n × k, float64) is materialised once; selected columns are copied, in selection
-order, into a second buffer so that each refit multiplies one contiguous block. Each step:
+order, into a second buffer (plus a float32 copy on large data, see glm_fit.refit) so that each refit
+multiplies one contiguous block. Each step:
 
 1. candidate gradient blocks G_g = Z_gᵀ(∇φ(f) − Y)/n at the current optimum (one n×k×P product);
 2. score: OMP ‖G_g‖_F²/c_g (gomp: no cost), single: best standardised raw column, FR: the score test
