@@ -28,6 +28,13 @@ def _wrap_validation(call):
         raise (InputTypeError if isinstance(exc, TypeError) else InputError)(str(exc)) from exc
 
 
+def step_reporter(progress, spec: GroupSpec):
+    """Adapt a text progress callback to the selections' (step, n_steps, group, ...) calls."""
+    if progress is None:
+        return None
+    return lambda step, n_steps, g, *_: progress(f"selection step {step}/{n_steps}: {spec.names[g]}")
+
+
 class AnytimeBase(BaseEstimator):
     """Shared machinery of AnytimeRegressor and AnytimeClassifier."""
 
@@ -50,6 +57,12 @@ class AnytimeBase(BaseEstimator):
 
     def _group_spec(self, n_features: int) -> GroupSpec:
         return check_groups(self.groups, self.costs, self.group_names, n_features)
+
+    def _provenance(self, stats) -> dict:
+        """How the model was trained, for the manifest (no training data, only its fingerprint)."""
+        return {"method": self.method, "whiten": bool(self.whiten), "doubling": bool(self.doubling),
+                "l2": float(self.l2), "n_samples": int(stats.n), "data_fingerprint": stats.fingerprint(),
+                "estimator": type(self).__name__}
 
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self) -> FittedSequence:

@@ -10,7 +10,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
-from ._base import AnytimeBase, _wrap_validation
+from ._base import AnytimeBase, _wrap_validation, step_reporter
 from .basis import build_working_problem
 from .errors import EdgeseqWarning, InputError
 from .glm_fit import GRAD_TOL
@@ -52,8 +52,11 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self.l2 = l2
         self.group_names = group_names
 
-    def fit(self, X, y):
-        """Materialise the working design once, then select and refit greedily (glm_select)."""
+    def fit(self, X, y, *, progress=None):
+        """Materialise the working design once, then select and refit greedily (glm_select).
+
+        `progress`: optional callable receiving one line of text per stage and selection step.
+        """
         self._check_params()
         X, y = _wrap_validation(lambda: validate_data(
             self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
@@ -68,6 +71,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         Y = (k == 1).astype(np.float64)[:, None] if link == "sigmoid" else np.eye(classes.size)[k]
         spec = self._group_spec(X.shape[1])
         used = np.concatenate(spec.columns)
+        if progress is not None:
+            progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
         stats = sufficient_statistics(X, Y, columns=used)
         # skinny (n×m)·(m×P) products are memory-bound and the D-space ones small: a second BLAS
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
@@ -75,7 +80,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             prob = build_working_problem(stats, spec.sizes, self.whiten)
             state = GLMState(prob, working_design(X, used, prob), Y, link, float(self.l2), X=X, used=used,
                              fr_hessian=self._fr_hessian)
-            result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling))
+            result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
+                                progress=step_reporter(progress, spec))
         self._warn(result, spec)
         seq = fold_glm(prob, result, spec, stats, X.shape[1], link, classes, self._provenance(stats))
         self.classes_ = classes
@@ -101,9 +107,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
                           f"{GRAD_TOL:g}; increase l2 or rescale the features", EdgeseqWarning, stacklevel=3)
 
     def _provenance(self, stats: SufficientStats) -> dict:
-        return {"method": self.method, "whiten": bool(self.whiten), "doubling": bool(self.doubling),
-                "l2": float(self.l2), "n_samples": int(stats.n), "data_fingerprint": stats.fingerprint(),
-                "estimator": type(self).__name__, "grad_tol": GRAD_TOL, "fr_hessian": self._fr_hessian}
+        return {**super()._provenance(stats), "grad_tol": GRAD_TOL, "fr_hessian": self._fr_hessian}
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X, budget=None, prefix=None):

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from threadpoolctl import threadpool_limits
 
-from ._base import AnytimeBase
+from ._base import AnytimeBase, step_reporter
 from .basis import build_working_problem
 from .errors import EdgeseqWarning, InputError
 from .groups import GroupSpec
@@ -103,11 +103,6 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
             seq.train_metrics.append({"explained_variance": float(f)})
         return self
 
-    def _provenance(self, stats: SufficientStats) -> dict:
-        return {"method": self.method, "whiten": bool(self.whiten), "doubling": bool(self.doubling),
-                "l2": float(self.l2), "n_samples": int(stats.n), "data_fingerprint": stats.fingerprint(),
-                "estimator": type(self).__name__}
-
     def predict(self, X, budget=None, prefix=None):
         """Prediction of the longest prefix within `budget` (inclusive), or of `prefix`; default all groups."""
         seq, z = self._linear(X, budget, prefix)
@@ -117,13 +112,6 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         """Yield the prediction of prefix 0, 1, ..., J (what the device holds after each group)."""
         for seq, z in self._staged_linear(X):
             yield z[:, 0] if seq.y_was_1d else z
-
-
-def step_reporter(progress, spec: GroupSpec):
-    """Adapt a text progress callback to the selection's (step, n_steps, group) calls."""
-    if progress is None:
-        return None
-    return lambda step, n_steps, g: progress(f"selection step {step}/{n_steps}: {spec.names[g]}")
 
 
 def _fold(prob, result, spec: GroupSpec, stats: SufficientStats, n_features: int, y_was_1d: bool,

@@ -164,3 +164,13 @@ def test_doubling_respects_cost_so_far():
         limit = costs.min() if step == 1 else spent
         assert costs[g] <= limit or step in clf.doubling_violations_
         spent += costs[g]
+
+
+def test_progress_reports_every_step():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 4))
+    y = (X[:, 0] + X[:, 2] > 0).astype(int)
+    lines = []
+    est = AnytimeClassifier([[0, 1], [2, 3]], [1.0, 2.0], group_names=["a", "b"]).fit(X, y, progress=lines.append)
+    assert lines[0].startswith("statistics pass over 80 rows")
+    assert lines[1:] == [f"selection step {j + 1}/2: {['a', 'b'][g]}" for j, g in enumerate(est.sequence_)]

@@ -78,7 +78,7 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
                      doubling=doubling, group_names=spec.names, **params)
     with progress.stage("fit", f"{type(est).__name__} (method {method}): statistics pass over "
                                f"{ds.X.shape[0]} rows, then {len(spec.names)} selection steps"):
-        est.fit(ds.X, ds.y)
+        est.fit(ds.X, ds.y, progress=progress.say)
     seq = est.fitted_sequence_
     if seq.feature_names is None and ds.feature_names is not None:
         seq.feature_names = ds.feature_names  # the header names, so the manifest can show them
