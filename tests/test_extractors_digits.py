@@ -109,3 +109,16 @@ def test_features_equal_generic_extract(sample):
     X, cols = extract(digits.bank(), sample[0][:4])
     np.testing.assert_array_equal(X, sample[2][:4])
     assert read_calibration(digits.stored_costs_path(), bank=digits.bank())
+
+
+def test_digits_data_refuses_costs_whose_dimensions_no_longer_match(monkeypatch):
+    from edgeseq.extractors import datasets
+
+    doc = digits.stored_costs()
+    doc["groups"][0]["columns"] = doc["groups"][0]["columns"][:-1]
+    monkeypatch.setattr(digits, "stored_costs", lambda path=None: doc)
+    with pytest.raises(ModelFormatError, match="recalibrate"):
+        datasets.digits_data(n=20)
+    data = datasets.digits_data(n=20, recalibrate=True)  # measuring anew fits the bank by construction
+    assert data.X.shape[0] == 20 and data.columns[-1][-1] == data.X.shape[1] - 1 and len(data.names) == 17
+    assert data.measured_on["n_samples"] == 20

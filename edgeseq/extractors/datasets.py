@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import ModelFormatError
 from .calibrate import calibrate_bank, read_calibration, write_groups_json
 
 
@@ -62,7 +63,8 @@ def digits_data(recalibrate: bool = False, n: int | None = None, seed: int = 0,
         doc = digits.stored_costs()
     X, columns = digits.features(images)
     if columns != [g["columns"] for g in doc["groups"]]:
-        raise AssertionError("stored digits costs disagree with the bank's column layout")
+        raise ModelFormatError("the stored digits costs list other columns than the bank extracts (a group's "
+                               "dimension changed); recalibrate (digits_data(recalibrate=True))")
     return _from_doc(doc, X, y, images, bank)
 
 
