@@ -30,9 +30,11 @@ def test_demo_exports_both_models_and_writes_the_report(demo_out):
         manifest = json.loads((demo_out / "models" / name / "manifest.json").read_text())
         assert len(manifest["groups"]) == 17
     report = (demo_out / "report" / "report.md").read_text()
-    for method in ("CS-G-OMP", "CS-G-FR", "single", "no-whiten", "G-OMP", "FR-Oracle", "Sparse"):
-        assert f"| {method} |" in report
-    assert "measured on" in report
+    squared = (demo_out / "report" / "squared_loss" / "report.md").read_text()
+    for method in ("CS-G-OMP", "CS-G-FR", "single", "no-whiten", "G-OMP", "FR-Oracle"):
+        assert f"| {method} |" in report and f"| {method} |" in squared
+    assert "| Sparse |" in squared and "| Sparse |" not in report  # Sparse is compared on squared loss only
+    assert "AnytimeClassifier" in report and "measured on" in report and "measured on" in squared
 
 
 def test_demo_runtime_table_python_and_c_agree(demo_out):
@@ -65,3 +67,11 @@ def test_demo_anytime_loop_respects_the_budget(demo_out):
     spent = [float(m) for m in re.findall(r"after \d+ groups, ([0-9.e+-]+) us budgeted", text)]
     assert len(spent) == 5 and all(0 < s <= 150.0 for s in spent)
     assert np.isfinite(spent).all()
+
+
+def test_demo_one_hot_mode_puts_sparse_in_the_main_report(tmp_path):
+    assert _load("demo").main(["--out", str(tmp_path), "--subsample", "300", "--sparse-lambdas", "5",
+                               "--one-hot", "--quiet"]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "| Sparse |" in report and "one-hot" in report
+    assert not (tmp_path / "report" / "squared_loss").exists()
