@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
+from .sequence import longest_affordable_prefix
 
 # budgets equal to a cumulative cost up to float rounding count as reaching it (as FittedSequence does)
-_BUDGET_SLACK = 1e-12
 
 
 @dataclass
@@ -94,9 +94,7 @@ def prefix_at_budget(curve: AnytimeCurve, budget: float) -> int:
         raise InputError(f"budget must be a number, got {budget!r}") from exc
     if np.isnan(budget) or budget < 0:
         raise InputError(f"budget must be a number >= 0, got {budget!r}")
-    ok = curve.costs <= budget + _BUDGET_SLACK * max(1.0, abs(budget)) if np.isfinite(budget) \
-        else np.ones_like(curve.costs, dtype=bool)
-    return int(np.nonzero(ok)[0][-1])
+    return longest_affordable_prefix(curve.costs, budget)
 
 
 def value_at_budget(curve: AnytimeCurve, budget: float) -> float:

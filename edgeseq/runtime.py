@@ -32,6 +32,7 @@ from .runtime_inputs import as_group_array, check_budget, check_deadline, check_
 from .runtime_loop import BUSY, GroupReport, Step, _Clock, anytime_loop
 from .runtime_ort import PrefixRunner, load_verified_bytes
 from .runtime_worker import ExtractorWorker
+from .sequence import longest_affordable_prefix
 
 _F32 = np.dtype(np.float32)
 
@@ -148,10 +149,8 @@ class AnytimeSession:
         return len(self._runners)
 
     def prefix_for_budget(self, budget) -> int:
-        """Longest prefix whose cumulative cost is <= budget (inclusive, 1e-12 relative slack)."""
-        b = check_budget(budget)
-        slack = 1e-12 * max(1.0, b) if np.isfinite(b) else 0.0
-        return int(np.nonzero(self.cum_cost <= b + slack)[0][-1])
+        """Longest prefix whose cumulative cost is <= budget (inclusive, exact: the estimator's rule)."""
+        return longest_affordable_prefix(self.cum_cost, check_budget(budget))
 
     def _resolve_prefix(self, budget, prefix) -> int:
         if budget is not None and prefix is not None:

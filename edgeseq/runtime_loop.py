@@ -107,10 +107,9 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
     rows: list = []
     report = [GroupReport(s.name, NOT_REACHED, s.cost) for s in steps]
     stopped = "complete"
-    slack = 1e-12 * max(1.0, budget) if budget is not None and budget != float("inf") else 0.0
     for k, step in enumerate(steps):
         rep = report[k]
-        if budget is not None and step.cost > budget - spent + slack:
+        if budget is not None and spent + step.cost > budget:  # i.e. cum_cost[k+1] <= budget, exactly
             rep.status, stopped = OVER_BUDGET, "budget"
             rep.message = f"cost {step.cost:g} exceeds the remaining budget {max(budget - spent, 0.0):g}"
             break

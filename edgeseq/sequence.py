@@ -28,6 +28,15 @@ from .errors import InputError
 LINKS = ("identity", "sigmoid", "softmax")
 
 
+def longest_affordable_prefix(cum_cost, budget: float) -> int:
+    """The one budget rule every part of edgeseq uses: the longest prefix j with cum_cost[j] <= budget.
+
+    Exact comparison (no slack), so the estimator, the Python runtime, `edgeseq run` and the curves
+    agree to the last bit; a budget equal to a prefix's cumulative cost affords it.
+    """
+    return int(np.nonzero(np.asarray(cum_cost) <= budget)[0][-1])
+
+
 def sigmoid(z: np.ndarray) -> np.ndarray:
     """Numerically stable logistic function."""
     z = np.asarray(z, dtype=np.float64)
@@ -117,8 +126,7 @@ class FittedSequence:
         budget = float(budget)
         if np.isnan(budget) or budget < 0:
             raise InputError(f"budget must be a number >= 0, got {budget!r}")
-        # exact comparison, the same rule as the runtimes: a prefix is affordable iff cum_cost <= budget
-        return int(np.nonzero(self.cum_cost <= budget)[0][-1])
+        return longest_affordable_prefix(self.cum_cost, budget)
 
     def validate(self) -> None:
         """Internal consistency: catches a hand-edited or corrupted object before anything is emitted."""
