@@ -2,8 +2,11 @@
 
 `save_model` wraps the object as ``{"format": "edgeseq-model", "format_version": 1, ...}``.
 `load_model` also accepts a bare ``pickle.dump(est, f)`` of a fitted estimator or FittedSequence.
-Either way the unpickler resolves only an explicit allowlist of globals: edgeseq's own model classes,
-the numpy functions/types that rebuild arrays, and a few plain builtins. Anything else (``os.system``,
+Either way the unpickler resolves only an explicit allowlist of globals: edgeseq's own model classes
+and checked stand-ins for the few functions their pickles call (numpy's array/dtype/scalar rebuilders,
+copyreg._reconstructor, _codecs.encode), which accept only the arguments real model pickles use, so
+no builtin such as list/range/bytes can be called to blow a tiny file up into gigabytes. Files over
+MAX_MODEL_BYTES (1 GiB; configurable) are refused before they are read. Anything else (``os.system``,
 ``builtins.eval``, ``subprocess.Popen``, sklearn internals...) raises ModelFormatError naming the
 forbidden global, before it is ever called.
 """
@@ -12,8 +15,13 @@ from __future__ import annotations
 
 import importlib
 import io
+import math
+import os
 import pickle
+import re
 from pathlib import Path
+
+import numpy as np
 
 from .errors import ModelFormatError
 from .sequence import FittedSequence
@@ -22,21 +30,98 @@ MODEL_FORMAT = "edgeseq-model"
 MODEL_FORMAT_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 
-# what pickles of FittedSequence and the estimators reference (checked with pickletools.dis):
-# arrays (protocols 2-5, numpy 1.x and 2.x module paths), numpy scalars and dtypes.
-_NUMPY_ALLOWED = {
-    (mod, name)
-    for mod in ("numpy.core.multiarray", "numpy._core.multiarray")
-    for name in ("_reconstruct", "scalar")
-} | {
-    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
-    ("numpy", "ndarray"), ("numpy", "dtype"),
-}
-# protocol 0-2 pickles write bytes as _codecs.encode(str, "latin1") and protocols 0-1 rebuild objects
-# with copyreg._reconstructor(cls, object, None); all of these only construct data
-_BUILTINS_ALLOWED = {"bytes", "bytearray", "tuple", "list", "dict", "set", "frozenset", "int", "float",
-                     "complex", "bool", "str", "slice", "range", "object"}
-_OTHER_ALLOWED = {("_codecs", "encode"), ("copyreg", "_reconstructor"), ("copy_reg", "_reconstructor")}
+MAX_MODEL_BYTES = 1 << 30  # default cap on a model file's size; override with max_bytes= or the env var
+MAX_BYTES_ENV = "EDGESEQ_MAX_MODEL_BYTES"
+
+
+class _ObjectBase:
+    """Stands in for builtins.object, which pickles name only as the `base` argument of
+    copyreg._reconstructor; handing out the real (callable) object is not needed."""
+
+    def __call__(self, *args):
+        _refuse("builtins.object")
+
+
+_OBJECT_BASE = _ObjectBase()
+
+
+def _refuse(what: str):
+    raise ModelFormatError(f"model file calls {what} with arguments no edgeseq model pickle uses; "
+                           "refusing to load it")
+
+
+def _reconstructor(cls, base, state):
+    """copyreg._reconstructor as protocols 0-1 use it: object.__new__ of an edgeseq model class."""
+    if base is not _OBJECT_BASE or state is not None or not _is_edgeseq_model_class(cls):
+        _refuse("copyreg._reconstructor")
+    return object.__new__(cls)
+
+
+def _encode(text, encoding):
+    """_codecs.encode(str, "latin1"): how protocols 0-2 write bytes (output never longer than input)."""
+    if type(text) is not str or encoding not in ("latin1", "latin-1"):
+        _refuse("_codecs.encode")
+    return text.encode("latin1")
+
+
+def _empty_bytes(*args):
+    """builtins.bytes(): protocols 0-2 write b"" as a call without arguments; bytes(N) would allocate."""
+    if args:
+        _refuse("builtins.bytes")
+    return b""
+
+
+# a dtype spec as numpy pickles it: plain bool/int/float/complex/str/bytes, no object, no subarray
+_DTYPE_SPEC = re.compile(r"[<>=|]?(b1|[iu][1248]|f[248]|c(8|16)|[US][0-9]{1,9})")
+
+
+def _dtype(spec, align=False, copy=True):
+    if type(spec) is not str or not _DTYPE_SPEC.fullmatch(spec) or type(align) is not bool \
+            or type(copy) is not bool:
+        _refuse(f"numpy.dtype({spec!r:.40})")
+    return np.dtype(spec, align, copy)
+
+
+def _plain_dtype(dt) -> bool:
+    return isinstance(dt, np.dtype) and not dt.hasobject and dt.subdtype is None and dt.names is None
+
+
+def _reconstruct(cls, shape, code):
+    """numpy's array __reduce__ always writes _reconstruct(ndarray, (0,), b"b"): an empty array that
+    BUILD then fills from the file's bytes (numpy checks their length against the shape)."""
+    if cls is not np.ndarray or shape != (0,) or code != b"b":
+        _refuse("numpy _reconstruct")
+    return np.ndarray.__new__(np.ndarray, (0,), "b")
+
+
+def _scalar(dt, data=None):
+    if not _plain_dtype(dt) or type(data) is not bytes or len(data) != dt.itemsize:
+        _refuse("numpy scalar")
+    return np.frombuffer(data, dtype=dt)[0]
+
+
+def _frombuffer(buf, dt, shape, order):
+    """Protocol 5 arrays: a view of bytes already in the file, so the size is the file's."""
+    if (not isinstance(buf, (bytes, bytearray)) or not _plain_dtype(dt) or type(shape) is not tuple
+            or not all(type(n) is int and n >= 0 for n in shape) or order not in ("C", "F")
+            or math.prod(shape) * dt.itemsize != len(buf)):
+        _refuse("numpy _frombuffer")
+    return np.frombuffer(buf, dtype=dt).reshape(shape, order=order)
+
+
+# Every global that pickles of FittedSequence, the estimators and the save_model wrapper reference,
+# on every protocol (found by recording find_class while unpickling them; see tests/test_model_io.py):
+# each maps to a checked stand-in that accepts only the arguments those pickles use, so no builtin
+# (list, range, bytes(N), ...) can be called to turn a few bytes into gigabytes.
+_ALLOWED = {("copyreg", "_reconstructor"): _reconstructor, ("copy_reg", "_reconstructor"): _reconstructor,
+            ("_codecs", "encode"): _encode,
+            ("builtins", "object"): _OBJECT_BASE, ("__builtin__", "object"): _OBJECT_BASE,
+            ("builtins", "bytes"): _empty_bytes, ("__builtin__", "bytes"): _empty_bytes,
+            ("numpy", "dtype"): _dtype, ("numpy", "ndarray"): np.ndarray}
+for _mod in ("numpy.core", "numpy._core"):
+    _ALLOWED.update({(f"{_mod}.multiarray", "_reconstruct"): _reconstruct,
+                     (f"{_mod}.multiarray", "scalar"): _scalar,
+                     (f"{_mod}.numeric", "_frombuffer"): _frombuffer})
 
 
 def _is_edgeseq_model_class(obj) -> bool:
@@ -51,10 +136,8 @@ def _is_edgeseq_model_class(obj) -> bool:
 
 class _RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if module in ("builtins", "__builtin__") and name in _BUILTINS_ALLOWED:
-            return super().find_class(module, name)
-        if (module, name) in _NUMPY_ALLOWED or (module, name) in _OTHER_ALLOWED:
-            return super().find_class(module, name)
+        if (module, name) in _ALLOWED:
+            return _ALLOWED[(module, name)]
         if (module == "edgeseq" or module.startswith("edgeseq.")) and "." not in name:
             try:
                 obj = getattr(importlib.import_module(module), name)
@@ -64,11 +147,31 @@ class _RestrictedUnpickler(pickle.Unpickler):
             if _is_edgeseq_model_class(obj):
                 return obj
         raise ModelFormatError(f"model file references the forbidden global {module}.{name}; "
-                               "refusing to load it (only edgeseq models, numpy arrays and builtins)")
+                               "refusing to load it (only edgeseq models and numpy arrays)")
 
 
-def loads_model(data: bytes):
-    """Restricted-unpickle `data` and return the estimator or FittedSequence inside."""
+def _size_cap(max_bytes) -> int:
+    if max_bytes is None:
+        env = os.environ.get(MAX_BYTES_ENV)
+        try:
+            max_bytes = MAX_MODEL_BYTES if env is None else int(env)
+        except ValueError:
+            raise ModelFormatError(f"{MAX_BYTES_ENV}={env!r} is not a whole number of bytes") from None
+    return max_bytes
+
+
+def _check_size(size: int, max_bytes, what: str) -> None:
+    cap = _size_cap(max_bytes)
+    if size > cap:
+        raise ModelFormatError(f"{what} is {size} bytes, over the {cap}-byte limit for model files; if it "
+                               f"is trusted, raise the limit (max_bytes=... or {MAX_BYTES_ENV})")
+
+
+def loads_model(data: bytes, max_bytes: int | None = None):
+    """Restricted-unpickle `data` and return the estimator or FittedSequence inside.
+
+    `max_bytes`: refuse larger data (default MAX_MODEL_BYTES, or the EDGESEQ_MAX_MODEL_BYTES env var)."""
+    _check_size(len(data), max_bytes, "model data")
     try:
         obj = _RestrictedUnpickler(io.BytesIO(data)).load()
     except ModelFormatError:
@@ -87,12 +190,15 @@ def loads_model(data: bytes):
                            "(expected a fitted estimator or FittedSequence)")
 
 
-def load_model(path):
-    """Load a model file written by `save_model`, `edgeseq train` or a plain `pickle.dump`."""
+def load_model(path, max_bytes: int | None = None):
+    """Load a model file written by `save_model`, `edgeseq train` or a plain `pickle.dump`.
+
+    The size is checked before anything is read (see `loads_model` for `max_bytes`)."""
     p = Path(path)
     if not p.is_file():
         raise ModelFormatError(f"model file {p} does not exist")
-    return loads_model(p.read_bytes())
+    _check_size(p.stat().st_size, max_bytes, f"model file {p}")
+    return loads_model(p.read_bytes(), max_bytes)
 
 
 def save_model(est, path) -> None:

@@ -117,3 +117,82 @@ def test_unfitted_estimator_is_a_clear_error(tmp_path):
     save_model(AnytimeRegressor(), tmp_path / "u.pkl")
     with pytest.raises(ModelFormatError, match="not fitted"):
         as_sequence(load_model(tmp_path / "u.pkl"))
+
+
+def _proto2(*ops: bytes) -> bytes:
+    return b"\x80\x02" + b"".join(ops) + b"."
+
+
+def _global(mod: str, name: str) -> bytes:
+    return b"c" + mod.encode() + b"\n" + name.encode() + b"\n"
+
+
+_BIG = b"J" + (20_000_000).to_bytes(4, "little")  # BININT 2e7
+
+
+def test_tiny_pickle_calling_builtins_is_refused_before_allocating():
+    """49 bytes that unpickle to list(range(2e7)) (~800 MB) under plain pickle."""
+    import tracemalloc
+
+    data = _proto2(_global("__builtin__", "list"), _global("__builtin__", "range"), _BIG, b"\x85R\x85R")
+    assert len(data) == 49
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFormatError, match="forbidden global __builtin__.list"):
+            loads_model(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+
+
+@pytest.mark.parametrize("mod,name,args", [
+    ("__builtin__", "bytes", _BIG + b"\x85"),  # bytes(2e7): the one builtin pickles do call, but only as bytes()
+    ("builtins", "object", b")"),  # only ever the base argument of copyreg._reconstructor
+    ("_codecs", "encode", b"X\x01\x00\x00\x00aX\x04\x00\x00\x00zlib\x86"),
+    ("numpy._core.multiarray", "_reconstruct", _global("numpy", "ndarray") + b"(" + _BIG + b"tC\x01b\x87"),
+    ("numpy", "dtype", b"X\x01\x00\x00\x00O\x85"),  # object arrays could hold anything
+    ("copyreg", "_reconstructor", _global("edgeseq.regressor", "AnytimeRegressor")
+     + _global("edgeseq.regressor", "AnytimeRegressor") + b"N\x87"),
+])
+def test_allowed_globals_accept_only_the_arguments_model_pickles_use(mod, name, args):
+    with pytest.raises(ModelFormatError, match="refusing to load"):
+        loads_model(_proto2(_global(mod, name), args, b"R"))
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+@pytest.mark.parametrize("labels", ["int", "str", "multi"])
+def test_classifier_pickles_load_on_every_protocol(labels, protocol):
+    """The checked stand-ins still rebuild everything a classifier pickle holds (str classes, scalars)."""
+    import warnings
+
+    from edgeseq import AnytimeClassifier
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 5))
+    y = {"int": (X[:, 0] > 0).astype(int), "str": np.where(X[:, 0] > 0, "yes", "no"),
+         "multi": np.array(["a", "b", "c"])[np.digitize(X[:, 0], [-0.5, 0.5])]}[labels]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AnytimeClassifier(groups=[[0, 1], [2], [3, 4]], costs=[1, 2, 3]).fit(X, y)
+    data = pickle.dumps({"format": MODEL_FORMAT, "format_version": 1, "model": model}, protocol=protocol)
+    back = loads_model(data)
+    plain = pickle.loads(data)["model"]
+    assert pickle.dumps(back, protocol=4) == pickle.dumps(plain, protocol=4)
+    np.testing.assert_array_equal(back.predict_proba(X), model.predict_proba(X))
+
+
+def test_model_file_size_cap(tmp_path, est, monkeypatch):
+    model, X = est
+    path = tmp_path / "m.pkl"
+    save_model(model, path)
+    size = path.stat().st_size
+    with pytest.raises(ModelFormatError, match=f"{size} bytes, over the 1000-byte limit"):
+        load_model(path, max_bytes=1000)
+    monkeypatch.setenv("EDGESEQ_MAX_MODEL_BYTES", "1000")
+    with pytest.raises(ModelFormatError, match="EDGESEQ_MAX_MODEL_BYTES"):
+        load_model(path)
+    assert load_model(path, max_bytes=size).predict(X[:3]).shape == (3,)
+    monkeypatch.setenv("EDGESEQ_MAX_MODEL_BYTES", "lots")
+    with pytest.raises(ModelFormatError, match="not a whole number"):
+        load_model(path)
