@@ -148,8 +148,10 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
 }
 
 /*
- * Apply the link to z and write the prediction into slot `dst`; returns the argmax label
- * (-1 for regression) or -2 when the result is not finite (overflow).
+ * Apply the link to z and write the prediction into slot `dst`; returns the label (-1 for
+ * regression) or -2 when the result is not finite (overflow). The label is the FIRST index of the
+ * largest probability written to dst -- taken on the float32 probabilities, not on z, so it agrees
+ * with the prediction returned beside it and with ONNX ArgMax (select_last_index = 0) on a tie.
  */
 static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 {
@@ -178,20 +180,29 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
         const float e = expf(-fabsf(z[0]));
         const float big = 1.0f / (1.0f + e);
         const float small = e / (1.0f + e);
-        dst[0] = z[0] >= 0.0f ? small : big;
-        dst[1] = z[0] >= 0.0f ? big : small;
-        return z[0] > 0.0f ? 1 : 0;
+        const float p0 = z[0] >= 0.0f ? small : big;
+        const float p1 = z[0] >= 0.0f ? big : small;
+        dst[0] = p0;
+        dst[1] = p1;
+        return p1 > p0 ? 1 : 0; /* z > 0 tiny enough to round both to 0.5f is a tie: class 0 */
     }
     {
         /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P] */
         float sum = 0.0f;
+        float top = -1.0f;
         const float zmax = z[best];
         for (p = 0; p < n; ++p) {
             z[p] = expf(z[p] - zmax);
             sum += z[p];
         }
+        best = 0;
         for (p = 0; p < n; ++p) {
-            dst[p] = z[p] / sum;
+            const float q = z[p] / sum;
+            dst[p] = q;
+            if (q > top) { /* strict: the first of equal probabilities wins */
+                top = q;
+                best = p;
+            }
         }
         return (int32_t)best;
     }
@@ -218,8 +229,13 @@ static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_n
     s->filled += n_new;
     s->slot_prefix[target] = j;
     s->slot_label[target] = label;
-    ES_FENCE_RELEASE(); /* the slot's contents become visible before the counter that publishes it */
+    ES_FENCE_RELEASE(); /* (1) the slot's contents become visible before the counter that publishes it */
     s->seq = s->seq + 1u;
+    /* (2) the new counter becomes visible before any later store into the slot it just retired: the
+       next commit writes slot (seq + 1) & 1, which a reader that loaded the previous seq may still be
+       copying. Without this fence a weakly ordered core (ARMv7-A/v8, POWER) may expose those slot
+       stores first; that reader would then re-read an unchanged seq and accept a torn copy. */
+    ES_FENCE_RELEASE();
     return ES_OK;
 }
 
@@ -333,9 +349,12 @@ es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *l
         return ES_ERR_NOT_INIT;
     }
     n = s->model->n_pred;
+    /* seqlock read: load seq, acquire fence, copy the slot seq & 1, acquire fence, load seq again;
+       retry if it changed. A copy that saw any store of a later commit into this slot also sees that
+       commit's preceding counter increment (fence (2) in es_commit pairs with the second acquire). */
     do {
         before = s->seq;
-        ES_FENCE_ACQUIRE(); /* read the counter before the slot it designates */
+        ES_FENCE_ACQUIRE(); /* read the counter before the slot it designates (pairs with fence (1)) */
         slot = before & 1u;
         pre = s->slot_prefix[slot];
         lab = s->slot_label[slot];
@@ -359,8 +378,11 @@ es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *l
 
 uint32_t es_prefix(const es_state *s)
 {
-    if (!es_state_ok(s)) {
+    uint32_t pre = 0u;
+    /* the same fenced, retried read as es_current: a bare slot_prefix[seq & 1] load could return the
+       prefix a concurrent push is still computing (not yet published) */
+    if (es_current(s, NULL, &pre, NULL) != ES_OK) {
         return 0u;
     }
-    return s->slot_prefix[s->seq & 1u];
+    return pre;
 }

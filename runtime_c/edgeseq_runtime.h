@@ -33,28 +33,40 @@
  *   d_g copies and bit-pattern finiteness tests (d_g = the group's dimension; for P = 1 they are
  *   fused into the dot product, so they hide in its add latency),
  *   the link: softmax P expf + P divisions; sigmoid 1 expf + 2 divisions; identity nothing,
- *   2 * n_pred + 2 stores to publish.
+ *   n_pred + 3 stores and two release fences to publish.
  * The worst case is the last push: n_features * P multiply-adds (<prefix>_MACS_PER_PUSH_MAX).
- * es_current costs n_pred loads/stores plus two counter reads (no retry when called from an
- * interrupt handler on a single core, see below).
+ * es_current costs n_pred loads/stores plus two counter reads and two acquire fences (no retry
+ * when called from an interrupt handler on a single core, see below).
  *
  * INTERRUPT SAFETY AND MEMORY ORDERING. Predictions are committed through a double buffer indexed
- * by a sequence counter `seq`: a push computes into the slot that is NOT published (slot
- * (seq + 1) & 1), and only then increments seq, which publishes that slot in one aligned 32-bit
- * store. es_current reads seq, copies slot seq & 1, reads seq again and retries if it changed.
+ * by a sequence counter `seq` (a seqlock whose "write in progress" state is the unpublished slot):
+ * a push computes into the slot that is NOT published (slot (seq + 1) & 1), and only then
+ * increments seq, which publishes that slot in one aligned 32-bit store.
+ *   writer (es_commit):  store slot (seq+1)&1;  RELEASE (1);  seq = seq + 1;  RELEASE (2)
+ *   reader (es_current): b = seq;  ACQUIRE;  copy slot b&1;  ACQUIRE;  a = seq;  retry if a != b
+ * Fence (1) makes a slot visible before the counter that publishes it (pairs with the reader's
+ * first acquire). Fence (2) makes the new counter visible before any store of the NEXT commit into
+ * the slot it just retired -- the slot a reader that loaded the previous seq may still be copying;
+ * so a copy that saw any such store also sees the counter change (pairs with the second acquire)
+ * and is retried. Without (2) a weakly ordered multi-core CPU (ARMv7-A/v8, POWER) could expose
+ * the next commit's slot stores first and the reader would accept a torn copy.
  *  - Single core, reader in an interrupt handler (the firmware case): the handler runs to
  *    completion while the interrupted push is frozen, so seq cannot change during the read; the
  *    published slot is never the one being written; es_current never retries or waits.
  *  - Reader on another thread/core: the writer never waits; the reader retries when a publish
  *    happened during its copy (it then may have been reading a slot being rewritten).
  * Assumptions: an aligned uint32_t load/store is single-copy atomic (true on Cortex-M, RISC-V32/64,
- * x86; 8/16-bit cores, where an interrupt can split the counter's store, are not a target). All
- * shared fields are accessed through volatile lvalues, so the compiler keeps their program order. Hardware ordering: on one core program order
- * is what an interrupt handler observes. Across cores, ES_FENCE_RELEASE / ES_FENCE_ACQUIRE are
- * placed around the counter; they default to __atomic_thread_fence on GCC/Clang (a compiler-only
- * barrier on x86 and a `dmb` on ARMv7-M -- harmless there) and to nothing elsewhere; define them
- * before including this header (and when compiling edgeseq_runtime.c) to plug in your platform's
- * barrier.
+ * x86; 8/16-bit cores, where an interrupt can split the counter's store, are not a target); the
+ * counter does not wrap 2^32 times during one es_current call. All shared fields are accessed
+ * through volatile lvalues, so the compiler keeps their program order, and the fences are compiler
+ * barriers too. Hardware ordering: on one core program order is what an interrupt handler
+ * observes. Across cores the fences above do the ordering; they default to __atomic_thread_fence on
+ * GCC/Clang (a compiler-only barrier on x86, whose stores and loads are not reordered with each
+ * other, and a `dmb` on ARM -- harmless on single-core Cortex-M) and to nothing elsewhere; define
+ * ES_FENCE_RELEASE() and ES_FENCE_ACQUIRE() before including this header (and when compiling
+ * edgeseq_runtime.c) to plug in your platform's barrier. The tests (SIGALRM handler and a second
+ * thread, on x86) cannot expose a missing hardware fence: x86 never reorders stores with stores or
+ * loads with loads. The multi-core argument for weakly ordered CPUs rests on this reasoning only.
  *
  * THREADING. One writer per state (es_init/es_push/es_reset from one context); any number of
  * es_current readers. Enable the reader (e.g. the timer interrupt) only after es_init has returned;
@@ -164,8 +176,9 @@ es_status es_next_group(const es_state *state, es_group_info *info);
 es_status es_push(es_state *state, uint32_t group, const float *values, size_t n);
 
 /* Copy the last committed prediction (n_pred floats) into out. prefix (may be NULL) receives the
- * number of groups it uses; label (may be NULL) the argmax class index for classifiers, or -1 for
- * regression. out may be NULL to read only prefix/label. Safe from an interrupt handler. */
+ * number of groups it uses; label (may be NULL) the class index of the FIRST largest probability in
+ * the returned prediction for classifiers (so a tie at 0.5 gives 0), or -1 for regression. out
+ * may be NULL to read only prefix/label. Safe from an interrupt handler. */
 es_status es_current(const es_state *state, float *out, uint32_t *prefix, int32_t *label);
 
 /* Forget pushed groups and commit prefix 0 again (start the next sample). */

@@ -47,11 +47,44 @@ def test_every_prefix_matches_numpy(link, sizes, P, scale):
     for j, labels in enumerate(run.labels):
         if link == "identity":
             assert np.all(labels == -1)
-        else:  # argmax of the probabilities wherever the top two are clearly apart
+        else:  # the first maximum of C's own probabilities, and numpy's argmax where clearly apart
+            assert np.array_equal(labels, run.predictions[j].argmax(axis=1))
             ref = seq.apply_link(seq.linear(X, j))
             top2 = np.sort(ref, axis=1)[:, -2:]
             clear = top2[:, 1] - top2[:, 0] > 1e-4
             assert np.array_equal(labels[clear], ref[clear].argmax(axis=1))
+
+
+def _one_feature_classifier(link, intercepts, coef):
+    """Prefix 0 = the intercept alone; prefix 1 = x * coef + 0 (one group of one feature)."""
+    from edgeseq.sequence import FittedSequence
+    k = 2 if link == "sigmoid" else len(coef)
+    classes = np.array([f"c{i}" for i in range(k)])
+    return FittedSequence(task="classification", link=link, n_features_in=1, group_names=("a",),
+                          group_columns=(np.array([0]),), costs=np.array([1.0]), order=np.array([0]),
+                          coefs=(np.zeros((0, len(coef))), np.array([coef], dtype=float)),
+                          intercepts=np.array([intercepts, [0.0] * len(coef)], dtype=float),
+                          output_names=tuple(classes.tolist()), classes=classes, y_was_1d=False)
+
+
+def test_label_is_the_first_maximum_of_the_returned_probabilities():
+    """A logit too small to move float32 probabilities off a tie gives the FIRST class (as ONNX
+    ArgMax does), not the sign of z; wherever the probabilities differ, the larger one wins."""
+    seq = _one_feature_classifier("sigmoid", [1e-8], [1.0])
+    X = np.array([[1e-8], [0.0], [-1e-8], [2.0 ** -24], [2.0 ** -22], [-2.0 ** -22]])
+    run = run_c(seq, X)
+    np.testing.assert_array_equal(run.predictions[0], 0.5)
+    np.testing.assert_array_equal(run.labels[0], 0)  # z = 1e-8 > 0, yet the probabilities tie: class 0
+    p = run.predictions[1]
+    np.testing.assert_array_equal(p[:3], 0.5)
+    np.testing.assert_array_equal(run.labels[1][:3], [0, 0, 0])
+    assert p[3, 1] > p[3, 0] and p[4, 1] > p[4, 0] and p[5, 0] > p[5, 1]  # rounding moved them apart
+    np.testing.assert_array_equal(run.labels[1][3:], [1, 1, 0])
+
+    soft = _one_feature_classifier("softmax", [0.0, 1e-9, 0.0], [1.0, 1.0, 1.0])
+    run = run_c(soft, np.array([[0.0]]))
+    assert np.all(run.predictions[0] == run.predictions[0][0, 0])  # expf(-1e-9) == 1: a 3-way tie
+    assert run.labels[0][0] == 0  # logit argmax would be class 1
 
 
 @pytest.mark.parametrize("cc", compilers())
