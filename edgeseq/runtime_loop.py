@@ -9,7 +9,9 @@ Policies (also in the README):
   the run — later groups are never skipped to, because prefixes are contiguous.
 * deadline (wall seconds from the call): extractors run on the session's worker thread and the
   loop waits at most until the deadline; an overrunning extractor is reported `timeout`, its late
-  result is discarded, and the last committed prediction is returned at once.
+  result is discarded, and the last committed prediction is returned at once. If the deadline
+  passes before the worker thread has even started the extractor, the job is withdrawn (it never
+  runs, the session stays idle) and the group is reported `deadline`.
 * an extractor that raises, or returns a wrong shape / NaN / Inf, is reported (`error` /
   `invalid`) and ends the run; the last committed prediction is returned (no exception).
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from .errors import EdgeseqError
 from .runtime_inputs import as_group_array
+from .runtime_worker import ABANDONED, WITHDRAWN
 
 # status of a group in a run's report
 OK = "ok"                      # computed and committed
@@ -84,7 +87,10 @@ class _Clock:
 
 
 def _call(extractor, inputs, step: Step, worker, clock: _Clock):
-    """Run one extractor: inline without a deadline, on the worker with one. None = timed out."""
+    """Run one extractor: inline without a deadline, on the worker with one.
+
+    Returns (ok, value, elapsed_s), TIMEOUT (it overran and keeps running, result dropped) or
+    DEADLINE (the deadline passed before the worker thread started it: it never runs)."""
     if worker is None:
         t = time.perf_counter()
         try:
@@ -93,8 +99,10 @@ def _call(extractor, inputs, step: Step, worker, clock: _Clock):
             return False, exc, time.perf_counter() - t
     ticket = worker.submit(extractor, inputs, step.name)
     outcome = worker.wait(ticket, max(0.0, clock.remaining()))
-    if outcome is None:
-        return None
+    if outcome == WITHDRAWN:  # the deadline passed before the thread picked the job up
+        return DEADLINE
+    if outcome == ABANDONED:
+        return TIMEOUT
     return outcome.ok, outcome.value, outcome.elapsed_s
 
 
@@ -118,13 +126,14 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
             rep.message = "no extractor was given for this group"
             break
         remaining = clock.remaining()
-        if remaining is not None and remaining <= 0:
+        got = DEADLINE if remaining is not None and remaining <= 0 else \
+            _call(extractors[step.name], inputs, step, worker, clock)
+        if got == DEADLINE:  # checked here, or it passed before the worker thread picked the job up
             rep.status, stopped = DEADLINE, DEADLINE
             rep.message = "the deadline had passed before this group could start"
             break
         spent += step.cost
-        got = _call(extractors[step.name], inputs, step, worker, clock)
-        if got is None:
+        if got == TIMEOUT:
             rep.status, stopped = TIMEOUT, TIMEOUT
             rep.message = ("the extractor overran the deadline; it keeps running on the session's worker "
                            "thread and its result will be discarded")

@@ -4,7 +4,8 @@ Python cannot kill a thread, so an overrunning extractor keeps running after its
 This worker bounds the damage: one thread per session (never more), one job at a time, and a job
 whose caller gave up is *abandoned* — its result (or exception) is dropped the moment it finishes,
 so nothing accumulates. While an abandoned job is still running the worker is `busy`; the session
-decides what a new run does then (see `AnytimeSession.run`).
+decides what a new run does then (see `AnytimeSession.run`). A job whose caller gave up before the
+thread picked it up is *withdrawn* instead: it never runs, so nothing outlives the caller's return.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+
+# what `wait` returns when the timeout passed first
+ABANDONED = "abandoned"  # the job was running: it finishes in the background, its result is dropped
+WITHDRAWN = "withdrawn"  # the job had not started: it was removed and will never run
 
 
 @dataclass
@@ -63,14 +68,20 @@ class ExtractorWorker:
             self._cv.notify_all()
             return self._ticket
 
-    def wait(self, ticket: int, timeout: float | None) -> JobOutcome | None:
-        """The job's outcome, or None if it did not finish within `timeout` (it is then abandoned)."""
+    def wait(self, ticket: int, timeout: float | None) -> JobOutcome | str:
+        """The job's outcome, or, if it did not finish within `timeout`, WITHDRAWN (it had not
+        started and never will) or ABANDONED (it is running; its result will be dropped)."""
         with self._cv:
             done = self._cv.wait_for(
                 lambda: self._outcome is not None and self._outcome[0] == ticket, timeout)
             if not done:
+                # decided under the lock, so the thread cannot pick the job up in between
+                if self._job is not None and self._job[0] == ticket:
+                    self._job = None
+                    self._cv.notify_all()  # wake wait_idle: the worker is idle again
+                    return WITHDRAWN
                 self._abandoned = ticket
-                return None
+                return ABANDONED
             outcome = self._outcome[1]
             self._outcome = None
             return outcome

@@ -148,6 +148,49 @@ def test_late_result_is_discarded(worker):
     assert worker.wait(ticket, 2).value == 42
 
 
+class GatedWorker(ExtractorWorker):
+    """A worker whose thread picks up no job until `gate` is set: the case of a thread not yet
+    scheduled when the caller's deadline passes."""
+
+    def __init__(self):
+        self.gate = threading.Event()
+        super().__init__("gated-worker")
+
+    def _loop(self):
+        self.gate.wait(10)
+        super()._loop()
+
+
+def _never_started_job_is_withdrawn(run_until_timeout):
+    """Time out while the job waits for the thread; it must never run and leave the worker idle."""
+    gated = GatedWorker()
+    calls = []
+    try:
+        result = run_until_timeout(gated, lambda _: calls.append(1) or np.zeros(1))
+        assert not gated.busy and gated.wait_idle(0)  # idle at once, before the thread ever runs
+        gated.gate.set()
+        # the thread takes jobs in order: once a later job has returned, a leftover would have run
+        assert gated.wait(gated.submit(lambda x: x + 1, 1, "later"), 5).value == 2
+        assert calls == []
+        return result
+    finally:
+        gated.gate.set()
+        gated.close()
+
+
+def test_wait_withdraws_a_job_the_thread_has_not_started():
+    outcome = _never_started_job_is_withdrawn(
+        lambda w, fn: w.wait(w.submit(fn, None, "pending"), 0.02))
+    assert outcome == "withdrawn"
+
+
+def test_deadline_passing_before_the_thread_starts_the_extractor():
+    out = _never_started_job_is_withdrawn(
+        lambda w, fn: anytime_loop(STEPS, commit, "p0", {**EXTRACTORS, "a": fn}, deadline_s=0.05, worker=w))
+    assert out.prefix == 0 and out.prediction == "p0" and out.spent_cost == 0.0
+    assert statuses(out) == ["deadline", "not_reached", "not_reached"] and out.stopped_by == "deadline"
+
+
 def test_deadline_zero_commits_nothing(worker):
     out = anytime_loop(STEPS, commit, "p0", EXTRACTORS, deadline_s=0.0, worker=worker)
     assert out.prefix == 0 and out.report[0].status == "deadline" and out.spent_cost == 0.0
