@@ -14,8 +14,8 @@ import numpy as np
 
 from .stats import SufficientStats
 
-EIG_RTOL = 1e-10  # directions with eigenvalue <= EIG_RTOL * largest are dropped
-CONST_RTOL = 1e-12  # a group whose spread is below this fraction of its mean's size carries no signal
+EIG_RTOL = 1e-10  # correlation-matrix directions with eigenvalue <= EIG_RTOL * largest are dropped
+CONST_RTOL = 1e-12  # a column whose spread is below this fraction of its own mean carries no signal
 
 
 @dataclass
@@ -43,25 +43,37 @@ class WorkingProblem:
 
 
 def _group_transform(cov: np.ndarray, mean: np.ndarray, whiten: bool) -> np.ndarray:
+    """Raw-centred -> working map of one group, (d_g, k_g); unit-free, so columns of very different
+    scales (or offsets) in one group are treated alike.
+
+    A column is constant when its variance is rounding noise around its OWN mean. Whitening
+    decomposes the correlation matrix D^-½ Σ D^-½ = U Λ Uᵀ, so T = D^-½ U Λ^-½ and the null-direction
+    test (λ <= EIG_RTOL · λ_max) does not depend on the columns' units.
+    """
     d = cov.shape[0]
-    scale = max(float(np.max(np.abs(mean))) if d else 0.0, 1e-300)
-    floor = (CONST_RTOL * scale) ** 2  # variance this small is rounding noise around a constant
-    if not whiten:
-        var = np.diag(cov)
-        keep = np.nonzero(var > max(floor, 0.0))[0]
-        T = np.zeros((d, keep.size))
-        T[keep, np.arange(keep.size)] = 1.0 / np.sqrt(var[keep])
-        return T
-    evals, evecs = np.linalg.eigh(cov)
-    top = evals[-1] if d else 0.0
-    if top <= floor or top <= 0:
+    var = np.diag(cov)
+    live = np.nonzero(var > (CONST_RTOL * np.abs(mean)) ** 2)[0]  # also excludes var <= 0
+    if live.size == 0:
         return np.zeros((d, 0))
-    keep = evals > EIG_RTOL * top
+    inv_sd = 1.0 / np.sqrt(var[live])
+    T = np.zeros((d, live.size))
+    if not whiten:
+        T[live, np.arange(live.size)] = inv_sd
+        return T
+    corr = cov[np.ix_(live, live)] * inv_sd[:, None] * inv_sd[None, :]
+    evals, evecs = np.linalg.eigh(corr)
+    keep = evals > EIG_RTOL * evals[-1]
     # deterministic sign: largest-magnitude entry of each eigenvector positive
     vecs = evecs[:, keep]
     signs = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(vecs.shape[1])])
     signs[signs == 0] = 1.0
-    return (vecs * signs) / np.sqrt(evals[keep])
+    return T[:, :0] if not keep.any() else _embed(live, d, inv_sd[:, None] * vecs * signs / np.sqrt(evals[keep]))
+
+
+def _embed(rows: np.ndarray, d: int, block: np.ndarray) -> np.ndarray:
+    out = np.zeros((d, block.shape[1]))
+    out[rows] = block
+    return out
 
 
 def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> WorkingProblem:

@@ -112,7 +112,8 @@ def solve_group_lasso(K: np.ndarray, q: np.ndarray, slices, costs: np.ndarray, l
             u = w[s] - (Kw[s] - q[s]) / L[g]
             nu = np.linalg.norm(u)
             thr = lam * costs[g] / L[g]
-            new = (1.0 - thr / nu) * u if nu > thr else np.zeros_like(u)
+            # a block within rounding of its threshold (e.g. the first group at exactly λ_max) stays zero
+            new = (1.0 - thr / nu) * u if nu > thr * (1.0 + 1e-12) else np.zeros_like(u)
             delta = new - w[s]
             if np.any(delta):
                 Kw += cols[g] @ delta

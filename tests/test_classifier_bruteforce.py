@@ -129,8 +129,16 @@ def test_refit_gradient_recomputed_below_tolerance(n_classes, fast):
     for g in (3, 0, 5):
         fit = state.add(g)
         m = fit.W.shape[0]
-        A = np.hstack([ref_whiten(X, groups)[h] for h in state.order])  # same basis up to column signs
-        A *= np.sign(np.sum(A * state.Zs[:, :m], axis=0))
+        A = state.Zs[:, :m]
+        start = 0
+        for h in state.order:  # each group: a whitened basis of the same span as the reference's
+            Ar = ref_whiten(X, groups)[h]
+            Ah = A[:, start:start + Ar.shape[1]]
+            Q = Ar.T @ Ah / len(A)  # Ah = Ar Q with Q orthogonal
+            np.testing.assert_allclose(Q.T @ Q, np.eye(Ar.shape[1]), atol=1e-8)
+            np.testing.assert_allclose(Ar @ Q, Ah, atol=1e-8)
+            start += Ar.shape[1]
+        assert start == m
         _, grad = ref_objective(np.concatenate([fit.b, fit.W.ravel()]), A, Y, 1e-4, n_classes == 2)
         assert np.max(np.abs(grad)) <= GRAD_TOL
         assert fit.converged and fit.grad_norm <= GRAD_TOL

@@ -161,3 +161,22 @@ def test_unused_columns_and_label_groups():
         np.testing.assert_allclose(est.predict(X_nan), est.predict(X))
     named = AnytimeRegressor(["imu", "imu", "cam", None, "cam"], [1.0, 5.0]).fit(X, y)
     assert named.group_names_ == ["cam", "imu"]
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.parametrize("method", ["omp", "fr", "single"])
+def test_units_and_offsets_inside_a_group_do_not_matter(whiten, method):
+    """Rescaling or shifting single columns (changing units) must not change the model's predictions:
+    whitening and the constant-column test are unit-free."""
+    rng = np.random.default_rng(12)
+    n = 200
+    X = rng.normal(size=(n, 5))
+    y = X[:, 0] + 0.5 * X[:, 1] - X[:, 3] + 0.1 * rng.normal(size=n)
+    groups, costs = [[0, 1], [2, 3], [4]], [1.0, 2.0, 0.5]
+    ref = AnytimeRegressor(groups, costs, method=method, whiten=whiten).fit(X, y)
+    for scale, shift in [([1e3, 1e-5, 1, 1, 1], 0.0), ([1, 1e-7, 1e4, 1, 1], [1e6, 0, 0, -3e5, 0])]:
+        Xs = X * scale + shift
+        est = AnytimeRegressor(groups, costs, method=method, whiten=whiten).fit(Xs, y)
+        assert est.sequence_.tolist() == ref.sequence_.tolist()
+        np.testing.assert_allclose(est.train_curve_, ref.train_curve_, atol=1e-7)
+        np.testing.assert_allclose(est.predict(Xs), ref.predict(X), atol=1e-6)
