@@ -7,6 +7,7 @@ at most a hidden `.<name>.tmp-*` directory, never a half-written `out_dir` that 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -20,7 +21,7 @@ from edgeseq.sequence import FittedSequence
 
 from . import onnx_graphs
 from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST, dump_manifest, manifest_checksum,
-                       read_verified, sha256_file, validate_manifest)
+                       listed_files, read_verified, sha256_file, validate_manifest)
 from .names import onnx_input_names
 
 C_HEADER, C_SOURCE = "edgeseq_model.h", "edgeseq_model.c"
@@ -172,8 +173,36 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model)
 def _prepare_target(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not force:
         raise ExportError(f"{out} is not empty; choose another directory or pass --force to replace it")
+    why = _not_an_export(out)
+    if why:
+        raise ExportError(f"--force replaces only an empty directory or an earlier edgeseq export, and {out} "
+                          f"{why}; nothing was deleted - choose another directory or remove it yourself")
+
+
+def _not_an_export(out: Path) -> str | None:
+    """Why `out` is not an earlier export that --force may delete (None when it is one): its
+    manifest.json must parse, say "format": "edgeseq-export", and list every entry of the directory."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"has no {MANIFEST}"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return f"has a {MANIFEST} that is not readable JSON"
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        return f'has a {MANIFEST} without "format": "{FORMAT}"'
+    try:
+        listed = {MANIFEST} | {e["file"] for e in listed_files(manifest)}
+    except (KeyError, TypeError):
+        return f"has a {MANIFEST} whose file list is unreadable"
+    foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir()
+                     if p.name not in listed or p.is_symlink() or not p.is_file())
+    if foreign:
+        return f"holds entries its {MANIFEST} does not list: {', '.join(foreign[:5])}"
+    return None
 
 
 def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, model_name=None,
@@ -182,7 +211,9 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
 
     `model_name` defaults to `out_dir`'s name; `c_prefix` (a C identifier) to one derived from it.
     `check_stats`: optional (n, D) sample rows for the float32-vs-float64 check (default: rows drawn
-    from the training statistics stored in `seq`). Refuses a non-empty `out_dir` unless `force`.
+    from the training statistics stored in `seq`). Refuses a non-empty `out_dir`; with `force` it
+    replaces only an earlier edgeseq export (manifest.json with "format": "edgeseq-export" listing every
+    entry) - never an arbitrary directory, which --force would otherwise delete.
     """
     if not isinstance(seq, FittedSequence):
         raise ExportError(f"export_model needs a FittedSequence, got {type(seq).__name__}")

@@ -128,6 +128,21 @@ def test_errors_are_one_line_and_nonzero(files, tmp_path, case):
     assert expected in text
 
 
+def test_force_never_deletes_a_directory_that_is_not_an_export(files, tmp_path):
+    d, _ = files
+    assert invoke("train", d / "bc.npz", "--groups", d / "groups_idx.json", "-o", tmp_path / "m.pkl",
+                  "--quiet").exit_code == 0
+    home = tmp_path / "home"
+    (home / "sub").mkdir(parents=True)
+    (home / "notes.txt").write_text("precious")
+    res = invoke("export", tmp_path / "m.pkl", home, "--force")
+    assert res.exit_code != 0 and "earlier edgeseq export" in res.stderr and "nothing was deleted" in res.stderr
+    assert (home / "notes.txt").read_text() == "precious" and (home / "sub").is_dir()
+    assert invoke("export", tmp_path / "m.pkl", tmp_path / "out").exit_code == 0
+    assert invoke("export", tmp_path / "m.pkl", tmp_path / "out", "--force").exit_code == 0
+    read_verified(tmp_path / "out")
+
+
 @pytest.mark.parametrize("cmd", ["train", "export", "inspect"])
 def test_help(cmd):
     res = invoke(cmd, "--help")

@@ -155,17 +155,45 @@ def test_overflowing_coefficients_are_refused(tmp_path, seq):
     assert not (tmp_path / "o").exists()
 
 
-def test_refuses_non_empty_dir_and_force_replaces(tmp_path, seq):
+def test_refuses_non_empty_dir_and_force_replaces_only_an_earlier_export(tmp_path, seq):
     d = tmp_path / "o"
     d.mkdir()
-    (d / "keep.txt").write_text("user data")
+    (d / "notes.txt").write_text("user data")
+    (d / "sub").mkdir()
+    (d / "sub" / "more.txt").write_text("more")
     with pytest.raises(ExportError, match="not empty.*--force"):
         export_model(seq, d)
-    assert (d / "keep.txt").read_text() == "user data"
-    export_model(seq, d, force=True)
-    assert not (d / "keep.txt").exists()
-    read_verified(d)
-    assert sorted(os.listdir(tmp_path)) == ["o"]  # no temporary or backup directories left
+    with pytest.raises(ExportError, match="has no manifest.json.*nothing was deleted"):
+        export_model(seq, d, force=True)  # --force never deletes an arbitrary directory
+    assert (d / "notes.txt").read_text() == "user data" and (d / "sub" / "more.txt").read_text() == "more"
+    e = tmp_path / "e"
+    e.mkdir()
+    export_model(seq, e, force=True)  # an empty directory is fine
+    first = read_verified(e)
+    seq.costs = seq.costs * 2  # an earlier export is replaced by the new one
+    export_model(seq, e, force=True)
+    assert read_verified(e)["groups"][0]["cost"] == 2 * first["groups"][0]["cost"]
+    assert sorted(os.listdir(tmp_path)) == ["e", "o"]  # no temporary or backup directories left
+
+
+@pytest.mark.parametrize("change", ["notes", "subdir", "format", "garbage"])
+def test_force_refuses_an_export_with_foreign_entries(tmp_path, seq, change):
+    d = tmp_path / "o"
+    export_model(seq, d)
+    if change == "notes":
+        (d / "notes.txt").write_text("mine")
+    elif change == "subdir":
+        (d / "sub").mkdir()
+    else:
+        m = json.loads((d / "manifest.json").read_text())
+        m["format"] = "something-else"
+        (d / "manifest.json").write_text("{" if change == "garbage" else json.dumps(m))
+    before = sorted(os.listdir(d))
+    why = {"notes": "does not list: notes.txt", "subdir": "does not list: sub/",
+           "format": 'without "format": "edgeseq-export"', "garbage": "not readable JSON"}[change]
+    with pytest.raises(ExportError, match=why):
+        export_model(seq, d, force=True)
+    assert sorted(os.listdir(d)) == before
 
 
 def test_crash_mid_export_leaves_nothing_that_looks_valid(tmp_path, seq, monkeypatch):

@@ -15,7 +15,7 @@ from ._main import main
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--c-prefix", help="Prefix of every C symbol (a C identifier); default: from the model name.")
 @click.option("--model-name", help="Name stored in the manifest; default: the model file's stem.")
-@click.option("--force", is_flag=True, help="Replace a non-empty OUT_DIR.")
+@click.option("--force", is_flag=True, help="Replace OUT_DIR if it is an earlier edgeseq export (never any other non-empty directory).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
 def export_command(model, out_dir, c_prefix, model_name, force, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
