@@ -125,6 +125,16 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         proba = self.predict_proba(X, budget, prefix)  # first: raises NotFittedError before classes_ is read
         return self.classes_[np.argmax(proba, axis=1)]
 
+    def score(self, X, y, sample_weight=None):
+        """Accuracy of the full model; labels never seen in training are an error, not a silent miss."""
+        self._check_fitted()
+        known = set(self.classes_.tolist())
+        unseen = sorted({v for v in np.asarray(y).ravel().tolist() if v not in known}, key=str)
+        if unseen:
+            raise InputError(f"y contains label(s) {unseen[:10]} not seen in training; "
+                             f"the model knows {self.classes_[:20].tolist()}")
+        return super().score(X, y, sample_weight=sample_weight)
+
     def staged_predict_proba(self, X):
         """Yield the class probabilities of prefix 0, 1, ..., J."""
         for seq, z in self._staged_linear(X):
