@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, IntegrityError
 
 
 @dataclass
@@ -25,7 +25,16 @@ class FeatureRows:
 
 
 def _model_columns(manifest: dict) -> list[int]:
-    return sorted(c for g in manifest["groups"] for c in g["columns"])
+    """The raw columns the model's groups use; a manifest that disagrees with itself (read without
+    `read_verified`) is an IntegrityError here rather than an IndexError deep in the matching."""
+    D, names = manifest["n_features_in"], manifest["feature_names"]
+    if names is not None and len(names) != D:
+        raise IntegrityError(f"manifest feature_names has {len(names)} entries, n_features_in is {D}")
+    used = sorted(c for g in manifest["groups"] for c in g["columns"])
+    if used and not 0 <= used[0] <= used[-1] < D:
+        raise IntegrityError(f"manifest groups use column {used[-1] if used[-1] >= D else used[0]}, "
+                             f"outside 0..{D - 1} (n_features_in {D})")
+    return used
 
 
 def _select(header: list[str] | None, n_cols: int, manifest: dict, path, ignore=()) -> list[int]:

@@ -235,3 +235,86 @@ def test_checksums_are_not_a_signature_but_inconsistent_graphs_are_caught(out):
     read_verified(out)
     with pytest.raises(IntegrityError, match="prefix_001.onnx"):
         sequence_from_export(out)
+
+
+def _rehash(out, edit) -> None:
+    """Edit manifest.json and recompute its checksum: what a careless tool (or an attacker) produces,
+    invisible to the sha256 checks."""
+    from edgeseq.export.manifest import dump_manifest, manifest_checksum
+
+    m = json.loads((out / "manifest.json").read_text())
+    edit(m)
+    m["manifest_sha256"] = manifest_checksum(m)
+    (out / "manifest.json").write_bytes(dump_manifest(m))
+
+
+def _set_columns(m, k, cols):
+    g = m["groups"][k]
+    g["columns"], g["dim"] = cols, len(cols)
+    g["column_names"] = [m["feature_names"][c] if c < len(m["feature_names"]) else "x" for c in cols]
+
+
+_EDITS = {  # (link, edit, the field the error must name)
+    "names_short": ("identity", lambda m: m.update(feature_names=m["feature_names"][:-1]), "feature_names has"),
+    "names_repeat": ("identity", lambda m: m["feature_names"].__setitem__(1, m["feature_names"][0]),
+                     "feature_names repeats"),
+    "mean_long": ("identity", lambda m: m["feature_mean"].append(0.0), "feature_mean has"),
+    "std_short": ("identity", lambda m: m["feature_std"].pop(), "feature_std has"),
+    "column_names": ("identity", lambda m: m["groups"][0]["column_names"].reverse(), r"groups\[0\].column_names"),
+    "column_out_of_range": ("identity", lambda m: _set_columns(m, 0, m["groups"][0]["columns"]
+                                                               + [m["n_features_in"]]), r"groups\[0\].columns.*outside"),
+    "columns_overlap": ("identity", lambda m: _set_columns(m, 1, m["groups"][0]["columns"]), r"groups\[1\].columns.*disjoint"),
+    "column_repeated": ("identity", lambda m: _set_columns(m, 0, m["groups"][0]["columns"][:1] * 2), "disjoint"),
+    "dim": ("identity", lambda m: m["groups"][0].update(dim=m["groups"][0]["dim"] + 1), r"groups\[0\].dim"),
+    "group_name_repeat": ("identity", lambda m: m["groups"][1].update(name=m["groups"][0]["name"]), r"groups\[\].name"),
+    "cost": ("identity", lambda m: m["groups"][0].update(cost=m["groups"][0]["cost"] * 1.5), r"groups\[0\].cum_cost"),
+    "group_cum_cost": ("identity", lambda m: m["groups"][2].update(cum_cost=m["groups"][2]["cum_cost"] + 1),
+                       r"groups\[2\].cum_cost.*running sum"),
+    "prefix_cum_cost": ("identity", lambda m: m["prefixes"][2].update(cum_cost=m["prefixes"][2]["cum_cost"] * 0.5),
+                        r"prefixes\[2\].cum_cost"),
+    "prefix0_cum_cost": ("identity", lambda m: m["prefixes"][0].update(cum_cost=0.5), r"prefixes\[0\].cum_cost"),
+    "identity_names": ("identity", lambda m: m["outputs"]["names"].append("extra"), "outputs.names"),
+    "identity_classes": ("identity", lambda m: m["outputs"].update(classes=["a", "b"]), "outputs.classes"),
+    "task_link": ("identity", lambda m: m.update(task="classification"), "link"),
+    "c_header": ("identity", lambda m: m["c"].update(header="other.h"), "c.header"),
+    "c_source": ("identity", lambda m: m["c"].update(source=m["prefixes"][0]["file"]), "c.source"),
+    "sigmoid_n_outputs": ("sigmoid", lambda m: m["outputs"].update(n_outputs=2), "outputs.n_outputs"),
+    "sigmoid_names": ("sigmoid", lambda m: m["outputs"]["names"].pop(), "outputs.names"),
+    "sigmoid_classes": ("sigmoid", lambda m: m["outputs"]["classes"].append("c2"), "outputs.classes"),
+    "softmax_classes": ("softmax", lambda m: m["outputs"]["classes"].pop(), "outputs.classes"),
+    "softmax_names": ("softmax", lambda m: m["outputs"]["names"].pop(), "outputs.names"),
+    "softmax_no_classes": ("softmax", lambda m: m["outputs"].update(classes=None), "outputs.classes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_EDITS))
+def test_self_consistent_checksums_do_not_hide_inconsistent_fields(tmp_path, case):
+    link, edit, field = _EDITS[case]
+    P = {"identity": 1, "sigmoid": 1, "softmax": 3}[link]
+    s = random_sequence(np.random.default_rng(5), (2, 3, 1, 2), n_outputs=P, link=link)
+    s.feature_names = tuple(f"col{i}" for i in range(s.n_features_in))
+    s.feature_mean = np.zeros(s.n_features_in)
+    s.feature_std = np.ones(s.n_features_in)
+    out = tmp_path / "o"
+    export_model(s, out)
+    read_verified(out)
+    _rehash(out, edit)
+    with pytest.raises(IntegrityError, match=field):
+        read_verified(out)
+
+
+def test_runtime_data_reports_a_manifest_that_disagrees_with_itself(tmp_path, out):
+    """read_feature_rows on a manifest dict that was never verified: a clear error, not an IndexError."""
+    from edgeseq.runtime_data import read_feature_rows
+
+    m = read_verified(out)
+    D = m["n_features_in"]
+    data = tmp_path / "d.csv"
+    data.write_text(",".join(f"c{i}" for i in range(D)) + "\n" + ",".join("1" for _ in range(D)) + "\n")
+    assert read_feature_rows(data, m).X.shape == (1, D)
+    with pytest.raises(IntegrityError, match="feature_names has 2 entries, n_features_in is"):
+        read_feature_rows(data, {**m, "feature_names": ["c0", "c1"]})
+    bad = json.loads(json.dumps(m))
+    bad["groups"][0]["columns"] = [D + 3]
+    with pytest.raises(IntegrityError, match=f"column {D + 3}, outside"):
+        read_feature_rows(data, bad)
