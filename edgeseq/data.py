@@ -85,7 +85,14 @@ def read_csv(path, target: str, task: str = "regression") -> Dataset:
             raise InputError(f"{path}, line {r}: {len(row)} fields, the header has {len(header)}")
         for k, i in enumerate(feats):
             X[r - 2, k] = _parse_float(row[i].strip(), f"{path}, line {r}, column {header[i]!r}")
-    y = _target_values([row[t].strip() for row in rows[1:]], task, path)
+    cells = [row[t].strip() for row in rows[1:]]
+    empty = [r for r, c in enumerate(cells, start=2) if not c]
+    if empty:  # else a classifier would learn a class '' (and regression would fail without a line)
+        raise InputError(f"{path}, line {empty[0]}: the target {target!r} is empty; every row needs a "
+                         f"{'label' if task == 'classification' else 'value'} "
+                         f"({len(empty)} row(s) lack one, lines {', '.join(map(str, empty[:5]))}"
+                         f"{', ...' if len(empty) > 5 else ''})")
+    y = _target_values(cells, task, path)
     return Dataset(X, y, tuple(header[i] for i in feats), tuple(header), t)
 
 
@@ -107,6 +114,11 @@ def read_npz(path, target: str | None = None) -> Dataset:
         raise InputError(f"{path}: need X of shape (n, D) and y of shape (n,), got {X.shape} and {y.shape}")
     if not np.issubdtype(X.dtype, np.number):
         raise InputError(f"{path}: X must be numeric, got dtype {X.dtype}")
+    if y.dtype.kind in "US":
+        empty = np.flatnonzero(np.char.strip(y.astype(str)) == "")
+        if empty.size:
+            raise InputError(f"{path}: y[{empty[0]}] is an empty label ({empty.size} row(s) of y are "
+                             "empty or whitespace); every row needs a label")
     names = None
     if "feature_names" in arrays:
         fn = arrays["feature_names"]

@@ -143,6 +143,30 @@ def test_force_never_deletes_a_directory_that_is_not_an_export(files, tmp_path):
     read_verified(tmp_path / "out")
 
 
+@pytest.mark.parametrize("task", ["classification", "regression"])
+@pytest.mark.parametrize("cell", ["", "   ", "\t"])
+def test_empty_target_cells_are_refused_with_the_line(tmp_path, task, cell):
+    """An empty label would otherwise become a class '' that the classifier learns and predicts."""
+    from edgeseq.data import read_data
+    from edgeseq.errors import InputError
+
+    path = tmp_path / "d.csv"
+    path.write_text(f"a,b,y\n1,2,0\n3,4,{cell}\n5,6,1\n7,8,{cell}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"line 3: the target 'y' is empty.*2 row\(s\).*lines 3, 5"):
+        read_data(path, "y", task)
+    path.write_text("a,b,y\n1,2,0\n3,4,1\n", encoding="utf-8")
+    assert read_data(path, "y", task).y.tolist() == [0, 1]
+
+
+def test_empty_string_labels_in_npz_are_refused(tmp_path):
+    from edgeseq.data import read_data
+    from edgeseq.errors import InputError
+
+    np.savez(tmp_path / "d.npz", X=np.ones((3, 2)), y=np.array(["a", " ", "b"]))
+    with pytest.raises(InputError, match=r"y\[1\] is an empty label"):
+        read_data(tmp_path / "d.npz")
+
+
 @pytest.mark.parametrize("cmd", ["train", "export", "inspect"])
 def test_help(cmd):
     res = invoke(cmd, "--help")
