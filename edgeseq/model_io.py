@@ -134,7 +134,23 @@ def _is_edgeseq_model_class(obj) -> bool:
     return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator))
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
+class _RestrictedUnpickler(pickle._Unpickler):
+    """The pure-Python unpickler, because only it lets BUILD be checked: the C one would let a file
+    `setattr` on an allowed *class* (e.g. FittedSequence.validate = None) for the whole process."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def _load_build(self):
+        target = self.stack[-2] if len(self.stack) >= 2 else None
+        if isinstance(target, type) or not (isinstance(target, (np.ndarray, np.dtype))
+                                            or _is_edgeseq_model_class(type(target))):
+            raise ModelFormatError(f"model file sets the state of a {type(target).__name__} object; only "
+                                   "edgeseq model instances and numpy arrays/dtypes are rebuilt that way, "
+                                   "refusing to load it")
+        pickle._Unpickler.load_build(self)
+
+    dispatch[pickle.BUILD[0]] = _load_build
+
     def find_class(self, module, name):
         if (module, name) in _ALLOWED:
             return _ALLOWED[(module, name)]

@@ -196,3 +196,16 @@ def test_model_file_size_cap(tmp_path, est, monkeypatch):
     monkeypatch.setenv("EDGESEQ_MAX_MODEL_BYTES", "lots")
     with pytest.raises(ModelFormatError, match="not a whole number"):
         load_model(path)
+
+
+@pytest.mark.parametrize("target", [_global("edgeseq.sequence", "FittedSequence"), _global("_codecs", "encode")])
+def test_a_file_cannot_set_attributes_of_classes_or_functions(target):
+    """BUILD with slot state would setattr on the allowed object itself, poisoning the whole process
+    (e.g. FittedSequence.validate = None) even though the load then fails."""
+    from edgeseq.sequence import FittedSequence
+
+    validate = FittedSequence.__dict__["validate"]
+    data = _proto2(target, b"N}X\x08\x00\x00\x00validateNs\x86b")  # (None, {"validate": None}) BUILD
+    with pytest.raises(ModelFormatError, match="sets the state of a"):
+        loads_model(data)
+    assert FittedSequence.__dict__["validate"] is validate
