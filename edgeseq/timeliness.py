@@ -85,12 +85,12 @@ def timeliness(curve: AnytimeCurve, c_alpha: float, kind: str = "step") -> float
         # F_j holds on [c_j, c_{j+1}); the last value holds to infinity
         right = np.minimum(np.append(c[1:], np.inf), c_alpha)
         widths = np.clip(right - c, 0.0, None)
-        return float(np.dot(F, widths) / c_alpha)
+        return float(np.dot(F, widths / c_alpha))  # normalise first: exact even for subnormal c_alpha
     inside = c < c_alpha
     xs = np.append(c[inside], c_alpha)
     end_value = np.interp(c_alpha, c, F) if c_alpha <= c[-1] else F[-1]
     ys = np.append(F[inside], end_value)
-    return float(np.sum(np.diff(xs) * (ys[1:] + ys[:-1]) / 2.0) / c_alpha)
+    return float(np.sum(np.diff(xs) / c_alpha * (ys[1:] + ys[:-1]) / 2.0))
 
 
 __all__ = ["alpha_stopping_cost", "plateau_alpha", "timeliness"]

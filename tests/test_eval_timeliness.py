@@ -168,3 +168,11 @@ def test_plateau_alpha_satisfies_its_definition(c):
             assert extra[p] <= 0.2 * c.total_cost + 1e-9
     if a < 1.0:
         assert extra[a] > 0.2 * c.total_cost - 1e-9
+
+
+def test_tiny_stopping_cost_reads_the_first_value():
+    # found by hypothesis in CI: a subnormal c_alpha lost all precision when dividing at the end
+    c = _curve(np.array([0.0, 1.0, 2.0]), np.array([0.3125, 0.3125, 0.3125]))
+    for ca in (5e-324, 1e-320, 1e-300):
+        assert timeliness(c, ca, "step") == pytest.approx(0.3125)
+        assert timeliness(c, ca, "trapezoid") == pytest.approx(0.3125)
