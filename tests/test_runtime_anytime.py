@@ -157,7 +157,7 @@ def test_no_thread_leak_across_overruns_and_sessions(model):
     for _ in range(20):  # every run overruns; at most one worker thread exists for the session
         s.run(ex, deadline_s=0.005, inputs=x)
         assert threading.active_count() <= before + 1
-    s.wait_idle(2)
+    assert s.wait_idle(10)
     # sessions dropped without close() stop their worker when garbage-collected
     for _ in range(10):
         t = AnytimeSession(out)
@@ -166,10 +166,11 @@ def test_no_thread_leak_across_overruns_and_sessions(model):
     s.close()
     del s
     gc.collect()
-    deadline = time.time() + 3
+    deadline = time.time() + 10  # generous: on a loaded CI machine threads take a while to be scheduled
     while threading.active_count() > before and time.time() < deadline:
         time.sleep(0.01)
-    assert threading.active_count() == before
+        gc.collect()
+    assert threading.active_count() <= before  # threads of earlier tests may also have ended meanwhile
 
 
 def test_concurrent_runs_do_not_overlap_extractors(model, sess):
