@@ -10,7 +10,7 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,plots]'
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -18,7 +18,6 @@ test: install
 # The whole pipeline on the bundled digits (stored extractor costs; RECALIBRATE=1 measures them here):
 # train CS-G-OMP/CS-G-FR, export, Python + C runtimes, report in out/report/.
 demo: install
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,plots]'
 	$(BIN)/python examples/demo.py --out out $(if $(RECALIBRATE),--recalibrate)
 
 clean:
