@@ -109,7 +109,13 @@ def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir
             label = str(key).replace("$", r"\$")  # the caller's method name; no mathtext from user text
             ax.step(xs, np.append(vals, vals[-1]), where="post", label=label)
         ax.axvline(c_alpha, color="grey", linestyle="--", linewidth=1, label=f"α={alpha:.2f} stopping cost")
-        ax.set_xlabel(f"budget (cumulative cost{', ' + cost_unit if cost_unit else ''})")
+        positive = [float(c.step_costs[c.step_costs > 0].min()) for c in curves.values()
+                    if np.any(c.step_costs > 0)]
+        if positive and x_max / min(positive) > 100:  # costs spanning orders of magnitude: log-like axis
+            ax.set_xscale("symlog", linthresh=min(positive))
+            ax.set_xlim(left=0.0)
+        ax.set_xlabel(f"budget (cumulative cost{', ' + cost_unit if cost_unit else ''}"
+                      f"{'; symlog scale' if ax.get_xscale() == 'symlog' else ''})")
         ax.set_ylabel(ylabel)
         ax.set_title(title.replace("$", r"\$"))
         ax.grid(alpha=0.3)
