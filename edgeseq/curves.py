@@ -16,7 +16,7 @@ import numpy as np
 from .errors import InputError
 from .sequence import longest_affordable_prefix
 
-# budgets equal to a cumulative cost up to float rounding count as reaching it (as FittedSequence does)
+# the budget rule is exact and shared: edgeseq.sequence.longest_affordable_prefix
 
 
 @dataclass
