@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,17 @@ def md_escape(text) -> str:
     s = html.escape(str(text), quote=False)
     s = " ".join(s.splitlines()) if s else s
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+
+
+@contextmanager
+def _writing(path: Path):
+    """Turn an OSError on the output path (not a directory, no permission, disk full) into one clear
+    InputError naming the path, so `edgeseq report -o BAD` prints a line, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write the report to {path}: {exc.strerror or exc} "
+                         f"({type(exc).__name__}); give -o a writable directory") from None
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -146,8 +158,9 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     ref, ref_name = _resolve_reference(curves, reference)
     a, c_alpha, rows = summarize(curves, ref, alpha)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    png, skipped = _plot(curves, c_alpha, a, out, title, cost_unit) if plots else ([], "plots=False")
+    with _writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+        png, skipped = _plot(curves, c_alpha, a, out, title, cost_unit) if plots else ([], "not requested")
 
     md = [f"# {md_escape(title)}", ""]
     md += [f"- {md_escape(n)}" for n in notes]
@@ -169,7 +182,8 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     for key, c in curves.items():
         md += [f"## {md_escape(key)}: per prefix", ""] + _prefix_table(c) + [""]
     md_path = out / "report.md"
-    md_path.write_text("\n".join(md), encoding="utf-8")
+    with _writing(md_path):
+        md_path.write_text("\n".join(md), encoding="utf-8")
 
     def _arr(x):
         return None if x is None else [float(v) for v in x]
@@ -180,7 +194,8 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
                               "accuracy": _arr(c.accuracy), "log_loss": _arr(c.log_loss)}
                           for k, c in curves.items()}}
     json_path = out / "report.json"
-    json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    with _writing(json_path):
+        json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
     return ReportFiles(markdown=md_path, json=json_path, plots=png, plots_skipped=None if png else skipped,
                        alpha=a, c_alpha=c_alpha, summary=rows)
 

@@ -4,6 +4,7 @@ explicit skip, and `edgeseq report` end to end on a fitted model."""
 import builtins
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -141,7 +142,8 @@ def test_cli_report_end_to_end(tmp_path):
     assert row["timeliness_step"] == pytest.approx(timeliness(test_curve, ca, "step"), rel=1e-12)
     np.testing.assert_allclose(data["curves"]["omp on test.npz"]["values"], test_curve.values, rtol=1e-12)
     assert f"timeliness step {timeliness(test_curve, ca):.4f}" in res.output
-    assert (out / "report.md").is_file()
+    assert "plots skipped (--no-plots)" in res.output.splitlines()
+    assert "Plots: skipped (not requested)." in (out / "report.md").read_text()
 
 
 def test_cli_report_with_training_data_and_errors(tmp_path):
@@ -155,11 +157,29 @@ def test_cli_report_with_training_data_and_errors(tmp_path):
     assert data["alpha"] == 0.9 and data["reference"] == "omp on train.npz"
     res = CliRunner().invoke(main, ["report", str(tmp_path / "missing.pkl"), str(tmp_path / "test.npz"),
                                     "-o", str(out)])
-    assert res.exit_code != 0 and "does not exist" in res.output and "Traceback" not in res.output
+    assert isinstance(res.exception, SystemExit) and res.exit_code != 0 and "does not exist" in res.output
     np.savez(tmp_path / "bad.npz", X=np.zeros((5, 3)), y=np.arange(5.0))
     res = CliRunner().invoke(main, ["report", str(tmp_path / "model.pkl"), str(tmp_path / "bad.npz"),
                                     "-o", str(out)])
-    assert res.exit_code != 0 and "shape (n, 10)" in res.output
+    assert isinstance(res.exception, SystemExit) and res.exit_code != 0 and "shape (n, 10)" in res.output
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "under_dev_null"])
+def test_cli_report_unwritable_output_is_one_line_naming_the_path(tmp_path, where):
+    _fit_and_save(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "rep" if where == "under_a_file" else Path("/dev/null/x")
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "model.pkl"), str(tmp_path / "test.npz"),
+                                    "-o", str(out), "--no-plots"])
+    assert isinstance(res.exception, SystemExit) and res.exit_code != 0, res.exception
+    assert f"InputError: cannot write the report to {out}" in res.output
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_write_report_unwritable_file_names_it(tmp_path):
+    (tmp_path / "report.md").mkdir()  # a directory where the Markdown file must go
+    with pytest.raises(InputError, match=re.escape(f"cannot write the report to {tmp_path / 'report.md'}")):
+        write_report(_curves(), tmp_path, reference="ref", plots=False)
 
 
 def test_sparse_and_estimator_curves_in_one_report(tmp_path):
