@@ -5,8 +5,9 @@ Every problem is reported as an InputError / GroupSpecError that names the file,
 
 GROUPS.json: ``{"groups": [{"name": "imu", "columns": ["ax", "ay"], "cost": 0.5}, ...]}``. Columns are
 given by header name or by 0-based index *into the data file's columns* (for CSV the header, target
-column included; for .npz the columns of X). Extra keys (e.g. "dim", "measured_on" from
-`edgeseq calibrate`) are allowed; "dim", when present, must equal the number of columns.
+column included; for .npz the columns of X). Extra keys are allowed; "dim", when present, must equal
+the number of columns. The top-level "measured_on" and "cost_unit" that `edgeseq calibrate` writes are
+checked and kept (`GroupsFile.cost_provenance`), so the model can say where its costs were measured.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .cost_provenance import read_cost_provenance
 from .errors import GroupSpecError, InputError
 
 
@@ -148,6 +150,8 @@ class GroupsFile:
     columns: list[list[int]]  # indices into Dataset.X
     costs: list[float]
     names: list[str]
+    # {"costs_measured_on": dict | None, "cost_unit": str | None}, for FittedSequence.provenance
+    cost_provenance: dict = field(default_factory=dict)
 
 
 def _column_index(ref, ds: Dataset, gname: str) -> int:
@@ -184,7 +188,7 @@ def read_groups(path, ds: Dataset) -> GroupsFile:
     groups = doc.get("groups") if isinstance(doc, dict) else None
     if not isinstance(groups, list) or not groups:
         raise GroupSpecError(f'{path} must hold {{"groups": [{{"name": ..., "columns": [...], "cost": ...}}, ...]}}')
-    out = GroupsFile([], [], [])
+    out = GroupsFile([], [], [], read_cost_provenance(doc, path))
     for i, g in enumerate(groups):
         if not isinstance(g, dict):
             raise GroupSpecError(f"{path}: group {i} must be an object with name, columns and cost")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..cost_provenance import cost_summary
 from ._main import main
 
 
@@ -47,6 +48,7 @@ def manifest_table(m: dict) -> list[str]:
              f"outputs {outs['names']}" + (f", classes {outs['classes']}" if outs["classes"] else ""),
              f"onnx opset {m['onnx']['opset']}, IR {m['onnx']['ir_version']}, dtype {m['dtype']}; "
              f"C prefix {m['c']['prefix']!r} ({m['c']['header']}, {m['c']['source']})",
+             cost_summary(m["provenance"]),
              f"provenance: {json.dumps(m['provenance'], sort_keys=True)}"]
     if m["doubling_violations"]:
         lines.append(f"doubling violations at steps {m['doubling_violations']}")

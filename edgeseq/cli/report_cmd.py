@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..cost_provenance import cost_summary, cost_unit_of
 from ._main import main
 
 
@@ -48,7 +49,8 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     ds = read_data(data, target, seq.task)
     name = str(seq.provenance.get("method", "model")) if seq.provenance else "model"
     curves = {f"{name} on {data.name}": anytime_curve(seq, ds.X, ds.y, label=f"{name} on {data.name}")}
-    notes = [f"model {model.name}: {seq.task}, link {seq.link}, {len(seq.order)} groups"]
+    notes = [f"model {model.name}: {seq.task}, link {seq.link}, {len(seq.order)} groups",
+             cost_summary(seq.provenance)]
     if train_data is not None:
         tr = read_data(train_data, target, seq.task)
         reference = anytime_curve(seq, tr.X, tr.y, label=f"{name} on {train_data.name}")
@@ -62,12 +64,15 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
             notes.append("the model stores no training curve and no --train-data was given: the stopping "
                          "cost comes from the evaluated data itself")
     files = write_report(curves, out_dir, reference=reference, alpha=alpha, notes=notes,
-                         title=f"Anytime curves of {model.name}", plots=not no_plots)
+                         title=f"Anytime curves of {model.name}", cost_unit=cost_unit_of(seq.provenance),
+                         plots=not no_plots)
     if not quiet:
         for r in files.summary:
             click.echo(f"{r['curve']}: timeliness step {r['timeliness_step']:.4f}, "
                        f"trapezoid {r['timeliness_trapezoid']:.4f}, final F {r['final_value']:.4f}")
         click.echo(f"α = {files.alpha:.2f}, c_α = {files.c_alpha:.4g}")
-        if files.plots_skipped:
+        if no_plots:
+            click.echo("plots skipped (--no-plots)")
+        elif files.plots_skipped:
             click.echo(f"plots skipped: {files.plots_skipped}")
         click.echo(f"wrote {files.markdown}" + "".join(f", {p}" for p in files.plots))

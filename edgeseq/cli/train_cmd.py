@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..cost_provenance import cost_summary
 from ..errors import InputError
 from ._main import main
 
@@ -82,9 +83,11 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
     seq = est.fitted_sequence_
     if seq.feature_names is None and ds.feature_names is not None:
         seq.feature_names = ds.feature_names  # the header names, so the manifest can show them
+    seq.provenance.update(spec.cost_provenance)  # where the costs were measured (DESIGN.md §7)
     with progress.stage("save", str(output)):
         save_model(est, output)
     if not quiet:
         for line in sequence_table(seq):
             click.echo(line)
+        click.echo(cost_summary(seq.provenance))
         click.echo(f"wrote {output}")

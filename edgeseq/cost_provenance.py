@@ -1,0 +1,77 @@
+"""Where the group costs came from, carried from GROUPS.json to every place costs are shown.
+
+DESIGN.md §7: measured costs are stored with the machine and library versions, and every place that
+shows them says "measured on <machine>". `edgeseq calibrate` writes ``measured_on`` and ``cost_unit``
+into GROUPS.json; `edgeseq train` copies them into ``FittedSequence.provenance`` under the keys below,
+the export manifest carries the provenance unchanged, and `edgeseq inspect` / `edgeseq report` print
+:func:`cost_summary`. Costs without ``measured_on`` are said to be "as given (not measured)".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .errors import GroupSpecError
+
+MEASURED_ON = "costs_measured_on"  # provenance key: the GROUPS.json "measured_on" object, or None
+COST_UNIT = "cost_unit"  # provenance key: the GROUPS.json "cost_unit" string, or None
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+def read_cost_provenance(doc: dict, where) -> dict:
+    """The provenance entries ``{costs_measured_on, cost_unit}`` of a parsed GROUPS.json document.
+
+    `measured_on`, when present, must be a JSON object naming the machine (a non-empty string
+    "machine"), or a hand-written non-empty string, kept as ``{"machine": text}``; `cost_unit`, when
+    present, a non-empty string. Non-finite numbers are refused because the export manifest is strict
+    JSON."""
+    measured, unit = doc.get("measured_on"), doc.get("cost_unit")
+    if isinstance(measured, str) and measured.strip():
+        measured = {"machine": measured}
+    if measured is not None:
+        if not isinstance(measured, dict):
+            raise GroupSpecError(f"{where}: 'measured_on' must be an object (as `edgeseq calibrate` writes) "
+                                 f"or a string naming the machine, got {measured!r}")
+        machine = measured.get("machine")
+        if not isinstance(machine, str) or not machine.strip():
+            raise GroupSpecError(f"{where}: 'measured_on' must name the machine the costs were measured on "
+                                 "(a non-empty string 'machine'); remove 'measured_on' if they were not measured")
+        for key in ("cpu", "date"):
+            if key in measured and not isinstance(measured[key], str):
+                raise GroupSpecError(f"{where}: 'measured_on.{key}' must be a string")
+        try:
+            json.dumps(measured, allow_nan=False)
+        except ValueError:
+            raise GroupSpecError(f"{where}: 'measured_on' holds NaN or Infinity; JSON numbers must be finite") from None
+    if unit is not None and (not isinstance(unit, str) or not unit.strip()):
+        raise GroupSpecError(f"{where}: 'cost_unit' must be a non-empty string such as \"microseconds per item\", "
+                             f"got {unit!r}")
+    return {MEASURED_ON: measured, COST_UNIT: unit}
+
+
+def _clean(text) -> str:
+    """One printable line: a hostile GROUPS.json cannot inject terminal escapes or line breaks."""
+    return " ".join(_CONTROL.sub(" ", str(text)).split())
+
+
+def cost_unit_of(provenance) -> str:
+    """The cost unit recorded in a model's provenance, or "" when none was given."""
+    unit = provenance.get(COST_UNIT) if isinstance(provenance, dict) else None
+    return _clean(unit) if isinstance(unit, str) else ""
+
+
+def cost_summary(provenance) -> str:
+    """"costs: <unit>, measured on <cpu>, <machine> (<date>)", or "costs: as given (not measured)"."""
+    unit = cost_unit_of(provenance)
+    measured = provenance.get(MEASURED_ON) if isinstance(provenance, dict) else None
+    if not isinstance(measured, dict) or not isinstance(measured.get("machine"), str):
+        return f"costs: {unit + ', ' if unit else ''}as given (not measured)"
+    unit = unit or "unit not given"
+    where = ", ".join(_clean(measured[k]) for k in ("cpu", "machine") if isinstance(measured.get(k), str))
+    date = measured.get("date")
+    return f"costs: {unit}, measured on {where}" + (f" ({_clean(date)})" if isinstance(date, str) else "")
+
+
+__all__ = ["MEASURED_ON", "COST_UNIT", "read_cost_provenance", "cost_unit_of", "cost_summary"]
