@@ -1,5 +1,6 @@
 """Calibration: bank forms, feature layout, timing semantics, GROUPS.json round trip and the CLI."""
 
+import csv
 import json
 import os
 import time
@@ -132,6 +133,40 @@ def test_read_calibration_refuses_a_file_for_another_bank(tmp_path):
         read_calibration(tmp_path / "bad.json")
 
 
+def test_calibrate_bank_checks_the_width_on_every_sample():
+    var = {"var": lambda x: np.zeros(1 if x[0] < 2 else 2)}
+    with pytest.raises(InputError, match=r"'var' returned different lengths \[1, 2\].*item 2"):
+        calibrate_bank(var, [np.array([k]) for k in range(4)], repeats=1, warmup=0)
+
+
+def test_extractor_exceptions_name_the_extractor_and_item():
+    def boom(x):
+        if x[0] == 3:
+            raise ValueError("bad item")
+        return x
+
+    with pytest.raises(InputError, match=r"extractor 'boom' raised ValueError on item 3: bad item"):
+        extract({"boom": boom}, [np.array([k]) for k in range(5)])
+    with pytest.raises(InputError, match="factory"):
+        as_bank(lambda: 1 / 0)
+
+
+def test_read_calibration_with_a_sample_refuses_a_changed_dimension(tmp_path):
+    items = [np.arange(4.0)] * 2
+    p = write_groups_json(calibrate_bank({"a": _first3, "b": _sum}, items, repeats=1, warmup=0),
+                          tmp_path / "g.json")
+    assert read_calibration(p, bank={"a": _first3, "b": _sum}, sample=items[0])
+    narrower = {"a": lambda x: np.asarray(x)[:2], "b": _sum}  # same names, one dimension changed
+    assert read_calibration(p, bank=narrower)  # names alone cannot tell
+    with pytest.raises(ModelFormatError, match=r"'a' is stored as 3 columns 0..2.*extracts 2.*recalibrate"):
+        read_calibration(p, bank=narrower, sample=items[0])
+    doc = json.loads(p.read_text())
+    doc["groups"][1]["dim"] = 2  # 'dim' contradicting 'columns' is a tampered file
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ModelFormatError, match="says dim 2"):
+        read_calibration(p)
+
+
 def test_cli_calibrates_a_bank_from_a_module_file(tmp_path):
     (tmp_path / "mybank.py").write_text(BANK_TEXT)
     samples = np.arange(24.0).reshape(6, 2, 2)
@@ -169,25 +204,57 @@ def test_cli_errors_are_one_clear_line(tmp_path, args, match):
     np.save(tmp_path / "s.npy", np.zeros((2, 2)))
     extra = [str(tmp_path / "s.npy")] if args and args[0] != "--bank" else []
     res = CliRunner().invoke(main, ["calibrate", *args, *extra, "-o", str(tmp_path / "g.json")])
-    assert res.exit_code != 0 and match in res.output and "Traceback" not in res.output
+    # click's runner never prints tracebacks into res.output: an escaped exception shows as res.exception
+    assert isinstance(res.exception, SystemExit) and res.exit_code != 0 and match in res.output
+
+
+SUM_SQUARE = {"total": lambda x: np.array([x.sum()]), "square": lambda x: (x ** 2).ravel()}
+
+
+def _train_checked(data, groups, *args):
+    """`edgeseq train` on (data, GROUPS.json): the model has the bank's groups on the bank's columns."""
+    from edgeseq.model_io import load_model
+
+    out = data.parent / "m.pkl"
+    res = CliRunner().invoke(main, ["train", str(data), *args, "--groups", str(groups), "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    model = load_model(out)
+    seq = getattr(model, "fitted_sequence_", model)
+    assert list(seq.group_names) == ["total", "square"]
+    assert [c.tolist() for c in seq.group_columns] == [[0], [1, 2, 3, 4]]
+    return model, seq
 
 
 def test_groups_json_trains_with_edgeseq_train(tmp_path):
     """The calibration output is exactly what `edgeseq train --groups` reads (extra keys allowed)."""
-    from edgeseq.model_io import load_model
-
     rng = np.random.default_rng(1)
     items = [rng.normal(size=(2, 2)) for _ in range(40)]
-    bank = {"total": lambda x: np.array([x.sum()]), "square": lambda x: (x ** 2).ravel()}
-    write_groups_json(calibrate_bank(bank, items[:5], repeats=1, warmup=0), tmp_path / "g.json")
-    X, _ = extract(bank, items)
+    write_groups_json(calibrate_bank(SUM_SQUARE, items[:5], repeats=1, warmup=0), tmp_path / "g.json")
+    X, _ = extract(SUM_SQUARE, items)
     np.savez(tmp_path / "d.npz", X=X, y=X[:, 0] * 2.0 + X[:, 1])
-    res = CliRunner().invoke(main, ["train", str(tmp_path / "d.npz"), "--groups", str(tmp_path / "g.json"),
-                                    "-o", str(tmp_path / "m.pkl"), "--quiet"])
-    assert res.exit_code == 0, res.output
-    model = load_model(tmp_path / "m.pkl")
-    seq = getattr(model, "fitted_sequence_", model)
-    assert list(seq.group_names) == ["total", "square"]
-    assert [c.tolist() for c in seq.group_columns] == [[0], [1, 2, 3, 4]]
+    _, seq = _train_checked(tmp_path / "d.npz", tmp_path / "g.json")
     doc = read_calibration(tmp_path / "g.json")
     np.testing.assert_allclose(seq.costs, [g["cost"] for g in doc["groups"]])
+
+
+def test_features_csv_has_a_header_and_trains_with_the_groups_json(tmp_path):
+    """`--features-out X.csv` writes a header row; with the target appended last, `edgeseq train` reads
+    it together with the GROUPS.json of the same run."""
+    (tmp_path / "bank.py").write_text(BANK_TEXT)
+    items = np.random.default_rng(0).normal(size=(40, 2, 2))
+    np.save(tmp_path / "s.npy", items)
+    out, feats = tmp_path / "g.json", tmp_path / "X.csv"
+    res = CliRunner().invoke(main, ["calibrate", f"{tmp_path / 'bank.py'}:BANK", str(tmp_path / "s.npy"), "-o",
+                                    str(out), "--features-out", str(feats), "--max-samples", "5", "--repeats",
+                                    "1", "--quiet"])
+    assert res.exit_code == 0, res.output
+    with open(feats, newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["total_0", "square_0", "square_1", "square_2", "square_3"]
+    X = np.array(rows[1:], dtype=float)
+    np.testing.assert_array_equal(X, extract(SUM_SQUARE, items)[0])
+    y = 2.0 * X[:, 0] + X[:, 1]
+    with open(tmp_path / "train.csv", "w", newline="") as f:
+        csv.writer(f).writerows([rows[0] + ["y"]] + [r + [repr(float(v))] for r, v in zip(rows[1:], y)])
+    model, _ = _train_checked(tmp_path / "train.csv", out, "--target", "y")
+    np.testing.assert_allclose(model.predict(X), y, atol=1e-3)  # exact up to the small default l2

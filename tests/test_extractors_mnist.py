@@ -102,3 +102,27 @@ def test_feature_cache_is_keyed_by_data_and_reused(tmp_path, monkeypatch):
     np.testing.assert_array_equal(X, X2)
     assert cols == cols2 and names == names2 == [e.name for e in mnist.bank()]
     assert mnist.fingerprint(images) != mnist.fingerprint(images[::-1])
+
+
+def test_mnist_data_refuses_stored_costs_whose_dimension_changed(tmp_path, monkeypatch):
+    """Names alone cannot catch a group that changed width: mnist_data checks the stored columns
+    against an extraction of one image (without scikit-image: the bank and data are stand-ins)."""
+    from edgeseq.errors import ModelFormatError
+    from edgeseq.extractors import datasets
+    from edgeseq.extractors.calibrate import Extractor, extract
+
+    images, y = np.arange(5 * 4.0).reshape(5, 2, 2), np.arange(5)
+    width = {"n": 3}
+    stand_in = (Extractor("sum", lambda x: np.array([x.sum()])),
+                Extractor("pix", lambda x: x.ravel()[:width["n"]]))
+    monkeypatch.setattr(mnist, "load_mnist", lambda cache=None: (images, y))
+    monkeypatch.setattr(mnist, "bank", lambda: stand_in)
+    monkeypatch.setattr(mnist, "fingerprint", lambda imgs: "fixed")
+    monkeypatch.setattr(mnist, "cached_features",
+                        lambda imgs, cache=None, progress=None: (*extract(stand_in, imgs), ["sum", "pix"]))
+    data = datasets.mnist_data(cache=tmp_path)  # measures and stores the costs
+    assert data.columns == [[0], [1, 2, 3]] and (tmp_path / "mnist_costs_fixed.json").exists()
+    width["n"] = 2  # the extractor changed, the stored costs file did not
+    with pytest.raises(ModelFormatError, match="recalibrate"):
+        datasets.mnist_data(cache=tmp_path)
+    assert datasets.mnist_data(cache=tmp_path, recalibrate=True).columns == [[0], [1, 2]]

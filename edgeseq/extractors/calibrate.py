@@ -52,7 +52,11 @@ class Extractor:
 def as_bank(obj) -> tuple[Extractor, ...]:
     """Normalise any accepted bank form to a tuple of :class:`Extractor` (see the module docstring)."""
     if callable(obj) and not isinstance(obj, (Mapping, Sequence)):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:  # the user's factory: report it as bad input, not a crash
+            raise InputError(f"the bank factory {getattr(obj, '__name__', obj)!r} raised "
+                             f"{type(exc).__name__}: {exc}") from exc
     if isinstance(obj, Mapping):
         items = list(obj.items())
     elif isinstance(obj, (list, tuple)):
@@ -90,6 +94,39 @@ def _as_row(name: str, value) -> np.ndarray:
     return row
 
 
+def _apply(e: Extractor, item, index: int):
+    """One extractor on one item; its own exceptions become an InputError naming it and the item."""
+    try:
+        value = e.fn(item)
+    except Exception as exc:
+        raise InputError(f"extractor {e.name!r} raised {type(exc).__name__} on item {index}: {exc}") from exc
+    return _as_row(e.name, value)
+
+
+def group_block(e: Extractor, items: Sequence) -> np.ndarray:
+    """One group's features of every item, (n_items, dim); refuses a width that varies between items."""
+    rows = [_apply(e, it, i) for i, it in enumerate(items)]
+    dims = {r.size for r in rows}
+    if len(dims) != 1:
+        first = next(i for i, r in enumerate(rows) if r.size != rows[0].size)
+        raise InputError(f"extractor {e.name!r} returned different lengths {sorted(dims)} for "
+                         f"different items ({rows[0].size} for item 0, {rows[first].size} for item "
+                         f"{first}); a group's dimension must be fixed")
+    return np.vstack(rows)
+
+
+def column_names(doc_or_columns, names: Sequence[str] | None = None) -> list[str]:
+    """Header names ``<group>_<k>`` for the feature columns, in column order (unique: k is an integer)."""
+    if isinstance(doc_or_columns, Mapping):
+        groups = doc_or_columns["groups"]
+        names, doc_or_columns = [g["name"] for g in groups], [g["columns"] for g in groups]
+    out = {}
+    for n, cols in zip(names, doc_or_columns):
+        for k, c in enumerate(cols):
+            out[c] = f"{n}_{k}"
+    return [out[c] for c in sorted(out)]
+
+
 def extract(bank, items: Iterable, progress: Callable[[str], None] | None = None):
     """Apply every extractor to every item: returns ``(X, columns)``, X of shape (n_items, D).
 
@@ -101,12 +138,7 @@ def extract(bank, items: Iterable, progress: Callable[[str], None] | None = None
         raise InputError("no input items to extract features from")
     blocks, columns, start = [], [], 0
     for e in bank:
-        rows = [_as_row(e.name, e.fn(it)) for it in items]
-        dims = {r.size for r in rows}
-        if len(dims) != 1:
-            raise InputError(f"extractor {e.name!r} returned different lengths {sorted(dims)} for "
-                             f"different items; a group's dimension must be fixed")
-        block = np.vstack(rows)
+        block = group_block(e, items)
         blocks.append(block)
         columns.append(list(range(start, start + block.shape[1])))
         start += block.shape[1]
@@ -133,10 +165,14 @@ def single_threaded():
                 os.environ[k] = v
 
 
-def time_per_item(fn: Callable, items: Sequence, repeats: int = 5, warmup: int = 1) -> float:
-    """Median over `repeats` of (wall time of one pass over `items`) / len(items), in seconds."""
+def _check_passes(repeats: int, warmup: int) -> None:
     if repeats < 1 or warmup < 0:
         raise InputError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}")
+
+
+def time_per_item(fn: Callable, items: Sequence, repeats: int = 5, warmup: int = 1) -> float:
+    """Median over `repeats` of (wall time of one pass over `items`) / len(items), in seconds."""
+    _check_passes(repeats, warmup)
     for _ in range(warmup):
         for it in items:
             fn(it)
@@ -188,11 +224,17 @@ def calibrate_bank(bank, samples: Sequence, repeats: int = 5, warmup: int = 1,
     samples = list(samples)
     if not samples:
         raise InputError("calibration needs at least one sample input")
+    _check_passes(repeats, warmup)
     groups, start = [], 0
     with single_threaded():
         for e in bank:
-            dim = _as_row(e.name, e.fn(samples[0])).size
-            cost = time_per_item(e.fn, samples, repeats=repeats, warmup=warmup) * 1e6
+            # every sample, not just the first: a varying width must fail here, before anything is written
+            dim = group_block(e, samples).shape[1]
+            try:
+                cost = time_per_item(e.fn, samples, repeats=repeats, warmup=warmup) * 1e6
+            except Exception as exc:
+                raise InputError(f"extractor {e.name!r} raised {type(exc).__name__} while being timed: "
+                                 f"{exc}") from exc
             if not cost > 0:
                 raise InputError(f"extractor {e.name!r} measured a non-positive time; use more samples")
             groups.append({"name": e.name, "columns": list(range(start, start + dim)),
@@ -208,7 +250,6 @@ def calibrate_bank(bank, samples: Sequence, repeats: int = 5, warmup: int = 1,
 def write_groups_json(doc: dict, path) -> Path:
     """Write a calibration document as pretty JSON (creating parent directories)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     parts = []
     for key, value in doc.items():
         if key == "groups":  # one group a line: readable diffs of stored costs
@@ -216,15 +257,21 @@ def write_groups_json(doc: dict, path) -> Path:
         else:
             value_text = json.dumps(value, indent=1).replace("\n", "\n ")
         parts.append(f" {json.dumps(key)}: {value_text}")
-    path.write_text("{\n" + ",\n".join(parts) + "\n}\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{\n" + ",\n".join(parts) + "\n}\n")
+    except OSError as exc:
+        raise InputError(f"cannot write calibration file {path}: {exc.strerror or exc}") from exc
     return path
 
 
-def read_calibration(path, bank=None) -> dict:
+def read_calibration(path, bank=None, sample=None) -> dict:
     """Load a GROUPS.json written by :func:`calibrate`, checking it (and, given a bank, that it fits).
 
-    A stored file that no longer matches the bank (a group renamed, added, or a dimension changed)
-    is refused rather than silently mis-assigning costs: recalibrate instead.
+    A stored file that no longer matches the bank is refused rather than silently mis-assigning
+    costs: recalibrate instead. Given `bank`, the group names and order must match; given `sample`
+    too (one input item), every group's stored width ('columns', and 'dim' when present) must equal
+    what the bank extracts from it now, laid out group after group — a changed dimension is caught.
     """
     path = Path(path)
     try:
@@ -240,10 +287,33 @@ def read_calibration(path, bank=None) -> dict:
         c = g["cost"]
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not np.isfinite(c) or c <= 0:
             raise ModelFormatError(f"{path}: group {g['name']!r} has cost {c!r}; costs must be positive")
+        if not isinstance(g["columns"], list) or "dim" in g and g["dim"] != len(g["columns"]):
+            raise ModelFormatError(f"{path}: group {g['name']!r} says dim {g.get('dim')!r} but lists "
+                                   f"columns {g['columns']!r}")
     if bank is not None:
-        want = [(e.name) for e in as_bank(bank)]
+        bank = as_bank(bank)
+        want = [e.name for e in bank]
         have = [g["name"] for g in groups]
         if want != have:
             raise ModelFormatError(f"{path} was measured for groups {have}, but the bank has {want}; "
                                    f"recalibrate (e.g. --recalibrate)")
+        if sample is not None:
+            _check_layout(path, groups, bank, sample)
     return doc
+
+
+def _span(cols: list) -> str:
+    return f"{cols[0]}..{cols[-1]}" if cols else "(none)"
+
+
+def _check_layout(path, groups: list, bank: tuple, sample) -> None:
+    """Refuse stored columns that differ from the layout the bank extracts from `sample` now."""
+    start = 0
+    for g, e in zip(groups, bank):
+        dim = _apply(e, sample, 0).size
+        if g["columns"] != list(range(start, start + dim)):
+            raise ModelFormatError(f"{path}: group {e.name!r} is stored as {len(g['columns'])} columns "
+                                   f"{_span(g['columns'])}, but the bank now extracts {dim} features at "
+                                   f"columns {start}..{start + dim - 1}; a dimension changed: "
+                                   f"recalibrate (e.g. --recalibrate)")
+        start += dim

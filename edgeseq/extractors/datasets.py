@@ -79,6 +79,6 @@ def mnist_data(recalibrate: bool = False, cache: Path | None = None,
     if recalibrate or not cost_path.exists():
         doc = calibrate_bank(bank, images[:30], repeats=3, progress=progress)
         write_groups_json(doc, cost_path)
-    doc = read_calibration(cost_path, bank=bank)
+    doc = read_calibration(cost_path, bank=bank, sample=images[0])  # a changed dimension is refused
     X, columns, _ = mnist.cached_features(images, cache, progress=progress)
     return _from_doc(doc, X, y, images, bank)
