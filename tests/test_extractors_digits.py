@@ -122,3 +122,51 @@ def test_digits_data_refuses_costs_whose_dimensions_no_longer_match(monkeypatch)
     data = datasets.digits_data(n=20, recalibrate=True)  # measuring anew fits the bank by construction
     assert data.X.shape[0] == 20 and data.columns[-1][-1] == data.X.shape[1] - 1 and len(data.names) == 17
     assert data.measured_on["n_samples"] == 20
+
+
+def _lbp_reference(img):
+    """Plain loops: the 8 neighbours of each inner pixel in circular order, >= centre sets a bit;
+    riu2 label = number of ones if at most 2 circular 0/1 transitions, else 9; histogram over 36 pixels."""
+    ring = [(-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1)]
+    hist = np.zeros(10)
+    for i in range(1, 7):
+        for j in range(1, 7):
+            bits = [int(img[i + dy, j + dx] >= img[i, j]) for dy, dx in ring]
+            transitions = sum(bits[k] != bits[k - 1] for k in range(8))
+            hist[sum(bits) if transitions <= 2 else 9] += 1
+    return hist / 36
+
+
+def test_lbp_uses_all_eight_neighbours(sample):
+    for img in sample[0][:15]:
+        np.testing.assert_allclose(_fn("lbp")(img), _lbp_reference(img), rtol=0, atol=1e-15)
+    # every neighbour counts: raising any one of them above the centre changes the histogram
+    for dy, dx in [(-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1)]:
+        img = np.zeros((8, 8))
+        img[3, 3] = 5.0  # centre brighter than all neighbours: code 0
+        before = _fn("lbp")(img)
+        img[3 + dy, 3 + dx] = 9.0
+        assert not np.array_equal(_fn("lbp")(img), before), (dy, dx)
+
+
+def test_lbp_labels_match_scikit_image_uniform_for_all_256_patterns():
+    """scikit-image samples the diagonals by bilinear interpolation; corners of +-100 against edge
+    neighbours of +-1 make each interpolated diagonal take its corner's sign, so both see the same code."""
+    feature = pytest.importorskip("skimage.feature")
+    offsets = [(-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1)]
+    for code in range(256):
+        img = np.zeros((8, 8))
+        for bit, (dy, dx) in enumerate(offsets):
+            size = 100.0 if dy and dx else 1.0
+            img[1 + dy, 1 + dx] = size if code >> bit & 1 else -size
+        ours = digits._lbp_labels(img)[0, 0]
+        assert ours == feature.local_binary_pattern(img.astype(np.int64), 8, 1, method="uniform")[1, 1], code
+
+
+def test_stored_costs_refuse_a_changed_group_width(tmp_path):
+    doc = digits.stored_costs()
+    lbp = next(g for g in doc["groups"] if g["name"] == "lbp")
+    lbp["columns"] = lbp["columns"] + [lbp["columns"][-1] + 1]  # as if lbp still had its old width
+    lbp["dim"] = len(lbp["columns"])
+    with pytest.raises(ModelFormatError, match="'lbp'.*recalibrate"):
+        digits.stored_costs(write_groups_json(doc, tmp_path / "g.json"))

@@ -104,13 +104,34 @@ def _hog_upsampled(img):
     return _hog_cells(ndi.zoom(img, 4, order=3), 8)
 
 
-def _lbp(img):
-    """Histogram of 8-neighbour local binary patterns (inner 6x6 pixels), 16 bins."""
+# The 8 neighbours in circular order (a ring, so bit transitions between consecutive entries count).
+_RING8 = ((-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1))
+
+
+@lru_cache(maxsize=1)
+def _uniform_labels() -> np.ndarray:
+    """Map each of the 256 8-bit codes to its rotation-invariant uniform label (Ojala's riu2): a code
+    with at most 2 circular 0/1 transitions gets its number of ones (0..8), every other code 9."""
+    codes = np.arange(256)
+    bits = (codes[:, None] >> np.arange(8)) & 1
+    transitions = np.count_nonzero(bits != np.roll(bits, 1, axis=1), axis=1)
+    return np.where(transitions <= 2, bits.sum(axis=1), 9)
+
+
+def _lbp_labels(img):
+    """riu2 LBP label of each inner pixel (6x6): all 8 neighbours >= centre set one bit each."""
     c = img[1:-1, 1:-1]
     code = np.zeros(c.shape, dtype=np.int64)
-    for bit, (dy, dx) in enumerate(((-1, -1), (-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1))):
+    for bit, (dy, dx) in enumerate(_RING8):
         code |= (img[1 + dy:7 + dy, 1 + dx:7 + dx] >= c).astype(np.int64) << bit
-    return np.bincount(code.ravel() >> 4, minlength=16) / code.size
+    return _uniform_labels()[code]
+
+
+def _lbp(img):
+    """Histogram of 8-neighbour local binary patterns over the inner 6x6 pixels, 10 bins: the
+    rotation-invariant uniform patterns (riu2, as scikit-image's method='uniform'). All 256 codes
+    count, folded to 10 labels, so a 36-pixel histogram is not spread over mostly empty bins."""
+    return np.bincount(_lbp_labels(img).ravel(), minlength=10) / 36.0
 
 
 def _edges(img):
@@ -202,5 +223,6 @@ def stored_costs_path() -> Path:
 
 
 def stored_costs(path=None) -> dict:
-    """The shipped (or given) calibration of this bank, checked against the bank's current groups."""
-    return read_calibration(path or stored_costs_path(), bank=bank())
+    """The shipped (or given) calibration of this bank, checked against the bank's current groups and widths."""
+    # an all-zero image as the sample: the widths do not depend on the content, and it is always valid
+    return read_calibration(path or stored_costs_path(), bank=bank(), sample=np.zeros((8, 8)))
