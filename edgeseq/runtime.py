@@ -19,7 +19,6 @@ the prefix-0 prediction, reported `busy`); a new run without a deadline raises `
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ import numpy as np
 from .errors import EdgeseqError, RuntimeInputError
 from .runtime_inputs import as_group_array, check_budget, check_deadline, check_group_keys
 from .runtime_loop import BUSY, GroupReport, Step, _Clock, anytime_loop
-from .runtime_ort import PrefixRunner, load_verified_bytes
+from .runtime_ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from .runtime_worker import ExtractorWorker
 from .sequence import longest_affordable_prefix
 
@@ -82,14 +81,6 @@ class _Group:
     cost: float
 
 
-def _all_finite(y: np.ndarray) -> bool:
-    """Finiteness of an output; small outputs (the latency case) through Python floats, which is
-    several times cheaper than numpy's ufunc + reduction machinery on a handful of values."""
-    if y.size <= 64:
-        return math.isfinite(sum(y.ravel().tolist()))  # float64 sum of float32 values cannot overflow
-    return bool(np.isfinite(y).all())
-
-
 def _same_rows(rows: dict) -> int:
     """The common number of rows of a batch (1 when no group is given), or an error listing them."""
     if len(set(rows.values())) > 1:
@@ -118,6 +109,7 @@ class AnytimeSession:
         self.manifest = m
         self.task: str = m["task"]
         self.link: str = m["link"]
+        self._regression = self.task == "regression"
         self.groups = tuple(_Group(g["name"], g["input_name"], int(g["dim"]), float(g["cost"]))
                             for g in m["groups"])
         self.group_names = tuple(g.name for g in self.groups)
@@ -126,6 +118,7 @@ class AnytimeSession:
         self._needed = [frozenset(self.group_names[:j]) for j in range(len(self.groups) + 1)]
         self._plan = [tuple((g.name, g.dim) for g in self.groups[:j])
                       for j in range(len(self.groups) + 1)]
+        self._shapes: list[dict] = [{} for _ in self._plan]  # per prefix: first group's shape -> shapes
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
         self.output_names = tuple(outs["names"])
@@ -134,7 +127,7 @@ class AnytimeSession:
         self._squeeze = bool(outs.get("y_was_1d", False)) and self.task == "regression"
         wanted = ["y"] if self.task == "regression" else ["y", "proba", "label"]
         self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
-                                      wanted, str(out / p["file"])) for p in m["prefixes"]]
+                                      wanted, str(out / p["file"]), self._squeeze) for p in m["prefixes"]]
         self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups]
         self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
         self._run_lock = threading.Lock()
@@ -180,30 +173,56 @@ class AnytimeSession:
             check_group_keys(features_by_group, self._by_name, ())
             rows = {name: np.shape(v)[0] if np.ndim(v) == 2 else 1 for name, v in features_by_group.items()}
             return self._format(self._runners[0].run_rows(_same_rows(rows)), 0)
-        arrays, n = [], -1
+        # fast path: float32 arrays of exactly the shapes expected for the first group's number of
+        # rows (cached per prefix and shape); finiteness is checked once, on the output, below
+        arrays = []
         try:
-            for name, dim in self._plan[j]:
+            a = features_by_group[self._plan[j][0][0]]
+            shapes = self._shapes[j].get(a.shape) if type(a) is np.ndarray else None
+            for name, shape in shapes or self._expected_shapes(j, a):
                 a = features_by_group[name]
-                # fast path: float32 of the right width (finiteness is checked on the output below)
-                if not (type(a) is np.ndarray and a.dtype is _F32 and a.ndim == 2 and a.shape[1] == dim
-                        and a.shape[0]):
-                    a = as_group_array(name, a, dim)
-                if a.shape[0] != n:
-                    if n >= 0:
-                        self._rows_error(features_by_group, j)
-                    n = a.shape[0]
+                if type(a) is not np.ndarray or a.dtype is not _F32 or a.shape != shape:
+                    arrays = []
+                    break
                 arrays.append(a)
+            if not arrays:
+                arrays = self._checked_arrays(features_by_group, j)
         except (KeyError, TypeError, IndexError):
             check_group_keys(features_by_group, self._by_name, self.group_names[:j])  # the clear error
             raise
-        if len(features_by_group) > j and not features_by_group.keys() <= self._name_set:
+        if len(features_by_group) > j and not self._name_set.issuperset(features_by_group):
             check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
-        outs = self._runners[j].call(arrays, n)
-        if not _all_finite(outs[0]):
+        outs, finite = self._runners[j].call(arrays, arrays[0].shape[0])
+        if not finite:
             self._explain_nonfinite(features_by_group, j, outs[0])
-        if self._squeeze:
-            return outs[0][:, 0]
-        return self._format(outs, j)
+        return outs[0] if self._regression else self._format(outs, j)
+
+    def _expected_shapes(self, j: int, first) -> tuple:
+        """((name, (n, d_g)), ...) for prefix j when `first`, the first group's value, is a float32
+        (n, d_1) array with 1 <= n <= BIND_MAX_ROWS (then cached under its shape); () otherwise."""
+        plan = self._plan[j]
+        if not (type(first) is np.ndarray and first.dtype is _F32 and first.ndim == 2
+                and first.shape[1] == plan[0][1] and 1 <= first.shape[0] <= BIND_MAX_ROWS):
+            return ()
+        n = first.shape[0]
+        shapes = self._shapes[j][first.shape] = tuple((name, (n, dim)) for name, dim in plan)
+        return shapes
+
+    def _checked_arrays(self, features_by_group, j: int) -> list[np.ndarray]:
+        """Prefix j's arrays, converted and checked group by group (any dtype, layout, 1-D rows, lists):
+        the general path, and the one whose errors name the group and say what is wrong."""
+        arrays, n = [], -1
+        for name, dim in self._plan[j]:
+            a = features_by_group[name]
+            if not (type(a) is np.ndarray and a.dtype is _F32 and a.ndim == 2 and a.shape[1] == dim
+                    and a.shape[0]):
+                a = as_group_array(name, a, dim)
+            if a.shape[0] != n:
+                if n >= 0:
+                    self._rows_error(features_by_group, j)
+                n = a.shape[0]
+            arrays.append(a)
+        return arrays
 
     def _rows_error(self, features_by_group, j: int):
         _same_rows({g: np.shape(features_by_group[g])[0] if np.ndim(features_by_group[g]) == 2 else 1
@@ -223,8 +242,7 @@ class AnytimeSession:
 
     def _format(self, outs: list[np.ndarray], j: int):
         if self.task == "regression":
-            y = outs[0]
-            return y[:, 0] if self._squeeze else y
+            return outs[0]  # (N,) when trained on 1-D y: the runners squeeze it
         _, proba, idx = outs
         return ClassifierPrediction(self.classes[idx], proba, idx, j)
 
@@ -278,8 +296,8 @@ class AnytimeSession:
 
     def _commit(self, j: int, rows: list[np.ndarray]):
         """Prediction of prefix j from the loop's validated rows (finite, one row each)."""
-        outs = self._runners[j].run(rows)
-        if not _all_finite(outs[0]):
+        outs, finite = self._runners[j].run(rows)
+        if not finite:
             raise RuntimeInputError(f"prefix {j} overflows float32 (the features are finite but too large "
                                     f"for the model's weights); rescale the features as in training")
         return self._format(outs, j)

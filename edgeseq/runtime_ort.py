@@ -11,6 +11,7 @@ time) with a pre-built output-name list.
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 from pathlib import Path
 
@@ -57,17 +58,60 @@ def _aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
     return raw[start:start + n].view(dtype).reshape(shape)
 
 
-class _Binding:
-    """One prefix's IO binding for one batch size: our own input and output buffers, bound once."""
+_SUM_MAX = 8  # up to this many values a Python float sum is the cheapest finiteness test
 
-    def __init__(self, session, inputs: list[str], dims: list[int], outputs: list, n: int):
+
+def all_finite(y: np.ndarray) -> bool:
+    """True when every value of float32 `y` is finite.
+
+    Up to `_SUM_MAX` values: the float64 sum of the values as Python floats (it cannot overflow, so
+    it is finite exactly when every value is), several times cheaper than numpy's ufunc + reduction
+    machinery on a handful of values."""
+    if y.size <= _SUM_MAX:
+        return math.isfinite(sum(y.ravel().tolist()))
+    return bool(np.isfinite(y).all())
+
+
+def _finite_test(buf: np.ndarray):
+    """`all_finite` of a fixed buffer as a zero-argument callable, for the bound outputs.
+
+    Above `_SUM_MAX` values: `isfinite` into a bool buffer made once, whose bytes are compared with
+    all-ones — a quarter of the cost of `.all()`, whose reduction machinery dominates at these sizes
+    (and unlike arithmetic tricks such as a dot product with zeros, `isfinite` raises no
+    floating-point warning for NaN/Inf under any `np.seterr`)."""
+    flat = buf.reshape(-1)  # a view: bound buffers are contiguous
+    isfinite = math.isfinite
+    if flat.size <= _SUM_MAX:
+        tolist = flat.tolist
+        return lambda: isfinite(sum(tolist()))
+    flags = np.empty(flat.size, np.bool_)
+    ufunc, as_bytes, all_true = np.isfinite, flags.tobytes, b"\x01" * flat.size
+
+    def finite() -> bool:
+        ufunc(flat, flags)
+        return as_bytes() == all_true
+    return finite
+
+
+class _Binding:
+    """One prefix's IO binding for one batch size: our own input and output buffers, bound once.
+
+    `views` are what a call returns copies of (the first output as (n,) when squeezed); `finite`
+    tests the first output buffer."""
+
+    def __init__(self, session, inputs: list[str], dims: list[int], outputs: list, n: int,
+                 inner: bool, squeeze: bool):
         self.io = session.io_binding()
+        self.arg = self.io._iobinding if inner else self.io  # what the run call takes
         self.inputs = [_aligned_empty((n, d), np.float32) for d in dims]
         for name, buf in zip(inputs, self.inputs):
             self.io.bind_cpu_input(name, buf)
         self.outputs = [_aligned_empty((n, *shape), dtype) for _, shape, dtype in outputs]
         for (name, _, _), buf in zip(outputs, self.outputs):
             self.io.bind_output(name, "cpu", 0, buf.dtype.type, list(buf.shape), buf.ctypes.data)
+        self.views = [self.outputs[0][:, 0] if squeeze else self.outputs[0], *self.outputs[1:]]
+        self.finite = _finite_test(self.outputs[0])
+        self.only = self.views[0] if len(self.views) == 1 else None  # the common single-output case
 
 
 class PrefixRunner:
@@ -78,10 +122,11 @@ class PrefixRunner:
     measured faster than `run` even with both copies (bench/python_runtime_speed.py), because `run`
     wraps every input and output in new OrtValues on every call. The buffers make a runner stateful,
     so they are guarded by a lock; a call that finds it taken (another thread) takes `run` instead
-    of waiting.
+    of waiting. With `squeeze`, the first output (one column) is returned as (N,).
     """
 
-    def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str):
+    def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str,
+                 squeeze: bool = False):
         try:
             self.session = ort.InferenceSession(model_bytes, sess_options=session_options(),
                                                 providers=["CPUExecutionProvider"])
@@ -98,6 +143,10 @@ class PrefixRunner:
         self._dims = [int(got[n].shape[1]) for n in inputs]
         self._out_spec = [(n, tuple(int(d) for d in have[n].shape[1:]),
                            np.int64 if have[n].type == "tensor(int64)" else np.float32) for n in outputs]
+        if squeeze and self._out_spec[0][1] != (1,):
+            raise IntegrityError(f"{where}: output {outputs[0]!r} has shape {have[outputs[0]].shape}, "
+                                 f"not one column as the manifest's 1-D target says")
+        self._squeeze = squeeze
         # the compiled session behind InferenceSession: the same calls without the wrapper's per-call
         # re-validation of names and feeds (validated once, here)
         inner = getattr(self.session, "_sess", None)
@@ -108,31 +157,42 @@ class PrefixRunner:
         self._bindings: dict[int, _Binding] = {}
         self._lock = threading.Lock()
 
-    def call(self, arrays: list[np.ndarray], n: int) -> list[np.ndarray]:
-        """Outputs for float32 (n, d_g) arrays in input order."""
-        if n <= BIND_MAX_ROWS and self._lock.acquire(blocking=False):
+    def call(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
+        """Outputs for float32 (n, d_g) arrays in input order, and whether the first is all finite."""
+        if n <= BIND_MAX_ROWS and self._lock.acquire(False):  # (non-blocking)
             try:
                 b = self._bindings.get(n) or self._bind(n)
                 for buf, a in zip(b.inputs, arrays):
-                    np.copyto(buf, a)
-                self._run_io(b.io._iobinding if self._inner else b.io, None)
-                return [o.copy() for o in b.outputs]
+                    buf[...] = a  # same shape and dtype (the caller checked): a plain copy
+                self._run_io(b.arg, None)
+                if b.only is not None:
+                    return [b.only.copy()], b.finite()
+                return [v.copy() for v in b.views], b.finite()
             finally:
                 self._lock.release()
-        return self._run(self.outputs, dict(zip(self.inputs, map(np.ascontiguousarray, arrays))), None)
+        outs = self._squeezed(self._run(self.outputs, dict(zip(self.inputs, map(np.ascontiguousarray, arrays))),
+                                        None))
+        return outs, all_finite(outs[0])
 
-    def run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        """Outputs for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list)."""
+    def run(self, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], bool]:
+        """`call` for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list)."""
         if not arrays:
-            return self.run_rows(1)
+            outs = self.run_rows(1)
+            return outs, all_finite(outs[0])
         return self.call(arrays, arrays[0].shape[0])
 
     def run_rows(self, n: int) -> list[np.ndarray]:
         """Prefix 0 for n rows (its only input carries the batch size)."""
-        return self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, 0), np.float32)}, None)
+        return self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, 0), np.float32)}, None))
+
+    def _squeezed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
+        if self._squeeze:
+            outs[0] = outs[0][:, 0]
+        return outs
 
     def _bind(self, n: int) -> _Binding:
         if len(self._bindings) >= _BIND_CACHE:
             self._bindings.pop(next(iter(self._bindings)))
-        b = self._bindings[n] = _Binding(self.session, self.inputs, self._dims, self._out_spec, n)
+        b = self._bindings[n] = _Binding(self.session, self.inputs, self._dims, self._out_spec, n,
+                                         self._inner, self._squeeze)
         return b
