@@ -33,7 +33,7 @@ class Dataset:
     target_index: int | None  # CSV: position of the target in the header
 
 
-def _parse_float(text: str, where: str) -> float:
+def parse_float(text: str, where: str) -> float:
     try:
         return float(text)
     except ValueError:
@@ -86,7 +86,7 @@ def read_csv(path, target: str, task: str = "regression") -> Dataset:
         if len(row) != len(header):
             raise InputError(f"{path}, line {r}: {len(row)} fields, the header has {len(header)}")
         for k, i in enumerate(feats):
-            X[r - 2, k] = _parse_float(row[i].strip(), f"{path}, line {r}, column {header[i]!r}")
+            X[r - 2, k] = parse_float(row[i].strip(), f"{path}, line {r}, column {header[i]!r}")
     cells = [row[t].strip() for row in rows[1:]]
     empty = [r for r, c in enumerate(cells, start=2) if not c]
     if empty:  # else a classifier would learn a class '' (and regression would fail without a line)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, IntegrityError
+from .data import parse_float
 
 
 @dataclass
@@ -57,11 +58,8 @@ def _select(header: list[str] | None, n_cols: int, manifest: dict, path, ignore=
 def _cell(text: str, where: str) -> float:
     text = text.strip()
     if text == "" or text.lower() == "nan":
-        return float("nan")
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{where}: {text!r} is not a number") from None
+        return float("nan")  # a group not computed for this row: run falls back to the prefix before it
+    return parse_float(text, where)
 
 
 def _read_csv(path: Path, manifest: dict, ignore=()) -> np.ndarray:
