@@ -26,9 +26,9 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeRegressor
-from edgeseq.evaluate import alpha_stopping_cost, anytime_curve, oracle_curve, plateau_alpha, timeliness
+from edgeseq.evaluate.anytime import alpha_stopping_cost, anytime_curve, oracle_curve, plateau_alpha, timeliness
 from edgeseq.extractors.mnist import DataUnavailableError
-from edgeseq.sparse import sparse_path
+from edgeseq.train.sparse import sparse_path
 
 FITTED = {"CS-G-OMP": dict(method="omp"), "single": dict(method="single"),
           "no-whiten": dict(method="omp", whiten=False), "G-OMP": dict(method="gomp"),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.c_harness import STRICT_FLAGS, compile_c, find_c_compiler, runtime_dir
+from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, find_c_compiler, runtime_dir
 from edgeseq.export.c_codegen import write_c_model
 from edgeseq.extractors.calibrate import machine_info
 from edgeseq.sequence import FittedSequence

@@ -23,9 +23,9 @@ from scipy.stats import spearmanr
 from threadpoolctl import threadpool_limits
 
 from edgeseq import AnytimeClassifier
-from edgeseq.basis import build_working_problem
-from edgeseq.glm_select import GLMState, working_design
-from edgeseq.stats import sufficient_statistics
+from edgeseq.train.basis import build_working_problem
+from edgeseq.train.glm_select import GLMState, working_design
+from edgeseq.train.stats import sufficient_statistics
 
 
 def synthetic(n: int, n_groups: int, dim: int, n_classes: int, seed: int = 0, scale: float = 0.25):

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from sequences import random_sequence  # noqa: E402
 
 from edgeseq.export.writer import export_model  # noqa: E402
-from edgeseq.runtime import AnytimeSession  # noqa: E402
-from edgeseq.runtime_ort import session_options  # noqa: E402
+from edgeseq.runtime.session import AnytimeSession  # noqa: E402
+from edgeseq.runtime.ort import session_options  # noqa: E402
 
 GROUP_SIZES = (4, 16, 8, 32, 2, 64, 8, 16)
 

@@ -19,9 +19,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from edgeseq import AnytimeRegressor
-from edgeseq.basis import build_working_problem
-from edgeseq.selection import select_sequence
-from edgeseq.stats import sufficient_statistics
+from edgeseq.train.basis import build_working_problem
+from edgeseq.train.selection import select_sequence
+from edgeseq.train.stats import sufficient_statistics
 
 COSTS = np.array([1, 5, 20, 50, 100, 150, 200], dtype=float)
 

@@ -4,10 +4,10 @@ Learns the order in which to compute costly feature groups and one (generalized)
 per prefix of that order, then exports ONNX graphs, a manifest and C code for devices.
 """
 
-from .classifier import AnytimeClassifier
-from .errors import EdgeseqError
-from .regressor import AnytimeRegressor
-from .sequence import FittedSequence
+from edgeseq.train.classifier import AnytimeClassifier
+from edgeseq.errors import EdgeseqError
+from edgeseq.train.regressor import AnytimeRegressor
+from edgeseq.sequence import FittedSequence
 
 __all__ = ["AnytimeClassifier", "AnytimeRegressor", "EdgeseqError", "FittedSequence"]
 __version__ = "0.1.0"

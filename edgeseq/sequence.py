@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError
+from edgeseq.errors import InputError
 
 LINKS = ("identity", "sigmoid", "softmax")
 

@@ -16,7 +16,7 @@ from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeClassifier
 from edgeseq.export.writer import export_model
-from edgeseq.runtime import AnytimeSession
+from edgeseq.runtime.session import AnytimeSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _firmware import firmware_demo  # noqa: E402

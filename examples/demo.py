@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # examples/_firmware.p
 from _firmware import firmware_demo  # noqa: E402
 
 from edgeseq import AnytimeRegressor
-from edgeseq.evaluate import anytime_curve, oracle_curve
+from edgeseq.evaluate.anytime import anytime_curve, oracle_curve
 from edgeseq.extractors.datasets import digits_data
 
 METHODS = {"CS-G-OMP": dict(method="omp"), "CS-G-FR": dict(method="fr")}
@@ -89,7 +89,7 @@ def held_out_curves(data, Xtr, ytr, Xte, yte, models, classifier, sparse_lambdas
         curves[name] = anytime_curve(fit(data, Xtr, ytr, classifier, **kw), Xte, target(yte), label=name)
     curves["FR-Oracle"] = oracle_curve(curves["CS-G-FR"], label="FR-Oracle")
     if sparse_lambdas and not classifier:  # a squared-loss method: compared with the one-hot fits only
-        from edgeseq.sparse import sparse_path
+        from edgeseq.train.sparse import sparse_path
 
         sp = sparse_path(Xtr, np.eye(10)[ytr], data.columns, data.costs, data.names, n_lambdas=sparse_lambdas,
                          tol=1e-5)
@@ -103,7 +103,7 @@ def choose_reference(validation, train_curve) -> tuple:
 
     A validation curve whose final value is not positive (a tiny --subsample overfits the full model
     on held-out rows) has no α-stopping cost, so the training curve is used then and the note says so."""
-    from edgeseq.report import summarize
+    from edgeseq.evaluate.report import summarize
 
     a, c_alpha, _ = summarize({}, train_curve)
     share = c_alpha / train_curve.total_cost
@@ -123,7 +123,7 @@ def choose_reference(validation, train_curve) -> tuple:
 
 def runtime_table(out: Path, data, Xte, yte, quiet: bool) -> list[str]:
     """Accuracy per budget from the Python runtime and the compiled C runtime on the held-out set."""
-    from edgeseq.runtime import AnytimeSession
+    from edgeseq.runtime.session import AnytimeSession
 
     lines = ["| model | budget (us) | prefix | groups | Python-runtime accuracy | C-runtime accuracy | "
              "max abs diff Python vs C |", "|---|---|---|---|---|---|---|"]
@@ -151,7 +151,7 @@ def runtime_table(out: Path, data, Xte, yte, quiet: bool) -> list[str]:
 
 def run_c(model_dir: Path, X_groups):
     """The compiled C runtime's predictions for every prefix, or None when no C compiler exists."""
-    from edgeseq.c_harness import CCompilerError, find_c_compiler, run_c as harness_run_c
+    from edgeseq.export.c_harness import CCompilerError, find_c_compiler, run_c as harness_run_c
 
     try:
         find_c_compiler()
@@ -162,7 +162,7 @@ def run_c(model_dir: Path, X_groups):
 
 def anytime_loop_lines(out: Path, data, images, yte, budget: float) -> list[str]:
     """The anytime loop with the real extractors on a few held-out images, under a cost budget."""
-    from edgeseq.runtime import AnytimeSession
+    from edgeseq.runtime.session import AnytimeSession
 
     lines = [f"Anytime loop (real extractors, budget {budget:g} us of measured cost, CS-G-OMP):", ""]
     with AnytimeSession(out / "models" / "cs-g-omp") as sess:
@@ -204,7 +204,7 @@ def main(argv=None) -> int:
         say(f"{name}: trained in {time.perf_counter() - t:.2f} s and exported; order {', '.join(order[:6])}, ...")
 
     report_dir = args.out / "report"
-    from edgeseq.report import write_report
+    from edgeseq.evaluate.report import write_report
 
     m = data.measured_on
     where = f"costs measured on {m['cpu']} ({m['machine']}, Python {m['python']}, {m['date']}, single-threaded)"

@@ -18,7 +18,7 @@ from edgeseq import AnytimeRegressor
 from edgeseq.export.writer import export_model
 from edgeseq.extractors.datasets import mnist_data
 from edgeseq.extractors.mnist import DataUnavailableError
-from edgeseq.runtime import AnytimeSession
+from edgeseq.runtime.session import AnytimeSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _firmware import firmware_demo  # noqa: E402

@@ -8,7 +8,7 @@ export directory import this package too.
 
 def register_skl2onnx() -> list[str]:
     """Register skl2onnx shape calculators + converters for AnytimeRegressor (/Classifier); idempotent."""
-    from .skl2onnx_converter import register_skl2onnx as _register
+    from edgeseq.export.skl2onnx_converter import register_skl2onnx as _register
     return _register()
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from edgeseq.errors import ExportError, InputError
 from edgeseq.sequence import FittedSequence
 
-from .names import C_KEYWORDS, c_comment_text, c_identifier, c_identifiers, c_string_literal
+from edgeseq.export.names import C_KEYWORDS, c_comment_text, c_identifier, c_identifiers, c_string_literal
 
 HEADER_NAME = "edgeseq_model.h"
 SOURCE_NAME = "edgeseq_model.c"

@@ -21,7 +21,7 @@ import numpy as np
 from edgeseq.errors import InputError, IntegrityError
 from edgeseq.sequence import FittedSequence
 
-from .onnx_graphs import read_prefix_weights
+from edgeseq.export.onnx_graphs import read_prefix_weights
 
 MANIFEST = "manifest.json"
 FORMAT = "edgeseq-export"

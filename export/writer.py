@@ -19,10 +19,10 @@ import onnx
 from edgeseq.errors import ExportError
 from edgeseq.sequence import FittedSequence
 
-from . import onnx_graphs
-from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST, dump_manifest, manifest_checksum,
+from edgeseq.export import onnx_graphs
+from edgeseq.export.manifest import (FORMAT, FORMAT_VERSION, MANIFEST, dump_manifest, manifest_checksum,
                        listed_files, read_verified, sha256_file, validate_manifest)
-from .names import onnx_input_names
+from edgeseq.export.names import onnx_input_names
 
 C_HEADER, C_SOURCE = "edgeseq_model.h", "edgeseq_model.c"
 N_CHECK_ROWS = 512
@@ -98,7 +98,7 @@ def _jsonable(obj):
 def _c_generator():
     """The C generator's functions (another module's job); a clear error if it is missing."""
     try:
-        from . import c_codegen
+        from edgeseq.export import c_codegen
     except ImportError as exc:
         raise ExportError(f"the C code generator (edgeseq.export.c_codegen) is not available: {exc}") from None
     return c_codegen

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from edgeseq.c_harness import SANITIZE_FLAGS, STRICT_FLAGS
+from edgeseq.export.c_harness import SANITIZE_FLAGS, STRICT_FLAGS
 
 U32 = 2.0 ** -24  # unit roundoff of float32
 

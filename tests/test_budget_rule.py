@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from edgeseq import AnytimeRegressor
 from edgeseq.cli import main
-from edgeseq.evaluate import anytime_curve, prefix_at_budget
-from edgeseq.runtime import AnytimeSession
+from edgeseq.evaluate.anytime import anytime_curve, prefix_at_budget
+from edgeseq.runtime.session import AnytimeSession
 from test_runtime_support import exported, group_features
 
 

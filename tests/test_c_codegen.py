@@ -7,7 +7,7 @@ import pytest
 from c_support import compilers
 from sequences import random_sequence
 
-from edgeseq.c_harness import STRICT_FLAGS, build_driver, compile_c, runtime_dir
+from edgeseq.export.c_harness import STRICT_FLAGS, build_driver, compile_c, runtime_dir
 from edgeseq.errors import ExportError, InputError
 from edgeseq.export.c_codegen import c_float, default_c_prefix, validate_c_prefix, write_c_model
 

@@ -6,7 +6,7 @@ import numpy as np
 from c_support import require
 from sequences import random_sequence
 
-from edgeseq.c_harness import runtime_dir
+from edgeseq.export.c_harness import runtime_dir
 from edgeseq.export.c_codegen import write_c_model
 
 

@@ -11,7 +11,7 @@ import pytest
 from c_support import SAN, assert_matches_numpy, compilers, float32_bound
 from sequences import random_sequence
 
-from edgeseq.c_harness import predict_all_prefixes_c, run_c
+from edgeseq.export.c_harness import predict_all_prefixes_c, run_c
 
 
 def _inputs(rng, seq, n=12):

@@ -213,7 +213,7 @@ SUM_SQUARE = {"total": lambda x: np.array([x.sum()]), "square": lambda x: (x ** 
 
 def _train_checked(data, groups, *args):
     """`edgeseq train` on (data, GROUPS.json): the model has the bank's groups on the bank's columns."""
-    from edgeseq.model_io import load_model
+    from edgeseq.io.model_io import load_model
 
     out = data.parent / "m.pkl"
     res = CliRunner().invoke(main, ["train", str(data), *args, "--groups", str(groups), "-o", str(out), "--quiet"])

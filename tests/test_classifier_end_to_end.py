@@ -8,9 +8,9 @@ from c_support import float32_bound
 from sklearn.datasets import load_breast_cancer, load_digits
 
 from edgeseq import AnytimeClassifier
-from edgeseq.c_harness import CCompilerError, find_c_compiler, run_c
+from edgeseq.export.c_harness import CCompilerError, find_c_compiler, run_c
 from edgeseq.export.writer import export_model
-from edgeseq.runtime import AnytimeSession
+from edgeseq.runtime.session import AnytimeSession
 
 
 def cancer():

@@ -19,7 +19,7 @@ from sklearn.datasets import load_breast_cancer
 
 from edgeseq.cli import main
 from edgeseq.export.manifest import read_verified
-from edgeseq.model_io import load_model
+from edgeseq.io.model_io import load_model
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ def test_force_never_deletes_a_directory_that_is_not_an_export(files, tmp_path):
 @pytest.mark.parametrize("cell", ["", "   ", "\t"])
 def test_empty_target_cells_are_refused_with_the_line(tmp_path, task, cell):
     """An empty label would otherwise become a class '' that the classifier learns and predicts."""
-    from edgeseq.data import read_data
+    from edgeseq.io.data import read_data
     from edgeseq.errors import InputError
 
     path = tmp_path / "d.csv"
@@ -159,7 +159,7 @@ def test_empty_target_cells_are_refused_with_the_line(tmp_path, task, cell):
 
 
 def test_empty_string_labels_in_npz_are_refused(tmp_path):
-    from edgeseq.data import read_data
+    from edgeseq.io.data import read_data
     from edgeseq.errors import InputError
 
     np.savez(tmp_path / "d.npz", X=np.ones((3, 2)), y=np.array(["a", " ", "b"]))
@@ -211,7 +211,7 @@ def test_classification_train_export(files, tmp_path):
 
 
 def test_data_and_groups_errors_name_the_problem(tmp_path):
-    from edgeseq.data import read_data, read_groups
+    from edgeseq.io.data import read_data, read_groups
     from edgeseq.errors import GroupSpecError, InputError
 
     csv_path = tmp_path / "d.csv"

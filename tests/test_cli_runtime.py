@@ -18,8 +18,8 @@ from onnx import numpy_helper
 
 from edgeseq.cli import main
 from edgeseq.export.manifest import dump_manifest, manifest_checksum, read_verified
-from edgeseq.runtime import AnytimeSession
-from edgeseq import runtime_verify
+from edgeseq.runtime.session import AnytimeSession
+from edgeseq.evaluate import verify as runtime_verify
 from sequences import random_sequence
 from test_runtime_support import exported, group_features
 

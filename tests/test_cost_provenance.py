@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from edgeseq.cli import main
-from edgeseq.cost_provenance import cost_summary, read_cost_provenance
+from edgeseq.io.cost_provenance import cost_summary, read_cost_provenance
 from edgeseq.errors import GroupSpecError, IntegrityError
 from edgeseq.export.manifest import manifest_checksum, read_verified, validate_manifest
-from edgeseq.model_io import as_sequence, load_model
+from edgeseq.io.model_io import as_sequence, load_model
 
 MEASURED = {"machine": "Linux x86_64, 2 cores", "cpu": "Test CPU 9000", "python": "3.11.7",
             "versions": {"numpy": "2.4.6"}, "date": "2026-11-22T14:24:24Z", "threads": 1,
@@ -79,7 +79,7 @@ def test_train_prints_where_the_costs_come_from(tmp_path):
 
 
 def test_report_notes_the_machine_and_labels_the_axis_with_the_unit(pipeline, tmp_path, monkeypatch):
-    import edgeseq.report as report
+    import edgeseq.evaluate.report as report
 
     seen = {}
     original = report._plot

@@ -305,7 +305,7 @@ def test_self_consistent_checksums_do_not_hide_inconsistent_fields(tmp_path, cas
 
 def test_runtime_data_reports_a_manifest_that_disagrees_with_itself(tmp_path, out):
     """read_feature_rows on a manifest dict that was never verified: a clear error, not an IndexError."""
-    from edgeseq.runtime_data import read_feature_rows
+    from edgeseq.io.feature_rows import read_feature_rows
 
     m = read_verified(out)
     D = m["n_features_in"]

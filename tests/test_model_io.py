@@ -13,7 +13,7 @@ import pytest
 from sequences import random_sequence
 
 from edgeseq.errors import ModelFormatError
-from edgeseq.model_io import MODEL_FORMAT, as_sequence, load_model, loads_model, save_model
+from edgeseq.io.model_io import MODEL_FORMAT, as_sequence, load_model, loads_model, save_model
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_pickles_reference_only_expected_globals(est):
     text = io.StringIO()
     pickletools.dis(pickle.dumps(model, protocol=2), out=text)
     refs = set(re.findall(r"GLOBAL\s+'([^']+)'", text.getvalue()))
-    assert all(r.split()[0] in ("numpy", "numpy._core.multiarray", "edgeseq.regressor", "edgeseq.sequence",
+    assert all(r.split()[0] in ("numpy", "numpy._core.multiarray", "edgeseq.train.regressor", "edgeseq.sequence",
                                 "_codecs", "__builtin__") for r in refs), refs
 
 
@@ -152,8 +152,8 @@ def test_tiny_pickle_calling_builtins_is_refused_before_allocating():
     ("_codecs", "encode", b"X\x01\x00\x00\x00aX\x04\x00\x00\x00zlib\x86"),
     ("numpy._core.multiarray", "_reconstruct", _global("numpy", "ndarray") + b"(" + _BIG + b"tC\x01b\x87"),
     ("numpy", "dtype", b"X\x01\x00\x00\x00O\x85"),  # object arrays could hold anything
-    ("copyreg", "_reconstructor", _global("edgeseq.regressor", "AnytimeRegressor")
-     + _global("edgeseq.regressor", "AnytimeRegressor") + b"N\x87"),
+    ("copyreg", "_reconstructor", _global("edgeseq.train.regressor", "AnytimeRegressor")
+     + _global("edgeseq.train.regressor", "AnytimeRegressor") + b"N\x87"),
 ])
 def test_allowed_globals_accept_only_the_arguments_model_pickles_use(mod, name, args):
     with pytest.raises(ModelFormatError, match="refusing to load"):

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from edgeseq.cli import main
-from edgeseq.curves import AnytimeCurve
+from edgeseq.evaluate.curves import AnytimeCurve
 from edgeseq.errors import InputError
-from edgeseq.evaluate import anytime_curve
-from edgeseq.report import md_escape, write_report
-from edgeseq.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.evaluate.anytime import anytime_curve
+from edgeseq.evaluate.report import md_escape, write_report
+from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 try:
     import matplotlib  # noqa: F401
@@ -115,7 +115,7 @@ def _fit_and_save(tmp_path):
     from sklearn.datasets import load_diabetes
 
     from edgeseq import AnytimeRegressor
-    from edgeseq.model_io import save_model
+    from edgeseq.io.model_io import save_model
     X, y = load_diabetes(return_X_y=True)
     groups = [[0, 1], [2], [3], [4, 5, 6, 7], [8], [9]]
     reg = AnytimeRegressor(groups=groups, costs=[1, 2, 3, 4, 1, 2]).fit(X[:300], y[:300])
@@ -186,7 +186,7 @@ def test_sparse_and_estimator_curves_in_one_report(tmp_path):
     from sklearn.datasets import load_diabetes
 
     from edgeseq import AnytimeRegressor
-    from edgeseq.sparse import sparse_path
+    from edgeseq.train.sparse import sparse_path
     X, y = load_diabetes(return_X_y=True)
     groups, costs = [[0, 1], [2], [3], [4, 5, 6, 7], [8], [9]], [1, 2, 3, 4, 1, 2]
     reg = AnytimeRegressor(groups=groups, costs=costs).fit(X, y)
@@ -202,7 +202,7 @@ def test_cli_report_for_a_classifier_says_where_the_stopping_cost_came_from(tmp_
     from sklearn.datasets import load_breast_cancer
 
     from edgeseq import AnytimeClassifier
-    from edgeseq.model_io import save_model
+    from edgeseq.io.model_io import save_model
     X, y = load_breast_cancer(return_X_y=True)
     clf = AnytimeClassifier(groups=[[i, i + 10, i + 20] for i in range(4)], costs=[1, 2, 3, 4]).fit(X[:250], y[:250])
     save_model(clf, tmp_path / "clf.pkl")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from edgeseq.errors import EdgeseqError, RuntimeInputError
-from edgeseq.runtime import AnytimeSession, ClassifierPrediction, SessionBusyError
+from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction, SessionBusyError
 from sequences import random_sequence
 from test_runtime_support import exported, group_features
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from edgeseq.errors import RuntimeInputError
-from edgeseq.runtime import AnytimeSession
-from edgeseq.runtime_ort import _SUM_MAX, BIND_MAX_ROWS, _finite_test, all_finite
+from edgeseq.runtime.session import AnytimeSession
+from edgeseq.runtime.ort import _SUM_MAX, BIND_MAX_ROWS, _finite_test, all_finite
 from sequences import random_sequence
 from test_runtime_support import exported
 

@@ -11,7 +11,7 @@ from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 
 from edgeseq import AnytimeClassifier, AnytimeRegressor
 from edgeseq.cli import main
-from edgeseq.runtime import AnytimeSession
+from edgeseq.runtime.session import AnytimeSession
 from test_runtime_support import assert_matches_reference, exported, group_features
 
 HAVE_CC = any(shutil.which(c) for c in ("gcc", "cc", "clang"))

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from edgeseq.runtime_loop import Step, anytime_loop
-from edgeseq.runtime_worker import ExtractorWorker
+from edgeseq.runtime.loop import Step, anytime_loop
+from edgeseq.runtime.worker import ExtractorWorker
 
 STEPS = [Step("a", 2, 1.0), Step("b", 1, 2.0), Step("c", 3, 4.0)]
 

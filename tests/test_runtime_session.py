@@ -7,7 +7,7 @@ import pytest
 
 from edgeseq import AnytimeRegressor
 from edgeseq.errors import IntegrityError, RuntimeInputError
-from edgeseq.runtime import AnytimeSession, ClassifierPrediction
+from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
 from sequences import random_sequence
 from test_runtime_support import assert_matches_reference, exported, group_features
 

@@ -5,7 +5,7 @@ import pytest
 
 from edgeseq import AnytimeRegressor
 from edgeseq.errors import InputError
-from edgeseq.stats import sufficient_statistics
+from edgeseq.train.stats import sufficient_statistics
 
 
 def _data(seed=0, n=257, d=6, p=2):

@@ -2,7 +2,7 @@
 
 import click
 
-from ..errors import EdgeseqError
+from edgeseq.errors import EdgeseqError
 
 
 class _Group(click.Group):

@@ -18,8 +18,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ..errors import InputError
-from ._main import main
+from edgeseq.errors import InputError
+from edgeseq.cli._main import main
 
 BUILTIN_BANKS = ("digits",)
 
@@ -182,10 +182,10 @@ def calibrate_command(bank_spec, samples, builtin, output, repeats, warmup, max_
 
 def _calibrate(bank_spec, samples, builtin, output, repeats, warmup, max_samples, features_out, quiet):
     """Measure, extract (if asked) and only then write: a failure leaves no half-written result."""
-    from ..extractors.calibrate import calibrate_bank, column_names, extract, write_groups_json
+    from edgeseq.extractors.calibrate import calibrate_bank, column_names, extract, write_groups_json
 
     if builtin == "digits":
-        from ..extractors import digits
+        from edgeseq.extractors import digits
 
         bank = digits.bank()
         items = load_samples(samples) if samples else list(digits.load_images()[0])

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from ..cost_provenance import cost_summary
-from ._main import main
+from edgeseq.io.cost_provenance import cost_summary
+from edgeseq.cli._main import main
 
 
 @main.command("export")
@@ -24,9 +24,9 @@ def export_command(model, out_dir, c_prefix, model_name, force, quiet):
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
     stderr, the one-line summary to stdout.
     """
-    from ..export.writer import export_model
-    from ..model_io import as_sequence, load_model
-    from .progress import Progress
+    from edgeseq.export.writer import export_model
+    from edgeseq.io.model_io import as_sequence, load_model
+    from edgeseq.cli.progress import Progress
 
     progress = Progress(quiet)
     with progress.stage("load model", str(model)):
@@ -72,7 +72,7 @@ def manifest_table(m: dict) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the verified manifest as JSON.")
 def inspect_command(out_dir, as_json):
     """Verify OUT_DIR (schema, checksums, no extra files) and print its manifest."""
-    from ..export.manifest import read_verified
+    from edgeseq.export.manifest import read_verified
 
     m = read_verified(out_dir)
     if as_json:

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from ..cost_provenance import cost_summary, cost_unit_of
-from ._main import main
+from edgeseq.io.cost_provenance import cost_summary, cost_unit_of
+from edgeseq.cli._main import main
 
 
 def _training_reference(seq):
     """The model's own training curve (from its stored per-prefix training metrics), if it has one."""
-    from ..curves import AnytimeCurve
+    from edgeseq.evaluate.curves import AnytimeCurve
 
     vals = [m.get("explained_variance") if isinstance(m, dict) else None for m in seq.train_metrics]
     if len(vals) != seq.n_prefixes or any(not isinstance(v, (int, float)) for v in vals):
@@ -40,10 +40,10 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     \b
     edgeseq report model.pkl test.csv --target y -o report/
     """
-    from ..data import read_data
-    from ..evaluate import anytime_curve
-    from ..model_io import as_sequence, load_model
-    from ..report import write_report
+    from edgeseq.io.data import read_data
+    from edgeseq.evaluate.anytime import anytime_curve
+    from edgeseq.io.model_io import as_sequence, load_model
+    from edgeseq.evaluate.report import write_report
 
     seq = as_sequence(load_model(model))
     ds = read_data(data, target, seq.task)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._main import main
+from edgeseq.cli._main import main
 
 _OUT = click.Path(exists=True, file_okay=False, path_type=Path)
 _DATA = click.Path(dir_okay=False, path_type=Path)
@@ -31,8 +31,8 @@ def verify_command(out_dir, data, ignore, require_c, no_c, cc):
     numpy, onnxruntime and the compiled C runtime on every prefix. Exits non-zero on any problem."""
     from edgeseq.export.manifest import read_verified
 
-    from ..runtime_data import read_feature_rows
-    from ..runtime_verify import VerifyMismatch, format_report, verify_export
+    from edgeseq.io.feature_rows import read_feature_rows
+    from edgeseq.evaluate.verify import VerifyMismatch, format_report, verify_export
 
     if require_c and no_c:
         raise click.UsageError("--require-c and --no-c contradict each other")
@@ -77,8 +77,8 @@ def run_command(out_dir, data, budget, ignore, output):
     empty cell or NaN in a group means the group was not computed, so the row falls back to the prefix
     before it (the anytime semantics for logged data). Inf or non-numbers are errors.
     """
-    from ..runtime import AnytimeSession
-    from ..runtime_data import available_prefix, group_arrays, read_feature_rows
+    from edgeseq.runtime.session import AnytimeSession
+    from edgeseq.io.feature_rows import available_prefix, group_arrays, read_feature_rows
 
     sess = AnytimeSession(out_dir)
     rows = read_feature_rows(data, sess.manifest, ignore)

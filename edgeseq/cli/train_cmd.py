@@ -6,19 +6,19 @@ from pathlib import Path
 
 import click
 
-from ..cost_provenance import cost_summary
-from ..errors import InputError
-from ._main import main
+from edgeseq.io.cost_provenance import cost_summary
+from edgeseq.errors import InputError
+from edgeseq.cli._main import main
 
 METHOD_CHOICES = ("omp", "fr", "single", "gomp")
 
 
 def _estimator(task: str, **params):
     if task == "regression":
-        from .. import AnytimeRegressor
+        from edgeseq import AnytimeRegressor
         return AnytimeRegressor(**params)
     try:
-        from .. import AnytimeClassifier
+        from edgeseq import AnytimeClassifier
     except ImportError:
         raise InputError("--task classification needs AnytimeClassifier, which this edgeseq build "
                          "does not have yet") from None
@@ -53,7 +53,7 @@ def sequence_table(seq) -> list[str]:
 @click.option("--task", type=click.Choice(["regression", "classification"]), default="regression",
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Model file to write (pickle with a format version; load it with edgeseq.model_io.load_model).")
+              help="Model file to write (pickle with a format version; load it with edgeseq.io.model_io.load_model).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no sequence table).")
 def train_command(data, target, groups_path, method, doubling, no_whiten, l2, task, output, quiet):
     """Learn the group order and one linear model per prefix; write MODEL.pkl.
@@ -63,9 +63,9 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
     \b
     edgeseq train data.csv --target y --groups groups.json -o model.pkl
     """
-    from ..data import read_data, read_groups
-    from ..model_io import save_model
-    from .progress import Progress
+    from edgeseq.io.data import read_data, read_groups
+    from edgeseq.io.model_io import save_model
+    from edgeseq.cli.progress import Progress
 
     progress = Progress(quiet)
     with progress.stage("read data", str(data)):

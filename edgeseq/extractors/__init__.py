@@ -5,6 +5,6 @@ default bank (numpy + scipy, scikit-learn's bundled 8x8 digits, stored costs); `
 scikit-image bank on 5,000 MNIST images (optional extra `images`).
 """
 
-from .calibrate import Extractor, as_bank, calibrate_bank, extract, read_calibration, write_groups_json
+from edgeseq.extractors.calibrate import Extractor, as_bank, calibrate_bank, extract, read_calibration, write_groups_json
 
 __all__ = ["Extractor", "as_bank", "calibrate_bank", "extract", "read_calibration", "write_groups_json"]

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import GroupSpecError, InputError, ModelFormatError
+from edgeseq.errors import GroupSpecError, InputError, ModelFormatError
 
 COST_UNIT = "microseconds per item"
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",

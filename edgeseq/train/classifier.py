@@ -10,14 +10,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
-from ._base import AnytimeBase, _wrap_validation, step_reporter
-from .basis import build_working_problem
-from .errors import EdgeseqWarning, InputError
-from .glm_fit import GRAD_TOL
-from .glm_select import GLMSelectionResult, GLMState, select_glm, working_design
-from .groups import GroupSpec
-from .sequence import FittedSequence
-from .stats import SufficientStats, sufficient_statistics
+from edgeseq.train.base import AnytimeBase, _wrap_validation, step_reporter
+from edgeseq.train.basis import build_working_problem
+from edgeseq.errors import EdgeseqWarning, InputError
+from edgeseq.train.glm_fit import GRAD_TOL
+from edgeseq.train.glm_select import GLMSelectionResult, GLMState, select_glm, working_design
+from edgeseq.train.groups import GroupSpec
+from edgeseq.sequence import FittedSequence
+from edgeseq.train.stats import SufficientStats, sufficient_statistics
 
 
 class AnytimeClassifier(ClassifierMixin, AnytimeBase):

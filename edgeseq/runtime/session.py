@@ -26,12 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import EdgeseqError, RuntimeInputError
-from .runtime_inputs import as_group_array, check_budget, check_deadline, check_group_keys
-from .runtime_loop import BUSY, GroupReport, Step, _Clock, anytime_loop
-from .runtime_ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
-from .runtime_worker import ExtractorWorker
-from .sequence import longest_affordable_prefix
+from edgeseq.errors import EdgeseqError, RuntimeInputError
+from edgeseq.runtime.inputs import as_group_array, check_budget, check_deadline, check_group_keys
+from edgeseq.runtime.loop import BUSY, GroupReport, Step, _Clock, anytime_loop
+from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
+from edgeseq.runtime.worker import ExtractorWorker
+from edgeseq.sequence import longest_affordable_prefix
 
 _F32 = np.dtype(np.float32)
 

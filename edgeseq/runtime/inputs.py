@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .errors import RuntimeInputError
+from edgeseq.errors import RuntimeInputError
 
 _NUMERIC_KINDS = "biuf"
 

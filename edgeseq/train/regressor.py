@@ -8,13 +8,13 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from threadpoolctl import threadpool_limits
 
-from ._base import AnytimeBase, step_reporter
-from .basis import build_working_problem
-from .errors import EdgeseqWarning, InputError
-from .groups import GroupSpec
-from .selection import select_sequence
-from .sequence import FittedSequence
-from .stats import SufficientStats, sufficient_statistics
+from edgeseq.train.base import AnytimeBase, step_reporter
+from edgeseq.train.basis import build_working_problem
+from edgeseq.errors import EdgeseqWarning, InputError
+from edgeseq.train.groups import GroupSpec
+from edgeseq.train.selection import select_sequence
+from edgeseq.sequence import FittedSequence
+from edgeseq.train.stats import SufficientStats, sufficient_statistics
 
 
 class AnytimeRegressor(RegressorMixin, AnytimeBase):
@@ -66,7 +66,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
                                progress=progress)
 
     def fit_from_stats(self, stats: SufficientStats, n_features: int, *, y_was_1d: bool = True, progress=None):
-        """Fit from precomputed statistics (see `edgeseq.stats.sufficient_statistics`).
+        """Fit from precomputed statistics (see `edgeseq.train.stats.sufficient_statistics`).
 
         `stats` must cover the used columns in group order: ``np.concatenate(groups)`` as listed.
         This is the seam for data that never fits in memory or lives on several machines.

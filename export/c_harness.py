@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import EdgeseqError, InputError
+from edgeseq.errors import EdgeseqError, InputError
 
 STRICT_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Wdouble-promotion",
                 "-Wconversion")

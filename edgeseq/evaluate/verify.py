@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import EdgeseqError, InputError
-from .runtime import AnytimeSession, ClassifierPrediction
-from .runtime_data import group_arrays
+from edgeseq.errors import EdgeseqError, InputError
+from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
+from edgeseq.io.feature_rows import group_arrays
 
 EPS32 = float(np.finfo(np.float32).eps)
 N_SAMPLES = 256
@@ -93,7 +93,7 @@ def _label_mismatches(labels: np.ndarray, ref: np.ndarray, bound: np.ndarray) ->
 
 def c_predictions(out_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, compiler=None):
     """(C run, None) or (None, note) when no compiler is found and C is not required."""
-    from .c_harness import CCompilerError, find_c_compiler, run_c
+    from edgeseq.export.c_harness import CCompilerError, find_c_compiler, run_c
 
     try:
         find_c_compiler(compiler)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .basis import WorkingProblem
+from edgeseq.train.basis import WorkingProblem
 
 METHODS = ("omp", "fr", "single", "gomp")
 SCHUR_RTOL = 1e-10  # Schur-complement eigenvalues below this (relative to C_gg's scale) are a null space

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ModelFormatError
-from .sequence import FittedSequence
+from edgeseq.errors import ModelFormatError
+from edgeseq.sequence import FittedSequence
 
 MODEL_FORMAT = "edgeseq-model"
 MODEL_FORMAT_VERSION = 1
@@ -124,13 +124,19 @@ for _mod in ("numpy.core", "numpy._core"):
                      (f"{_mod}.numeric", "_frombuffer"): _frombuffer})
 
 
+# Where edgeseq 0.1.0 (a flat package) defined the classes its model files name; files written then
+# load into the same classes at their current home.
+LEGACY_MODULES = {"edgeseq.regressor": "edgeseq.train.regressor", "edgeseq.classifier": "edgeseq.train.classifier",
+                  "edgeseq.groups": "edgeseq.train.groups", "edgeseq._base": "edgeseq.train.base"}
+
+
 def _is_edgeseq_model_class(obj) -> bool:
     """Only edgeseq's own data classes: FittedSequence, the group spec and the estimators."""
     if not isinstance(obj, type) or not obj.__module__.startswith("edgeseq."):
         return False
     from sklearn.base import BaseEstimator
 
-    from .groups import GroupSpec
+    from edgeseq.train.groups import GroupSpec
     return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator))
 
 
@@ -154,6 +160,7 @@ class _RestrictedUnpickler(pickle._Unpickler):
     def find_class(self, module, name):
         if (module, name) in _ALLOWED:
             return _ALLOWED[(module, name)]
+        module = LEGACY_MODULES.get(module, module)
         if (module == "edgeseq" or module.startswith("edgeseq.")) and "." not in name:
             try:
                 obj = getattr(importlib.import_module(module), name)
@@ -221,7 +228,7 @@ def save_model(est, path) -> None:
     """Pickle an estimator or FittedSequence together with the model format version."""
     if not (isinstance(est, FittedSequence) or _is_edgeseq_model_class(type(est))):
         raise ModelFormatError(f"save_model needs an edgeseq estimator or FittedSequence, got {type(est).__name__}")
-    from . import __version__
+    from edgeseq import __version__
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "edgeseq_version": __version__, "model": est}
     Path(path).write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))

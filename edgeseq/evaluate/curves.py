@@ -3,8 +3,8 @@
 An :class:`AnytimeCurve` holds one point per prefix j = 0..J: the cumulative cost c(S_j) (c_0 = 0)
 and the value F_j of that prefix on some data (DESIGN.md §3). The prediction available at budget B
 is the one of the longest prefix with c(S_j) <= B (inclusive), so a curve is a *step* function of B
-(:func:`value_at_budget`). Building curves from models is :mod:`edgeseq.evaluate`; stopping costs and
-timeliness are :mod:`edgeseq.timeliness`.
+(:func:`value_at_budget`). Building curves from models is :mod:`edgeseq.evaluate.anytime`; stopping costs and
+timeliness are :mod:`edgeseq.evaluate.timeliness`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError
-from .sequence import longest_affordable_prefix
+from edgeseq.errors import InputError
+from edgeseq.sequence import longest_affordable_prefix
 
 # the budget rule is exact and shared: edgeseq.sequence.longest_affordable_prefix
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .errors import EdgeseqError
-from .runtime_inputs import as_group_array
-from .runtime_worker import ABANDONED, WITHDRAWN
+from edgeseq.errors import EdgeseqError
+from edgeseq.runtime.inputs import as_group_array
+from edgeseq.runtime.worker import ABANDONED, WITHDRAWN
 
 # status of a group in a run's report
 OK = "ok"                      # computed and committed

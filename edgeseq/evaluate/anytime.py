@@ -1,7 +1,7 @@
 """Evaluation entry point: the anytime curve of any fitted model on any data (DESIGN.md §3).
 
 `anytime_curve` evaluates every prefix j = 0..J of a FittedSequence (or of an estimator exposing
-`fitted_sequence_`) on (X, y) and returns an :class:`~edgeseq.curves.AnytimeCurve`.
+`fitted_sequence_`) on (X, y) and returns an :class:`~edgeseq.evaluate.curves.AnytimeCurve`.
 
 What F is
 ---------
@@ -16,18 +16,18 @@ What F is
   the training prior, so F_0 = 0 on the training data (and near 0 on held-out data). Accuracy and
   log-loss per prefix are kept alongside (``curve.accuracy``, ``curve.log_loss``).
 
-The α-stopping cost, the plateau rule and α-timeliness live in :mod:`edgeseq.timeliness` and are
-re-exported here so that ``edgeseq.evaluate`` is the single entry point.
+The α-stopping cost, the plateau rule and α-timeliness live in :mod:`edgeseq.evaluate.timeliness` and are
+re-exported here so that ``edgeseq.evaluate.anytime`` is the single entry point.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
-from .errors import InputError
-from .sequence import FittedSequence
-from .timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.evaluate.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
+from edgeseq.errors import InputError
+from edgeseq.sequence import FittedSequence
+from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 
 # ------------------------------------------------------------------------------------- building curves

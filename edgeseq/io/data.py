@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .cost_provenance import read_cost_provenance
-from .errors import GroupSpecError, InputError
+from edgeseq.io.cost_provenance import read_cost_provenance
+from edgeseq.errors import GroupSpecError, InputError
 
 
 @dataclass

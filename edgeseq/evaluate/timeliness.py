@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .curves import AnytimeCurve
-from .errors import InputError
+from edgeseq.evaluate.curves import AnytimeCurve
+from edgeseq.errors import InputError
 
 _REACH_TOL = 1e-12
 

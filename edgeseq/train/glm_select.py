@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .basis import WorkingProblem
-from .glm_fit import BOUND_SCALE, GRAD_TOL, Refit, mean_function, refit
-from .selection import METHODS, _Factor, _pick, _schur_gains
+from edgeseq.train.basis import WorkingProblem
+from edgeseq.train.glm_fit import BOUND_SCALE, GRAD_TOL, Refit, mean_function, refit
+from edgeseq.train.selection import METHODS, _Factor, _pick, _schur_gains
 
 FR_HESSIANS = ("bohning", "diag")
 _CHUNK_BYTES = 64 * 2**20

@@ -12,10 +12,10 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .errors import InputError, InputTypeError, NotFittedError
-from .groups import GroupSpec, check_groups
-from .selection import METHODS
-from .sequence import FittedSequence
+from edgeseq.errors import InputError, InputTypeError, NotFittedError
+from edgeseq.train.groups import GroupSpec, check_groups
+from edgeseq.train.selection import METHODS
+from edgeseq.sequence import FittedSequence
 
 
 def _wrap_validation(call):

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .curves import AnytimeCurve
-from .errors import InputError
-from .timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.evaluate.curves import AnytimeCurve
+from edgeseq.errors import InputError
+from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 _MD_SPECIAL = "\\`*_[]|~"  # what can break a table cell or start emphasis/links/code
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from .errors import IntegrityError
+from edgeseq.errors import IntegrityError
 
 PREFIX0_INPUT = "n"  # prefix 0's only input, float32 [N, 0]: carries the batch size (export contract)
 

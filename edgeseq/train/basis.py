@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import SufficientStats
+from edgeseq.train.stats import SufficientStats
 
 EIG_RTOL = 1e-10  # correlation-matrix directions with eigenvalue <= EIG_RTOL * largest are dropped
 CONST_RTOL = 1e-12  # a column whose spread is below this fraction of its own mean carries no signal

@@ -1,6 +1,6 @@
 """Reading inference data for `edgeseq run` / `edgeseq verify`: the model's columns, by name or position.
 
-Unlike training data (`edgeseq.data`), inference data has no target column and may carry extra
+Unlike training data (`edgeseq.io.data`), inference data has no target column and may carry extra
 columns (ids, timestamps) or leave later groups uncomputed. So columns are matched to the model by
 header name when the model knows its feature names (extra columns ignored), else by position;
 an empty CSV cell or NaN means "not computed" and is kept as NaN (the caller decides what that
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, IntegrityError
-from .data import parse_float
+from edgeseq.errors import InputError, IntegrityError
+from edgeseq.io.data import parse_float
 
 
 @dataclass

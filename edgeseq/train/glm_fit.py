@@ -24,7 +24,7 @@ from scipy.linalg import cho_factor, solve_triangular
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from .sequence import sigmoid, softmax
+from edgeseq.sequence import sigmoid, softmax
 
 GRAD_TOL = 1e-5  # stop when every entry of the objective's gradient is at most this (working space)
 MAX_ITER = 5000

@@ -3,8 +3,8 @@
     min_w  ½ n⁻¹ ‖ỹ − Z w‖²_F + λ Σ_g c_g ‖w_g‖_F
 
 on the same working basis as the estimators (centred columns, each group whitened or standardised by
-:mod:`edgeseq.basis`, each output centred and scaled by σ_y), using the same one-pass statistics
-(:mod:`edgeseq.stats`): the loss is ½wᵀKw − ⟨q, w⟩ + const, so the solver never touches the n rows.
+:mod:`edgeseq.train.basis`, each output centred and scaled by σ_y), using the same one-pass statistics
+(:mod:`edgeseq.train.stats`): the loss is ½wᵀKw − ⟨q, w⟩ + const, so the solver never touches the n rows.
 
 Solver: block coordinate descent with a proximal-gradient step per block, step 1/L_g with
 L_g = λ_max(K_gg). On whitened data K_gg = I, so each block step is the *exact* block minimiser, a
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .basis import WorkingProblem, build_working_problem
-from .errors import InputError
-from .groups import check_groups
-from .regressor import _fold
-from .selection import SelectionResult
-from .sequence import FittedSequence
-from .stats import sufficient_statistics
+from edgeseq.train.basis import WorkingProblem, build_working_problem
+from edgeseq.errors import InputError
+from edgeseq.train.groups import check_groups
+from edgeseq.train.regressor import _fold
+from edgeseq.train.selection import SelectionResult
+from edgeseq.sequence import FittedSequence
+from edgeseq.train.stats import sufficient_statistics
 
 
 # ------------------------------------------------------------------------------------- the solver

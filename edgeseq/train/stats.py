@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError
+from edgeseq.errors import InputError
 
 _CHUNK_BYTES = 64 * 2**20  # bound on the working copy of one chunk
 

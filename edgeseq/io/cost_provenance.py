@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from .errors import GroupSpecError
+from edgeseq.errors import GroupSpecError
 
 MEASURED_ON = "costs_measured_on"  # provenance key: the GROUPS.json "measured_on" object, or None
 COST_UNIT = "cost_unit"  # provenance key: the GROUPS.json "cost_unit" string, or None

@@ -1,0 +1,1 @@
+"""Reading and writing files: data tables, GROUPS.json, model files, cost provenance."""

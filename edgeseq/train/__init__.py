@@ -1,0 +1,1 @@
+"""Training: groups, statistics, whitening, selection, GLM refits, folding, the estimators."""
