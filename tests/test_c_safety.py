@@ -37,7 +37,9 @@ def _make(*args, timeout=240):
 
 def test_make_check_with_sanitizers(model_dir, tmp_path):
     out = _make("check", f"MODEL_DIR={model_dir}", f"BUILD={tmp_path}", "FUZZ_SECONDS=1.5")
-    n_cc = 1 + (shutil.which("clang") is not None)
+    n_cc = 1 + (shutil.which("clang") is not None) - out.count("sanitizers unavailable for")
+    if n_cc == 0:
+        pytest.skip("no compiler here links the ASan/UBSan runtime")
     assert out.count("status_test ok") == n_cc
     assert out.count("torn 0") == 2 * n_cc  # signal and thread mode
     assert out.count("no finding") == n_cc
