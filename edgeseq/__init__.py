@@ -1,13 +1,36 @@
 """edgeseq: anytime prediction with cost-sensitive feature-group sequencing.
 
-Learns the order in which to compute costly feature groups and one (generalized) linear predictor
-per prefix of that order, then exports ONNX graphs, a manifest and C code for devices.
+Learns the order in which to compute costly feature groups and one predictor per stage of that
+order, then exports ONNX graphs, a manifest and C code for devices.
+
+The estimators are imported on first use (PEP 562), so ``import edgeseq.runtime`` on a device and
+``edgeseq --help`` never pay for scikit-learn and scipy.
 """
 
-from edgeseq.train.classifier import AnytimeClassifier
-from edgeseq.errors import EdgeseqError
-from edgeseq.train.regressor import AnytimeRegressor
-from edgeseq.sequence import FittedSequence
+from __future__ import annotations
 
-__all__ = ["AnytimeClassifier", "AnytimeRegressor", "EdgeseqError", "FittedSequence"]
-__version__ = "0.1.0"
+import importlib
+
+from edgeseq import _source_tree
+
+_source_tree.install()
+
+__version__ = "0.2.0.dev0"
+
+# public name -> module that defines it
+_LAZY = {"AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
+         "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence"}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'edgeseq' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,52 @@
+"""Make a source checkout importable as it stands.
+
+The repository keeps ``export/`` and ``runtime_c/`` at its top level (the pipeline layout) while the
+installed distribution places them inside the package as ``edgeseq.export`` and
+``edgeseq.runtime_c``. A Python started in the repository root imports the *source* folder
+``edgeseq/``, which has no ``export/`` inside, so without help ``import edgeseq.export`` would fail
+there even when edgeseq is installed. This module adds a finder for exactly those two names, and only
+when ``edgeseq`` is being imported from a checkout; an installed package never needs it.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_ROOT = _PACKAGE_DIR.parent
+# subpackage -> the top-level folder of the checkout that holds it
+MAPPED_FOLDERS = {"edgeseq.export": "export", "edgeseq.runtime_c": "runtime_c"}
+
+
+class SourceTreeFinder(importlib.machinery.PathFinder):
+    """Finds ``edgeseq.export`` and ``edgeseq.runtime_c`` in the checkout's top-level folders.
+
+    Examples
+    --------
+    >>> SourceTreeFinder.find_spec("edgeseq.sequence") is None  # any other name: not ours
+    True
+    """
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        folder = MAPPED_FOLDERS.get(fullname)
+        if folder is None:
+            return None
+        init = _ROOT / folder / "__init__.py"
+        return importlib.util.spec_from_file_location(fullname, init,
+                                                      submodule_search_locations=[str(init.parent)])
+
+
+def in_checkout() -> bool:
+    """True when this ``edgeseq`` is the source folder of a checkout (no ``export/`` inside it)."""
+    return (not (_PACKAGE_DIR / "export").is_dir()
+            and all((_ROOT / f / "__init__.py").is_file() for f in MAPPED_FOLDERS.values()))
+
+
+def install() -> None:
+    """Register the finder once, ahead of the path finders, when importing from a checkout."""
+    if in_checkout() and not any(isinstance(f, type) and issubclass(f, SourceTreeFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, SourceTreeFinder)
