@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.export import c_codegen, onnx_graphs
-from edgeseq.export.manifest import read_verified
+from edgeseq.format import read_verified
 from edgeseq.export.names import onnx_input_names
 from edgeseq.export.writer import export_model
 from edgeseq.sequence import FittedSequence

@@ -2,9 +2,19 @@
 
 Every message says what was wrong and, where it can, how to fix it. Classes also inherit the
 matching builtin (ValueError, ...) so that generic code and scikit-learn's checks behave naturally.
+
+Every exception and warning class of edgeseq lives here. The two that also subclass scikit-learn's
+classes (`NotFittedError`, `RefitConvergenceWarning`) are created on first access (PEP 562), so a
+device that only imports the runtime never loads scikit-learn.
+
+Examples
+--------
+>>> from edgeseq.errors import EdgeseqError, InputError
+>>> issubclass(InputError, (EdgeseqError, ValueError))
+True
 """
 
-from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+from __future__ import annotations
 
 
 class EdgeseqError(Exception):
@@ -21,10 +31,6 @@ class InputTypeError(InputError, TypeError):
 
 class GroupSpecError(InputError):
     """Bad feature-group specification: overlaps, empty or unknown columns, bad costs or names."""
-
-
-class NotFittedError(EdgeseqError, _SklearnNotFittedError):
-    """The estimator is used before `fit` (also a scikit-learn NotFittedError, as its checks expect)."""
 
 
 class ModelFormatError(EdgeseqError):
@@ -45,3 +51,50 @@ class RuntimeInputError(InputError):
 
 class EdgeseqWarning(UserWarning):
     """Something the user should know about but that does not stop the work (e.g. a useless group)."""
+
+
+class SessionBusyError(EdgeseqError, RuntimeError):
+    """An anytime run was started on a session whose previous run has not finished."""
+
+
+class VerifyMismatch(EdgeseqError):
+    """`edgeseq verify` found a runtime whose predictions differ from the model's beyond the bound."""
+
+
+class CCompilerError(EdgeseqError):
+    """No usable C compiler, or the generated C did not compile or run."""
+
+
+class DataUnavailableError(EdgeseqError):
+    """A bundled data set's source package is missing or its content fails its hash."""
+
+
+def _not_fitted_error():
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    class NotFittedError(EdgeseqError, SklearnNotFittedError):
+        """The estimator is used before `fit` (also a scikit-learn NotFittedError, as its checks expect)."""
+
+    return NotFittedError
+
+
+def _refit_convergence_warning():
+    from sklearn.exceptions import ConvergenceWarning
+
+    class RefitConvergenceWarning(EdgeseqWarning, ConvergenceWarning):
+        """A GLM refit stopped before its gradient tolerance (also scikit-learn's ConvergenceWarning)."""
+
+    return RefitConvergenceWarning
+
+
+_LAZY_CLASSES = {"NotFittedError": _not_fitted_error, "RefitConvergenceWarning": _refit_convergence_warning}
+
+
+def __getattr__(name: str):
+    make = _LAZY_CLASSES.get(name)
+    if make is None:
+        raise AttributeError(f"module 'edgeseq.errors' has no attribute {name!r}")
+    cls = make()
+    cls.__module__ = __name__
+    globals()[name] = cls  # created once: every import sees the same class
+    return cls

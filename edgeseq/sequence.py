@@ -19,6 +19,8 @@ Conventions
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +37,65 @@ def longest_affordable_prefix(cum_cost, budget: float) -> int:
     agree to the last bit; a budget equal to a prefix's cumulative cost affords it.
     """
     return int(np.nonzero(np.asarray(cum_cost) <= budget)[0][-1])
+
+
+def check_budget(budget) -> float:
+    """A budget as a float: a real number >= 0 in the model's cost units (``inf`` affords everything).
+
+    Examples
+    --------
+    >>> check_budget(3)
+    3.0
+    """
+    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Real) \
+            or math.isnan(budget) or budget < 0:
+        raise InputError(f"budget must be a number >= 0 in cost units, got {_short_repr(budget)}")
+    return float(budget)
+
+
+def check_prefix_index(prefix, n_prefixes: int) -> int:
+    """A prefix index as an int in 0..n_prefixes-1 (bools and floats refused)."""
+    if isinstance(prefix, (bool, np.bool_)) or not isinstance(prefix, numbers.Integral) \
+            or not 0 <= prefix < n_prefixes:
+        raise InputError(f"prefix must be an integer in 0..{n_prefixes - 1}, got {_short_repr(prefix)}")
+    return int(prefix)
+
+
+def resolve_prefix(cum_cost, budget=None, prefix=None) -> int:
+    """The prefix a prediction uses: by `budget` (the budget rule), by index, or the last one.
+
+    The single resolver behind the estimators' ``predict(budget=, prefix=)``, the Python runtime, the
+    skl2onnx converter and ``edgeseq run``, so all of them accept and refuse the same arguments.
+
+    Examples
+    --------
+    >>> resolve_prefix([0.0, 1.0, 3.0], budget=2.5)
+    1
+    >>> resolve_prefix([0.0, 1.0, 3.0])
+    2
+    """
+    n_prefixes = len(cum_cost)
+    if budget is not None and prefix is not None:
+        raise InputError("give either budget or prefix, not both")
+    if prefix is not None:
+        return check_prefix_index(prefix, n_prefixes)
+    if budget is None:
+        return n_prefixes - 1
+    return longest_affordable_prefix(cum_cost, check_budget(budget))
+
+
+def budget_affords_nothing(cum_cost, budget) -> bool:
+    """True when `budget` is below the first stage's cost: the answer is then the prior (prefix 0).
+
+    Callers report it (a warning in the CLI and the estimators, a flag on the runtime's result)
+    rather than silently returning the prior.
+    """
+    return budget is not None and len(cum_cost) > 1 and float(budget) < float(cum_cost[1])
+
+
+def _short_repr(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
@@ -123,10 +184,7 @@ class FittedSequence:
 
     def prefix_for_budget(self, budget: float) -> int:
         """Longest prefix whose cumulative cost is <= budget (inclusive)."""
-        budget = float(budget)
-        if np.isnan(budget) or budget < 0:
-            raise InputError(f"budget must be a number >= 0, got {budget!r}")
-        return longest_affordable_prefix(self.cum_cost, budget)
+        return resolve_prefix(self.cum_cost, budget=budget)
 
     def validate(self) -> None:
         """Internal consistency: catches a hand-edited or corrupted object before anything is emitted."""
@@ -157,8 +215,7 @@ class FittedSequence:
                 raise InputError(f"{name} must have one entry per feature ({self.n_features_in})")
 
     def _check_prefix(self, j) -> None:
-        if not isinstance(j, (int, np.integer)) or isinstance(j, bool) or not 0 <= j <= len(self.order):
-            raise InputError(f"prefix must be an integer in 0..{len(self.order)}, got {j!r}")
+        check_prefix_index(j, self.n_prefixes)
 
     # ----------------------------------------------------------------- prediction
     def linear_from_prefix_features(self, j: int, x_prefix: np.ndarray) -> np.ndarray:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import EdgeseqError, InputError
+from edgeseq.format import C_HEADER, C_SOURCE
+from edgeseq.errors import CCompilerError, EdgeseqError, InputError
 
 STRICT_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Wdouble-promotion",
                 "-Wconversion")
@@ -26,8 +27,6 @@ SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "
 _PREFIX_RE = re.compile(r"extern const es_model (\w+)_model;")
 
 
-class CCompilerError(EdgeseqError):
-    """No usable C compiler, or the C sources failed to compile or run."""
 
 
 def runtime_dir() -> Path:
@@ -47,7 +46,7 @@ def find_c_compiler(preferred=None) -> str:
 
 def model_prefix(model_dir) -> str:
     """The C prefix of the generated model in `model_dir` (read from edgeseq_model.h)."""
-    header = Path(model_dir) / "edgeseq_model.h"
+    header = Path(model_dir) / C_HEADER
     if not header.is_file():
         raise InputError(f"{model_dir} holds no edgeseq_model.h; run `edgeseq export` first")
     m = _PREFIX_RE.search(header.read_text(encoding="ascii", errors="replace"))
@@ -72,7 +71,7 @@ def build_driver(model_dir, build_dir, *, compiler=None, flags=STRICT_FLAGS, ext
     """Build runtime + model + tests/driver.c into build_dir/driver and return its path."""
     model_dir, rdir = Path(model_dir), runtime_dir()
     prefix = model_prefix(model_dir)
-    return compile_c([rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "tests" / "driver.c"],
+    return compile_c([rdir / "edgeseq_runtime.c", model_dir / C_SOURCE, rdir / "tests" / "driver.c"],
                      Path(build_dir) / "driver", include_dirs=[model_dir, rdir],
                      defines=[f"ES_PREFIX={prefix}"], compiler=compiler, flags=flags, extra=extra)
 
@@ -119,7 +118,7 @@ def run_c_model(model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extra
     """Compile runtime + the model in `model_dir` and run every prefix on X_groups (see predict_all_prefixes_c)."""
     X = _as_rows(X_groups)
     model_dir = Path(model_dir)
-    header = (model_dir / "edgeseq_model.h").read_text(encoding="ascii")
+    header = (model_dir / C_HEADER).read_text(encoding="ascii")
     prefix = model_prefix(model_dir)
     consts = {k: int(v) for k, v in re.findall(rf"#define {prefix}_(N_\w+) (\d+)u", header)}
     if X.shape[1] != consts["N_FEATURES"]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from edgeseq.format import BIAS_NAME, PREFIX0_INPUT
+
 # C99 + C11 keywords, plus names the C preprocessor/standard library make unusable as identifiers.
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline int
@@ -22,7 +24,7 @@ _Thread_local bool true false NULL asm typeof main errno assert offsetof
 # Output and internal names of the prefix graphs that are valid identifiers (outputs, the prefix-0
 # input, the bias initializer); a group input must never take one of them. Other internal names
 # contain '/' and cannot collide. tests/test_export_onnx.py checks this against the built graphs.
-RESERVED_ONNX_NAMES = frozenset({"y", "proba", "label", "n", "b"})
+RESERVED_ONNX_NAMES = frozenset({"y", "proba", "label", PREFIX0_INPUT, BIAS_NAME})
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 

@@ -18,10 +18,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from edgeseq.format import BIAS_NAME, PREFIX0_INPUT
+
 OPSET = 17
 IR_VERSION = 10  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 loads <= 13
-PREFIX0_INPUT = "n"
-BIAS_NAME = "b"
 
 
 def weight_name(input_name: str) -> str:

@@ -15,20 +15,13 @@ import numpy as np
 from onnx import TensorProto
 
 from edgeseq.errors import ExportError
+from edgeseq.sequence import resolve_prefix
 
 _OPTIONS = {"prefix": None, "budget": None}
 
 
 def _prefix(seq, options) -> int:
-    prefix, budget = options.get("prefix"), options.get("budget")
-    if prefix is not None and budget is not None:
-        raise ExportError("give the skl2onnx option 'prefix' or 'budget', not both")
-    if budget is not None:
-        return seq.prefix_for_budget(float(budget))
-    if prefix is None:
-        return seq.n_prefixes - 1
-    seq._check_prefix(prefix)
-    return int(prefix)
+    return resolve_prefix(seq.cum_cost, options.get("budget"), options.get("prefix"))
 
 
 def _sequence(op):

@@ -20,11 +20,10 @@ from edgeseq.errors import ExportError
 from edgeseq.sequence import FittedSequence
 
 from edgeseq.export import onnx_graphs
-from edgeseq.export.manifest import (FORMAT, FORMAT_VERSION, MANIFEST, dump_manifest, manifest_checksum,
+from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, manifest_checksum,
                        listed_files, read_verified, sha256_file, validate_manifest)
 from edgeseq.export.names import onnx_input_names
 
-C_HEADER, C_SOURCE = "edgeseq_model.h", "edgeseq_model.c"
 N_CHECK_ROWS = 512
 _F32_MAX = float(np.finfo(np.float32).max)
 
@@ -145,12 +144,11 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
 def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model) -> dict:
     input_names = onnx_input_names(seq.group_names)
     diffs = float32_diffs(seq, sample_inputs(seq, check_stats))
-    width = max(3, len(str(seq.n_prefixes - 1)))
     prefix_files = []
     for j in range(seq.n_prefixes):
         model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name)
         onnx.checker.check_model(model, full_check=True)
-        fname = f"prefix_{j:0{width}d}.onnx"
+        fname = prefix_file(j, seq.n_prefixes)
         (tmp / fname).write_bytes(model.SerializeToString())
         prefix_files.append((fname, sha256_file(tmp / fname)))
     written = write_c_model(seq, tmp, c_prefix, model_name=model_name)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from sklearn.datasets import load_breast_cancer
 
 from edgeseq.cli import main
-from edgeseq.export.manifest import read_verified
+from edgeseq.format import read_verified
 from edgeseq.io.model_io import load_model
 
 

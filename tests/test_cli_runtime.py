@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from onnx import numpy_helper
 
 from edgeseq.cli import main
-from edgeseq.export.manifest import dump_manifest, manifest_checksum, read_verified
+from edgeseq.format import dump_manifest, manifest_checksum, read_verified
 from edgeseq.runtime.session import AnytimeSession
 from edgeseq.evaluate import verify as runtime_verify
 from sequences import random_sequence

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from edgeseq.cli import main
 from edgeseq.io.cost_provenance import cost_summary, read_cost_provenance
 from edgeseq.errors import GroupSpecError, IntegrityError
-from edgeseq.export.manifest import manifest_checksum, read_verified, validate_manifest
+from edgeseq.format import manifest_checksum, read_verified, validate_manifest
 from edgeseq.io.model_io import as_sequence, load_model
 
 MEASURED = {"machine": "Linux x86_64, 2 cores", "cpu": "Test CPU 9000", "python": "3.11.7",

@@ -14,7 +14,8 @@ from sequences import random_sequence
 
 from edgeseq.errors import EdgeseqError, ExportError, IntegrityError
 from edgeseq.export import c_codegen
-from edgeseq.export.manifest import load_schema, read_verified, sequence_from_export
+from edgeseq.format import load_schema, read_verified
+from edgeseq.export.manifest import sequence_from_export
 from edgeseq.export.writer import export_model, sample_inputs
 
 
@@ -225,7 +226,7 @@ def test_bad_c_prefix_is_a_clear_error(tmp_path, seq):
 def test_checksums_are_not_a_signature_but_inconsistent_graphs_are_caught(out):
     """Someone who swaps graphs AND recomputes every sum passes read_verified (integrity, not
     authenticity, as documented); sequence_from_export still notices graphs that disagree."""
-    from edgeseq.export.manifest import dump_manifest, manifest_checksum, sha256_file
+    from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
 
     (out / "prefix_001.onnx").write_bytes((out / "prefix_002.onnx").read_bytes())
     m = json.loads((out / "manifest.json").read_text())
@@ -240,7 +241,7 @@ def test_checksums_are_not_a_signature_but_inconsistent_graphs_are_caught(out):
 def _rehash(out, edit) -> None:
     """Edit manifest.json and recompute its checksum: what a careless tool (or an attacker) produces,
     invisible to the sha256 checks."""
-    from edgeseq.export.manifest import dump_manifest, manifest_checksum
+    from edgeseq.format import dump_manifest, manifest_checksum
 
     m = json.loads((out / "manifest.json").read_text())
     edit(m)

@@ -91,7 +91,7 @@ def _expected_files() -> set[str]:
                 continue
             if (p.parent / "__init__.py").exists():  # only files inside packages are installed
                 out.add(f"{dest}/{rel.as_posix()}")
-    patterns = {"export": ["schema/*.json"], "edgeseq": ["extractors/data/*.json"],
+    patterns = {"edgeseq": ["schema/*.json", "extractors/data/*.json"],
                 "runtime_c": ["*.c", "*.h", "Makefile", "tests/*.c", "examples/*.c"]}
     for src_dir, globs in patterns.items():
         for g in globs:
@@ -109,7 +109,7 @@ def test_wheel_file_list(wheel):
     dist_info = {t for t in tops if t.endswith(".dist-info")}
     assert tops - dist_info == {"edgeseq"}, f"top-level entries besides edgeseq: {sorted(tops - dist_info)}"
     assert not [n for n in names if "__pycache__" in n or n.endswith((".o", ".so", ".pyc"))]
-    for needed in ("edgeseq/export/schema/manifest.schema.json", "edgeseq/runtime_c/edgeseq_runtime.c",
+    for needed in ("edgeseq/schema/manifest.schema.json", "edgeseq/runtime_c/edgeseq_runtime.c",
                    "edgeseq/runtime_c/edgeseq_runtime.h", "edgeseq/runtime_c/tests/driver.c"):
         assert needed in names
     (info,) = dist_info
@@ -150,13 +150,13 @@ CHILD = textwrap.dedent("""
         assert importlib.util.find_spec(name) is None, f"a top-level {name!r} module is importable"
     assert not [m for m in sys.modules if m.startswith("__editable__")], "the editable finder is active"
     assert not [p for p in sys.path if p and Path(p).resolve() == checkout], "the checkout is on sys.path"
-    schema = Path(str(resources.files("edgeseq.export").joinpath("schema/manifest.schema.json")))
+    schema = Path(str(resources.files("edgeseq.schema").joinpath("manifest.schema.json")))
     assert venv in schema.resolve().parents and schema.is_file(), schema
     assert (edgeseq.runtime_c.source_dir() / "tests" / "driver.c").is_file()
 
     import numpy as np
     from edgeseq import AnytimeRegressor
-    from edgeseq.export.manifest import read_verified
+    from edgeseq.format import read_verified
     from edgeseq.export.writer import export_model
 
     rng = np.random.default_rng(0)

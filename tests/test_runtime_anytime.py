@@ -227,7 +227,7 @@ def test_late_results_do_not_accumulate(model):
         base = tracemalloc.get_traced_memory()[0]
         for _ in range(15):
             r = s.run(ex, deadline_s=0.001, inputs=x)
-            assert r.report[0].status in ("timeout", "busy")
+            assert r.report[0].status in ("timeout", "busy", "deadline")  # "deadline": withdrawn under load
             s.wait_idle(2)
         grown = tracemalloc.get_traced_memory()[0] - base
     finally:

@@ -72,7 +72,7 @@ def manifest_table(m: dict) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the verified manifest as JSON.")
 def inspect_command(out_dir, as_json):
     """Verify OUT_DIR (schema, checksums, no extra files) and print its manifest."""
-    from edgeseq.export.manifest import read_verified
+    from edgeseq.format import read_verified
 
     m = read_verified(out_dir)
     if as_json:

@@ -29,7 +29,7 @@ _IGNORE = click.option("--ignore", "ignore", multiple=True, metavar="COL",
 def verify_command(out_dir, data, ignore, require_c, no_c, cc):
     """Check OUT_DIR (schema, manifest checksum, sha256 of every file, no extra files), then compare
     numpy, onnxruntime and the compiled C runtime on every prefix. Exits non-zero on any problem."""
-    from edgeseq.export.manifest import read_verified
+    from edgeseq.format import read_verified
 
     from edgeseq.io.feature_rows import read_feature_rows
     from edgeseq.evaluate.verify import VerifyMismatch, format_report, verify_export

@@ -10,7 +10,7 @@ from edgeseq.io.cost_provenance import cost_summary
 from edgeseq.errors import InputError
 from edgeseq.cli._main import main
 
-METHOD_CHOICES = ("omp", "fr", "single", "gomp")
+from edgeseq.format import METHODS as METHOD_CHOICES
 
 
 def _estimator(task: str, **params):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgeseq.errors import EdgeseqError, InputError
+from edgeseq.errors import EdgeseqError, InputError, VerifyMismatch
 from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
 from edgeseq.io.feature_rows import group_arrays
 
@@ -164,5 +164,3 @@ def format_report(rep: VerifyReport) -> list[str]:
     return lines
 
 
-class VerifyMismatch(EdgeseqError):
-    """At least one prefix differs between runtimes beyond the float32 bound."""

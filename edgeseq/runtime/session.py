@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import EdgeseqError, RuntimeInputError
+from edgeseq.errors import EdgeseqError, RuntimeInputError, SessionBusyError
 from edgeseq.runtime.inputs import as_group_array, check_budget, check_deadline, check_group_keys
 from edgeseq.runtime.loop import BUSY, GroupReport, Step, _Clock, anytime_loop
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
@@ -38,8 +38,6 @@ _F32 = np.dtype(np.float32)
 __all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "GroupReport", "SessionBusyError"]
 
 
-class SessionBusyError(EdgeseqError, RuntimeError):
-    """A run cannot start: an extractor of an earlier run overran its deadline and is still running."""
 
 
 @dataclass
@@ -101,7 +99,7 @@ class AnytimeSession:
     """A verified export directory, ready to predict (see the module docstring for the policies)."""
 
     def __init__(self, out_dir):
-        from edgeseq.export.manifest import read_verified  # the export package owns the format
+        from edgeseq.format import read_verified  # the export package owns the format
 
         out = Path(out_dir)
         m = read_verified(out)

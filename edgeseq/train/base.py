@@ -7,15 +7,16 @@ FittedSequence), so prediction here and in the exported artefacts is the same co
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from edgeseq.errors import InputError, InputTypeError, NotFittedError
+from edgeseq.errors import EdgeseqWarning, InputError, InputTypeError, NotFittedError
 from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.train.selection import METHODS
-from edgeseq.sequence import FittedSequence
+from edgeseq.sequence import FittedSequence, budget_affords_nothing, resolve_prefix
 
 
 def _wrap_validation(call):
@@ -73,18 +74,12 @@ class AnytimeBase(BaseEstimator):
         return self.fitted_sequence_
 
     def _resolve_prefix(self, seq: FittedSequence, budget, prefix) -> int:
-        if budget is not None and prefix is not None:
-            raise InputError("give either budget or prefix, not both")
-        if prefix is not None:
-            if isinstance(prefix, bool) or not isinstance(prefix, (numbers.Integral,)) \
-                    or not 0 <= prefix < seq.n_prefixes:
-                raise InputError(f"prefix must be an integer in 0..{seq.n_prefixes - 1}, got {prefix!r}")
-            return int(prefix)
-        if budget is not None:
-            if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or np.isnan(budget) or budget < 0:
-                raise InputError(f"budget must be a number >= 0 (cost units), got {budget!r}")
-            return seq.prefix_for_budget(float(budget))
-        return seq.n_prefixes - 1
+        j = resolve_prefix(seq.cum_cost, budget, prefix)
+        if budget_affords_nothing(seq.cum_cost, budget):
+            warnings.warn(f"budget {float(budget):.17g} affords no group (the first of the sequence costs "
+                          f"{seq.cum_cost[1]:g}): the prediction is the prior, prefix 0", EdgeseqWarning,
+                          stacklevel=4)
+        return j
 
     def _validate_predict_X(self, X, seq: FittedSequence, prefixes) -> np.ndarray:
         """Check X's shape; only the columns the requested prefixes use must be finite."""

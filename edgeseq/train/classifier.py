@@ -12,7 +12,7 @@ from threadpoolctl import threadpool_limits
 
 from edgeseq.train.base import AnytimeBase, _wrap_validation, step_reporter
 from edgeseq.train.basis import build_working_problem
-from edgeseq.errors import EdgeseqWarning, InputError
+from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
 from edgeseq.train.glm_fit import GRAD_TOL
 from edgeseq.train.glm_select import GLMSelectionResult, GLMState, select_glm, working_design
 from edgeseq.train.groups import GroupSpec
@@ -104,7 +104,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
                           f"whitening); it is placed last with zero gain", EdgeseqWarning, stacklevel=3)
         if result.not_converged:
             warnings.warn(f"the refit of prefix(es) {result.not_converged} stopped with gradient norm above "
-                          f"{GRAD_TOL:g}; increase l2 or rescale the features", EdgeseqWarning, stacklevel=3)
+                          f"{GRAD_TOL:g}; increase l2 or rescale the features", RefitConvergenceWarning, stacklevel=3)
 
     def _provenance(self, stats: SufficientStats) -> dict:
         return {**super()._provenance(stats), "grad_tol": GRAD_TOL, "fr_hessian": self._fr_hessian}

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from edgeseq.format import METHODS
 from edgeseq.train.basis import WorkingProblem
 
-METHODS = ("omp", "fr", "single", "gomp")
 SCHUR_RTOL = 1e-10  # Schur-complement eigenvalues below this (relative to C_gg's scale) are a null space
 TIE_RTOL = 1e-9  # scores this close to the best count as ties; ties go to the lowest group index
 

@@ -1,0 +1,250 @@
+"""The export format contract: file names, manifest.json canonical form, checksums and every check.
+
+Both sides of the format use this module: the exporters write manifests with `dump_manifest` and
+`manifest_checksum`, and the runtimes read them back with `read_verified`. It depends only on the
+standard library, numpy-free JSON and (lazily) jsonschema, so a device runtime can import it
+without the training or export code.
+
+The manifest is the only file a runtime must parse. It lists every other file of the export with
+its sha256 and carries `manifest_sha256`, the sha256 of the canonical JSON (sorted keys, no
+whitespace, UTF-8) of everything else; the file itself must be byte-identical to `dump_manifest`
+of its content. Together a change of any single byte anywhere in out/ is detected. This protects
+against corruption and careless edits; it is NOT a signature (anyone can recompute the sums).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+
+from edgeseq.errors import IntegrityError
+
+MANIFEST = "manifest.json"
+FORMAT = "edgeseq-export"
+FORMAT_VERSION = 1
+METHODS = ("omp", "fr", "single", "gomp")  # selection methods a model may record in its provenance
+PREFIX0_INPUT = "n"  # prefix 0 reads no group: its only input carries the number of rows
+BIAS_NAME = "b"  # the intercept initializer of every prefix graph
+C_HEADER = "edgeseq_model.h"
+C_SOURCE = "edgeseq_model.c"
+
+
+def prefix_file(j: int, n_prefixes: int) -> str:
+    """File name of prefix j's ONNX graph: zero-padded to at least 3 digits, so names sort in order."""
+    width = max(3, len(str(n_prefixes - 1)))
+    return f"prefix_{j:0{width}d}.onnx"
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def canonical_json(obj) -> bytes:
+    """Sorted keys, no whitespace, UTF-8, finite numbers only: the bytes the checksum covers."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def manifest_checksum(manifest: dict) -> str:
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def dump_manifest(manifest: dict) -> bytes:
+    """The exact bytes of manifest.json (readers re-serialise and compare, so no byte is free)."""
+    return (json.dumps(manifest, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False)
+            + "\n").encode("ascii")
+
+
+def load_schema() -> dict:
+    text = resources.files("edgeseq.schema").joinpath("manifest.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+@functools.lru_cache(maxsize=1)
+def _validator():
+    """The schema is checked once per process; validation itself is then cheap."""
+    import jsonschema  # imported on first use: `import edgeseq.runtime` stays light
+
+    schema = load_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate_manifest(manifest: dict) -> None:
+    """JSON-Schema validation plus the cross-field rules a schema cannot express.
+
+    A manifest whose checksums were recomputed after an edit passes the sha256 checks, so everything a
+    runtime indexes or trusts (lengths, columns, costs, outputs, file list) is checked for consistency
+    here; each violation is an IntegrityError naming the field."""
+    _check_schema(manifest)
+    check_cross_fields(manifest)
+
+
+def _check_schema(manifest: dict) -> None:
+    import jsonschema
+
+    validator = _validator()
+    if not validator.is_valid(manifest):
+        exc = jsonschema.exceptions.best_match(validator.iter_errors(manifest))
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+        raise IntegrityError(f"{MANIFEST} does not match the schema at {where}: {exc.message}")
+
+
+def check_cross_fields(manifest: dict) -> None:
+    """The rules between fields of a schema-valid manifest."""
+    _check_prefixes(manifest)
+    _check_features(manifest)
+    _check_groups(manifest)
+    _check_costs(manifest)
+    _check_outputs(manifest)
+    _check_files(manifest)
+
+
+def _bad(field: str, problem: str) -> IntegrityError:
+    return IntegrityError(f"{MANIFEST}: {field} {problem}")
+
+
+def _check_prefixes(m: dict) -> None:
+    groups, prefixes = m["groups"], m["prefixes"]
+    if len(prefixes) != len(groups) + 1:
+        raise _bad("prefixes", f"has {len(prefixes)} entries; {len(groups)} groups need {len(groups) + 1}")
+    if sorted(g["index"] for g in groups) != list(range(len(groups))):
+        raise _bad("groups[].index", f"must be a permutation of 0..{len(groups) - 1}")
+    for j, p in enumerate(prefixes):
+        want = [g["input_name"] for g in groups[:j]] or [PREFIX0_INPUT]
+        if p["index"] != j or p["inputs"] != want:
+            raise _bad(f"prefixes[{j}]", f"has index {p['index']} and inputs {p['inputs']}, "
+                                         f"expected index {j} and inputs {want}")
+
+
+def _check_features(m: dict) -> None:
+    D = m["n_features_in"]
+    for key in ("feature_names", "feature_mean", "feature_std"):
+        if m[key] is not None and len(m[key]) != D:
+            raise _bad(key, f"has {len(m[key])} entries, n_features_in is {D}")
+    if m["feature_names"] is not None and len(set(m["feature_names"])) != D:
+        raise _bad("feature_names", "repeats a name (columns are matched by name)")
+
+
+def _check_groups(m: dict) -> None:
+    D, names, seen = m["n_features_in"], m["feature_names"], set()
+    for key in ("name", "input_name"):
+        values = [g[key] for g in m["groups"]]
+        if len(set(values)) != len(values):
+            raise _bad(f"groups[].{key}", "repeats a value")
+    for k, g in enumerate(m["groups"]):
+        cols = g["columns"]
+        if g["dim"] != len(cols):
+            raise _bad(f"groups[{k}].dim", f"is {g['dim']} but the group lists {len(cols)} columns")
+        if max(cols) >= D:
+            raise _bad(f"groups[{k}].columns", f"has column {max(cols)}, outside 0..{D - 1} (n_features_in {D})")
+        if len(set(cols)) != len(cols) or seen & set(cols):
+            raise _bad(f"groups[{k}].columns", "repeats a column (groups must be disjoint)")
+        seen |= set(cols)
+        want = None if names is None else [names[c] for c in cols]
+        if g.get("column_names", want) != want:
+            raise _bad(f"groups[{k}].column_names", f"is {g.get('column_names')}, feature_names give {want}")
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def _check_costs(m: dict) -> None:
+    prefixes, total = m["prefixes"], 0.0
+    if prefixes[0]["cum_cost"] != 0:
+        raise _bad("prefixes[0].cum_cost", f"is {prefixes[0]['cum_cost']}, must be 0 (no group computed)")
+    for k, g in enumerate(m["groups"]):
+        total += g["cost"]
+        if not _close(g["cum_cost"], total):
+            raise _bad(f"groups[{k}].cum_cost", f"is {g['cum_cost']}, the running sum of the costs is {total}")
+        if not _close(prefixes[k + 1]["cum_cost"], g["cum_cost"]) or prefixes[k + 1]["cum_cost"] < prefixes[k]["cum_cost"]:
+            raise _bad(f"prefixes[{k + 1}].cum_cost",
+                       f"is {prefixes[k + 1]['cum_cost']}, must equal groups[{k}].cum_cost {g['cum_cost']}")
+
+
+def _check_outputs(m: dict) -> None:
+    outs, link = m["outputs"], m["link"]
+    P, names, classes = outs["n_outputs"], outs["names"], outs["classes"]
+    if (m["task"] == "regression") != (link == "identity"):
+        raise _bad("link", f"{link!r} does not fit task {m['task']!r} (regression uses identity)")
+    if link == "identity":
+        want_names, want_classes = P, None
+    elif link == "sigmoid":
+        if P != 1:
+            raise _bad("outputs.n_outputs", f"is {P}; a sigmoid model has 1 output (the positive class)")
+        want_names, want_classes = 2, 2
+    else:
+        if P < 2:
+            raise _bad("outputs.n_outputs", f"is {P}; a softmax model has one output per class (>= 2)")
+        want_names, want_classes = P, P
+    if len(names) != want_names:
+        raise _bad("outputs.names", f"has {len(names)} names, link {link} with n_outputs {P} needs {want_names}")
+    if (classes is None) != (want_classes is None) or (classes is not None and len(classes) != want_classes):
+        got = "null" if classes is None else f"{len(classes)} classes"
+        raise _bad("outputs.classes", f"has {got}, link {link} with n_outputs {P} needs "
+                                      f"{'null' if want_classes is None else want_classes}")
+
+
+def _check_files(m: dict) -> None:
+    names = [f["file"] for f in listed_files(m)]
+    if len(set(names)) != len(names):
+        raise _bad("files", "lists a file twice")
+    listed = {f["file"] for f in m["files"]}
+    for key in ("header", "source"):
+        if m["c"][key] not in listed:
+            raise _bad(f"c.{key}", f"names {m['c'][key]!r}, which is not listed in files")
+
+
+def listed_files(manifest: dict) -> list[dict]:
+    """Every (file, sha256) entry the manifest vouches for: the prefix graphs and the other files."""
+    return ([{"file": p["file"], "sha256": p["sha256"]} for p in manifest["prefixes"]]
+            + list(manifest["files"]))
+
+
+def read_verified(out_dir) -> dict:
+    """Load manifest.json and check everything before anyone trusts the directory.
+
+    Checks: valid JSON in canonical layout, schema, the manifest's own checksum, the cross-field rules
+    of `validate_manifest`, every listed file present with the right sha256, and no unlisted file or
+    directory. Raises IntegrityError naming
+    the file and the problem.
+    """
+    out = Path(out_dir)
+    mpath = out / MANIFEST
+    if not out.is_dir():
+        raise IntegrityError(f"{out} is not a directory (expected an edgeseq export directory)")
+    if not mpath.is_file():
+        raise IntegrityError(f"{mpath} is missing: not an edgeseq export directory")
+    raw = mpath.read_bytes()
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IntegrityError(f"{mpath} is not valid JSON ({exc}); re-export the model") from None
+    if not isinstance(manifest, dict):
+        raise IntegrityError(f"{mpath} must hold a JSON object")
+    _check_schema(manifest)
+    if manifest_checksum(manifest) != manifest["manifest_sha256"]:
+        raise IntegrityError(f"{mpath}: manifest_sha256 does not match its content (edited or corrupted)")
+    if dump_manifest(manifest) != raw:
+        raise IntegrityError(f"{mpath} is not byte-identical to its canonical form (edited or corrupted)")
+    check_cross_fields(manifest)  # after the checksums, so a plain edit is reported as one
+    for entry in listed_files(manifest):
+        path = out / entry["file"]
+        if not path.is_file():
+            raise IntegrityError(f"{path} is listed in {MANIFEST} but missing")
+        if sha256_file(path) != entry["sha256"]:
+            raise IntegrityError(f"{path}: sha256 does not match {MANIFEST} (modified or corrupted)")
+    expected = {MANIFEST} | {e["file"] for e in listed_files(manifest)}
+    extra = sorted(p.name for p in out.iterdir() if p.name not in expected)
+    if extra:
+        raise IntegrityError(f"{out} holds files not listed in {MANIFEST}: {', '.join(extra)}")
+    return manifest
