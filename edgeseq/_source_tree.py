@@ -10,8 +10,6 @@ when ``edgeseq`` is being imported from a checkout; an installed package never n
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -21,7 +19,7 @@ _ROOT = _PACKAGE_DIR.parent
 MAPPED_FOLDERS = {"edgeseq.export": "export", "edgeseq.runtime_c": "runtime_c"}
 
 
-class SourceTreeFinder(importlib.machinery.PathFinder):
+class SourceTreeFinder:
     """Finds ``edgeseq.export`` and ``edgeseq.runtime_c`` in the checkout's top-level folders.
 
     Examples
@@ -35,6 +33,8 @@ class SourceTreeFinder(importlib.machinery.PathFinder):
         folder = MAPPED_FOLDERS.get(fullname)
         if folder is None:
             return None
+        import importlib.util
+
         init = _ROOT / folder / "__init__.py"
         return importlib.util.spec_from_file_location(fullname, init,
                                                       submodule_search_locations=[str(init.parent)])

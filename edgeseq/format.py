@@ -15,9 +15,7 @@ against corruption and careless edits; it is NOT a signature (anyone can recompu
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-from importlib import resources
 from pathlib import Path
 
 from edgeseq.errors import IntegrityError
@@ -39,6 +37,8 @@ def prefix_file(j: int, n_prefixes: int) -> str:
 
 
 def sha256_file(path) -> str:
+    import hashlib  # here and below: loading OpenSSL is not free, and imports stay cheap
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -54,6 +54,8 @@ def canonical_json(obj) -> bytes:
 
 def manifest_checksum(manifest: dict) -> str:
     body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    import hashlib
+
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
@@ -64,6 +66,8 @@ def dump_manifest(manifest: dict) -> bytes:
 
 
 def load_schema() -> dict:
+    from importlib import resources
+
     text = resources.files("edgeseq.schema").joinpath("manifest.schema.json").read_text("utf-8")
     return json.loads(text)
 

@@ -193,3 +193,57 @@ def test_installed_package_runs_outside_the_checkout(venv, tmp_path):
     have_cc = any(shutil.which(c) for c in (os.environ.get("CC"), "gcc", "cc", "clang") if c)
     r = _run(cmd + (["--require-c"] if have_cc else ["--no-c"]), cwd=elsewhere)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+
+
+RUNTIME_CHILD = textwrap.dedent("""
+    import importlib.util, sys
+    import numpy as np
+    for absent in ("sklearn", "scipy", "onnx", "skl2onnx", "threadpoolctl", "click"):
+        assert importlib.util.find_spec(absent) is None, f"{absent} is installed in the runtime-only venv"
+    from edgeseq.runtime import AnytimeSession
+    out, X = sys.argv[1], np.load(sys.argv[2])
+    with AnytimeSession(out) as s:
+        feats = {"a": X[:, :2], "b": X[:, 2:3], "c": X[:, 3:]}
+        y = s.predict(feats)
+        r = s.run({k: (lambda row, v=v: v[0]) for k, v in feats.items()}, budget=3.0)
+        assert r.prefix == 2 and r.stopped_by == "budget", r
+    np.save(sys.argv[3], y)
+    try:
+        import edgeseq.train.regressor
+    except ImportError as exc:
+        print("trainer unavailable:", exc)
+    print("runtime-only-ok")
+""")
+
+
+def test_runtime_only_install(wheel, tmp_path):
+    """A device install: numpy, onnxruntime and jsonschema (what the format reader needs) + the wheel
+    without its dependencies, in a venv that has nothing else, runs AnytimeSession on an export."""
+    import numpy as np
+
+    from edgeseq import AnytimeRegressor
+    from edgeseq.export.writer import export_model
+
+    vdir = tmp_path / "device"
+    assert _run([sys.executable, "-m", "venv", vdir], cwd=tmp_path, timeout=240).returncode == 0
+    pip = [_bin(vdir, "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    env = _clean_env() | {"PIP_RETRIES": "0", "PIP_DEFAULT_TIMEOUT": "15"}
+    r = _run(pip + ["-c", ROOT / "constraints.txt", "numpy", "onnxruntime", "jsonschema"], cwd=tmp_path,
+             timeout=400, env=env)
+    if r.returncode != 0 and _NO_BACKEND.search(r.stdout + r.stderr.replace("setuptools", "numpy")):
+        pytest.skip("no package index reachable for numpy/onnxruntime/jsonschema")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _run(pip + ["--no-deps", wheel], cwd=tmp_path, timeout=240, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 5))
+    est = AnytimeRegressor(groups=[[0, 1], [2], [3, 4]], costs=[1.0, 2.0, 3.0], group_names=["a", "b", "c"])
+    est.fit(rng.normal(size=(80, 5)), rng.normal(size=80))
+    export_model(est.fitted_sequence_, tmp_path / "out")
+    np.save(tmp_path / "X.npy", X.astype(np.float32))
+    r = _run([_bin(vdir, "python"), "-c", RUNTIME_CHILD, tmp_path / "out", tmp_path / "X.npy",
+              tmp_path / "y.npy"], cwd=tmp_path, timeout=240)
+    assert r.returncode == 0 and "runtime-only-ok" in r.stdout, r.stdout + r.stderr
+    assert "trainer unavailable" in r.stdout  # negative control: the venv really lacks the trainer
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), est.predict(X), rtol=1e-5, atol=1e-5)

@@ -6,7 +6,7 @@ import onnxruntime as ort
 import pytest
 
 from edgeseq import AnytimeRegressor
-from edgeseq.errors import IntegrityError, RuntimeInputError
+from edgeseq.errors import InputError, IntegrityError, RuntimeInputError
 from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
 from sequences import random_sequence
 from test_runtime_support import assert_matches_reference, exported, group_features
@@ -146,8 +146,9 @@ def test_hostile_group_name_is_quoted_in_messages(reg):
     (dict(budget="cheap"), "budget"),
 ])
 def test_bad_budget_or_prefix(reg, kwargs, match):
+    """The runtime resolves budgets with the estimators' resolver: the same InputError, same words."""
     seq, sess = reg
-    with pytest.raises(RuntimeInputError, match=match):
+    with pytest.raises(InputError, match=match):
         sess.predict(group_features(seq, sample_rows(seq, 2)), **kwargs)
 
 

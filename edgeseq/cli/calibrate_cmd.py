@@ -16,7 +16,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import click
-import numpy as np
 
 from edgeseq.errors import InputError
 from edgeseq.cli._main import main
@@ -92,6 +91,8 @@ def _import_file(path: Path):
 
 def load_samples(path: Path) -> list:
     """Sample inputs from .npy (items along axis 0), .npz (its only array) or .csv (one item a row)."""
+    import numpy as np  # here, not at import: `edgeseq --help` stays fast
+
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
@@ -129,6 +130,8 @@ def resolve_inputs(bank_spec, samples, builtin):
 
 def write_features(X: np.ndarray, header: list[str], path: Path) -> None:
     """The features as .npy, or as .csv with a header row of `header` (what `edgeseq train` reads)."""
+    import numpy as np  # here, not at import: `edgeseq --help` stays fast
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix.lower() == ".csv":

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import click
-import numpy as np
 
 from edgeseq.cli._main import main
 
@@ -77,6 +76,8 @@ def run_command(out_dir, data, budget, ignore, output):
     empty cell or NaN in a group means the group was not computed, so the row falls back to the prefix
     before it (the anytime semantics for logged data). Inf or non-numbers are errors.
     """
+    import numpy as np  # here, not at import: `edgeseq --help` stays fast
+
     from edgeseq.runtime.session import AnytimeSession
     from edgeseq.io.feature_rows import available_prefix, group_arrays, read_feature_rows
 

@@ -1,5 +1,12 @@
-"""The Python runtime: load a verified export and predict, or run the anytime loop on a device."""
+"""The Python runtime: load a verified export and predict, or run the anytime loop on a device.
 
-from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction, RunResult, SessionBusyError
+Imports only numpy, onnxruntime, the format contract (`edgeseq.format`), the intermediate form's
+budget rule (`edgeseq.sequence`) and `edgeseq.errors`: a device install needs nothing else.
+"""
 
-__all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "SessionBusyError"]
+from edgeseq.runtime.loop import GroupReport, RunResult
+from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
+from edgeseq.runtime.session import AnytimeSession
+from edgeseq.errors import SessionBusyError
+
+__all__ = ["AnytimeSession", "ClassifierPrediction", "ExportedModel", "GroupReport", "RunResult", "SessionBusyError"]

@@ -83,11 +83,6 @@ def _nonnegative(value, what: str, allow_inf: bool) -> float:
     return v
 
 
-def check_budget(budget) -> float | None:
-    """None, or a number >= 0 (inf allowed): the budget is in the model's cost units."""
-    return None if budget is None else _nonnegative(budget, "budget (in cost units)", True)
-
-
 def check_deadline(deadline_s) -> float | None:
     """None, or a finite number of seconds >= 0."""
     return None if deadline_s is None else _nonnegative(deadline_s, "deadline_s (seconds)", False)

@@ -4,8 +4,8 @@ Independent of onnxruntime: the caller passes `commit(j, rows) -> prediction` (t
 graphs in production, a fake in tests), so the scheduling policy is tested on its own.
 
 Policies (also in the README):
-* budget (cost units): a group is started only if its cost fits in what remains (inclusive, with
-  the same 1e-12 relative slack as `prefix_for_budget`); the first group that does not fit ends
+* budget (cost units): a group is started only if the prefix it completes is affordable under the
+  one budget rule (cumulative cost <= budget, exactly); the first group that does not fit ends
   the run — later groups are never skipped to, because prefixes are contiguous.
 * deadline (wall seconds from the call): extractors run on the session's worker thread and the
   loop waits at most until the deadline; an overrunning extractor is reported `timeout`, its late
@@ -21,9 +21,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from edgeseq.errors import EdgeseqError
 from edgeseq.runtime.inputs import as_group_array
 from edgeseq.runtime.worker import ABANDONED, WITHDRAWN
+from edgeseq.sequence import budget_affords_nothing, resolve_prefix
 
 # status of a group in a run's report
 OK = "ok"                      # computed and committed
@@ -50,13 +53,23 @@ class GroupReport:
 
 
 @dataclass
-class LoopOutcome:
+class RunResult:
+    """Outcome of one anytime run (one sample): the one result type of the anytime loop.
+
+    `prediction` is what `predict` returns for that one row at `prefix`: an array of shape (1,)
+    or (1, P) for regression, a `ClassifierPrediction` with one row for classifiers.
+    `budget_affords_nothing` is True when the budget was below the first group's cost, so the
+    answer is the prior by construction rather than because something went wrong.
+    """
+
     prediction: object
     prefix: int
-    spent_cost: float  # cost of every group started (a failed/timed-out one included)
+    spent_cost: float   # cost units of every group started (a failed or timed-out one included)
+    prefix_cost: float  # cumulative cost of the committed prefix
     elapsed_s: float
+    stopped_by: str = "complete"  # complete | budget | deadline | timeout | busy | error | invalid | no_extractor
     report: list[GroupReport] = field(default_factory=list)
-    stopped_by: str = "complete"  # complete | budget | deadline | error | invalid | no_extractor | busy
+    budget_affords_nothing: bool = False
 
     @property
     def timed_out(self) -> bool:
@@ -108,16 +121,22 @@ def _call(extractor, inputs, step: Step, worker, clock: _Clock):
 
 def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict, inputs=None,
                  budget: float | None = None, deadline_s: float | None = None, worker=None,
-                 clock: _Clock | None = None) -> LoopOutcome:
-    """Run the loop; `worker` must be given (and idle) when `deadline_s` is."""
+                 clock: _Clock | None = None) -> RunResult:
+    """Run the loop; `worker` must be given (and idle) when `deadline_s` is.
+
+    The budget decides how far the loop may go with the one budget rule (`resolve_prefix` on the
+    steps' cumulative costs), so a run stops exactly where `predict(budget=...)` would.
+    """
     clock = clock or _Clock(deadline_s)
+    cum_cost = np.concatenate([[0.0], np.cumsum([s.cost for s in steps])])
+    limit = resolve_prefix(cum_cost, budget=budget)
     prediction, prefix, spent = prefix0_prediction, 0, 0.0
     rows: list = []
     report = [GroupReport(s.name, NOT_REACHED, s.cost) for s in steps]
     stopped = "complete"
     for k, step in enumerate(steps):
         rep = report[k]
-        if budget is not None and spent + step.cost > budget:  # i.e. cum_cost[k+1] <= budget, exactly
+        if k + 1 > limit:
             rep.status, stopped = OVER_BUDGET, "budget"
             rep.message = f"cost {step.cost:g} exceeds the remaining budget {max(budget - spent, 0.0):g}"
             break
@@ -154,4 +173,5 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
             rep.status, stopped, rep.message = INVALID, INVALID, str(exc)
             break
         rep.status = OK
-    return LoopOutcome(prediction, prefix, spent, clock.elapsed(), report, stopped)
+    return RunResult(prediction, prefix, spent, float(cum_cost[prefix]), clock.elapsed(), stopped, report,
+                     budget_affords_nothing(cum_cost, budget))

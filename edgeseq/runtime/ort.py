@@ -10,7 +10,6 @@ time) with a pre-built output-name list.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 from pathlib import Path
@@ -39,6 +38,8 @@ def session_options() -> ort.SessionOptions:
 def load_verified_bytes(path: Path, sha256: str) -> bytes:
     """The file's bytes, re-checked against the manifest, so the graph we run is the one verified."""
     data = Path(path).read_bytes()
+    import hashlib  # at load time, not import time
+
     if hashlib.sha256(data).hexdigest() != sha256:
         raise IntegrityError(f"{path}: sha256 changed after verification (modified while loading)")
     return data

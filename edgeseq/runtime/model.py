@@ -1,0 +1,219 @@
+"""A loaded, verified export: batch predictions of any prefix with onnxruntime.
+
+`ExportedModel(out_dir)` is what a phone or robot needs to answer from features it already has;
+`edgeseq.runtime.session.AnytimeSession` builds the anytime loop on top of it. This module imports
+only numpy, onnxruntime, the format contract and the intermediate form's budget rule — never the
+training or export code.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from edgeseq.errors import EdgeseqWarning, RuntimeInputError
+from edgeseq.format import read_verified
+from edgeseq.runtime.inputs import as_group_array, check_group_keys
+from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
+from edgeseq.sequence import budget_affords_nothing, resolve_prefix
+
+_F32 = np.dtype(np.float32)
+
+__all__ = ["ClassifierPrediction", "ExportedModel"]
+
+
+@dataclass
+class ClassifierPrediction:
+    """Classifier output of one prefix: labels (from the manifest's classes) and probabilities."""
+
+    label: np.ndarray        # (N,) original class labels
+    proba: np.ndarray        # (N, n_classes) float32
+    label_index: np.ndarray  # (N,) int64 index into `classes`
+    prefix: int
+
+
+@dataclass(frozen=True)
+class _Group:
+    name: str
+    input_name: str
+    dim: int
+    cost: float
+
+
+def _same_rows(rows: dict) -> int:
+    """The common number of rows of a batch (1 when no group is given), or an error listing them."""
+    if len(set(rows.values())) > 1:
+        detail = ", ".join(f"{k!r}: {v}" for k, v in rows.items())
+        raise RuntimeInputError(f"groups have different numbers of rows ({detail}); pass one row per "
+                                f"sample in every group")
+    return next(iter(rows.values()), 1)
+
+
+def _read_only(pred):
+    """Mark the arrays of a prediction that is shared between results read-only."""
+    for a in (pred.label, pred.proba, pred.label_index) if isinstance(pred, ClassifierPrediction) else (pred,):
+        a.setflags(write=False)
+    return pred
+
+
+class ExportedModel:
+    """A verified export directory, ready to predict in batches.
+
+    Loading verifies the directory (schema, manifest checksum, sha256 of every file) and creates one
+    single-threaded onnxruntime session per prefix, once. `AnytimeSession` adds the anytime loop.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(200, 4)); y = X @ [1.0, 2.0, 0.5, 0.0]
+    >>> est = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 2.0]).fit(X, y)
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> model = ExportedModel(out)
+    >>> model.n_prefixes
+    3
+    >>> model.predict({name: X[:2, cols] for name, cols in zip(model.group_names, ([0, 1], [2, 3]))}).shape
+    (2,)
+    """
+
+    def __init__(self, out_dir):
+        out = Path(out_dir)
+        m = read_verified(out)
+        self.out_dir = out
+        self.manifest = m
+        self.task: str = m["task"]
+        self.link: str = m["link"]
+        self._regression = self.task == "regression"
+        self.groups = tuple(_Group(g["name"], g["input_name"], int(g["dim"]), float(g["cost"]))
+                            for g in m["groups"])
+        self.group_names = tuple(g.name for g in self.groups)
+        self._by_name = {g.name: k for k, g in enumerate(self.groups)}
+        self._name_set = frozenset(self._by_name)
+        self._needed = [frozenset(self.group_names[:j]) for j in range(len(self.groups) + 1)]
+        self._plan = [tuple((g.name, g.dim) for g in self.groups[:j])
+                      for j in range(len(self.groups) + 1)]
+        self._shapes: list[dict] = [{} for _ in self._plan]  # per prefix: first group's shape -> shapes
+        self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
+        outs = m["outputs"]
+        self.output_names = tuple(outs["names"])
+        self.n_outputs = int(outs["n_outputs"])
+        self.classes = None if outs["classes"] is None else np.array(outs["classes"])
+        self._squeeze = bool(outs.get("y_was_1d", False)) and self.task == "regression"
+        wanted = ["y"] if self.task == "regression" else ["y", "proba", "label"]
+        self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
+                                      wanted, str(out / p["file"]), self._squeeze) for p in m["prefixes"]]
+        self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def n_prefixes(self) -> int:
+        """J + 1 (prefix 0 predicts without any group)."""
+        return len(self._runners)
+
+    def prefix_for_budget(self, budget) -> int:
+        """Longest prefix whose cumulative cost is <= budget (inclusive, exact: the estimator's rule)."""
+        return resolve_prefix(self.cum_cost, budget=budget)
+
+    def _resolve_prefix(self, budget, prefix) -> int:
+        j = resolve_prefix(self.cum_cost, budget, prefix)
+        if budget_affords_nothing(self.cum_cost, budget):
+            warnings.warn(f"budget {float(budget):.17g} affords no group (the first of the sequence costs "
+                          f"{self.cum_cost[1]:g}): the prediction is the prior, prefix 0", EdgeseqWarning,
+                          stacklevel=3)
+        return j
+
+    # ------------------------------------------------------------------ batch
+    def predict(self, features_by_group: dict, budget=None, prefix=None):
+        """Predictions of the longest prefix allowed (by `budget` in cost units, or `prefix`; else all).
+
+        Keys are group names; groups beyond the prefix may be present and are ignored (not even
+        checked; at prefix 0 their first dimension gives the number of rows). Arrays are (N, d_g) (or
+        (d_g,) for one row); float32 (N, d_g) arrays skip the conversion step.
+        Returns (N,) for a regression trained on 1-D y, (N, P) otherwise, and a
+        `ClassifierPrediction` for classifiers.
+        """
+        if budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
+            j = prefix  # the common case, without the general checks
+        else:
+            j = self._resolve_prefix(budget, prefix)
+        if j == 0:  # no features needed; any given only tell the number of rows
+            check_group_keys(features_by_group, self._by_name, ())
+            rows = {name: np.shape(v)[0] if np.ndim(v) == 2 else 1 for name, v in features_by_group.items()}
+            return self._format(self._runners[0].run_rows(_same_rows(rows)), 0)
+        # fast path: float32 arrays of exactly the shapes expected for the first group's number of
+        # rows (cached per prefix and shape); finiteness is checked once, on the output, below
+        arrays = []
+        try:
+            a = features_by_group[self._plan[j][0][0]]
+            shapes = self._shapes[j].get(a.shape) if type(a) is np.ndarray else None
+            for name, shape in shapes or self._expected_shapes(j, a):
+                a = features_by_group[name]
+                if type(a) is not np.ndarray or a.dtype is not _F32 or a.shape != shape:
+                    arrays = []
+                    break
+                arrays.append(a)
+            if not arrays:
+                arrays = self._checked_arrays(features_by_group, j)
+        except (KeyError, TypeError, IndexError):
+            check_group_keys(features_by_group, self._by_name, self.group_names[:j])  # the clear error
+            raise
+        if len(features_by_group) > j and not self._name_set.issuperset(features_by_group):
+            check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
+        outs, finite = self._runners[j].call(arrays, arrays[0].shape[0])
+        if not finite:
+            self._explain_nonfinite(features_by_group, j, outs[0])
+        return outs[0] if self._regression else self._format(outs, j)
+
+    def _expected_shapes(self, j: int, first) -> tuple:
+        """((name, (n, d_g)), ...) for prefix j when `first`, the first group's value, is a float32
+        (n, d_1) array with 1 <= n <= BIND_MAX_ROWS (then cached under its shape); () otherwise."""
+        plan = self._plan[j]
+        if not (type(first) is np.ndarray and first.dtype is _F32 and first.ndim == 2
+                and first.shape[1] == plan[0][1] and 1 <= first.shape[0] <= BIND_MAX_ROWS):
+            return ()
+        n = first.shape[0]
+        shapes = self._shapes[j][first.shape] = tuple((name, (n, dim)) for name, dim in plan)
+        return shapes
+
+    def _checked_arrays(self, features_by_group, j: int) -> list[np.ndarray]:
+        """Prefix j's arrays, converted and checked group by group (any dtype, layout, 1-D rows, lists):
+        the general path, and the one whose errors name the group and say what is wrong."""
+        arrays, n = [], -1
+        for name, dim in self._plan[j]:
+            a = features_by_group[name]
+            if not (type(a) is np.ndarray and a.dtype is _F32 and a.ndim == 2 and a.shape[1] == dim
+                    and a.shape[0]):
+                a = as_group_array(name, a, dim)
+            if a.shape[0] != n:
+                if n >= 0:
+                    self._rows_error(features_by_group, j)
+                n = a.shape[0]
+            arrays.append(a)
+        return arrays
+
+    def _rows_error(self, features_by_group, j: int):
+        _same_rows({g: np.shape(features_by_group[g])[0] if np.ndim(features_by_group[g]) == 2 else 1
+                    for g, _ in self._plan[j]})
+
+    def _explain_nonfinite(self, features_by_group, j: int, y: np.ndarray):
+        """Raise the precise error for a non-finite output.
+
+        NaN/Inf inputs always reach `y` (NaN*w and Inf*0 are NaN, nothing skips a weight), so one
+        check on the small output replaces a check on every input; this finds the culprit."""
+        for g in self.groups[:j]:
+            as_group_array(g.name, features_by_group[g.name], g.dim)  # raises for NaN/Inf/overflow
+        row = int(np.argwhere(~np.isfinite(y))[0][0])
+        raise RuntimeInputError(
+            f"prefix {j} overflows float32 at row {row} (the features are finite but too large for the "
+            f"model's weights); rescale the features as in training")
+
+    def _format(self, outs: list[np.ndarray], j: int):
+        if self.task == "regression":
+            return outs[0]  # (N,) when trained on 1-D y: the runners squeeze it
+        _, proba, idx = outs
+        return ClassifierPrediction(self.classes[idx], proba, idx, j)

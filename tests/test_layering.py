@@ -1,0 +1,108 @@
+"""The house rules of the package layout, as tests.
+
+* The Python runtime depends only on the intermediate form, the format contract and errors: importing
+  it loads none of the training stack (scipy, scikit-learn, threadpoolctl) or the exporters (onnx,
+  skl2onnx), checked both on what a fresh interpreter loads and on the source's import statements.
+* `import edgeseq.runtime` costs at most 1.3x `import onnxruntime` (fresh interpreters, median of 5,
+  interleaved so machine load hits both alike).
+* `edgeseq --help` and each subcommand's `--help` answer within 0.4 s (median of 3).
+"""
+
+from __future__ import annotations
+
+import ast
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("scipy", "sklearn", "threadpoolctl", "onnx", "skl2onnx")
+# what edgeseq.runtime may import from edgeseq itself
+RUNTIME_MAY_IMPORT = ("edgeseq.runtime", "edgeseq.format", "edgeseq.sequence", "edgeseq.errors", "edgeseq._source_tree")
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys\n{statement}\nprint(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return set(r.stdout.split())
+
+
+def test_runtime_import_loads_no_training_or_export_stack():
+    loaded = _loaded_after("import edgeseq.runtime")
+    assert "onnxruntime" in loaded and "numpy" in loaded
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_the_import_probe_can_fail():
+    """Negative control: the same probe sees scikit-learn when the trainer is imported."""
+    assert {"sklearn", "scipy"} <= _loaded_after("import edgeseq.train.regressor")
+
+
+def _edgeseq_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return {n for n in names if n == "edgeseq" or n.startswith("edgeseq.")}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "edgeseq" / "runtime").glob("*.py")), ids=lambda p: p.name)
+def test_runtime_sources_import_only_the_contract(path):
+    """Also the lazy imports inside functions: the runtime never reaches into training or exporters."""
+    bad = {m for m in _edgeseq_imports(path) if not m.startswith(RUNTIME_MAY_IMPORT)}
+    assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", ["edgeseq.format", "edgeseq.sequence", "edgeseq.errors"])
+def test_contract_modules_stay_light(module):
+    path = ROOT / Path(*module.split(".")).with_suffix(".py")
+    bad = {m for m in _edgeseq_imports(path) if not m.startswith(RUNTIME_MAY_IMPORT)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+    assert not _loaded_after(f"import {module}") & set(HEAVY)
+
+
+def _import_seconds(statement: str) -> float:
+    code = f"import time\nt = time.perf_counter()\n{statement}\nprint(time.perf_counter() - t)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return float(r.stdout)
+
+
+def test_runtime_import_time_is_close_to_onnxruntime():
+    ours, bare = [], []
+    for _ in range(5):  # interleaved: a burst of load hits both
+        bare.append(_import_seconds("import onnxruntime"))
+        ours.append(_import_seconds("import edgeseq.runtime"))
+    ratio = statistics.median(ours) / statistics.median(bare)
+    assert ratio <= 1.3, f"import edgeseq.runtime {statistics.median(ours):.3f} s vs onnxruntime " \
+                         f"{statistics.median(bare):.3f} s: {ratio:.2f}x"
+
+
+def _help_seconds(args: list[str]) -> float:
+    cmd = [sys.executable, "-c", "import sys; from edgeseq.cli import main; sys.argv[0] = 'edgeseq'; main()",
+           *args, "--help"]
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    elapsed = time.perf_counter() - t
+    assert r.returncode == 0 and "Usage" in r.stdout, r.stderr
+    return elapsed
+
+
+def _subcommands() -> list[str]:
+    from edgeseq.cli import main
+    return sorted(main.commands)
+
+
+@pytest.mark.parametrize("args", [[]] + [[c] for c in _subcommands()], ids=lambda a: " ".join(a) or "edgeseq")
+def test_help_is_fast(args):
+    assert not _loaded_after("import edgeseq.cli") & ({"numpy"} | set(HEAVY))
+    seconds = statistics.median(_help_seconds(args) for _ in range(3))
+    assert seconds <= 0.4, f"edgeseq {' '.join(args)} --help took {seconds:.2f} s"
