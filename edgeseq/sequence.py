@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgeseq.errors import InputError
+from edgeseq.errors import EdgeseqWarning, InputError
 
 LINKS = ("identity", "sigmoid", "softmax")
 
@@ -91,6 +92,14 @@ def budget_affords_nothing(cum_cost, budget) -> bool:
     rather than silently returning the prior.
     """
     return budget is not None and len(cum_cost) > 1 and float(budget) < float(cum_cost[1])
+
+
+def warn_if_budget_affords_nothing(cum_cost, budget, stacklevel: int = 3) -> None:
+    """Warn (EdgeseqWarning) that `budget` buys no group, so the prediction is the prior."""
+    if budget_affords_nothing(cum_cost, budget):
+        warnings.warn(f"budget {float(budget):.17g} affords no group (the first of the sequence costs "
+                      f"{float(cum_cost[1]):g}): the prediction is the prior, prefix 0", EdgeseqWarning,
+                      stacklevel=stacklevel)
 
 
 def _short_repr(value, limit: int = 60) -> str:

@@ -8,17 +8,16 @@ training or export code.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import EdgeseqWarning, RuntimeInputError
+from edgeseq.errors import RuntimeInputError
 from edgeseq.format import read_verified
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
-from edgeseq.sequence import budget_affords_nothing, resolve_prefix
+from edgeseq.sequence import resolve_prefix, warn_if_budget_affords_nothing
 
 _F32 = np.dtype(np.float32)
 
@@ -121,10 +120,7 @@ class ExportedModel:
 
     def _resolve_prefix(self, budget, prefix) -> int:
         j = resolve_prefix(self.cum_cost, budget, prefix)
-        if budget_affords_nothing(self.cum_cost, budget):
-            warnings.warn(f"budget {float(budget):.17g} affords no group (the first of the sequence costs "
-                          f"{self.cum_cost[1]:g}): the prediction is the prior, prefix 0", EdgeseqWarning,
-                          stacklevel=3)
+        warn_if_budget_affords_nothing(self.cum_cost, budget, stacklevel=4)
         return j
 
     # ------------------------------------------------------------------ batch

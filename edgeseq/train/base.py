@@ -7,16 +7,15 @@ FittedSequence), so prediction here and in the exported artefacts is the same co
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from edgeseq.errors import EdgeseqWarning, InputError, InputTypeError, NotFittedError
+from edgeseq.errors import InputError, InputTypeError, NotFittedError
 from edgeseq.train.groups import GroupSpec, check_groups
-from edgeseq.train.selection import METHODS
-from edgeseq.sequence import FittedSequence, budget_affords_nothing, resolve_prefix
+from edgeseq.format import METHODS
+from edgeseq.sequence import FittedSequence, resolve_prefix, warn_if_budget_affords_nothing
 
 
 def _wrap_validation(call):
@@ -75,10 +74,7 @@ class AnytimeBase(BaseEstimator):
 
     def _resolve_prefix(self, seq: FittedSequence, budget, prefix) -> int:
         j = resolve_prefix(seq.cum_cost, budget, prefix)
-        if budget_affords_nothing(seq.cum_cost, budget):
-            warnings.warn(f"budget {float(budget):.17g} affords no group (the first of the sequence costs "
-                          f"{seq.cum_cost[1]:g}): the prediction is the prior, prefix 0", EdgeseqWarning,
-                          stacklevel=4)
+        warn_if_budget_affords_nothing(seq.cum_cost, budget, stacklevel=5)
         return j
 
     def _validate_predict_X(self, X, seq: FittedSequence, prefixes) -> np.ndarray:

@@ -10,6 +10,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
+from edgeseq.train.fold import fold_sequence
 from edgeseq.train.base import AnytimeBase, _wrap_validation, step_reporter
 from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
@@ -148,22 +149,6 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
 
 def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: SufficientStats, n_features: int,
              link: str, classes: np.ndarray, provenance: dict) -> FittedSequence:
-    """Raw-space maps of every prefix: β_g = T_g W_g, β_0 = b − Σ μ_gᵀ β_g (no target scaling for GLMs)."""
-    P = result.intercepts.shape[1]
-    coefs, intercepts = [], []
-    for j, ws in enumerate(result.prefix_weights):
-        groups = result.order[:j]
-        beta = np.vstack([prob.transforms[g] @ w for g, w in zip(groups, ws)]) if j else np.zeros((0, P))
-        mu = np.concatenate([prob.x_mean[prob.raw_slices[g]] for g in groups]) if j else np.zeros(0)
-        coefs.append(beta)
-        intercepts.append(result.intercepts[j] - mu @ beta)
-    used = np.concatenate(spec.columns)
-    mean, std = np.zeros(n_features), np.ones(n_features)
-    mean[used] = stats.x_mean
-    std[used] = np.sqrt(np.maximum(np.diag(stats.cov_xx), 0.0))
-    return FittedSequence(
-        task="classification", link=link, n_features_in=n_features, group_names=spec.names,
-        group_columns=spec.columns, costs=spec.costs, order=np.array(result.order), coefs=tuple(coefs),
-        intercepts=np.array(intercepts), output_names=tuple(str(c) for c in classes), classes=classes,
-        doubling_violations=tuple(result.doubling_violations), provenance=provenance, y_was_1d=False,
-        feature_mean=mean, feature_std=std)
+    """GLMs: the working intercepts are the fitted ones and there is no target scaling."""
+    return fold_sequence(prob, result, spec, stats, n_features, intercepts=result.intercepts, task="classification",
+                         link=link, output_names=[str(c) for c in classes], classes=classes, provenance=provenance)

@@ -27,7 +27,8 @@ from scipy.linalg import solve_triangular
 
 from edgeseq.train.basis import WorkingProblem
 from edgeseq.train.glm_fit import BOUND_SCALE, GRAD_TOL, Refit, mean_function, refit
-from edgeseq.train.selection import METHODS, _Factor, _pick, _schur_gains
+from edgeseq.format import METHODS
+from edgeseq.train.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
 
 FR_HESSIANS = ("bohning", "diag")
 _CHUNK_BYTES = 64 * 2**20
@@ -64,16 +65,6 @@ def working_design(X, used: np.ndarray, prob: WorkingProblem) -> np.ndarray:
     return Z
 
 
-class _HessianSchur:
-    """Schur complements C_gg − V_gᵀV_g from explicit blocks (the interface `_schur_gains` reads)."""
-
-    schur = _Factor.schur
-
-    def __init__(self, C: np.ndarray, V: np.ndarray):
-        self.C = C
-        self.V = V
-
-
 class GLMState:
     """The greedy state: selected groups, their refit, and the scores of the remaining groups."""
 
@@ -91,7 +82,7 @@ class GLMState:
         self.Zs_fast = np.empty((n, k), dtype=np.float32) if fast else None
         self.cols: list[int] = []  # working column of each Zs column
         self.order: list[int] = []
-        self._bound: _Factor | None = None
+        self._bound: CholeskyFactor | None = None
         self.fit = refit(self.Zs[:, :0], Y, np.zeros((0, 0)), np.zeros((0, self.P)), np.zeros(self.P), link,
                          l2, tol)
 
@@ -123,28 +114,25 @@ class GLMState:
         for start in range(0, self.n, rows):
             xc = np.asarray(self.X[start:start + rows][:, self.used], dtype=np.float64) - self.prob.x_mean
             grad += xc.T @ R[start:start + rows]
-        grad /= self.n
-        std = np.where(self.prob.x_std > 0, self.prob.x_std, np.inf)
-        per_col = np.sum((grad / std[:, None]) ** 2, axis=1)
-        return np.array([per_col[self.prob.raw_slices[g]].max(initial=0.0) for g in cands])
+        return single_column_scores(self.prob, grad / self.n, cands)
 
     def _fr_gains(self, G: np.ndarray, cands) -> np.ndarray:
         if self.link == "softmax" and self.fr_hessian == "bohning":
             s = BOUND_SCALE["softmax"]
             if self._bound is None:
-                self._bound = _Factor(self.prob.K, np.zeros((self.prob.K.shape[0], 1)), self.l2 / s)
+                self._bound = CholeskyFactor(self.prob.K, np.zeros((self.prob.K.shape[0], 1)), self.l2 / s)
                 for g in self.order:
                     self._grow_bound(g)
-            return _schur_gains(self._bound, G, self.prob.slices, cands) / s
+            return schur_gains(self._bound, G, self.prob.slices, cands) / s
         p = mean_function(self.fit.f, self.link)
         weights = p * (1.0 - p)  # (n, 1) binary: the exact Hessian; (n, P) per-class diagonal approximation
         total = np.zeros(len(cands))
         for c in range(weights.shape[1]):
-            total += _schur_gains(self._weighted_schur(weights[:, c], cands), G[:, c:c + 1], self.prob.slices,
+            total += schur_gains(self._weighted_schur(weights[:, c], cands), G[:, c:c + 1], self.prob.slices,
                                   cands)
         return total
 
-    def _weighted_schur(self, w: np.ndarray, cands) -> _HessianSchur:
+    def _weighted_schur(self, w: np.ndarray, cands) -> SchurBlocks:
         """Blocks of H = [1, Z]ᵀ diag(w) [1, Z]/n + λI(no intercept) needed by the Schur complements."""
         n, m, k = self.n, len(self.cols), self.Z.shape[1]
         S1 = np.hstack([np.ones((n, 1)), self.Zs[:, :m]])
@@ -158,7 +146,7 @@ class GLMState:
             s = self.prob.slices[g]
             Zg = self.Z[:, s]
             C[s, s] = (Zg * w[:, None]).T @ Zg / n + self.l2 * np.eye(s.stop - s.start)
-        return _HessianSchur(C, V)
+        return SchurBlocks(C, V)
 
     # ------------------------------------------------------------------ growth
     def add(self, g: int) -> Refit:
@@ -198,20 +186,6 @@ class GLMState:
         return float(np.mean(pred == truth))
 
 
-def step_pool(prob: WorkingProblem, remaining: list[int], costs: np.ndarray, doubling: bool,
-              limit: float) -> tuple[list[int], bool, bool]:
-    """Candidates of one step: the usable remaining groups (else all remaining ones; they score 0),
-    restricted under Doubling to costs <= `limit` (else the cheapest, flagged as a violation)."""
-    usable = [g for g in remaining if prob.usable(g)]
-    pool = usable or list(remaining)
-    if not doubling:
-        return pool, bool(usable), False
-    eligible = [g for g in pool if costs[g] <= limit * (1 + 1e-12)]
-    if eligible:
-        return eligible, bool(usable), False
-    return [min(pool, key=lambda g: (costs[g], g))], bool(usable), True
-
-
 def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubling: bool = False,
                c_min: float | None = None, progress=None) -> GLMSelectionResult:
     """Order all groups greedily from an empty GLMState; record every prefix's refit."""
@@ -227,7 +201,7 @@ def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubl
         if violated:
             violations.append(step)
         sc = state.scores(method, pool, costs) if any_usable else np.zeros(len(pool))
-        g = _pick(sc, pool)
+        g = pick_best(sc, pool)
         scores.append(float(sc[pool.index(g)]))
         fits.append(state.add(g))
         weights.append(state.weights())

@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from threadpoolctl import threadpool_limits
 
+from edgeseq.train.fold import fold_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
 from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError
@@ -91,7 +92,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         for g in result.unusable:
             warnings.warn(f"group {spec.names[g]!r} has no usable direction (constant or empty after "
                           f"whitening); it is placed last with zero gain", EdgeseqWarning, stacklevel=3)
-        seq = _fold(prob, result, spec, stats, n_features, y_was_1d, self._provenance(stats))
+        seq = fold_regression(prob, result, spec, stats, n_features, y_was_1d, self._provenance(stats))
         self._publish(seq, spec)
         var = stats.var_y
         w = var / var.sum() if var.sum() > 0 else np.zeros_like(var)
@@ -114,25 +115,11 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
             yield z[:, 0] if seq.y_was_1d else z
 
 
-def _fold(prob, result, spec: GroupSpec, stats: SufficientStats, n_features: int, y_was_1d: bool,
-          provenance: dict) -> FittedSequence:
-    """Map each prefix's working-space weights to raw feature space: β_g = σ_y T_g w_g, β_0 = ȳ − μᵀβ."""
-    coefs, intercepts = [], []
-    for j, ws in enumerate(result.prefix_weights):
-        blocks = [prob.transforms[g] @ w * prob.y_scale for g, w in zip(result.order[:j], ws)]
-        beta = np.vstack(blocks) if blocks else np.zeros((0, prob.q.shape[1]))
-        mu = np.concatenate([prob.x_mean[prob.raw_slices[g]] for g in result.order[:j]]) if j else np.zeros(0)
-        coefs.append(beta)
-        intercepts.append(prob.y_mean - mu @ beta)
-    mean = np.zeros(n_features)
-    std = np.ones(n_features)
-    used = np.concatenate(spec.columns)
-    mean[used] = stats.x_mean
-    std[used] = np.sqrt(np.maximum(np.diag(stats.cov_xx), 0.0))
+def fold_regression(prob, result, spec: GroupSpec, stats: SufficientStats, n_features: int, y_was_1d: bool,
+                    provenance: dict) -> FittedSequence:
+    """Squared loss: the working intercept is ȳ for every prefix and the target scale is σ_y."""
     P = prob.q.shape[1]
-    return FittedSequence(
-        task="regression", link="identity", n_features_in=n_features, group_names=spec.names,
-        group_columns=spec.columns, costs=spec.costs, order=np.array(result.order), coefs=tuple(coefs),
-        intercepts=np.array(intercepts), output_names=("y",) if P == 1 else tuple(f"y{p}" for p in range(P)),
-        doubling_violations=tuple(result.doubling_violations), provenance=provenance,
-        y_was_1d=bool(y_was_1d and P == 1), feature_mean=mean, feature_std=std)
+    return fold_sequence(prob, result, spec, stats, n_features, intercepts=[prob.y_mean] * len(result.prefix_weights),
+                         scale=prob.y_scale, task="regression", link="identity",
+                         output_names=("y",) if P == 1 else tuple(f"y{p}" for p in range(P)),
+                         y_was_1d=y_was_1d and P == 1, provenance=provenance)

@@ -36,7 +36,7 @@ from threadpoolctl import threadpool_limits
 from edgeseq.train.basis import WorkingProblem, build_working_problem
 from edgeseq.errors import InputError
 from edgeseq.train.groups import check_groups
-from edgeseq.train.regressor import _fold
+from edgeseq.train.regressor import fold_regression
 from edgeseq.train.selection import SelectionResult
 from edgeseq.sequence import FittedSequence
 from edgeseq.train.stats import sufficient_statistics
@@ -262,7 +262,7 @@ def _sequence(prob, spec, stats, n_features, order, prefix_w, y_was_1d, provenan
         order=[int(g) for g in order],
         prefix_weights=[[w[prob.slices[g]] for g in order[:j]] for j, w in enumerate(prefix_w)],
         objective=0.5 * np.array([np.sum(prob.q * w) for w in prefix_w]), explained=explained, scores=[])
-    seq = _fold(prob, result, spec, stats, n_features, y_was_1d, provenance)
+    seq = fold_regression(prob, result, spec, stats, n_features, y_was_1d, provenance)
     var = stats.var_y
     weights = var / var.sum()
     for j in range(len(prefix_w)):
