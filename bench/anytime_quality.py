@@ -27,7 +27,7 @@ from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeRegressor
 from edgeseq.evaluate.anytime import alpha_stopping_cost, anytime_curve, oracle_curve, plateau_alpha, timeliness
-from edgeseq.extractors.mnist import DataUnavailableError
+from edgeseq.errors import DataUnavailableError
 from edgeseq.train.sparse import sparse_path
 
 FITTED = {"CS-G-OMP": dict(method="omp"), "single": dict(method="single"),

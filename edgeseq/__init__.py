@@ -19,7 +19,8 @@ __version__ = "0.2.0.dev0"
 
 # public name -> module that defines it
 _LAZY = {"AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
-         "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence"}
+         "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
+         "sequence_from_gram": "edgeseq.train.functional"}
 __all__ = sorted(_LAZY)
 
 

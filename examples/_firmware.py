@@ -10,7 +10,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from edgeseq.export.c_harness import CCompilerError, compile_c, find_c_compiler, model_prefix, runtime_dir
+from edgeseq.errors import CCompilerError
+from edgeseq.export.c_harness import compile_c, find_c_compiler, model_prefix, runtime_dir
 
 
 def firmware_demo(model_dir, seeds=(1, 2, 3)) -> list[str] | None:

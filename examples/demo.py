@@ -151,7 +151,8 @@ def runtime_table(out: Path, data, Xte, yte, quiet: bool) -> list[str]:
 
 def run_c(model_dir: Path, X_groups):
     """The compiled C runtime's predictions for every prefix, or None when no C compiler exists."""
-    from edgeseq.export.c_harness import CCompilerError, find_c_compiler, run_c as harness_run_c
+    from edgeseq.errors import CCompilerError
+    from edgeseq.export.c_harness import find_c_compiler, run_c as harness_run_c
 
     try:
         find_c_compiler()

@@ -17,7 +17,7 @@ from sklearn.model_selection import train_test_split
 from edgeseq import AnytimeRegressor
 from edgeseq.export.writer import export_model
 from edgeseq.extractors.datasets import mnist_data
-from edgeseq.extractors.mnist import DataUnavailableError
+from edgeseq.errors import DataUnavailableError
 from edgeseq.runtime.session import AnytimeSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

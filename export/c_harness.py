@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.format import C_HEADER, C_SOURCE
-from edgeseq.errors import CCompilerError, EdgeseqError, InputError
+from edgeseq.errors import CCompilerError, InputError
 
 STRICT_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Wdouble-promotion",
                 "-Wconversion")

@@ -13,7 +13,8 @@ import pytest
 from c_support import require
 from sequences import random_sequence
 
-from edgeseq.export.c_harness import CCompilerError, compile_c, runtime_dir
+from edgeseq.errors import CCompilerError
+from edgeseq.export.c_harness import compile_c, runtime_dir
 from edgeseq.export.c_codegen import write_c_model
 
 

@@ -8,7 +8,8 @@ from c_support import float32_bound
 from sklearn.datasets import load_breast_cancer, load_digits
 
 from edgeseq import AnytimeClassifier
-from edgeseq.export.c_harness import CCompilerError, find_c_compiler, run_c
+from edgeseq.errors import CCompilerError
+from edgeseq.export.c_harness import find_c_compiler, run_c
 from edgeseq.export.writer import export_model
 from edgeseq.runtime.session import AnytimeSession
 

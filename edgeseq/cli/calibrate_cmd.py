@@ -128,7 +128,7 @@ def resolve_inputs(bank_spec, samples, builtin):
     return bank_spec, None if samples is None else Path(samples)
 
 
-def write_features(X: np.ndarray, header: list[str], path: Path) -> None:
+def write_features(X, header: list[str], path: Path) -> None:
     """The features as .npy, or as .csv with a header row of `header` (what `edgeseq train` reads)."""
     import numpy as np  # here, not at import: `edgeseq --help` stays fast
 

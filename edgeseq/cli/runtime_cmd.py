@@ -31,7 +31,8 @@ def verify_command(out_dir, data, ignore, require_c, no_c, cc):
     from edgeseq.format import read_verified
 
     from edgeseq.io.feature_rows import read_feature_rows
-    from edgeseq.evaluate.verify import VerifyMismatch, format_report, verify_export
+    from edgeseq.errors import VerifyMismatch
+    from edgeseq.evaluate.verify import format_report, verify_export
 
     if require_c and no_c:
         raise click.UsageError("--require-c and --no-c contradict each other")

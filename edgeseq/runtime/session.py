@@ -90,7 +90,7 @@ class AnytimeSession(ExportedModel):
             return self._finish(anytime_loop(self._steps, self._commit, self._prefix0, extractors,
                                              inputs, budget, deadline_s, worker, clock))
 
-    def _commit(self, j: int, rows: list[np.ndarray]):
+    def _commit(self, j: int, rows: list):
         """Prediction of prefix j from the loop's validated rows (finite, one row each)."""
         outs, finite = self._runners[j].run(rows)
         if not finite:

@@ -81,3 +81,13 @@ def fold_sequence(prob, result, spec, stats, n_features: int, *, intercepts, sca
         output_names=tuple(output_names), classes=classes,
         doubling_violations=tuple(result.doubling_violations), provenance=provenance,
         y_was_1d=bool(y_was_1d), feature_mean=mean, feature_std=std)
+
+
+def fold_regression(prob, result, spec, stats, n_features: int, y_was_1d: bool,
+                    provenance: dict) -> FittedSequence:
+    """Squared loss: the working intercept is ȳ for every prefix and the target scale is σ_y."""
+    P = prob.q.shape[1]
+    return fold_sequence(prob, result, spec, stats, n_features, intercepts=[prob.y_mean] * len(result.prefix_weights),
+                         scale=prob.y_scale, task="regression", link="identity",
+                         output_names=("y",) if P == 1 else tuple(f"y{p}" for p in range(P)),
+                         y_was_1d=y_was_1d and P == 1, provenance=provenance)

@@ -6,15 +6,11 @@ import warnings
 
 import numpy as np
 from sklearn.base import RegressorMixin
-from threadpoolctl import threadpool_limits
 
-from edgeseq.train.fold import fold_sequence
+from edgeseq.train.functional import fit_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
-from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError
 from edgeseq.train.groups import GroupSpec
-from edgeseq.train.selection import select_sequence
-from edgeseq.sequence import FittedSequence
 from edgeseq.train.stats import SufficientStats, sufficient_statistics
 
 
@@ -84,15 +80,12 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
 
     def _fit_stats(self, stats: SufficientStats, spec: GroupSpec, *, n_features: int, y_was_1d: bool,
                    progress=None):
-        # D-space work is many small products: threaded BLAS only adds contention (10x slower under load)
-        with threadpool_limits(limits=1, user_api="blas"):
-            prob = build_working_problem(stats, spec.sizes, self.whiten)
-            result = select_sequence(prob, spec.costs, method=self.method, l2=float(self.l2),
-                                     doubling=bool(self.doubling), progress=step_reporter(progress, spec))
+        seq, result = fit_sequence(stats, spec, n_features, method=self.method, l2=self.l2, whiten=self.whiten,
+                                   doubling=self.doubling, y_was_1d=y_was_1d, provenance=self._provenance(stats),
+                                   progress=step_reporter(progress, spec))
         for g in result.unusable:
             warnings.warn(f"group {spec.names[g]!r} has no usable direction (constant or empty after "
                           f"whitening); it is placed last with zero gain", EdgeseqWarning, stacklevel=3)
-        seq = fold_regression(prob, result, spec, stats, n_features, y_was_1d, self._provenance(stats))
         self._publish(seq, spec)
         var = stats.var_y
         w = var / var.sum() if var.sum() > 0 else np.zeros_like(var)
@@ -113,13 +106,3 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         """Yield the prediction of prefix 0, 1, ..., J (what the device holds after each group)."""
         for seq, z in self._staged_linear(X):
             yield z[:, 0] if seq.y_was_1d else z
-
-
-def fold_regression(prob, result, spec: GroupSpec, stats: SufficientStats, n_features: int, y_was_1d: bool,
-                    provenance: dict) -> FittedSequence:
-    """Squared loss: the working intercept is ȳ for every prefix and the target scale is σ_y."""
-    P = prob.q.shape[1]
-    return fold_sequence(prob, result, spec, stats, n_features, intercepts=[prob.y_mean] * len(result.prefix_weights),
-                         scale=prob.y_scale, task="regression", link="identity",
-                         output_names=("y",) if P == 1 else tuple(f"y{p}" for p in range(P)),
-                         y_was_1d=y_was_1d and P == 1, provenance=provenance)

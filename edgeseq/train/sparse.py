@@ -36,7 +36,7 @@ from threadpoolctl import threadpool_limits
 from edgeseq.train.basis import WorkingProblem, build_working_problem
 from edgeseq.errors import InputError
 from edgeseq.train.groups import check_groups
-from edgeseq.train.regressor import fold_regression
+from edgeseq.train.fold import fold_regression
 from edgeseq.train.selection import SelectionResult
 from edgeseq.sequence import FittedSequence
 from edgeseq.train.stats import sufficient_statistics

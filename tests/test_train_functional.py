@@ -1,0 +1,61 @@
+"""The functional core and model files of earlier releases."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_diabetes
+
+from edgeseq import AnytimeRegressor
+from edgeseq.errors import InputError
+from edgeseq.io.model_io import load_model
+from edgeseq.train.functional import sequence_from_gram
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("method", ["omp", "fr", "single", "gomp"])
+@pytest.mark.parametrize("whiten", [True, False])
+def test_sequence_from_gram_equals_the_estimator(method, whiten):
+    """Covariances computed by hand (float64, two-pass) give the estimator's sequence and weights."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 7)) @ rng.normal(size=(7, 7)) + rng.normal(size=7) * 10
+    y = X @ rng.normal(size=7) + rng.normal(size=300)
+    groups, costs = [[0, 1], [2], [3, 4, 5], [6]], [1.0, 0.5, 2.0, 1.5]
+    est = AnytimeRegressor(groups=groups, costs=costs, method=method, whiten=whiten).fit(X, y)
+    Xc, yc = X - X.mean(0), y - y.mean()
+    seq = sequence_from_gram(Xc.T @ Xc / 300, Xc.T @ yc / 300, yc.var(), groups, costs, n_samples=300,
+                             x_mean=X.mean(0), y_mean=y.mean(), method=method, whiten=whiten)
+    ref = est.fitted_sequence_
+    assert seq.order.tolist() == ref.order.tolist()
+    for a, b in zip(seq.coefs, ref.coefs):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(seq.intercepts, ref.intercepts, rtol=1e-8, atol=1e-10)
+
+
+def test_sequence_from_gram_refuses_bad_arrays():
+    with pytest.raises(InputError, match="square"):
+        sequence_from_gram(np.zeros((2, 3)), np.zeros(2), 1.0, [[0]], [1.0], n_samples=10)
+    with pytest.raises(InputError, match="NaN"):
+        sequence_from_gram(np.full((2, 2), np.nan), np.zeros(2), 1.0, [[0], [1]], [1.0, 1.0], n_samples=10)
+    with pytest.raises(InputError, match="n_samples"):
+        sequence_from_gram(np.eye(2), np.zeros(2), 1.0, [[0], [1]], [1.0, 1.0], n_samples=1)
+
+
+def test_model_files_of_0_1_0_load_and_predict_identically():
+    """Files pickled by edgeseq 0.1.0 name its flat modules (edgeseq.regressor, ...)."""
+    expected = json.loads((FIXTURES / "model_0.1.0_expected.json").read_text())
+    Xd, _ = load_diabetes(return_X_y=True)
+    Xb, _ = load_breast_cancer(return_X_y=True)
+    reg = load_model(FIXTURES / "model_0.1.0_regressor.pkl")
+    clf = load_model(FIXTURES / "model_0.1.0_classifier.pkl")
+    seq = load_model(FIXTURES / "model_0.1.0_sequence.pkl")
+    assert b"edgeseq.regressor" in (FIXTURES / "model_0.1.0_regressor.pkl").read_bytes()  # really the old path
+    for got, want in zip(reg.staged_predict(Xd[:40]), expected["regressor_staged"]):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(clf.staged_predict_proba(Xb[:40]), expected["classifier_staged_proba"]):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(clf.staged_predict(Xb[:40]), expected["classifier_staged"]):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(seq.linear(Xd[:40], seq.n_prefixes - 1)[:, 0], expected["regressor_staged"][-1])
