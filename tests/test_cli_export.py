@@ -56,7 +56,7 @@ def invoke(*args):
 
 def test_train_export_inspect_with_click_runner(files, tmp_path):
     d, bc = files
-    res = invoke("train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json",
+    res = invoke("train", "--task", "regression", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json",
                  "--method", "fr", "-o", tmp_path / "m.pkl")
     assert res.exit_code == 0, res.output
     assert "explained_variance" in res.output and "mean radius" not in res.output  # group names, not columns
@@ -80,7 +80,7 @@ def test_train_export_inspect_with_click_runner(files, tmp_path):
 
 def test_npz_index_groups_and_plain_pickle(files, tmp_path):
     d, bc = files
-    res = invoke("train", d / "bc.npz", "--groups", d / "groups_idx.json", "--doubling", "--no-whiten",
+    res = invoke("train", "--task", "regression", d / "bc.npz", "--groups", d / "groups_idx.json", "--doubling", "--no-whiten",
                  "--l2", "0.01", "-o", tmp_path / "m.pkl", "--quiet")
     assert res.exit_code == 0, res.output
     est = load_model(tmp_path / "m.pkl")
@@ -95,7 +95,8 @@ def test_npz_index_groups_and_plain_pickle(files, tmp_path):
 def test_errors_are_one_line_and_nonzero(files, tmp_path, case):
     d, _ = files
     groups = d / "groups.json"
-    args = ["train", d / "bc.csv", "--target", "diagnosis", "--groups", groups, "-o", tmp_path / "m.pkl"]
+    args = ["train", d / "bc.csv", "--target", "diagnosis", "--groups", groups, "-o", tmp_path / "m.pkl",
+            "--task", "regression"]
     spec = {"unknown_column": {"groups": [{"name": "a", "columns": ["no such"], "cost": 1}]},
             "index_out_of_range": {"groups": [{"name": "a", "columns": [99], "cost": 1}]},
             "target_as_feature": {"groups": [{"name": "a", "columns": ["diagnosis"], "cost": 1}]}}
@@ -130,7 +131,7 @@ def test_errors_are_one_line_and_nonzero(files, tmp_path, case):
 
 def test_force_never_deletes_a_directory_that_is_not_an_export(files, tmp_path):
     d, _ = files
-    assert invoke("train", d / "bc.npz", "--groups", d / "groups_idx.json", "-o", tmp_path / "m.pkl",
+    assert invoke("train", "--task", "regression", d / "bc.npz", "--groups", d / "groups_idx.json", "-o", tmp_path / "m.pkl",
                   "--quiet").exit_code == 0
     home = tmp_path / "home"
     (home / "sub").mkdir(parents=True)
@@ -177,7 +178,7 @@ def test_real_subprocess(files, tmp_path):
     d, _ = files
     cli = [sys.executable, "-c", "from edgeseq.cli import main; main()"]
     run = lambda *a: subprocess.run(cli + [str(x) for x in a], capture_output=True, text=True, timeout=120)  # noqa: E731
-    r = run("train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json", "-o", tmp_path / "m.pkl")
+    r = run("train", "--task", "regression", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json", "-o", tmp_path / "m.pkl")
     assert r.returncode == 0, r.stderr
     r = run("export", tmp_path / "m.pkl", tmp_path / "out")
     assert r.returncode == 0, r.stderr
@@ -192,7 +193,7 @@ def test_classification_train_export(files, tmp_path):
     """--task classification: the diagnosis labels (0/1 integers) become classes; the exported
     graphs' probabilities match predict_proba for every prefix."""
     d, bc = files
-    res = invoke("train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json",
+    res = invoke("train", "--task", "regression", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json",
                  "--task", "classification", "-o", tmp_path / "c.pkl")
     assert res.exit_code == 0 and "accuracy" in res.output, res.output
     assert invoke("export", tmp_path / "c.pkl", tmp_path / "out").exit_code == 0
@@ -263,7 +264,7 @@ def _stamps(stderr: str) -> list[float]:
 
 def test_progress_goes_to_stderr_and_quiet_silences_it(files, tmp_path):
     d, bc = files
-    args = ["train", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json", "-o", tmp_path / "m.pkl"]
+    args = ["train", "--task", "regression", d / "bc.csv", "--target", "diagnosis", "--groups", d / "groups.json", "-o", tmp_path / "m.pkl"]
     res = invoke(*args)
     assert res.exit_code == 0, res.stderr
     t = _stamps(res.stderr)

@@ -194,6 +194,7 @@ def test_run_csv_per_row_prefix_and_values(exports, tmp_path):
     assert head == ["row", "prefix", "cum_cost", "y0", "y1"]
     prefixes = [int(row[1]) for row in rows]
     assert prefixes == [3, 3, 1, 3, 3, 0, 3, 3, 3]
+    assert [int(row[0]) for row in rows] == list(range(9))  # the row of the input, not of its prefix's subset
     for i, row in enumerate(rows):
         j = prefixes[i]
         feats = {k: v[i:i + 1] for k, v in group_features(seq, X).items()

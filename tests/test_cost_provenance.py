@@ -74,7 +74,7 @@ def test_manifest_carries_the_provenance_and_inspect_prints_it(pipeline):
 
 def test_train_prints_where_the_costs_come_from(tmp_path):
     _data(tmp_path)
-    res = invoke("train", tmp_path / "train.npz", "--groups", tmp_path / "groups.json", "-o", tmp_path / "m.pkl")
+    res = invoke("train", "--task", "regression", tmp_path / "train.npz", "--groups", tmp_path / "groups.json", "-o", tmp_path / "m.pkl")
     assert res.exit_code == 0 and "measured on Test CPU 9000" in res.output
 
 

@@ -80,11 +80,15 @@ def run_command(out_dir, data, budget, ignore, output):
     import numpy as np  # here, not at import: `edgeseq --help` stays fast
 
     from edgeseq.runtime.session import AnytimeSession
+    from edgeseq.sequence import budget_affords_nothing
     from edgeseq.io.feature_rows import available_prefix, group_arrays, read_feature_rows
 
     sess = AnytimeSession(out_dir)
     rows = read_feature_rows(data, sess.manifest, ignore)
     j_max = sess.n_prefixes - 1 if budget is None else sess.prefix_for_budget(budget)
+    if budget_affords_nothing(sess.cum_cost, budget):
+        click.echo(f"warning: budget {budget:g} affords no group (the first costs {sess.cum_cost[1]:g}); every "
+                   "row gets the prior (prefix 0)", err=True)
     prefix = np.minimum(available_prefix(sess.manifest, rows.X), j_max)
     feats = group_arrays(sess.manifest, rows.X)
     lines: list = [None] * rows.X.shape[0]

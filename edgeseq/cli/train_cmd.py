@@ -40,6 +40,16 @@ def sequence_table(seq) -> list[str]:
     return lines
 
 
+def _refuse_ambiguous_target(y) -> None:
+    """A 0/1 (two-valued) target without --task is most likely a class label: say so, do not guess."""
+    import numpy as np
+
+    values = np.unique(y)
+    if y.ndim == 1 and values.size == 2:
+        raise InputError(f"the target has exactly two distinct values ({values[0]:g}, {values[1]:g}): pass "
+                         "--task classification for a classifier, or --task regression to fit them as numbers")
+
+
 @main.command("train")
 @click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--target", help="Target column (CSV). .npz files carry the target as array 'y'.")
@@ -50,8 +60,9 @@ def sequence_table(seq) -> list[str]:
 @click.option("--doubling", is_flag=True, help="Restrict each pick to groups no costlier than the cost so far.")
 @click.option("--no-whiten", is_flag=True, help="Standardise columns instead of whitening each group.")
 @click.option("--l2", type=float, default=None, help="L2 penalty (default: the estimator's own default).")
-@click.option("--task", type=click.Choice(["regression", "classification"]), default="regression",
-              show_default=True)
+@click.option("--task", type=click.Choice(["regression", "classification"]), default=None,
+              help="What the target is. Default: regression, except that a target with exactly two distinct "
+                   "values is refused until you say which you mean.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Model file to write (pickle with a format version; load it with edgeseq.io.model_io.load_model).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no sequence table).")
@@ -69,21 +80,22 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
 
     progress = Progress(quiet)
     with progress.stage("read data", str(data)):
-        ds = read_data(data, target, task)
+        ds = read_data(data, target, task or "regression")
+    if task is None:
+        _refuse_ambiguous_target(ds.y)
+        task = "regression"
     progress.say(f"data: {ds.X.shape[0]} rows x {ds.X.shape[1]} feature columns")
     spec = read_groups(groups_path, ds)
     n_used = sum(len(c) for c in spec.columns)
     progress.say(f"groups: {len(spec.names)} groups over {n_used} columns ({groups_path})")
     params = {} if l2 is None else {"l2": l2}
     est = _estimator(task, groups=spec.columns, costs=spec.costs, method=method, whiten=not no_whiten,
-                     doubling=doubling, group_names=spec.names, **params)
+                     doubling=doubling, group_names=spec.names, feature_names=ds.feature_names,
+                     cost_provenance=spec.cost_provenance, **params)
     with progress.stage("fit", f"{type(est).__name__} (method {method}): statistics pass over "
                                f"{ds.X.shape[0]} rows, then {len(spec.names)} selection steps"):
         est.fit(ds.X, ds.y, progress=progress.say)
     seq = est.fitted_sequence_
-    if seq.feature_names is None and ds.feature_names is not None:
-        seq.feature_names = ds.feature_names  # the header names, so the manifest can show them
-    seq.provenance.update(spec.cost_provenance)  # where the costs were measured (DESIGN.md §7)
     with progress.stage("save", str(output)):
         save_model(est, output)
     if not quiet:

@@ -150,8 +150,38 @@ class GroupsFile:
     columns: list[list[int]]  # indices into Dataset.X
     costs: list[float]
     names: list[str]
-    # {"costs_measured_on": dict | None, "cost_unit": str | None}, for FittedSequence.provenance
+    # the GROUPS.json "measured_on"/"cost_unit" fields, checked: the estimators' `cost_provenance`
     cost_provenance: dict = field(default_factory=dict)
+
+
+GROUPS_KEYS = ("groups", "measured_on", "cost_unit")  # what a GROUPS.json document may hold
+GROUP_KEYS = ("name", "columns", "cost", "dim")  # what each group may hold
+
+
+def closest(word: str, known, n: int = 3) -> list[str]:
+    """The known names closest to a mistyped one (for "did you mean" hints).
+
+    Examples
+    --------
+    >>> closest("nmae", ["name", "columns", "cost"])
+    ['name']
+    """
+    import difflib
+
+    return difflib.get_close_matches(str(word), [str(k) for k in known], n=n, cutoff=0.6)
+
+
+def _did_you_mean(word, known) -> str:
+    near = closest(word, known)
+    return f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+
+
+def _check_keys(obj: dict, allowed, where: str) -> None:
+    unknown = [k for k in obj if k not in allowed]
+    if unknown:
+        k = unknown[0]
+        raise GroupSpecError(f"{where}: unknown key {str(k)[:80]!r}{_did_you_mean(k, allowed)} "
+                             f"(allowed: {', '.join(allowed)})")
 
 
 def _column_index(ref, ds: Dataset, gname: str) -> int:
@@ -162,8 +192,11 @@ def _column_index(ref, ds: Dataset, gname: str) -> int:
         raise GroupSpecError(f"group {gname!r}: column {ref!r} must be a header name or a 0-based index")
     if isinstance(ref, str):
         if cols is None or ref not in cols:
-            known = "the file has no column names" if cols is None else f"known columns: {list(cols)}"
-            raise GroupSpecError(f"group {gname!r}: unknown column {ref!r} ({known})")
+            if cols is None:
+                hint = " (the file has no column names: use 0-based indices)"
+            else:
+                hint = _did_you_mean(ref, cols) or f" (the data has {len(cols)} columns, none named like it)"
+            raise GroupSpecError(f"group {gname!r}: unknown column {ref[:80]!r}{hint}")
         idx = cols.index(ref)
     else:
         if not 0 <= ref < n_cols:
@@ -188,10 +221,13 @@ def read_groups(path, ds: Dataset) -> GroupsFile:
     groups = doc.get("groups") if isinstance(doc, dict) else None
     if not isinstance(groups, list) or not groups:
         raise GroupSpecError(f'{path} must hold {{"groups": [{{"name": ..., "columns": [...], "cost": ...}}, ...]}}')
-    out = GroupsFile([], [], [], read_cost_provenance(doc, path))
+    _check_keys(doc, GROUPS_KEYS, str(path))
+    read_cost_provenance(doc, path)  # checks the fields; the estimator records them
+    out = GroupsFile([], [], [], {k: doc[k] for k in ("measured_on", "cost_unit") if k in doc})
     for i, g in enumerate(groups):
         if not isinstance(g, dict):
             raise GroupSpecError(f"{path}: group {i} must be an object with name, columns and cost")
+        _check_keys(g, GROUP_KEYS, f"{path}: group {i}")
         name = g.get("name", f"g{i}")
         if not isinstance(name, str) or not name:
             raise GroupSpecError(f"{path}: group {i} has name {name!r}; names must be non-empty strings")

@@ -6,6 +6,7 @@ FittedSequence), so prediction here and in the exported artefacts is the same co
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
@@ -15,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from edgeseq.errors import InputError, InputTypeError, NotFittedError
 from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.format import METHODS
+from edgeseq.io.cost_provenance import read_cost_provenance
 from edgeseq.sequence import FittedSequence, resolve_prefix, warn_if_budget_affords_nothing
 
 
@@ -46,6 +48,28 @@ class AnytimeBase(BaseEstimator):
         for name in ("whiten", "doubling"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        self._cost_provenance()
+
+    def _cost_provenance(self) -> dict:
+        """The checked `cost_provenance` parameter as provenance entries (GROUPS.json's own rules)."""
+        doc = self.cost_provenance
+        if doc is None:
+            doc = {}
+        if not isinstance(doc, dict) or set(doc) - {"measured_on", "cost_unit"}:
+            raise InputError("cost_provenance must be a dict with keys 'measured_on' and/or 'cost_unit' "
+                             f"(as in GROUPS.json), got {doc!r:.120}")
+        return read_cost_provenance(doc, "cost_provenance")
+
+    def _with_inputs(self, seq: FittedSequence) -> FittedSequence:
+        """The fitted sequence with the caller's raw column names (checked against the data's width)."""
+        names = self.feature_names
+        if names is None:
+            return seq
+        names = tuple(names) if not isinstance(names, str) else None
+        if names is None or len(names) != seq.n_features_in or not all(isinstance(n, str) for n in names) \
+                or len(set(names)) != len(names):
+            raise InputError(f"feature_names must be {seq.n_features_in} distinct strings, one per column of X")
+        return dataclasses.replace(seq, feature_names=names)
 
     def _validate_fit_X(self, X, y):
         X, y = _wrap_validation(lambda: validate_data(
@@ -62,7 +86,7 @@ class AnytimeBase(BaseEstimator):
         """How the model was trained, for the manifest (no training data, only its fingerprint)."""
         return {"method": self.method, "whiten": bool(self.whiten), "doubling": bool(self.doubling),
                 "l2": float(self.l2), "n_samples": int(stats.n), "data_fingerprint": stats.fingerprint(),
-                "estimator": type(self).__name__}
+                "estimator": type(self).__name__, **self._cost_provenance()}
 
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self) -> FittedSequence:

@@ -29,7 +29,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
 
     Parameters
     ----------
-    groups, costs, group_names, whiten, doubling : as in `AnytimeRegressor`.
+    groups, costs, group_names, whiten, doubling, feature_names, cost_provenance : as in `AnytimeRegressor`.
     method : "omp" (CS-G-OMP: ‖gradient block‖²/cost), "fr" (CS-G-FR: score-test gain/cost),
         "single" (best single standardised column), "gomp" (cost ignored).
     l2 : L2 penalty λ/2‖W‖² on the working-space (whitened) weights; intercepts are not penalised.
@@ -44,7 +44,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
     _fr_hessian = "bohning"  # multinomial FR curvature (see README "classification"); not a parameter
 
     def __init__(self, groups=None, costs=None, method="omp", whiten=True, doubling=False, l2=1e-4,
-                 group_names=None):
+                 group_names=None, feature_names=None, cost_provenance=None):
         self.groups = groups
         self.costs = costs
         self.method = method
@@ -52,6 +52,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self.doubling = doubling
         self.l2 = l2
         self.group_names = group_names
+        self.feature_names = feature_names
+        self.cost_provenance = cost_provenance
 
     def fit(self, X, y, *, progress=None):
         """Materialise the working design once, then select and refit greedily (glm_select).
@@ -86,7 +88,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self._warn(result, spec)
         seq = fold_glm(prob, result, spec, stats, X.shape[1], link, classes, self._provenance(stats))
         self.classes_ = classes
-        self._publish(seq, spec)
+        self._publish(self._with_inputs(seq), spec)
         self.train_accuracy_ = result.accuracy
         self.train_log_loss_ = result.log_loss
         self.train_curve_ = result.accuracy

@@ -27,12 +27,28 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
     doubling : restrict each pick to groups costing at most the total cost so far (Doubling algorithm).
     l2 : ridge penalty λ in the working (whitened, unit-variance-target) space.
     group_names : unique names used by the export and the runtimes (default g0, g1, ...).
+    feature_names : optional name of every raw column (length D), carried into the model and the
+        export manifest so columns can be matched by name (``edgeseq run`` reads CSV headers).
+    cost_provenance : optional ``{"measured_on": ..., "cost_unit": ...}`` as in GROUPS.json: where and
+        in what unit the costs were measured; recorded in the model's provenance and the manifest.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 4)); y = 3 * X[:, 2] + X[:, 0]
+    >>> est = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 5.0]).fit(X, y)
+    >>> est.sequence_.tolist(), est.cum_cost_.tolist()
+    ([1, 0], [0.0, 5.0, 6.0])
+    >>> est.predict(X[:3], budget=5.0).shape   # what a device holds after spending 5 cost units
+    (3,)
     """
 
     _y_numeric = True
 
     def __init__(self, groups=None, costs=None, method="omp", whiten=True, doubling=False, l2=1e-5,
-                 group_names=None):
+                 group_names=None, feature_names=None, cost_provenance=None):
         self.groups = groups
         self.costs = costs
         self.method = method
@@ -40,6 +56,8 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         self.doubling = doubling
         self.l2 = l2
         self.group_names = group_names
+        self.feature_names = feature_names
+        self.cost_provenance = cost_provenance
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -86,7 +104,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         for g in result.unusable:
             warnings.warn(f"group {spec.names[g]!r} has no usable direction (constant or empty after "
                           f"whitening); it is placed last with zero gain", EdgeseqWarning, stacklevel=3)
-        self._publish(seq, spec)
+        self._publish(self._with_inputs(seq), spec)
         var = stats.var_y
         w = var / var.sum() if var.sum() > 0 else np.zeros_like(var)
         self.train_curve_ = result.explained @ w
