@@ -107,6 +107,28 @@ def _short_repr(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def sample_rows(n_features: int, n: int, *, mean=None, std=None, seed: int = 0,
+                extreme_scale: float | None = None) -> np.ndarray:
+    """Seeded synthetic rows N(mean, std) (standard normal without statistics) for numerical checks.
+
+    The export's float32 check and `edgeseq verify` draw their rows here, so both see the same
+    distribution. With `extreme_scale` s, the first eighth of the rows is multiplied by s and the
+    second eighth by 1/s, so a check also covers magnitudes far from the training data.
+
+    Examples
+    --------
+    >>> sample_rows(3, 4, mean=[10.0, 0.0, 0.0], std=[0.0, 1.0, 1.0])[:, 0].tolist()
+    [10.0, 10.0, 10.0, 10.0]
+    """
+    Z = np.random.default_rng(seed).standard_normal((n, n_features))
+    X = Z if mean is None or std is None else np.asarray(mean, dtype=np.float64) + Z * np.asarray(std)
+    if extreme_scale is not None:
+        k = n // 8
+        X[:k] *= extreme_scale
+        X[k:2 * k] /= extreme_scale
+    return X
+
+
 def sigmoid(z: np.ndarray) -> np.ndarray:
     """Numerically stable logistic function."""
     z = np.asarray(z, dtype=np.float64)

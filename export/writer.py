@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from edgeseq.errors import ExportError
-from edgeseq.sequence import FittedSequence
+from edgeseq.sequence import FittedSequence, sample_rows
 
 from edgeseq.export import onnx_graphs
 from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, manifest_checksum,
@@ -49,11 +49,7 @@ def sample_inputs(seq: FittedSequence, check_stats=None, n: int = N_CHECK_ROWS) 
         if X.ndim != 2 or X.shape[1] != seq.n_features_in or not np.all(np.isfinite(X)):
             raise ExportError(f"check_stats must be a finite (n, {seq.n_features_in}) array of sample rows")
         return X
-    rng = np.random.default_rng(0)
-    Z = rng.standard_normal((n, seq.n_features_in))
-    if seq.feature_mean is None or seq.feature_std is None:
-        return Z
-    return seq.feature_mean + Z * seq.feature_std
+    return sample_rows(seq.n_features_in, n, mean=seq.feature_mean, std=seq.feature_std)
 
 
 def float32_diffs(seq: FittedSequence, X: np.ndarray) -> list[float]:

@@ -8,6 +8,7 @@ import pytest
 from edgeseq import AnytimeRegressor
 from edgeseq.errors import InputError, IntegrityError, RuntimeInputError
 from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
+from edgeseq.sequence import sample_rows as draw_rows
 from sequences import random_sequence
 from test_runtime_support import assert_matches_reference, exported, group_features
 
@@ -29,11 +30,7 @@ def model(request, tmp_path_factory):
 
 def sample_rows(seq, n=64, seed=1):
     """Ordinary, huge and tiny magnitudes, so the float32 bound is exercised across scales."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, seq.n_features_in))
-    X[: n // 4] *= 1e4
-    X[n // 4: n // 2] *= 1e-4
-    return X
+    return draw_rows(seq.n_features_in, n, seed=seed, extreme_scale=1e4)
 
 
 def test_every_prefix_matches_float64_reference(model):

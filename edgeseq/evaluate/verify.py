@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgeseq.sequence import sample_rows
 from edgeseq.errors import CCompilerError, InputError
 from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
 from edgeseq.io.feature_rows import group_arrays
@@ -52,18 +53,10 @@ class VerifyReport:
         return all(c.ok for c in self.checks)
 
 
-def sample_rows(manifest: dict, n: int = N_SAMPLES, seed: int = 0) -> np.ndarray:
-    """Rows drawn from the stored training statistics (standard normal without them), plus rows of
-    large (x1e3) and tiny (x1e-3) magnitude so the check covers the scales a device may see."""
-    D = manifest["n_features_in"]
-    rng = np.random.default_rng(seed)
-    Z = rng.standard_normal((n, D))
-    mean, std = manifest.get("feature_mean"), manifest.get("feature_std")
-    X = Z if mean is None or std is None else np.asarray(mean) + Z * np.asarray(std)
-    k = n // 8
-    X[:k] *= 1e3
-    X[k:2 * k] *= 1e-3
-    return X
+def manifest_sample_rows(manifest: dict, n: int = N_SAMPLES, seed: int = 0) -> np.ndarray:
+    """Rows from the export's stored training statistics, with x1e3 and x1e-3 magnitudes mixed in."""
+    return sample_rows(manifest["n_features_in"], n, mean=manifest.get("feature_mean"),
+                       std=manifest.get("feature_std"), seed=seed, extreme_scale=1e3)
 
 
 def _reference(seq, X32: np.ndarray, j: int):
@@ -114,7 +107,7 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
     m = sess.manifest
     seq = sequence_from_export(out_dir)
     if X is None:
-        X, source = sample_rows(m), f"{N_SAMPLES} rows drawn from the stored feature statistics"
+        X, source = manifest_sample_rows(m), f"{N_SAMPLES} rows drawn from the stored feature statistics"
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != m["n_features_in"]:
         raise InputError(f"verify needs rows of {m['n_features_in']} features, got shape {X.shape}")
