@@ -35,6 +35,9 @@ def test_demo_exports_both_models_and_writes_the_report(demo_out):
         assert f"| {method} |" in report and f"| {method} |" in squared
     assert "| Sparse |" in squared and "| Sparse |" not in report  # Sparse is compared on squared loss only
     assert "AnytimeClassifier" in report and "measured on" in report and "measured on" in squared
+    assert "Conclusion: CS-G-" in report or "Conclusion:" in report
+    assert "FR-Oracle**: not a trainable model" in report  # every method explained in one line
+    assert "total cost (us per image)" in report and "cumulative cost (us per image)" in report
 
 
 def test_demo_stopping_cost_comes_from_a_validation_curve_and_tells_methods_apart(demo_out):
@@ -73,7 +76,9 @@ def test_demo_runs_the_firmware_demo_when_a_compiler_exists(demo_out):
     if "no C compiler found" in text:
         pytest.skip("no C compiler on this machine")
     answers = re.findall(r"answer at tick \d+: prefix (\d+) of 17", text)
-    assert len(answers) == 2 and all(0 <= int(a) <= 17 for a in answers)
+    builds = re.findall(r"^build: (.+), strict C99 flags", text, re.M)
+    assert builds and len(answers) == len(builds) and all(0 <= int(a) <= 17 for a in answers)
+    assert len(answers) == 2 * len(set(builds))  # two seeds, each run labelled with its build, per compiler
 
 
 def test_demo_anytime_loop_respects_the_budget(demo_out):

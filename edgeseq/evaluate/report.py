@@ -84,10 +84,15 @@ def _resolve_reference(curves: dict[str, AnytimeCurve], reference) -> tuple[Anyt
     raise InputError(f"reference must be an AnytimeCurve or one of the curve names {list(curves)}, got {reference!r}")
 
 
-def _prefix_table(c: AnytimeCurve) -> list[str]:
+def _unit(cost_unit: str) -> str:
+    return f" ({cost_unit})" if cost_unit else ""
+
+
+def _prefix_table(c: AnytimeCurve, cost_unit: str = "") -> list[str]:
     extra = [("accuracy", c.accuracy), ("log-loss", c.log_loss)]
     extra = [(name, arr) for name, arr in extra if arr is not None]
-    head = ["step", "group", "cost", "cumulative cost", "F"] + [name for name, _ in extra]
+    head = ["step", "group", f"cost{_unit(cost_unit)}", f"cumulative cost{_unit(cost_unit)}", "F"] \
+        + [name for name, _ in extra]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for j in range(c.n_steps + 1):
         group = "(none: prior / mean)" if j == 0 else md_escape(c.group_names[j - 1])
@@ -98,8 +103,20 @@ def _prefix_table(c: AnytimeCurve) -> list[str]:
     return lines
 
 
+def _y_range(series: dict, curves: dict) -> tuple[float, float]:
+    """The interesting range: from the lowest value any curve holds after its first group to the top.
+
+    Prefix 0 (the prior) is usually far below; its step then enters from the bottom edge instead of
+    squeezing every difference between methods into a few pixels."""
+    after_first = [float(np.min(v[1:])) for v in series.values() if len(v) > 1]
+    lo = min(after_first) if after_first else min(float(np.min(v)) for v in series.values())
+    hi = max(float(np.max(v)) for v in series.values())
+    pad = 0.06 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1.0)
+    return lo - pad, hi + pad
+
+
 def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir: Path, title: str,
-          cost_unit: str) -> tuple[list[Path], str | None]:
+          cost_unit: str, main: tuple = ()) -> tuple[list[Path], str | None]:
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -114,12 +131,15 @@ def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir
         series = {k: getattr(c, attr) for k, c in curves.items() if getattr(c, attr) is not None}
         if not series:
             continue
-        fig, ax = plt.subplots(figsize=(7.5, 4.5))
-        for key, vals in series.items():
-            c = curves[key]
+        fig, ax = plt.subplots(figsize=(10, 5.5))
+        # baselines first, thin; the main methods last, thick and on top, so they are never hidden
+        for key in sorted(series, key=lambda k: k in main):
+            vals, c = series[key], curves[key]
             xs = np.append(c.costs, x_max)
             label = str(key).replace("$", r"\$")  # the caller's method name; no mathtext from user text
-            ax.step(xs, np.append(vals, vals[-1]), where="post", label=label)
+            style = dict(linewidth=2.6, zorder=3) if key in main else dict(linewidth=1.2, alpha=0.75, zorder=2)
+            ax.step(xs, np.append(vals, vals[-1]), where="post", label=label, **style)
+        ax.set_ylim(*_y_range(series, curves))
         ax.axvline(c_alpha, color="grey", linestyle="--", linewidth=1, label=f"α={alpha:.2f} stopping cost")
         positive = [float(c.step_costs[c.step_costs > 0].min()) for c in curves.values()
                     if np.any(c.step_costs > 0)]
@@ -131,24 +151,54 @@ def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir
         ax.set_ylabel(ylabel)
         ax.set_title(title.replace("$", r"\$"))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         fig.tight_layout()
         path = out_dir / fname
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=130, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
     return written, None
 
 
+def conclusion(rows: list[dict], bounds=()) -> str:
+    """One line naming the method with the best step timeliness among the trainable ones.
+
+    `bounds` are curves that are not trainable models (e.g. an oracle reordering of measured gains):
+    they are named as the bound they are, never as the winner.
+
+    Examples
+    --------
+    >>> conclusion([{"curve": "A", "timeliness_step": 0.8}, {"curve": "B", "timeliness_step": 0.9},
+    ...             {"curve": "Oracle", "timeliness_step": 0.95}], bounds=["Oracle"])
+    'Conclusion: B has the best step timeliness (0.9000), ahead of A (0.8000); Oracle (0.9500) is a bound, not a model.'
+    """
+    ranked = sorted((r for r in rows if r["curve"] not in bounds), key=lambda r: -r["timeliness_step"])
+    if not ranked:
+        return "Conclusion: no trainable method to compare."
+    best = ranked[0]
+    text = f"Conclusion: {best['curve']} has the best step timeliness ({_fmt(best['timeliness_step'])})"
+    if len(ranked) > 1:
+        text += f", ahead of {ranked[1]['curve']} ({_fmt(ranked[1]['timeliness_step'])})"
+    bound_rows = [r for r in rows if r["curve"] in bounds]
+    if bound_rows:
+        text += "; " + ", ".join(f"{r['curve']} ({_fmt(r['timeliness_step'])})" for r in bound_rows) \
+            + (" is a bound, not a model" if len(bound_rows) == 1 else " are bounds, not models")
+    return text + "."
+
+
 def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCurve | str | None = None,
                  *, alpha: float | None = None, title: str = "Anytime curves", notes=(),
-                 cost_unit: str = "", plots: bool = True) -> ReportFiles:
+                 cost_unit: str = "", plots: bool = True, descriptions: dict | None = None, main=(),
+                 bounds=()) -> ReportFiles:
     """Write report.md (+ report.json, + PNGs when matplotlib is available) into `out_dir`.
 
     `curves` maps a method name to its curve (e.g. {"CS-G-OMP": ..., "Sparse": ...}); `reference` is the
     curve (or the name of one) whose α-stopping cost all timeliness values use — by DESIGN the
     CS-G-OMP curve on the training data. `alpha=None` applies the plateau rule to the reference.
     `notes` are extra lines for the report (e.g. "costs measured on <machine>").
+    `descriptions` maps a curve name to a one-line explanation of the method; `main` names the
+    curves drawn on top (the methods the report is about); `bounds` names curves that are not
+    trainable models (oracles), which the conclusion line never ranks as the winner.
     """
     if not curves:
         raise InputError("write_report needs at least one curve")
@@ -160,17 +210,22 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     out = Path(out_dir)
     with _writing(out):
         out.mkdir(parents=True, exist_ok=True)
-        png, skipped = _plot(curves, c_alpha, a, out, title, cost_unit) if plots else ([], "not requested")
+        png, skipped = _plot(curves, c_alpha, a, out, title, cost_unit, tuple(main)) if plots \
+            else ([], "not requested")
 
     md = [f"# {md_escape(title)}", ""]
     md += [f"- {md_escape(n)}" for n in notes]
     md += [f"- reference curve for the stopping cost: {md_escape(ref_name)}",
            f"- α = {a:.2f} ({'plateau rule' if alpha is None else 'given'}), "
-           f"α-stopping cost c_α = {_fmt(c_alpha)}",
+           f"α-stopping cost c_α = {_fmt(c_alpha)}{_unit(cost_unit)}",
            "- timeliness = mean of F over budgets uniform in [0, c_α]: *step* integrates the prediction "
            "actually available at each budget, *trapezoid* interpolates linearly between prefixes", ""]
-    md += ["## Timeliness", "", "| method | F measure | step timeliness | trapezoid timeliness | final F | total cost |",
-           "|---|---|---|---|---|---|"]
+    md += [conclusion(rows, bounds), ""]
+    if descriptions:
+        md += ["## Methods", ""] + [f"- **{md_escape(k)}**: {md_escape(descriptions[k])}" for k in curves
+                                    if k in descriptions] + [""]
+    md += ["## Timeliness", "", "| method | F measure | step timeliness | trapezoid timeliness | final F | "
+           f"total cost{_unit(cost_unit)} |", "|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {md_escape(r['curve'])} | {md_escape(r['metric'])} | {_fmt(r['timeliness_step'])} | "
                   f"{_fmt(r['timeliness_trapezoid'])} | {_fmt(r['final_value'])} | {_fmt(r['total_cost'])} |")
@@ -180,7 +235,7 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     else:
         md += [f"Plots: skipped ({md_escape(skipped)}).", ""]
     for key, c in curves.items():
-        md += [f"## {md_escape(key)}: per prefix", ""] + _prefix_table(c) + [""]
+        md += [f"## {md_escape(key)}: per prefix", ""] + _prefix_table(c, cost_unit) + [""]
     md_path = out / "report.md"
     with _writing(md_path):
         md_path.write_text("\n".join(md), encoding="utf-8")
@@ -188,6 +243,7 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     def _arr(x):
         return None if x is None else [float(v) for v in x]
     payload = {"alpha": a, "alpha_rule": "plateau" if alpha is None else "given", "c_alpha": c_alpha,
+               "cost_unit": cost_unit, "conclusion": conclusion(rows, bounds),
                "reference": ref_name, "summary": rows, "notes": list(notes),
                "curves": {k: {"label": c.label, "metric": c.metric, "groups": list(c.group_names),
                               "costs": _arr(c.costs), "values": _arr(c.values),
@@ -200,4 +256,4 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
                        alpha=a, c_alpha=c_alpha, summary=rows)
 
 
-__all__ = ["ReportFiles", "write_report", "summarize", "md_escape"]
+__all__ = ["ReportFiles", "write_report", "summarize", "md_escape", "conclusion"]
