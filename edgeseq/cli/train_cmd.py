@@ -46,7 +46,7 @@ def sequence_table(seq) -> list[str]:
 @click.option("--groups", "groups_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help='GROUPS.json: {"groups": [{"name": ..., "columns": [names or 0-based indices], "cost": ...}]}')
 @click.option("--method", type=click.Choice(METHOD_CHOICES), default="omp", show_default=True,
-              help="Selection score (DESIGN.md section 2).")
+              help="Selection score: omp (CS-G-OMP), fr (CS-G-FR), single (best single column), gomp (cost ignored).")
 @click.option("--doubling", is_flag=True, help="Restrict each pick to groups no costlier than the cost so far.")
 @click.option("--no-whiten", is_flag=True, help="Standardise columns instead of whitening each group.")
 @click.option("--l2", type=float, default=None, help="L2 penalty (default: the estimator's own default).")
@@ -83,7 +83,7 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
     seq = est.fitted_sequence_
     if seq.feature_names is None and ds.feature_names is not None:
         seq.feature_names = ds.feature_names  # the header names, so the manifest can show them
-    seq.provenance.update(spec.cost_provenance)  # where the costs were measured (DESIGN.md §7)
+    seq.provenance.update(spec.cost_provenance)  # where the costs were measured
     with progress.stage("save", str(output)):
         save_model(est, output)
     if not quiet:
