@@ -50,6 +50,22 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         ‖∇r‖_∞ at each prefix's refit (below ``GRAD_TOL`` when converged).
     n_evals_ : ndarray of shape (J+1,)
         Passes over the training rows spent by each prefix's refit.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from edgeseq import AnytimeClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = AnytimeClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 2.0],
+    ...                         group_names=["sepal", "petal"]).fit(X, y)
+    >>> clf.sequence_.tolist(), clf.classes_.tolist()
+    ([0, 1], [0, 1, 2])
+    >>> clf.train_accuracy_.round(3).tolist()     # prefix 0 is the class prior
+    [0.333, 0.833, 0.98]
+    >>> clf.predict_proba(X[:1], prefix=0).round(3).tolist()
+    [[0.333, 0.333, 0.333]]
+    >>> clf.predict(X[[0, 50, 100]], budget=3.0).tolist()
+    [0, 1, 2]
     """
 
     _fr_hessian = "bohning"  # multinomial FR curvature (see README "classification"); not a parameter

@@ -30,6 +30,25 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
     doubling : restrict each pick to groups costing at most the total cost so far (Doubling algorithm).
     l2 : ridge penalty λ in the working (whitened, unit-variance-target) space.
     group_names : unique names used by the export and the runtimes (default g0, g1, ...).
+
+    Examples
+    --------
+    An informative but dearer group is still picked first when its gain per cost is larger:
+
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 4))
+    >>> y = 3 * X[:, 2] + X[:, 0] + 0.1 * rng.normal(size=200)
+    >>> est = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 5.0], group_names=["cheap", "rich"]).fit(X, y)
+    >>> est.sequence_.tolist(), est.cum_cost_.tolist()
+    ([1, 0], [0.0, 5.0, 6.0])
+    >>> est.train_curve_.round(3).tolist()        # training explained variance of prefixes 0, 1, 2
+    [0.0, 0.913, 0.999]
+    >>> bool(np.allclose(est.predict(X[:2], budget=0.5), y.mean()))   # below every prefix: the mean
+    True
+    >>> bool(np.allclose(est.predict(X[:2], budget=5.0), est.predict(X[:2], prefix=1)))
+    True
     """
 
     _y_numeric = True
