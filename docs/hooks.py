@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import re
 from pathlib import Path
 
 MARKER = "<!-- bench-results -->"
@@ -106,7 +107,7 @@ def render_one(name: str, script: Path | None, result: Path | None, expected: Pa
         return "\n".join(lines)
     command = data.get("command") if isinstance(data, dict) and isinstance(data.get("command"), str) else default_cmd
     lines += [f"Command: `{command}`" if command else "Command: not recorded.", "",
-              f"Machine: {machine_text(data)}", "", f"Source: `{rel}`.", ""]
+              f"Machine: {machine_text(data, result.with_suffix('.md'))}", "", f"Source: `{rel}`.", ""]
     try:
         if isinstance(data, dict) and isinstance(data.get("tables"), list):
             body = render_declared_tables(data["tables"])
@@ -127,24 +128,39 @@ def md_cell(value) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
-def machine_text(data) -> str:
-    """The machine the result file records, or a plain statement that it records none."""
+def machine_text(data, sibling_md: Path | None = None) -> str:
+    """The machine the result file records, or a plain statement that it records none.
+
+    Benchmarks that predate the ``"machine"`` key wrote it only into the Markdown summary they
+    produce in the same run (``Measured by `CMD` (MACHINE).``); that line is used then, and the text
+    says where it comes from.
+    """
     machine = data.get("machine") if isinstance(data, dict) else None
     if isinstance(machine, str) and machine.strip():
         return md_cell(machine)
     if isinstance(machine, dict) and machine:
         return md_cell(", ".join(f"{k}: {v}" for k, v in machine.items() if not isinstance(v, (dict, list))))
+    run = summary_machine(sibling_md)
+    parts = [md_cell(run) + f" (recorded by the same run in `bench/results/{sibling_md.name}`)" if run
+             else "the run's machine is not recorded in the file"]
     # per-dataset records of where the costs were measured (anytime_quality writes these)
-    found = []
     if isinstance(data, dict):
         for key, sub in data.items():
             m = sub.get("costs_measured_on") if isinstance(sub, dict) else None
             if isinstance(m, dict):
-                found.append(f"{key}: costs measured on {m.get('cpu', '?')}, {m.get('machine', '?')} "
-                             f"({str(m.get('date', '?'))[:10]})")
-    if found:
-        return "the run's machine is not recorded in the file; " + md_cell("; ".join(found))
-    return "not recorded in the file."
+                parts.append(md_cell(f"{key}: costs measured on {m.get('cpu', '?')}, {m.get('machine', '?')} "
+                                     f"({str(m.get('date', '?'))[:10]})"))
+    return "; ".join(parts) + "."
+
+
+def summary_machine(md: Path | None) -> str:
+    """MACHINE from a first line ``Measured by `...` (MACHINE).`` of a benchmark's Markdown summary."""
+    try:
+        first = md.read_text(encoding="utf-8").splitlines()[0] if md is not None and md.is_file() else ""
+    except (OSError, UnicodeDecodeError, IndexError):
+        return ""
+    m = re.match(r"Measured by `[^`]*` \((.+)\)\.\s*$", first)
+    return m.group(1) if m else ""
 
 
 def fmt(x) -> str:

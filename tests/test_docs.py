@@ -213,7 +213,12 @@ def test_benchmark_tables_are_generated_from_result_files(tmp_path):
     (bench / "results" / "fast.json").write_text(
         '{"command": "python bench/fast.py --n 3", "machine": "box, 2 cores", "speed": {"ratio": 1.23456}}')
     (bench / "results" / "broken.json").write_text("{not json")
+    (bench / "results" / "older.json").write_text('{"x": 2}')
+    (bench / "results" / "older.md").write_text("Measured by `python bench/older.py` (oldbox, 4 cores).\n")
+    (bench / "results" / "bare.json").write_text('{"y": 3}')
     md = hooks.render_benchmarks(bench)
+    assert "Machine: oldbox, 4 cores (recorded by the same run in `bench/results/older.md`)." in md
+    assert "Machine: the run's machine is not recorded in the file." in md  # bare.json: said, not invented
     assert "`python bench/fast.py --n 3`" in md and "box, 2 cores" in md and "1.235" in md
     assert "**Could not read** `bench/results/broken.json`" in md
     assert "**Not yet measured**" in md and "run `python bench/quiet.py` to see them" in md
