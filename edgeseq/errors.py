@@ -18,7 +18,19 @@ from __future__ import annotations
 
 
 class EdgeseqError(Exception):
-    """Base class of every error edgeseq raises on purpose."""
+    """Base class of every error edgeseq raises on purpose.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.errors import EdgeseqError, GroupSpecError
+    >>> try:
+    ...     AnytimeRegressor(groups=[[0, 1], [1, 2]], costs=[1.0, 1.0]).fit(np.ones((5, 3)), np.arange(5.0))
+    ... except GroupSpecError as exc:
+    ...     print(isinstance(exc, (EdgeseqError, ValueError)))
+    True
+    """
 
 
 class InputError(EdgeseqError, ValueError):

@@ -149,7 +149,28 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 @dataclass
 class FittedSequence:
-    """Order, costs, per-prefix raw-space affine maps and link of a fitted anytime model."""
+    """Order, costs, per-prefix raw-space affine maps and link of a fitted anytime model.
+
+    The one intermediate form between training and everything after it: exporters, runtimes and
+    evaluation read a model only through this object (an estimator's ``fitted_sequence_``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 4))
+    >>> y = X[:, 2] + 0.1 * rng.normal(size=100)
+    >>> seq = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 5.0]).fit(X, y).fitted_sequence_
+    >>> seq.task, seq.link, seq.n_prefixes
+    ('regression', 'identity', 3)
+    >>> seq.cum_cost.tolist(), seq.prefix_for_budget(5.0)
+    ([0.0, 5.0, 6.0], 1)
+    >>> seq.prefix_columns(1).tolist()           # raw columns the prefix-1 model reads
+    [2, 3]
+    >>> seq.linear(X[:3], 0).shape               # prefix 0: the training mean, one output
+    (3, 1)
+    """
 
     task: str  # "regression" or "classification"
     link: str  # one of LINKS

@@ -21,7 +21,7 @@ from edgeseq.runtime.session import AnytimeSession
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _firmware import firmware_demo  # noqa: E402
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "out/breast_cancer")
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "out/examples/breast_cancer")
 
 data = load_breast_cancer()
 names = [n.removeprefix("mean ") for n in data.feature_names[:10]]  # "radius", "texture", ...

@@ -7,14 +7,14 @@
 4. run the held-out digits through the Python runtime (onnxruntime) and the compiled C runtime at a
    few budgets, run the anytime loop with the real extractors on a few images, and build and run
    the C firmware demo (a simulated timer interrupt reads the committed prediction);
-5. write ``out/report/``: anytime curves of every method (PNG), the timeliness table (c_α from
+5. write ``out/demo/report/``: anytime curves of every method (PNG), the timeliness table (c_α from
    CS-G-OMP on a validation split of the training part, see `validation_reference`), and
-   ``runtime.md`` with the per-budget accuracies of both runtimes; ``out/report/squared_loss/``
+   ``runtime.md`` with the per-budget accuracies of both runtimes; ``out/demo/report/squared_loss/``
    compares the squared-loss fits of one-hot labels with the Sparse baseline.
 
 Models: AnytimeClassifier (softmax); ``--one-hot`` fits the one-hot labels with AnytimeRegressor
 (squared loss) instead. The Sparse baseline is a squared-loss method, so it is compared with the
-squared-loss fits in ``out/report/squared_loss/`` (written in both modes).
+squared-loss fits in ``out/demo/report/squared_loss/`` (written in both modes).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def target_of(classifier: bool):
 def validation_reference(data, Xtr, ytr, classifier):
     """The reference curve for c_α: CS-G-OMP refitted on 75% of the training part, scored on the rest.
 
-    DESIGN.md §3 takes CS-G-OMP's *training* curve. The softmax classifier overfits the training digits
+    The usual convention takes CS-G-OMP's *training* curve. The softmax classifier overfits the training digits
     (its training Brier skill is ~1 after three cheap groups), so that curve reaches 99% of its final
     value at 3.4 of 1635 us and c_α would score only the first 0.2% of budgets, where every method has
     computed the same few groups. A held-out curve plateaus where generalisation does.
@@ -112,7 +112,7 @@ def held_out_curves(data, Xtr, ytr, Xte, yte, models, classifier, sparse_lambdas
 
 
 def choose_reference(validation, train_curve) -> tuple:
-    """(reference curve, note): the validation curve, and what DESIGN's training-data reference would give.
+    """(reference curve, note): the validation curve, and what the usual training-data reference would give.
 
     A validation curve whose final value is not positive (a tiny --subsample overfits the full model
     on held-out rows) has no α-stopping cost, so the training curve is used then and the note says so."""
@@ -121,7 +121,7 @@ def choose_reference(validation, train_curve) -> tuple:
     a, c_alpha, _ = summarize({}, train_curve)
     share = c_alpha / train_curve.total_cost
     held = round(100 * VALIDATION_SHARE)
-    design = (f"CS-G-OMP's training curve (DESIGN.md §3), where α = {a:.2f}, c_α = {c_alpha:.4g} us of "
+    design = (f"CS-G-OMP's training curve (the usual reference), where α = {a:.2f}, c_α = {c_alpha:.4g} us of "
               f"{train_curve.total_cost:.4g} us ({100 * share:.2g}% of the budget range)")
     if not validation.final_value > 0:
         return train_curve, (f"c_α comes from {design}: CS-G-OMP refitted on {100 - held}% of the training part "

@@ -17,7 +17,7 @@ from edgeseq.runtime.session import AnytimeSession
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _firmware import firmware_demo  # noqa: E402
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "out/digits")
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "out/examples/digits")
 
 # 1. features of 17 extractor groups and their costs (us per image, measured and shipped with edgeseq)
 data = digits_data()

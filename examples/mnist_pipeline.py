@@ -23,7 +23,7 @@ from edgeseq.runtime.session import AnytimeSession
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _firmware import firmware_demo  # noqa: E402
 
-out = Path(sys.argv[1] if len(sys.argv) > 1 else "out/mnist")
+out = Path(sys.argv[1] if len(sys.argv) > 1 else "out/examples/mnist")
 try:
     data = mnist_data(progress=print)
 except DataUnavailableError as exc:

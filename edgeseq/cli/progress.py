@@ -1,4 +1,4 @@
-"""Progress lines for long CLI commands (DESIGN.md section 6): stages with elapsed time, on stderr.
+"""Progress lines for long CLI commands: stages with elapsed time, on stderr.
 
 stderr, so that stdout stays the command's result (tables, JSON) and can be piped; `--quiet` makes
 every call a no-op. Each line starts with the time since the command began, e.g.

@@ -56,7 +56,7 @@ def _refuse_ambiguous_target(y) -> None:
 @click.option("--groups", "groups_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help='GROUPS.json: {"groups": [{"name": ..., "columns": [names or 0-based indices], "cost": ...}]}')
 @click.option("--method", type=click.Choice(METHOD_CHOICES), default="omp", show_default=True,
-              help="Selection score (DESIGN.md section 2).")
+              help="Selection score: omp (CS-G-OMP), fr (CS-G-FR), single (best single column), gomp (cost ignored).")
 @click.option("--doubling", is_flag=True, help="Restrict each pick to groups no costlier than the cost so far.")
 @click.option("--no-whiten", is_flag=True, help="Standardise columns instead of whitening each group.")
 @click.option("--l2", type=float, default=None, help="L2 penalty (default: the estimator's own default).")

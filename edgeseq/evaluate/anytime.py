@@ -106,6 +106,37 @@ def anytime_curve(model_or_sequence, X, y, label: str | None = None) -> AnytimeC
 
     Regression: F_j = 1 - MSE_j / Var(y) summed over outputs. Classification: F_j is the explained
     variance of the one-hot target by the class probabilities, plus accuracy and log-loss per prefix.
+
+    Parameters
+    ----------
+    model_or_sequence : estimator or FittedSequence
+        A fitted ``AnytimeRegressor`` / ``AnytimeClassifier`` or its ``fitted_sequence_``.
+    X : array of shape (n, D)
+        Raw features, the columns the model was trained on.
+    y : array of shape (n,) or (n, P)
+        Targets (regression) or labels (classification).
+    label : str, optional
+        The curve's name in reports and plots.
+
+    Returns
+    -------
+    AnytimeCurve
+        One point per prefix 0..J: cumulative cost and value.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.evaluate import anytime_curve
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 4))
+    >>> y = 3 * X[:, 2] + X[:, 0] + 0.1 * rng.normal(size=200)
+    >>> est = AnytimeRegressor([[0, 1], [2, 3]], [1.0, 5.0], group_names=["cheap", "rich"]).fit(X, y)
+    >>> curve = anytime_curve(est, X, y)
+    >>> curve.costs.tolist(), curve.group_names
+    ([0.0, 5.0, 6.0], ('rich', 'cheap'))
+    >>> curve.values.round(3).tolist()
+    [0.0, 0.913, 0.999]
     """
     seq = _as_sequence(model_or_sequence)
     X = _check_X(seq, X)

@@ -21,7 +21,18 @@ from edgeseq.sequence import longest_affordable_prefix
 
 @dataclass
 class AnytimeCurve:
-    """Cumulative costs and values of prefixes 0..J, plus the group order that produced them."""
+    """Cumulative costs and values of prefixes 0..J, plus the group order that produced them.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve
+    >>> from edgeseq.evaluate.curves import value_at_budget
+    >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
+    >>> curve.total_cost, curve.final_value, curve.gains.tolist()
+    (4.0, 0.9, [0.6, 0.30000000000000004])
+    >>> value_at_budget(curve, 3.9), value_at_budget(curve, 4.0)   # a step function, inclusive
+    (0.6, 0.9)
+    """
 
     costs: np.ndarray  # (J+1,) cumulative cost c(S_j), costs[0] == 0, strictly increasing
     values: np.ndarray  # (J+1,) F_j
@@ -107,7 +118,16 @@ def oracle_curve(curve: AnytimeCurve, label: str | None = None) -> AnytimeCurve:
 
     Each group keeps the gain F_j - F_{j-1} and cost it had in `curve` (the marginal benefits are
     assumed not to change when reordered). Ties keep the original order. Accuracy and log-loss are
-    not additive in this way, so the oracle curve has none.
+    not additive in this way, so the oracle curve has none. The result is a reference for how good
+    an order could be given the measured gains, not a model that can be trained or deployed.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve, oracle_curve
+    >>> measured = AnytimeCurve(costs=[0.0, 4.0, 5.0], values=[0.0, 0.3, 0.9], group_names=("slow", "fast"))
+    >>> best = oracle_curve(measured)
+    >>> best.group_names, best.costs.tolist(), best.values.round(3).tolist()
+    (('fast', 'slow'), [0.0, 1.0, 5.0], [0.0, 0.6, 0.9])
     """
     ratio = curve.gains / curve.step_costs
     perm = np.argsort(-ratio, kind="stable")

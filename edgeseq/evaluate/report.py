@@ -1,7 +1,7 @@
 """Write anytime-curve reports: Markdown tables (always) and PNG plots (with the `plots` extra).
 
 `write_report` takes several methods' curves at once so one plot compares them; the α-stopping cost
-comes from one *reference* curve (DESIGN.md §3: CS-G-OMP on the training data) and is applied to
+comes from one *reference* curve (by convention CS-G-OMP on the training data) and is applied to
 every curve, so their timeliness values are comparable.
 """
 
@@ -193,7 +193,7 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     """Write report.md (+ report.json, + PNGs when matplotlib is available) into `out_dir`.
 
     `curves` maps a method name to its curve (e.g. {"CS-G-OMP": ..., "Sparse": ...}); `reference` is the
-    curve (or the name of one) whose α-stopping cost all timeliness values use — by DESIGN the
+    curve (or the name of one) whose α-stopping cost all timeliness values use — by convention the
     CS-G-OMP curve on the training data. `alpha=None` applies the plateau rule to the reference.
     `notes` are extra lines for the report (e.g. "costs measured on <machine>").
     `descriptions` maps a curve name to a one-line explanation of the method; `main` names the

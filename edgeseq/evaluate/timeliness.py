@@ -40,7 +40,15 @@ def _check_alpha(alpha) -> float:
 
 
 def alpha_stopping_cost(reference_curve: AnytimeCurve, alpha: float) -> float:
-    """c_α: the first cumulative cost at which the reference curve reaches α of its final value."""
+    """c_α: the first cumulative cost at which the reference curve reaches α of its final value.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve, alpha_stopping_cost
+    >>> ref = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
+    >>> alpha_stopping_cost(ref, 0.5), alpha_stopping_cost(ref, 0.95)
+    (1.0, 4.0)
+    """
     alpha = _check_alpha(alpha)
     final = reference_curve.final_value
     if not final > 0.0:
@@ -53,7 +61,16 @@ def alpha_stopping_cost(reference_curve: AnytimeCurve, alpha: float) -> float:
 
 
 def plateau_alpha(reference_curve: AnytimeCurve, start: float = 0.95, extra_cost_fraction: float = 0.20) -> float:
-    """The smallest α on the 1% grid from `start` whose next 1% costs > `extra_cost_fraction` of c_J; else 1."""
+    """The smallest α on the 1% grid from `start` whose next 1% costs > `extra_cost_fraction` of c_J; else 1.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve, plateau_alpha
+    >>> ref = AnytimeCurve(costs=[0.0, 1.0, 2.0, 10.0], values=[0.0, 0.5, 0.96, 1.0],
+    ...                    group_names=("a", "b", "c"))
+    >>> plateau_alpha(ref)        # 96% costs 2; the next 1% needs the last group, 8 of the total 10
+    0.96
+    """
     start_pct = int(round(_check_alpha(start) * 100))
     if abs(start_pct / 100 - float(start)) > 1e-9:
         raise InputError(f"start must be on the 1% grid (e.g. 0.95), got {start!r}")
@@ -69,7 +86,17 @@ def plateau_alpha(reference_curve: AnytimeCurve, start: float = 0.95, extra_cost
 
 def timeliness(curve: AnytimeCurve, c_alpha: float, kind: str = "step") -> float:
     """(1/c_α) ∫_0^{c_α} F(B) dB for the step function (`kind="step"`) or the linear interpolation
-    through the curve's points (`kind="trapezoid"`)."""
+    through the curve's points (`kind="trapezoid"`).
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve, timeliness
+    >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
+    >>> round(timeliness(curve, 4.0), 4)                      # (0 * 1 + 0.6 * 3) / 4
+    0.45
+    >>> round(timeliness(curve, 4.0, kind="trapezoid"), 4)    # (0.3 * 1 + 0.75 * 3) / 4
+    0.6375
+    """
     try:
         c_alpha = float(c_alpha)
     except (TypeError, ValueError) as exc:

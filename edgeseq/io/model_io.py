@@ -216,7 +216,31 @@ def loads_model(data: bytes, max_bytes: int | None = None):
 def load_model(path, max_bytes: int | None = None):
     """Load a model file written by `save_model`, `edgeseq train` or a plain `pickle.dump`.
 
-    The size is checked before anything is read (see `loads_model` for `max_bytes`)."""
+    The size is checked before anything is read (see `loads_model` for `max_bytes`). Only edgeseq's
+    model classes and the numpy pieces they contain can be constructed; anything else in the file
+    is a `ModelFormatError` naming the forbidden global, raised before it is called.
+
+    Examples
+    --------
+    >>> import pickle, tempfile
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.errors import ModelFormatError
+    >>> from edgeseq.io.model_io import load_model, save_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> est = AnytimeRegressor().fit(X, X[:, 0])
+    >>> path = tempfile.mkdtemp() + "/model.pkl"
+    >>> save_model(est, path)
+    >>> load_model(path).sequence_.tolist() == est.sequence_.tolist()
+    True
+    >>> with open(path, "wb") as f:
+    ...     pickle.dump(print, f)                     # a file that would call something
+    >>> try:
+    ...     load_model(path)
+    ... except ModelFormatError:
+    ...     print("refused")
+    refused
+    """
     p = Path(path)
     if not p.is_file():
         raise ModelFormatError(f"model file {p} does not exist")
@@ -225,7 +249,21 @@ def load_model(path, max_bytes: int | None = None):
 
 
 def save_model(est, path) -> None:
-    """Pickle an estimator or FittedSequence together with the model format version."""
+    """Pickle an estimator or FittedSequence together with the model format version.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.io.model_io import load_model, save_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 1]).fitted_sequence_
+    >>> path = tempfile.mkdtemp() + "/seq.pkl"
+    >>> save_model(seq, path)
+    >>> load_model(path).n_prefixes
+    3
+    """
     if not (isinstance(est, FittedSequence) or _is_edgeseq_model_class(type(est))):
         raise ModelFormatError(f"save_model needs an edgeseq estimator or FittedSequence, got {type(est).__name__}")
     from edgeseq import __version__

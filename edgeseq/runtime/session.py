@@ -32,7 +32,35 @@ __all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "GroupReport",
 
 
 class AnytimeSession(ExportedModel):
-    """A verified export with the anytime loop (see the module docstring for the policies)."""
+    """A verified export with the anytime loop (see the module docstring for the policies).
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        A directory written by ``edgeseq export`` / ``export_model``. It is verified (schema,
+        checksums, no missing or extra file) before anything is loaded; a failure is an
+        ``IntegrityError`` naming the file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 4))
+    >>> y = X[:, 2] + 0.1 * rng.normal(size=100)
+    >>> est = AnytimeRegressor([[0, 1], [2, 3]], [1.0, 5.0], group_names=["a", "b"]).fit(X, y)
+    >>> out = tempfile.mkdtemp() + "/export"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> with AnytimeSession(out) as sess:
+    ...     batch = sess.predict({"a": X[:4, :2], "b": X[:4, 2:]}, budget=5.0)   # prefix 1: group "b"
+    ...     r = sess.run({"a": lambda row: row[:2], "b": lambda row: row[2:]}, budget=5.0, inputs=X[0])
+    >>> bool(np.allclose(batch, est.predict(X[:4], prefix=1), atol=1e-5))    # float32 on the device
+    True
+    >>> r.prefix, r.stopped_by, r.spent_cost
+    (1, 'budget', 5.0)
+    """
 
     def __init__(self, out_dir):
         super().__init__(out_dir)

@@ -25,20 +25,48 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
     """Learn the order in which to compute feature groups and one (multinomial) logistic model per prefix.
 
     Binary problems use one logit and a sigmoid link (probability of ``classes_[1]``); three or more
-    classes use one logit per class and a softmax link. Prefix 0 predicts the class prior.
+    classes use one logit per class and a softmax link. Prefix 0 predicts the class prior. Learned
+    attributes are those of `AnytimeRegressor` plus the ones listed below.
 
     Parameters
     ----------
-    groups, costs, group_names, whiten, doubling, feature_names, cost_provenance : as in `AnytimeRegressor`.
-    method : "omp" (CS-G-OMP: ‖gradient block‖²/cost), "fr" (CS-G-FR: score-test gain/cost),
+    groups, costs, group_names, whiten, doubling, feature_names, cost_provenance
+        As in `AnytimeRegressor`.
+    method : {"omp", "fr", "single", "gomp"}
+        "omp" (CS-G-OMP: ‖gradient block‖²/cost), "fr" (CS-G-FR: score-test gain/cost),
         "single" (best single standardised column), "gomp" (cost ignored).
-    l2 : L2 penalty λ/2‖W‖² on the working-space (whitened) weights; intercepts are not penalised.
+    l2 : float
+        L2 penalty λ/2‖W‖² on the working-space (whitened) weights; intercepts are not penalised.
         It also keeps the weights finite on perfectly separable data.
 
-    Learned attributes (besides those of `AnytimeRegressor`): ``classes_``; ``train_accuracy_`` and
-    ``train_log_loss_`` per prefix 0..J; ``train_curve_`` is ``train_accuracy_``; ``grad_norms_``
-    (‖∇r‖_∞ at each prefix's refit, below ``GRAD_TOL`` when converged); ``n_evals_`` (passes over
-    the training rows spent by each prefix's refit).
+    Attributes
+    ----------
+    classes_ : ndarray
+        The class labels, as given.
+    train_accuracy_, train_log_loss_ : ndarray of shape (J+1,)
+        Accuracy and mean natural-log loss of every prefix 0..J on the training rows.
+    train_curve_ : ndarray of shape (J+1,)
+        The same as ``train_accuracy_``.
+    grad_norms_ : ndarray of shape (J+1,)
+        ‖∇r‖_∞ at each prefix's refit (below ``GRAD_TOL`` when converged).
+    n_evals_ : ndarray of shape (J+1,)
+        Passes over the training rows spent by each prefix's refit.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from edgeseq import AnytimeClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = AnytimeClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 2.0],
+    ...                         group_names=["sepal", "petal"]).fit(X, y)
+    >>> clf.sequence_.tolist(), clf.classes_.tolist()
+    ([0, 1], [0, 1, 2])
+    >>> clf.train_accuracy_.round(3).tolist()     # prefix 0 is the class prior
+    [0.333, 0.833, 0.98]
+    >>> clf.predict_proba(X[:1], prefix=0).round(3).tolist()
+    [[0.333, 0.333, 0.333]]
+    >>> clf.predict(X[[0, 50, 100]], budget=3.0).tolist()
+    [0, 1, 2]
     """
 
     _fr_hessian = "bohning"  # multinomial FR curvature (see README "classification"); not a parameter

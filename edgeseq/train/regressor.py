@@ -32,17 +32,25 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
     cost_provenance : optional ``{"measured_on": ..., "cost_unit": ...}`` as in GROUPS.json: where and
         in what unit the costs were measured; recorded in the model's provenance and the manifest.
 
+
     Examples
     --------
+    An informative but dearer group is still picked first when its gain per cost is larger:
+
     >>> import numpy as np
     >>> from edgeseq import AnytimeRegressor
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(200, 4)); y = 3 * X[:, 2] + X[:, 0]
-    >>> est = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 5.0]).fit(X, y)
+    >>> X = rng.normal(size=(200, 4))
+    >>> y = 3 * X[:, 2] + X[:, 0] + 0.1 * rng.normal(size=200)
+    >>> est = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 5.0], group_names=["cheap", "rich"]).fit(X, y)
     >>> est.sequence_.tolist(), est.cum_cost_.tolist()
     ([1, 0], [0.0, 5.0, 6.0])
-    >>> est.predict(X[:3], budget=5.0).shape   # what a device holds after spending 5 cost units
-    (3,)
+    >>> est.train_curve_.round(3).tolist()        # training explained variance of prefixes 0, 1, 2
+    [0.0, 0.913, 0.999]
+    >>> bool(np.allclose(est.predict(X[:2], budget=0.5), y.mean()))   # below every prefix: the mean
+    True
+    >>> bool(np.allclose(est.predict(X[:2], budget=5.0), est.predict(X[:2], prefix=1)))
+    True
     """
 
     _y_numeric = True

@@ -1,0 +1,262 @@
+"""mkdocs hook: the benchmark tables are generated from ``bench/results/*.json`` when the site is built.
+
+Why a hook: a measured figure typed into a page goes stale the moment the code changes; a table
+rendered from the file the benchmark wrote cannot disagree with it. The page ``benchmarks.md`` holds
+the marker ``<!-- bench-results -->``; :func:`on_page_markdown` replaces it with one section per
+benchmark script in ``bench/`` (and per result file without a script), each naming the command that
+produces it and the machine the result file records.
+
+A result file may carry ``"command"`` (str) and ``"machine"`` (str or dict) at its top level, and
+``"tables"`` (a list of ``{"title", "columns", "rows"}``) to choose its own layout. Files without
+``tables`` are shown by a renderer written for them (:data:`RENDERERS`) or, failing that, as a
+table of their scalar fields. A missing, unreadable or unexpected file never breaks the build: its
+section says so and gives the command to (re)run.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from pathlib import Path
+
+MARKER = "<!-- bench-results -->"
+ROOT = Path(__file__).resolve().parents[1]
+MAX_GENERIC_ROWS = 60
+
+
+def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs hook signature)
+    """Replace the benchmarks marker with the generated sections; resolve lazy top-level names."""
+    if MARKER in markdown:
+        markdown = markdown.replace(MARKER, render_benchmarks(ROOT / "bench"))
+    return resolve_lazy_names(markdown)
+
+
+def resolve_lazy_names(markdown: str) -> str:
+    """``::: edgeseq.Name`` -> ``::: <defining module>.Name`` for the names ``edgeseq`` loads lazily.
+
+    The package exposes its estimators through PEP 562 ``__getattr__`` (so a device never imports
+    the trainer), which static documentation tools cannot follow; the package's own table of lazy
+    names says where each one is defined, so the pages can keep the public spelling.
+    """
+    import edgeseq
+
+    lazy = getattr(edgeseq, "_LAZY", {})
+    for name, module in lazy.items():
+        markdown = markdown.replace(f"::: edgeseq.{name}\n", f"::: {module}.{name}\n")
+    return markdown
+
+
+# ----------------------------------------------------------------------------- discovery
+def render_benchmarks(bench_dir: Path) -> str:
+    """Markdown for every benchmark script and every result file under ``bench_dir``."""
+    bench_dir = Path(bench_dir)
+    results = bench_dir / "results"
+    scripts = {p.stem: p for p in sorted(bench_dir.glob("*.py"))}
+    jsons = {p.stem: p for p in sorted(results.glob("*.json"))} if results.is_dir() else {}
+    parts = []
+    for name in sorted(set(scripts) | set(jsons)):
+        script = scripts.get(name)
+        parts.append(render_one(name, script, jsons.get(name), results / f"{name}.json"))
+    if not parts:
+        return "No benchmark scripts or result files were found.\n"
+    return "\n".join(parts)
+
+
+def script_summary(script: Path | None) -> str:
+    """First line of the script's module docstring (read with ``ast``, never imported)."""
+    if script is None:
+        return ""
+    try:
+        doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8")))
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    return md_cell(doc.strip().splitlines()[0]) if doc else ""
+
+
+def writes_results(script: Path) -> bool:
+    """Whether the script's source mentions the results folder (so running it writes the file)."""
+    try:
+        return "results" in script.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def render_one(name: str, script: Path | None, result: Path | None, expected: Path) -> str:
+    """One section: title, what the script measures, command, machine and the tables."""
+    default_cmd = f"python bench/{name}.py" if script is not None else None
+    lines = [f"## {name}", ""]
+    summary = script_summary(script)
+    if summary:
+        lines += [summary, ""]
+    rel = f"bench/results/{expected.name}"
+    if result is None:
+        lines += [f"**Not yet measured**: there is no `{rel}`."]
+        if default_cmd and writes_results(script):
+            lines += ["", "Produce it with:", "", "```bash", default_cmd, "```", ""]
+        elif default_cmd:
+            lines += [f"This benchmark prints its figures but does not write `{rel}` yet; run "
+                      f"`{default_cmd}` to see them.", ""]
+        return "\n".join(lines)
+    try:
+        data = json.loads(result.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        lines += [f"**Could not read** `{rel}` ({md_cell(type(exc).__name__)}); re-run the benchmark"
+                  + (f": `{default_cmd}`." if default_cmd else "."), ""]
+        return "\n".join(lines)
+    command = data.get("command") if isinstance(data, dict) and isinstance(data.get("command"), str) else default_cmd
+    lines += [f"Command: `{command}`" if command else "Command: not recorded.", "",
+              f"Machine: {machine_text(data, result.with_suffix('.md'))}", "", f"Source: `{rel}`.", ""]
+    try:
+        if isinstance(data, dict) and isinstance(data.get("tables"), list):
+            body = render_declared_tables(data["tables"])
+        elif name in RENDERERS:
+            body = RENDERERS[name](data)
+        else:
+            body = render_generic(data)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        body = [f"The file's layout is not the one this page knows ({md_cell(type(exc).__name__)}: "
+                f"{md_cell(exc)}); its scalar fields:", "", *render_generic(data)]
+    return "\n".join(lines + body + [""])
+
+
+# ----------------------------------------------------------------------------- formatting
+def md_cell(value) -> str:
+    """Text safe inside a markdown table cell or paragraph (no pipes, no newlines, no raw HTML)."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def machine_text(data, sibling_md: Path | None = None) -> str:
+    """The machine the result file records, or a plain statement that it records none.
+
+    Benchmarks that predate the ``"machine"`` key wrote it only into the Markdown summary they
+    produce in the same run (``Measured by `CMD` (MACHINE).``); that line is used then, and the text
+    says where it comes from.
+    """
+    machine = data.get("machine") if isinstance(data, dict) else None
+    if isinstance(machine, str) and machine.strip():
+        return md_cell(machine)
+    if isinstance(machine, dict) and machine:
+        return md_cell(", ".join(f"{k}: {v}" for k, v in machine.items() if not isinstance(v, (dict, list))))
+    run = summary_machine(sibling_md)
+    parts = [md_cell(run) + f" (recorded by the same run in `bench/results/{sibling_md.name}`)" if run
+             else "the run's machine is not recorded in the file"]
+    # per-dataset records of where the costs were measured (anytime_quality writes these)
+    if isinstance(data, dict):
+        for key, sub in data.items():
+            m = sub.get("costs_measured_on") if isinstance(sub, dict) else None
+            if isinstance(m, dict):
+                parts.append(md_cell(f"{key}: costs measured on {m.get('cpu', '?')}, {m.get('machine', '?')} "
+                                     f"({str(m.get('date', '?'))[:10]})"))
+    return "; ".join(parts) + "."
+
+
+def summary_machine(md: Path | None) -> str:
+    """MACHINE from a first line ``Measured by `...` (MACHINE).`` of a benchmark's Markdown summary."""
+    try:
+        first = md.read_text(encoding="utf-8").splitlines()[0] if md is not None and md.is_file() else ""
+    except (OSError, UnicodeDecodeError, IndexError):
+        return ""
+    m = re.match(r"Measured by `[^`]*` \((.+)\)\.\s*$", first)
+    return m.group(1) if m else ""
+
+
+def fmt(x) -> str:
+    """A number with 4 significant digits (integers as they are)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return md_cell(x)
+    if isinstance(x, int):
+        return str(x)
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:.4g}"
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and population standard deviation (ddof 0, numpy's default, as the benchmark reports)."""
+    vals = [float(v) for v in values]
+    mean = sum(vals) / len(vals)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+
+
+def median(values) -> float:
+    vals = sorted(float(v) for v in values)
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else 0.5 * (vals[mid - 1] + vals[mid])
+
+
+def table(columns, rows) -> list[str]:
+    out = ["| " + " | ".join(md_cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return out
+
+
+# ----------------------------------------------------------------------------- renderers
+def render_declared_tables(tables) -> list[str]:
+    """Tables a result file lays out itself: ``[{"title", "columns", "rows"}, ...]``."""
+    out = []
+    for t in tables:
+        out += [f"### {md_cell(t.get('title', ''))}", ""] if t.get("title") else []
+        out += table(t["columns"], t["rows"]) + [""]
+    return out
+
+
+def render_anytime_quality(data: dict) -> list[str]:
+    """Test α-timeliness (mean ± standard deviation over splits) of every method, per data set, plus fit times."""
+    out = []
+    for ds, r in data.items():
+        methods = list(r["timeliness"][0])
+        lo, hi = r["cost_range"]
+        out += [f"### {md_cell(ds)}", "",
+                f"{r['n']} samples, {r['groups']} groups, {r['features']} features, group costs "
+                f"{fmt(lo)} to {fmt(hi)} (cost units of the bank's calibration). "
+                f"λ = {fmt(r['l2'])} (chosen on a validation split); α per split: "
+                f"{', '.join(fmt(a) for a in r['alphas'])}.", ""]
+        rows = []
+        for kind in ("step", "trapezoid"):
+            stats = {m: mean_std([split[m][kind] for split in r["timeliness"]]) for m in methods}
+            best = max(stats.values())[0]
+            rows.append([kind] + [(f"**{s[0]:.4f}**" if s[0] == best else f"{s[0]:.4f}") + f" ± {s[1]:.4f}"
+                                  for s in stats.values()])
+        out += ["Test α-timeliness, mean ± standard deviation over the splits (best in bold):", "",
+                "| timeliness | " + " | ".join(md_cell(m) for m in methods) + " |",
+                "|" + "---|" * (len(methods) + 1)]
+        out += ["| " + " | ".join(row) + " |" for row in rows]
+        out += [""]
+        secs = r.get("fit_seconds") or {}
+        if secs:
+            out += ["Fit time, median over splits (seconds): "
+                    + ", ".join(f"{md_cell(k)} {fmt(median(v))}" for k, v in secs.items()) + ".", ""]
+    return out
+
+
+def flatten(data, prefix="") -> list[tuple[str, object]]:
+    """(dotted key, scalar) pairs of a JSON document."""
+    if isinstance(data, dict):
+        items = [(f"{prefix}.{k}" if prefix else str(k), v) for k, v in data.items()]
+    elif isinstance(data, list):
+        items = [(f"{prefix}[{i}]", v) for i, v in enumerate(data)]
+    else:
+        return [(prefix or "value", data)]
+    out = []
+    for key, value in items:
+        if key in ("command", "machine"):
+            continue
+        out += flatten(value, key) if isinstance(value, (dict, list)) else [(key, value)]
+    return out
+
+
+def render_generic(data) -> list[str]:
+    """A result file nobody wrote a renderer for: its scalar fields, as recorded."""
+    pairs = flatten(data)
+    if not pairs:
+        return ["The file holds no figures."]
+    out = table(["field", "value"], pairs[:MAX_GENERIC_ROWS])
+    if len(pairs) > MAX_GENERIC_ROWS:
+        out.append(f"\n({len(pairs) - MAX_GENERIC_ROWS} more fields in the file.)")
+    return out
+
+
+RENDERERS = {"anytime_quality": render_anytime_quality}
