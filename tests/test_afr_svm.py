@@ -53,6 +53,14 @@ def loss_of(PT, yT, bT, PV, yV, bV, C):
     return outer_loss(s.decision(PV), yV, bV, A)
 
 
+def central_difference(loss, P, i, s, eps=1e-6):
+    """(loss(P + eps·e_is) − loss(P − eps·e_is)) / 2eps."""
+    P1, P2 = P.copy(), P.copy()
+    P1[i, s] += eps
+    P2[i, s] -= eps
+    return (loss(P1) - loss(P2)) / (2 * eps)
+
+
 def test_outer_gradients_match_finite_differences():
     PT, yT, bT, PV, yV, bV = data(seed=2)
     C = 0.7
@@ -64,10 +72,7 @@ def test_outer_gradients_match_finite_differences():
     checked_active = checked_inactive = 0
     for i in safe[:25]:
         for s in range(PT.shape[1]):
-            P1, P2 = PT.copy(), PT.copy()
-            P1[i, s] += eps
-            P2[i, s] -= eps
-            fd = (loss_of(P1, yT, bT, PV, yV, bV, C) - loss_of(P2, yT, bT, PV, yV, bV, C)) / (2 * eps)
+            fd = central_difference(lambda P: loss_of(P, yT, bT, PV, yV, bV, C), PT, i, s)
             assert dT[i, s] == pytest.approx(fd, rel=1e-5, abs=1e-8)
         checked_active += bool(sol.active[i])
         checked_inactive += not sol.active[i]
@@ -75,10 +80,7 @@ def test_outer_gradients_match_finite_differences():
     assert np.all(dT[~sol.active] == 0)
     for j in range(0, PV.shape[0], 7):
         for s in range(PV.shape[1]):
-            P1, P2 = PV.copy(), PV.copy()
-            P1[j, s] += eps
-            P2[j, s] -= eps
-            fd = (loss_of(PT, yT, bT, P1, yV, bV, C) - loss_of(PT, yT, bT, P2, yV, bV, C)) / (2 * eps)
+            fd = central_difference(lambda P: loss_of(PT, yT, bT, P, yV, bV, C), PV, j, s)
             assert dV[j, s] == pytest.approx(fd, rel=1e-5, abs=1e-8)
     fd = (loss_of(PT, yT, bT, PV, yV, bV, C + eps) - loss_of(PT, yT, bT, PV, yV, bV, C - eps)) / (2 * eps)
     assert dC == pytest.approx(fd, rel=1e-5)
