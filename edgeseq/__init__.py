@@ -20,7 +20,8 @@ __version__ = "0.2.0.dev0"
 # public name -> module that defines it
 _LAZY = {"AFRClassifier": "edgeseq.train.afr",
          "AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
-         "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence"}
+         "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
+         "from_lightgbm": "edgeseq.train.lightgbm_import"}
 __all__ = sorted(_LAZY)
 
 

@@ -151,37 +151,22 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(X, y) first") from exc
         return self.stage_model_
 
-    def _stage(self, model: TreeStageModel, budget, stage) -> int:
-        if budget is not None and stage is not None:
-            raise InputError("give either budget or stage, not both")
-        if stage is not None:
-            if isinstance(stage, bool) or not isinstance(stage, numbers.Integral) \
-                    or not 0 <= stage < len(model.stages):
-                raise InputError(f"stage must be an integer in 0..{len(model.stages) - 1}, got {stage!r}")
-            return int(stage)
-        if budget is not None:
-            return model.stage_for_budget(budget)
-        return len(model.stages) - 1
-
     def _rows(self, X, model: TreeStageModel, k: int) -> np.ndarray:
         X = _wrap_validation(lambda: validate_data(self, X, accept_sparse=False, ensure_all_finite=False,
                                                    dtype=(np.float64, np.float32), reset=False))
-        cols = model.columns_required(k)
-        if cols.size and not np.all(np.isfinite(X[:, cols])):
-            raise InputError("X contains NaN or Inf in columns this stage uses; clean or impute them first")
-        return X
+        return model.check_rows(X, k)
 
     def decision_function(self, X, budget=None, stage=None):
         """Readout of the chosen stage: (n,) logit of classes_[1] (binary) or (n, n_classes)."""
         model = self._model()
-        k = self._stage(model, budget, stage)
+        k = model.resolve_stage(budget, stage)
         z = model.decision(self._rows(X, model, k), k)
         return z[:, 0] if model.link == "sigmoid" else z
 
     def predict_proba(self, X, budget=None, stage=None):
         """Class probabilities (n, n_classes) of the last stage within `budget`, or of `stage`."""
         model = self._model()
-        k = self._stage(model, budget, stage)
+        k = model.resolve_stage(budget, stage)
         return model.apply_link(model.decision(self._rows(X, model, k), k))
 
     def predict(self, X, budget=None, stage=None):

@@ -263,6 +263,19 @@ class TreeStageModel:
             raise InputError(f"budget must be a number >= 0 (cost units), got {budget!r}")
         return longest_affordable_prefix(self.cum_cost, float(budget))
 
+    def resolve_stage(self, budget=None, stage=None) -> int:
+        """The stage to use: `stage` itself, the last one within `budget`, or (neither) the last."""
+        if budget is not None and stage is not None:
+            raise InputError("give either budget or stage, not both")
+        if stage is not None:
+            if isinstance(stage, bool) or not isinstance(stage, numbers.Integral) \
+                    or not 0 <= stage < len(self.stages):
+                raise InputError(f"stage must be an integer in 0..{len(self.stages) - 1}, got {stage!r}")
+            return int(stage)
+        if budget is not None:
+            return self.stage_for_budget(budget)
+        return len(self.stages) - 1
+
     def groups_required(self, k: int) -> list[int]:
         """Groups computed once stage k has run, in extraction order."""
         return [g for s in self.stages[:k + 1] for g in s.new_groups]
@@ -331,6 +344,25 @@ class TreeStageModel:
             if j == k:
                 return z
         raise InputError(f"stage must be in 0..{len(self.stages) - 1}, got {k!r}")
+
+    def predict(self, X, budget=None, stage=None) -> np.ndarray:
+        """Prediction of a stage: values (identity link) or class probabilities (n, n_classes).
+
+        Only the columns of the groups the stage requires must be finite; the others may be NaN
+        (not extracted).
+        """
+        k = self.resolve_stage(budget, stage)
+        return self.apply_link(self.decision(self.check_rows(X, k), k))
+
+    def check_rows(self, X, k: int) -> np.ndarray:
+        """X as float64 (n, n_features), refused when a column stage k reads is NaN or Inf."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.ensemble.n_features:
+            raise InputError(f"X must have shape (n, {self.ensemble.n_features}), got {X.shape}")
+        cols = self.columns_required(k)
+        if cols.size and not np.all(np.isfinite(X[:, cols])):
+            raise InputError("X contains NaN or Inf in columns this stage uses; clean or impute them first")
+        return X
 
     def apply_link(self, z: np.ndarray) -> np.ndarray:
         """Readout -> prediction: identity, or class probabilities (n, n_classes)."""
