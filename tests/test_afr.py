@@ -133,3 +133,21 @@ def test_scikit_learn_check_estimator():
         # an anytime model reads only the groups its stage has paid for: NaN in a group that is never
         # extracted is legitimate input, not an error
         "check_estimators_nan_inf": "stages read only the groups they paid for"})
+
+
+def test_stage_model_is_the_trained_representation_and_readout():
+    """The exported arrays reproduce what training used: the state equals the representation φ the
+    outer loop built (rolled-back trees excluded), and the last stage's readout is the final SVM
+    with its Platt scaling."""
+    from edgeseq.train.afr import _AFRFit
+    from edgeseq.train.afr_svm import platt
+    from edgeseq.train.groups import check_groups
+    X, y = load_breast_cancer(return_X_y=True)
+    est = AFRClassifier(BC_GROUPS, BC_COSTS, max_blocks=3)
+    fit = _AFRFit(est, X, y, 2, check_groups(BC_GROUPS, BC_COSTS, None, 30))
+    model = fit.run()
+    np.testing.assert_allclose(model.ensemble.predict(X), fit.phi, rtol=1e-12, atol=1e-12)
+    p = fit.problems[0]
+    A, B = platt(p.sol.decision(fit.phi[np.ix_(fit.iV, p.dims)]), (p.y[fit.iV] > 0).astype(float))
+    z = model.decision(X, len(model.stages) - 1)[:, 0]
+    np.testing.assert_allclose(z, A * p.sol.decision(fit.phi[:, p.dims]) + B, rtol=1e-10, atol=1e-10)
