@@ -218,7 +218,10 @@ class _AFRFit:
         self.open: tuple | None = None  # (new_groups, first tree index) of the stage being built
         prior = np.bincount(k, minlength=n_classes) / k.size
         b0 = np.log(prior[1] / prior[0])[None] if n_classes == 2 else np.log(np.maximum(prior, 1e-300))
-        self.b0 = b0
+        self.b0 = b0  # stage 0: softmax(log prior) is exactly the prior
+        # a problem without dimensions yet, inside a later stage, scores with its prior log-odds: the
+        # same scale as the Platt-scaled scores of the others
+        self.b_odds = b0 if n_classes == 2 else np.log(np.maximum(prior, 1e-300) / np.maximum(1 - prior, 1e-300))
         self.block_accuracy: list[float] = []
 
     # ---------------------------------------------------------------- SVM and readouts
@@ -248,7 +251,7 @@ class _AFRFit:
         """(W, b) of the current SVMs with Platt scaling folded in, for the state as it is now."""
         n_state = self.phi.shape[1]
         P = len(self.problems)
-        W, b = np.zeros((n_state, P)), self.b0.astype(np.float64).copy()
+        W, b = np.zeros((n_state, P)), self.b_odds.astype(np.float64).copy()
         for c, p in enumerate(self.problems):
             if p.sol is None or not p.dims:
                 continue
