@@ -18,9 +18,10 @@ _source_tree.install()
 __version__ = "0.2.0.dev0"
 
 # public name -> module that defines it
-_LAZY = {"AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
+_LAZY = {"AFRClassifier": "edgeseq.train.afr",
+         "AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
          "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
-         "sequence_from_gram": "edgeseq.train.functional"}
+         "from_lightgbm": "edgeseq.train.lightgbm_import", "sequence_from_gram": "edgeseq.train.functional"}
 __all__ = sorted(_LAZY)
 
 

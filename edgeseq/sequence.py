@@ -147,6 +147,16 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def apply_link(link: str, z: np.ndarray) -> np.ndarray:
+    """Map linear outputs (n, P) to predictions: identity, or class probabilities (n, n_classes)."""
+    if link == "identity":
+        return z
+    if link == "sigmoid":
+        p1 = sigmoid(z[:, 0])
+        return np.column_stack([1.0 - p1, p1])
+    return softmax(z)
+
+
 @dataclass
 class FittedSequence:
     """Order, costs, per-prefix raw-space affine maps and link of a fitted anytime model.
@@ -282,9 +292,4 @@ class FittedSequence:
 
     def apply_link(self, z: np.ndarray) -> np.ndarray:
         """Map linear outputs to predictions: identity, or class probabilities (n, n_classes)."""
-        if self.link == "identity":
-            return z
-        if self.link == "sigmoid":
-            p1 = sigmoid(z[:, 0])
-            return np.column_stack([1.0 - p1, p1])
-        return softmax(z)
+        return apply_link(self.link, z)

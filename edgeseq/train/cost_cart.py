@@ -1,0 +1,134 @@
+"""Cost-penalised least-squares regression trees on histograms (numpy), charged per feature *group*.
+
+Why our own CART: AFR needs the Greedy Miser split rule with edgeseq's semantics: a split on a
+feature of a group not yet paid for loses λ·c_g of its gain, and the group is charged once — by the
+first tree (and within it, the first split) that uses it; afterwards every feature of that group is
+free. LightGBM's cost-efficient boosting penalises *features*, not groups, and keeps its own
+"used" set across the whole boosting run; mapping our rule onto it per call is possible but costs a
+library round-trip per tree. A histogram CART in numpy is exact to the rule and fast enough for
+depth-limited trees.
+
+Gains are expressed as the *fraction* of the target's total sum of squares a split removes, so the
+penalty λ·c_g has one meaning (fraction of variance per cost unit) whatever the gradient's scale.
+
+Thresholds are float32 values of the training data and rows are binned by the same float32
+comparison the evaluator uses (``x <= t``), so the fitted leaf assignment and
+`TreeEnsemble.predict` agree exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class Binner:
+    """Per-column float32 split candidates and the bin code of each row (bin k ⟺ edge[k-1] < x <= edge[k])."""
+
+    def __init__(self, X: np.ndarray, columns: np.ndarray, max_bins: int = 32):
+        X32 = np.asarray(X, dtype=np.float32)
+        self.columns = np.asarray(columns, dtype=np.int64)
+        self.edges = []
+        for c in self.columns.tolist():
+            u = np.unique(X32[:, c])
+            cand = u[:-1]  # a split at the largest value would leave the right side empty
+            if cand.size > max_bins - 1:
+                q = np.linspace(0, cand.size - 1, max_bins - 1).round().astype(np.int64)
+                cand = cand[np.unique(q)]
+            self.edges.append(cand.astype(np.float32))
+        self.n_bins = max(max_bins, 2)
+
+    def codes(self, X: np.ndarray) -> np.ndarray:
+        """Bin codes (n, n_columns) uint8/uint16 of any rows, by float32 ``x <= edge`` comparisons."""
+        X32 = np.asarray(X, dtype=np.float32)
+        out = np.empty((X32.shape[0], self.columns.size), dtype=np.uint16)
+        for j, (c, e) in enumerate(zip(self.columns.tolist(), self.edges)):
+            out[:, j] = np.searchsorted(e, X32[:, c], side="left")
+        return out
+
+
+@dataclass
+class FittedTree:
+    """One tree in the local layout of `TreeEnsemble` (root 0, children after parents) + the groups it paid."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    new_groups: tuple[int, ...]  # groups this tree uses that were not paid before it, in first-use order
+
+    @property
+    def n_splits(self) -> int:
+        return int(np.sum(self.feature >= 0))
+
+
+def fit_cost_tree(binner: Binner, codes: np.ndarray, target: np.ndarray, column_group: np.ndarray,
+                  group_costs: np.ndarray, paid, lam: float, max_depth: int = 3,
+                  min_samples_leaf: int = 5) -> FittedTree:
+    """Greedy least-squares tree of depth <= max_depth with the per-group cost penalty.
+
+    Parameters
+    ----------
+    binner, codes : split candidates and the rows' bin codes (``codes[:, j]`` for ``binner.columns[j]``).
+    target : (n,) values to fit (AFR: the negative gradient).
+    column_group : (n_columns,) group index of each binned column.
+    group_costs : cost of every group; ``paid`` : groups already paid (free).
+    lam : λ ≥ 0; a split on an unpaid group must remove more than λ·c_g of the target's total
+        sum of squares (as a fraction) to be taken. Nodes are expanded breadth-first, so within a
+        tree the first split on a group pays for it and later splits on it are free.
+    """
+    target = np.asarray(target, dtype=np.float64)
+    n = target.shape[0]
+    sst = float(np.sum((target - target.mean()) ** 2))
+    paid_now = set(int(g) for g in paid)
+    new_groups: list[int] = []
+    nb = binner.n_bins
+    m = binner.columns.size
+    n_edges = np.array([e.size for e in binner.edges])
+    bin_ok = np.arange(nb)[None, :] < n_edges[:, None]  # split "bin <= k" needs edge k to exist
+    feature, threshold, left, right, value = [], [], [], [], []
+    queue = [(np.arange(n), 0)]  # (rows, depth) in node-index order
+    head = 0
+    while head < len(queue):
+        rows, depth = queue[head]
+        node = head
+        head += 1
+        feature.append(-1)
+        threshold.append(0.0)
+        left.append(-1)
+        right.append(-1)
+        value.append(float(target[rows].mean()) if rows.size else 0.0)
+        if depth >= max_depth or rows.size < 2 * min_samples_leaf or sst <= 0:
+            continue
+        t = target[rows]
+        flat = codes[rows].astype(np.int64) + (np.arange(m) * nb)[None, :]
+        sums = np.bincount(flat.ravel(), weights=np.repeat(t, m), minlength=m * nb).reshape(m, nb)
+        cnts = np.bincount(flat.ravel(), minlength=m * nb).reshape(m, nb).astype(np.float64)
+        gl, nl = np.cumsum(sums, axis=1), np.cumsum(cnts, axis=1)
+        G, N = float(t.sum()), float(rows.size)
+        gr, nr = G - gl, N - nl
+        ok = bin_ok & (nl >= min_samples_leaf) & (nr >= min_samples_leaf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gain = np.where(ok, gl ** 2 / nl + gr ** 2 / nr - G ** 2 / N, -np.inf) / sst
+        charge = np.array([0.0 if g in paid_now else lam * group_costs[g] for g in column_group.tolist()])
+        score = gain - charge[:, None]
+        best = int(np.argmax(score))  # ties: lowest column, then lowest threshold
+        j, k = divmod(best, nb)
+        if not np.isfinite(score[j, k]) or score[j, k] <= 0 or gain[j, k] <= 1e-12:
+            continue
+        g = int(column_group[j])
+        if g not in paid_now:
+            paid_now.add(g)
+            new_groups.append(g)
+        goes_left = codes[rows, j] <= k
+        value[node] = 0.0
+        feature[node] = int(binner.columns[j])
+        threshold[node] = float(binner.edges[j][k])
+        left[node] = len(queue)
+        queue.append((rows[goes_left], depth + 1))
+        right[node] = len(queue)
+        queue.append((rows[~goes_left], depth + 1))
+    return FittedTree(np.array(feature, np.int32), np.array(threshold, np.float32), np.array(left, np.int32),
+                      np.array(right, np.int32), np.array(value), tuple(new_groups))

@@ -1,0 +1,369 @@
+"""Regression-tree ensembles and tree stages as plain, validated arrays.
+
+Why a separate representation: AFR and imported LightGBM models both end up as "sums of small
+trees, read out per stage". Emitters (ONNX TreeEnsembleRegressor, C ``static const`` arrays) and
+runtimes must be able to *trust* the arrays they are given: every index they will follow is checked
+here, once, so a crafted or corrupted model can be refused with one clear line instead of making
+generated code read outside its arrays.
+
+Layout of a `TreeEnsemble` (all trees' nodes in one flat set of arrays)
+----------------------------------------------------------------------
+* Tree ``t`` owns the contiguous node range ``roots[t] .. roots[t+1]-1`` (the last tree ends at
+  ``n_nodes``); its root is ``roots[t]``.
+* Node ``i`` is a *leaf* when ``feature[i] == -1``; its output is ``value[i]`` and
+  ``left[i] == right[i] == -1``.
+* Otherwise it is a split: go to ``left[i]`` when ``float32(x[feature[i]]) <= threshold[i]`` (a
+  float32), else to ``right[i]``. Children are absolute node indices inside the same tree and always
+  *after* their parent, which makes cycles impossible by construction (and cheap to check).
+* ``target[t]`` is the state dimension tree ``t`` adds its leaf value to; ``depth[t]`` is the
+  number of comparisons on the longest root-to-leaf path (0 for a single-leaf tree), so a traversal
+  can be bounded by it.
+
+The comparison is the one ONNX ``TreeEnsembleRegressor`` (``BRANCH_LEQ`` on float32 inputs) and
+LightGBM (``x <= threshold`` for numerical splits) use, so all three agree at the boundary values.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgeseq.errors import InputError, ModelFormatError
+from edgeseq.sequence import LINKS, apply_link, longest_affordable_prefix
+
+MAX_DEPTH = 32  # a bound on traversal work per tree; deeper trees are refused, not truncated
+MAX_NODES = 1 << 24  # bounds memory and generated-code size of one ensemble
+
+
+@dataclass(frozen=True)
+class TreeEnsemble:
+    """A validated ensemble of regression trees; see the module docstring for the layout."""
+
+    feature: np.ndarray  # int32 (n_nodes,), -1 for leaves
+    threshold: np.ndarray  # float32 (n_nodes,), 0 for leaves
+    left: np.ndarray  # int32 (n_nodes,), -1 for leaves
+    right: np.ndarray  # int32 (n_nodes,), -1 for leaves
+    value: np.ndarray  # float64 (n_nodes,), leaf outputs (ignored at splits)
+    roots: np.ndarray  # int32 (n_trees,), first node of each tree (roots[0] == 0, increasing)
+    target: np.ndarray  # int32 (n_trees,), state dimension each tree adds to
+    n_features: int  # raw feature count the feature indices refer to
+    n_targets: int  # state dimension
+
+    def __post_init__(self) -> None:
+        conv = {"feature": np.int32, "threshold": np.float32, "left": np.int32, "right": np.int32,
+                "value": np.float64, "roots": np.int32, "target": np.int32}
+        for name, dtype in conv.items():
+            raw = getattr(self, name)
+            arr = np.asarray(raw)
+            if arr.ndim != 1:
+                raise ModelFormatError(f"tree ensemble: {name} must be a 1-D array, got shape {arr.shape}")
+            if np.issubdtype(dtype, np.integer) and arr.size and not np.issubdtype(arr.dtype, np.integer):
+                raise ModelFormatError(f"tree ensemble: {name} must hold integers, got dtype {arr.dtype}")
+            if np.issubdtype(dtype, np.integer) and arr.size and (arr.min() < -1 or arr.max() > MAX_NODES):
+                raise ModelFormatError(f"tree ensemble: {name} has out-of-range entries")
+            with np.errstate(over="ignore"):  # a float32 overflow becomes Inf, refused below
+                arr = np.array(arr, dtype=dtype)  # a private copy: later edits of the caller's array cannot reach it
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        for name in ("n_features", "n_targets"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 1 <= v <= MAX_NODES:
+                raise ModelFormatError(f"tree ensemble: {name} must be a positive integer, got {v!r}")
+            object.__setattr__(self, name, int(v))
+        object.__setattr__(self, "depth", _validate(self))
+
+    @property
+    def n_trees(self) -> int:
+        return int(self.roots.shape[0])
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.feature.shape[0])
+
+    def tree_range(self, t: int) -> tuple[int, int]:
+        """Node index range [start, stop) of tree t."""
+        stop = int(self.roots[t + 1]) if t + 1 < self.n_trees else self.n_nodes
+        return int(self.roots[t]), stop
+
+    def features_of_trees(self, trees) -> np.ndarray:
+        """Sorted distinct raw feature indices split on by the given trees."""
+        used = [self.feature[slice(*self.tree_range(t))] for t in trees]
+        used = np.concatenate(used) if used else np.zeros(0, np.int32)
+        return np.unique(used[used >= 0]).astype(np.int64)
+
+    def select(self, trees) -> "TreeEnsemble":
+        """A new ensemble made of the given trees (in the given order), node indices renumbered."""
+        parts, roots, offset = [], [], 0
+        for t in trees:
+            a, b = self.tree_range(int(t))
+            shift = offset - a
+            ch = lambda c: np.where(c >= 0, c + shift, -1)  # noqa: E731
+            parts.append((self.feature[a:b], self.threshold[a:b], ch(self.left[a:b]), ch(self.right[a:b]),
+                          self.value[a:b]))
+            roots.append(offset)
+            offset += b - a
+        cols = list(zip(*parts)) if parts else [[np.zeros(0)]] * 5
+        return TreeEnsemble(*(np.concatenate(c) for c in cols), roots=np.array(roots, np.int64),
+                            target=self.target[np.asarray(list(trees), dtype=np.int64)],
+                            n_features=self.n_features, n_targets=self.n_targets)
+
+    # ------------------------------------------------------------------ evaluation
+    def tree_outputs(self, X, trees=None) -> np.ndarray:
+        """Leaf value reached by every row in every tree: (n, n_selected_trees), float64.
+
+        X is cast to float32 before comparing (as ONNX and LightGBM do); rows must be finite in the
+        features the trees read (the caller validates inputs; NaN would silently go right here).
+        """
+        X32 = _as_rows(X, self.n_features)
+        trees = range(self.n_trees) if trees is None else trees
+        rows = np.arange(X32.shape[0])
+        out = []
+        for t in trees:
+            node = np.full(X32.shape[0], self.roots[t], dtype=np.int64)
+            for _ in range(int(self.depth[t])):
+                f = self.feature[node]
+                split = f >= 0
+                xv = X32[rows, np.where(split, f, 0)]
+                nxt = np.where(xv <= self.threshold[node], self.left[node], self.right[node])
+                node = np.where(split, nxt, node)
+            out.append(self.value[node])
+        return np.column_stack(out) if out else np.zeros((X32.shape[0], 0))
+
+    def predict(self, X, trees=None) -> np.ndarray:
+        """Sum of the trees' outputs into their target dimensions: (n, n_targets), float64."""
+        trees = np.arange(self.n_trees) if trees is None else np.asarray(list(trees), dtype=np.int64)
+        leaves = self.tree_outputs(X, trees)
+        out = np.zeros((leaves.shape[0], self.n_targets))
+        for k, t in enumerate(trees.tolist()):
+            out[:, self.target[t]] += leaves[:, k]
+        return out
+
+
+def _as_rows(X, n_features: int) -> np.ndarray:
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise InputError(f"trees expect rows of {n_features} features, got an array of shape {X.shape}")
+    return X.astype(np.float32, copy=False)
+
+
+def _validate(ens: TreeEnsemble) -> np.ndarray:
+    """Check every invariant an emitter relies on; return each tree's depth (int32)."""
+    n, T = ens.feature.shape[0], ens.roots.shape[0]
+    if n > MAX_NODES:
+        raise ModelFormatError(f"tree ensemble has {n} nodes; at most {MAX_NODES} are supported")
+    for name in ("threshold", "left", "right", "value"):
+        if getattr(ens, name).shape[0] != n:
+            raise ModelFormatError(f"tree ensemble: {name} has {getattr(ens, name).shape[0]} entries, "
+                                   f"expected one per node ({n})")
+    if ens.target.shape[0] != T:
+        raise ModelFormatError(f"tree ensemble: {ens.target.shape[0]} targets for {T} trees")
+    if T and (ens.roots[0] != 0 or np.any(np.diff(ens.roots) <= 0) or ens.roots[-1] >= n):
+        raise ModelFormatError("tree ensemble: tree roots must start at 0 and increase strictly inside the nodes")
+    if T == 0 and n:
+        raise ModelFormatError("tree ensemble: nodes without any tree")
+    if T and (ens.target.min() < 0 or ens.target.max() >= ens.n_targets):
+        raise ModelFormatError(f"tree ensemble: target dimension outside 0..{ens.n_targets - 1}")
+    leaf = ens.feature == -1
+    split = ~leaf
+    if np.any(ens.feature[split] >= ens.n_features) or np.any(ens.feature < -1):
+        bad = int(np.flatnonzero((ens.feature >= ens.n_features) | (ens.feature < -1))[0])
+        raise ModelFormatError(f"tree ensemble: node {bad} splits on feature {int(ens.feature[bad])}, "
+                               f"outside 0..{ens.n_features - 1}")
+    if not np.all(np.isfinite(ens.threshold[split])):
+        raise ModelFormatError("tree ensemble: a split threshold is NaN or Inf (after float32 rounding)")
+    if not np.all(np.isfinite(ens.value)):
+        raise ModelFormatError("tree ensemble: a leaf value is NaN or Inf")
+    if np.any(ens.left[leaf] != -1) or np.any(ens.right[leaf] != -1):
+        raise ModelFormatError("tree ensemble: a leaf has children")
+    ends = np.append(ens.roots[1:], n).astype(np.int64)
+    tree_of = np.repeat(np.arange(T), np.diff(np.append(ens.roots, n))) if T else np.zeros(0, np.int64)
+    idx = np.arange(n)
+    for name in ("left", "right"):
+        ch = getattr(ens, name)[split].astype(np.int64)
+        own_end = ends[tree_of[split]]
+        if np.any(ch <= idx[split]) or np.any(ch >= own_end):
+            raise ModelFormatError(f"tree ensemble: a {name} child points backwards or outside its tree "
+                                   f"(children must follow their parent within the same tree)")
+    parents = np.zeros(n, np.int64)
+    np.add.at(parents, ens.left[split].astype(np.int64), 1)
+    np.add.at(parents, ens.right[split].astype(np.int64), 1)
+    is_root = np.zeros(n, bool)
+    is_root[ens.roots.astype(np.int64)] = True
+    if np.any(parents[is_root] != 0) or np.any(parents[~is_root] != 1):
+        raise ModelFormatError("tree ensemble: every non-root node needs exactly one parent (a tree, not a graph)")
+    # children follow parents, so one forward sweep computes depths
+    node_depth = np.zeros(n, np.int64)
+    for i in np.flatnonzero(split).tolist():
+        d = node_depth[i] + 1
+        node_depth[ens.left[i]] = d
+        node_depth[ens.right[i]] = d
+    depth = np.array([node_depth[a:b].max() for a, b in zip(ens.roots.tolist(), ends.tolist())], np.int32)
+    if T and depth.max() > MAX_DEPTH:
+        raise ModelFormatError(f"tree ensemble: a tree has depth {int(depth.max())}; at most {MAX_DEPTH} is supported")
+    depth.setflags(write=False)
+    return depth
+
+
+@dataclass(frozen=True)
+class TreeStage:
+    """One anytime stage: the groups it newly requires, its cost, its trees and its readout.
+
+    State update s_k = s_{k-1} + Σ_{trees t of this stage} tree_t(x); prediction link(s_kᵀ W + b).
+    ``trees`` is the half-open range [tree_start, tree_stop) of the ensemble (boosting order).
+    """
+
+    new_groups: tuple[int, ...]
+    cost: float
+    tree_start: int
+    tree_stop: int
+    W: np.ndarray  # (n_state, P) readout
+    b: np.ndarray  # (P,)
+
+
+@dataclass(frozen=True)
+class TreeStageModel:
+    """A tree-stage anytime model: groups, ensemble, stages 0..K and the link.
+
+    Stage 0 requires no group and holds no tree (prediction link(b_0), the prior). Every stage may
+    only split on features of groups required by it or by earlier stages; this is checked, so a
+    runtime following the stages can never read a group that was not extracted.
+    """
+
+    group_names: tuple[str, ...]
+    group_columns: tuple[np.ndarray, ...]
+    costs: np.ndarray
+    ensemble: TreeEnsemble
+    stages: tuple[TreeStage, ...]
+    link: str
+    output_names: tuple[str, ...]
+    classes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "costs", np.asarray(self.costs, dtype=np.float64))
+        object.__setattr__(self, "group_columns", tuple(np.asarray(c, np.int64) for c in self.group_columns))
+        stages = tuple(TreeStage(tuple(int(g) for g in s.new_groups), float(s.cost), int(s.tree_start),
+                                 int(s.tree_stop), np.asarray(s.W, np.float64), np.asarray(s.b, np.float64))
+                       for s in self.stages)
+        object.__setattr__(self, "stages", stages)
+        self.validate()
+
+    @property
+    def n_outputs(self) -> int:
+        return int(self.stages[0].b.shape[0])
+
+    @property
+    def cum_cost(self) -> np.ndarray:
+        return np.cumsum([s.cost for s in self.stages])
+
+    def stage_for_budget(self, budget: float) -> int:
+        """The last stage whose cumulative cost is <= budget (the anytime rule)."""
+        if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or np.isnan(budget) or budget < 0:
+            raise InputError(f"budget must be a number >= 0 (cost units), got {budget!r}")
+        return longest_affordable_prefix(self.cum_cost, float(budget))
+
+    def resolve_stage(self, budget=None, stage=None) -> int:
+        """The stage to use: `stage` itself, the last one within `budget`, or (neither) the last."""
+        if budget is not None and stage is not None:
+            raise InputError("give either budget or stage, not both")
+        if stage is not None:
+            if isinstance(stage, bool) or not isinstance(stage, numbers.Integral) \
+                    or not 0 <= stage < len(self.stages):
+                raise InputError(f"stage must be an integer in 0..{len(self.stages) - 1}, got {stage!r}")
+            return int(stage)
+        if budget is not None:
+            return self.stage_for_budget(budget)
+        return len(self.stages) - 1
+
+    def groups_required(self, k: int) -> list[int]:
+        """Groups computed once stage k has run, in extraction order."""
+        return [g for s in self.stages[:k + 1] for g in s.new_groups]
+
+    def columns_required(self, k: int) -> np.ndarray:
+        gs = self.groups_required(k)
+        return np.concatenate([self.group_columns[g] for g in gs]) if gs else np.zeros(0, np.int64)
+
+    def validate(self) -> None:
+        """Stage/ensemble consistency, readout shapes, and 'reads only extracted groups'."""
+        J, ens = len(self.group_names), self.ensemble
+        if self.link not in LINKS:
+            raise ModelFormatError(f"unknown link {self.link!r}; expected one of {LINKS}")
+        if len(self.group_columns) != J or self.costs.shape != (J,) or not np.all(np.isfinite(self.costs)) \
+                or np.any(self.costs <= 0):
+            raise ModelFormatError("tree model: need one column list and one positive finite cost per group")
+        owner = np.full(ens.n_features, -1)
+        for g, cols in enumerate(self.group_columns):
+            if cols.size == 0 or cols.min() < 0 or cols.max() >= ens.n_features or np.any(owner[cols] >= 0):
+                raise ModelFormatError(f"tree model: group {g} has empty, out-of-range or shared columns")
+            owner[cols] = g
+        if not self.stages or self.stages[0].new_groups or self.stages[0].tree_start != self.stages[0].tree_stop:
+            raise ModelFormatError("tree model: stage 0 must exist and require no group and no tree")
+        P = self.stages[0].b.shape[0] if self.stages[0].b.ndim == 1 else -1
+        if P < 1:
+            raise ModelFormatError("tree model: readout bias must be a non-empty vector")
+        if len(self.output_names) != (2 if self.link == "sigmoid" else P) or (self.link == "sigmoid" and P != 1):
+            raise ModelFormatError("tree model: output names must match the outputs (both classes for sigmoid)")
+        paid: set[int] = set()
+        nxt = 0
+        for k, s in enumerate(self.stages):
+            if s.tree_start != nxt or s.tree_stop < s.tree_start or s.tree_stop > ens.n_trees:
+                raise ModelFormatError(f"tree model: stage {k}'s trees must continue where stage {k - 1} ended")
+            nxt = s.tree_stop
+            for g in s.new_groups:
+                if not 0 <= g < J or g in paid:
+                    raise ModelFormatError(f"tree model: stage {k} requires unknown or already computed group {g}")
+                paid.add(g)
+            expect = sum(float(self.costs[g]) for g in s.new_groups)
+            if not np.isfinite(s.cost) or s.cost < expect * (1 - 1e-12):
+                raise ModelFormatError(f"tree model: stage {k} costs {s.cost!r}, less than its groups' {expect!r}")
+            if s.W.shape != (ens.n_targets, P) or s.b.shape != (P,) or not np.all(np.isfinite(s.W)) \
+                    or not np.all(np.isfinite(s.b)):
+                raise ModelFormatError(f"tree model: stage {k}'s readout must be finite with shapes "
+                                       f"({ens.n_targets}, {P}) and ({P},)")
+            used = ens.features_of_trees(range(s.tree_start, s.tree_stop))
+            unknown = used[(owner[used] < 0) | ~np.isin(owner[used], sorted(paid))]
+            if unknown.size:
+                raise ModelFormatError(f"tree model: stage {k} splits on feature {int(unknown[0])}, which belongs "
+                                       f"to no group computed by then")
+        if nxt != ens.n_trees:
+            raise ModelFormatError(f"tree model: the stages cover {nxt} of the {ens.n_trees} trees")
+
+    # ------------------------------------------------------------------ prediction
+    def staged_decision(self, X):
+        """Yield the readout (n, P) of stages 0..K, carrying the state across stages."""
+        state = np.zeros((np.asarray(X).shape[0], self.ensemble.n_targets))
+        for s in self.stages:
+            if s.tree_stop > s.tree_start:
+                state = state + self.ensemble.predict(X, range(s.tree_start, s.tree_stop))
+            yield state @ s.W + s.b
+
+    def decision(self, X, k: int) -> np.ndarray:
+        """Readout of stage k (n, P)."""
+        for j, z in enumerate(self.staged_decision(X)):
+            if j == k:
+                return z
+        raise InputError(f"stage must be in 0..{len(self.stages) - 1}, got {k!r}")
+
+    def predict(self, X, budget=None, stage=None) -> np.ndarray:
+        """Prediction of a stage: values (identity link) or class probabilities (n, n_classes).
+
+        Only the columns of the groups the stage requires must be finite; the others may be NaN
+        (not extracted).
+        """
+        k = self.resolve_stage(budget, stage)
+        return self.apply_link(self.decision(self.check_rows(X, k), k))
+
+    def check_rows(self, X, k: int) -> np.ndarray:
+        """X as float64 (n, n_features), refused when a column stage k reads is NaN or Inf."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.ensemble.n_features:
+            raise InputError(f"X must have shape (n, {self.ensemble.n_features}), got {X.shape}")
+        cols = self.columns_required(k)
+        if cols.size and not np.all(np.isfinite(X[:, cols])):
+            raise InputError("X contains NaN or Inf in columns this stage uses; clean or impute them first")
+        return X
+
+    def apply_link(self, z: np.ndarray) -> np.ndarray:
+        """Readout -> prediction: identity, or class probabilities (n, n_classes)."""
+        return apply_link(self.link, z)
