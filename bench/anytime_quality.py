@@ -1,6 +1,6 @@
 """The papers' Tables 1-2 on real extractor banks: test α-timeliness of every method, 5 random splits.
 
-    python bench/anytime_quality.py [--datasets digits mnist] [--splits 5] [--out bench/results]
+    python bench/anytime_quality.py [--datasets digits mnist] [--splits 5] [--out bench/results] [--quick]
 
 For each data set (the digits bank; the MNIST bank, which needs edgeseq[images]) and each random
 stratified 70/30 train/test split: fit CS-G-OMP, single, no-whiten, G-OMP, CS-G-FR, Doubling
@@ -11,18 +11,19 @@ OMP-Oracle reorder the test curves of CS-G-FR / CS-G-OMP by gain per cost. α is
 of CS-G-OMP's training curve, c_α its stopping cost; every curve is scored by its test α-timeliness
 (step and trapezoid). Also times the fits of CS-G-OMP, CS-G-FR and the Sparse path side by side.
 Costs are the measured extractor costs (digits: the stored calibration; MNIST: measured on this
-machine on first use), so the figures say where they were measured.
+machine on first use), so the figures say where they were measured. Writes
+bench/results/anytime_quality.json (and a Markdown summary next to it). `--quick` (about a minute):
+digits only, 2 splits, 3 values of λ, 10 Sparse penalties.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeRegressor
@@ -35,6 +36,7 @@ FITTED = {"CS-G-OMP": dict(method="omp"), "single": dict(method="single"),
           "CS-G-FR": dict(method="fr"), "Doubling": dict(method="fr", doubling=True)}
 COLUMNS = ["CS-G-OMP", "single", "no-whiten", "G-OMP", "CS-G-FR", "Doubling", "FR-Oracle", "OMP-Oracle",
            "Sparse"]
+ALL_COLUMNS = COLUMNS + ["Sparse (path)"]
 
 
 def load(name: str):
@@ -85,13 +87,16 @@ def one_split(data, seed: int, l2: float, sparse_kw: dict):
     return scores, alpha, c_alpha, seconds, {k: float(c.values[-1]) for k, c in curves.items()}
 
 
+def cells(runs: list, kind: str) -> list[str]:
+    """'mean ± std' over the splits of every column's `kind` timeliness; the best mean in bold."""
+    vals = {c: np.array([r[0][c][kind] for r in runs]) for c in ALL_COLUMNS}
+    best = max(np.mean(vals[c]) for c in ALL_COLUMNS)
+    return [f"**{vals[c].mean():.4f} ± {vals[c].std():.4f}**" if np.isclose(vals[c].mean(), best)
+            else f"{vals[c].mean():.4f} ± {vals[c].std():.4f}" for c in ALL_COLUMNS]
+
+
 def table(name: str, runs: list, kind: str) -> list[str]:
-    cols = COLUMNS + ["Sparse (path)"]
-    vals = {c: np.array([r[0][c][kind] for r in runs]) for c in cols}
-    best = max(np.mean(vals[c]) for c in cols)
-    cells = [f"**{vals[c].mean():.4f}** ± {vals[c].std():.4f}" if np.isclose(vals[c].mean(), best)
-             else f"{vals[c].mean():.4f} ± {vals[c].std():.4f}" for c in cols]
-    return [f"| {name} | " + " | ".join(cells) + " |"]
+    return [f"| {name} | " + " | ".join(cells(runs, kind)) + " |"]
 
 
 def main(argv=None) -> int:
@@ -101,11 +106,16 @@ def main(argv=None) -> int:
     p.add_argument("--l2-grid", type=float, nargs="+", default=[1e-3, 1e-2, 1e-1, 1.0, 10.0],
                    help="ridge penalties tried on a validation split of split 0 (the best is used)")
     p.add_argument("--sparse-lambdas", type=int, default=30)
-    p.add_argument("--out", type=Path, default=Path("bench/results"))
+    p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
+    p.add_argument("--quick", action="store_true",
+                   help="digits only, 2 splits, λ from (0.01, 0.1, 1), 10 Sparse penalties (about a minute)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.datasets, args.splits, args.l2_grid, args.sparse_lambdas = ["digits"], 2, [1e-2, 1e-1, 1.0], 10
+    info = machine_info()
     sparse_kw = dict(n_lambdas=args.sparse_lambdas, tol=1e-5)
-    results, md = {}, []
-    header = "| timeliness | " + " | ".join(COLUMNS + ["Sparse (path)"]) + " |"
+    results, md, tables, skipped = {}, [], [], []
+    header = "| timeliness | " + " | ".join(ALL_COLUMNS) + " |"
     rule = "|---" * (len(COLUMNS) + 2) + "|"
     for ds in args.datasets:
         print(f"== {ds}", flush=True)
@@ -114,6 +124,7 @@ def main(argv=None) -> int:
         except DataUnavailableError as exc:
             print(f"  skipped {ds}: {exc}", flush=True)
             md += [f"### {ds}: skipped ({exc})", ""]
+            skipped.append([ds, str(exc)])
             continue
         l2, val_scores = choose_l2(data, args.l2_grid)
         runs = []
@@ -130,9 +141,18 @@ def main(argv=None) -> int:
                            timeliness=[r[0] for r in runs], final_test_F=[r[4] for r in runs],
                            fit_seconds=secs, costs_measured_on=m, l2=l2, l2_validation=val_scores)
         omp, fr, sp = (np.median(secs[k]) for k in ("CS-G-OMP", "CS-G-FR", "Sparse"))
-        md += [f"### {ds}: {len(data.y)} images, {len(data.names)} groups, {data.X.shape[1]} features, costs "
-               f"{data.costs.min():.3g}–{data.costs.max():.3g} µs/image (measured on {m['cpu']}, "
-               f"{m['machine']}, {m['date'][:10]})", "",
+        described = (f"{ds}: {len(data.y)} images, {len(data.names)} groups, {data.X.shape[1]} features, costs "
+                     f"{data.costs.min():.3g}–{data.costs.max():.3g} µs/image (measured on {m['cpu']}, "
+                     f"{m['machine']}, {m['date'][:10]})")
+        alphas = ", ".join(f"{r[1]:g}" for r in runs)
+        tables += [{"title": f"{described}; λ = {l2:g} (validation); α per split: {alphas}. Test α-timeliness, "
+                             f"mean ± standard deviation over {args.splits} splits (best in bold)",
+                    "columns": ["timeliness", *ALL_COLUMNS],
+                    "rows": [[kind, *cells(runs, kind)] for kind in ("step", "trapezoid")]},
+                   {"title": f"{ds}: fit time, median of {args.splits} splits in the same run",
+                    "columns": ["CS-G-OMP s", "CS-G-FR s", "Sparse path s", "FR/OMP", "Sparse/OMP"],
+                    "rows": [[float(omp), float(fr), float(sp), float(fr / omp), float(sp / omp)]]}]
+        md += [f"### {described}", "",
                f"λ = {l2:g}, chosen on a validation split from {args.l2_grid} (validation step timeliness "
                f"{', '.join(f'{v:.3f}' for v in val_scores.values())}); α (plateau rule on CS-G-OMP's "
                f"training curve) per split: {[r[1] for r in runs]}", "",
@@ -140,12 +160,17 @@ def main(argv=None) -> int:
                f"Fit time (median of {args.splits} splits, same run): CS-G-OMP {omp:.3g} s, CS-G-FR {fr:.3g} s "
                f"(FR/OMP = {fr / omp:.2f}×), Sparse path ({args.sparse_lambdas} λ) {sp:.3g} s "
                f"(Sparse/OMP = {sp / omp:.1f}×).", ""]
-    machine = f"{platform.machine()}, Python {platform.python_version()}, {args.splits} splits"
-    text = "\n".join([f"Measured by `python bench/anytime_quality.py` ({machine}).", "", *md])
+    command = command_line()
+    info = machine_info(info["load_start"])
+    machine = (f"{info['cpu']}, {info['machine']}, Python {info['python']}, load average {info['load_start']} "
+               f"at start, {info['load_end']} at end; {args.splits} splits")
+    text = "\n".join([f"Measured by `{command}` ({machine}).", "", *md])
     print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
+    if skipped:
+        tables.append({"title": "Skipped data sets", "columns": ["data set", "reason"], "rows": skipped})
+    # the data sets first: readers take the first entry as a data set's results
+    write_result("anytime_quality", {**results, "tables": tables}, command, machine=info, results_dir=args.out)
     (args.out / "anytime_quality.md").write_text(text + "\n")
-    (args.out / "anytime_quality.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
     return 0
 
 

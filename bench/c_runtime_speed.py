@@ -4,22 +4,24 @@ Both are compiled in the same run with the same compiler and flags (bench/c_runt
 synthetic models of several shapes. Targets (issue 4): a full anytime pass (all pushes) <= 1.3x the
 bare loops over the same floats; the worst-case (last) push <= 1.3x its bare loop; read <= 20 ns.
 
-    python bench/c_runtime_speed.py [--iters N] [--cc gcc]
+    python bench/c_runtime_speed.py [--iters N] [--cc gcc] [--quick]
+
+Writes bench/results/c_runtime_speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
+
 from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, find_c_compiler, runtime_dir
 from edgeseq.export.c_codegen import write_c_model
-from edgeseq.extractors.calibrate import machine_info
 from edgeseq.sequence import FittedSequence
 
 HERE = Path(__file__).resolve().parent
@@ -49,22 +51,21 @@ def synthetic_sequence(sizes, P, link, seed=0) -> FittedSequence:
         classes=classes)
 
 
-def machine() -> str:
-    info = machine_info()  # the project's one description of the machine (also used for measured costs)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return f"{info['cpu']}, {info['machine']}, 1-min load average at start {load:.2f}"
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=4000)
     ap.add_argument("--cc", default=None)
+    ap.add_argument("--quick", action="store_true", help="an eighth of the iterations (about a minute in all)")
     args = ap.parse_args(argv)
+    iters_base = args.iters // 8 if args.quick else args.iters
     cc = find_c_compiler(args.cc)
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    print(f"machine: {machine()}\ncompiler: {version}, flags: {' '.join(STRICT_FLAGS)} -O2\n")
+    info = machine_info()
+    print(f"machine: {info['cpu']}, {info['machine']}, load average at start {info['load_start']}")
+    print(f"compiler: {version}, flags: {' '.join(STRICT_FLAGS)} -O2\n")
     print(f"{'model':34} {'pass ns':>9} {'bare ns':>9} {'ratio':>6} {'last push':>9} {'bare':>8} "
           f"{'ratio':>6} {'read ns':>8}")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k, (label, sizes, P, link) in enumerate(SHAPES):
             mdir = Path(tmp) / f"m{k}"
@@ -72,13 +73,25 @@ def main(argv=None) -> None:
             exe = compile_c([runtime_dir() / "edgeseq_runtime.c", mdir / "edgeseq_model.c", HERE / "c_runtime_speed.c"],
                             Path(tmp) / f"bench{k}", include_dirs=[mdir, runtime_dir()],
                             defines=["ES_PREFIX=bench"], compiler=cc)
-            iters = max(200, args.iters * 500 // (sum(sizes) * P))
+            iters = max(200, iters_base * 500 // (sum(sizes) * P))
             out = subprocess.run([str(exe), str(iters)], capture_output=True, text=True, check=True).stdout
             pass_ns, bare_ns, last_ns, last_bare, read_ns = map(float, out.split())
+            rows.append([label, iters, pass_ns, bare_ns, pass_ns / bare_ns, last_ns, last_bare, last_ns / last_bare,
+                         read_ns])
             print(f"{label:34} {pass_ns:9.1f} {bare_ns:9.1f} {pass_ns / bare_ns:6.2f} {last_ns:9.1f} "
                   f"{last_bare:8.1f} {last_ns / last_bare:6.2f} {read_ns:8.1f}")
     print("\ntargets: push ratio <= 1.3 (pass = every push of one sample; last = the worst-case push), "
           "read <= 20 ns")
+    columns = ["model", "iterations", "pass ns", "bare pass ns", "pass/bare", "last push ns", "bare last ns",
+               "last/bare", "read ns"]
+    worst = max(max(r[4], r[7]) for r in rows)
+    write_result("c_runtime_speed", {
+        "compiler": version, "flags": " ".join(STRICT_FLAGS) + " -O2",
+        "targets": {"push_ratio_max": 1.3, "read_ns_max": 20.0},
+        "worst_push_ratio": worst, "worst_read_ns": max(r[8] for r in rows),
+        "tables": [{"title": f"ns per sample, runtime vs bare loops compiled side by side ({version}); "
+                             "targets: pass/bare and last/bare <= 1.3, read <= 20 ns",
+                    "columns": columns, "rows": rows}]}, command_line())
 
 
 if __name__ == "__main__":

@@ -4,20 +4,21 @@ Builds the FittedSequence directly with random weights (training time is not wha
 exports it with `export_model` (ONNX graphs + full_check, generated C, manifest, the reader's own
 verification, atomic rename) and times each phase side by side in one run.
 
-    python bench/export_speed.py [--groups 100] [--dim 5] [--repeats 3]
+    python bench/export_speed.py [--groups 100] [--dim 5] [--repeats 3] [--quick]
+
+Writes bench/results/export_speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
 
 from edgeseq.export import c_codegen, onnx_graphs
 from edgeseq.format import read_verified
@@ -50,12 +51,15 @@ def _best(fn, repeats):
     return min(times)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--dim", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    ap.add_argument("--repeats", type=int, default=3, help="best of this many runs per phase")
+    ap.add_argument("--quick", action="store_true", help="one run per phase (the model size is unchanged)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
     seq = make_sequence(args.groups, args.dim)
     work = Path(tempfile.mkdtemp(prefix="edgeseq-bench-"))
     try:
@@ -80,8 +84,9 @@ def main() -> None:
         onnx_bytes = sum(p.stat().st_size for p in out.glob("*.onnx"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
-          f"Python {platform.python_version()}, {platform.system()} {platform.release()}")
+    info = machine_info()
+    print(f"machine: {info['cpu']}, {info['machine']}, Python {info['python']}, load average at start "
+          f"{info['load_start']}, at end {info['load_end']}")
     print(f"model: {seq.n_prefixes} prefixes (J = {args.groups} groups x {args.dim} features, D = {seq.n_features_in})")
     print(f"export_model total      {total:7.3f} s  ({total / TARGET_S:.2f} x the {TARGET_S:.0f} s target)  "
           f"{'OK' if total <= TARGET_S else 'TOO SLOW'}")
@@ -89,6 +94,19 @@ def main() -> None:
     print(f"  C generation            {t_c:7.3f} s  ({t_c / total:.0%})")
     print(f"  read_verified           {t_verify:7.3f} s  ({t_verify / total:.0%})")
     print(f"out/ size: {size} bytes ({onnx_bytes} in ONNX graphs, {size - onnx_bytes} in C + manifest)")
+    phases = [["export_model total", total, 1.0], ["ONNX build + full_check", t_onnx, t_onnx / total],
+              ["C generation", t_c, t_c / total], ["read_verified", t_verify, t_verify / total]]
+    write_result("export_speed", {
+        "prefixes": seq.n_prefixes, "groups": args.groups, "dim": args.dim, "features": seq.n_features_in,
+        "repeats": args.repeats, "target_s": TARGET_S, "total_s": total, "within_target": total <= TARGET_S,
+        "out_bytes": size, "onnx_bytes": onnx_bytes,
+        "tables": [{"title": f"Export of {seq.n_prefixes} prefixes, D = {seq.n_features_in} (best of "
+                             f"{args.repeats}; target: total <= {TARGET_S:g} s)",
+                    "columns": ["phase", "seconds", "share of total"], "rows": phases},
+                   {"title": "Size of the export folder",
+                    "columns": ["part", "bytes"],
+                    "rows": [["ONNX graphs", onnx_bytes], ["C + manifest", size - onnx_bytes], ["total", size]]}]},
+        command_line(), machine=info)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Per-prefix latency of AnytimeSession.predict vs a bare onnxruntime InferenceSession.run of the same
 graph vs numpy `x @ w + b`, measured side by side in one run (target: AnytimeSession <= 1.3x bare).
 
-Usage: python bench/python_runtime_speed.py [--reps 60] [--calls 200]
+Usage: python bench/python_runtime_speed.py [--reps 60] [--calls 200] [--quick]
+
+Writes bench/results/python_runtime_speed.json.
 
 The contenders are timed in interleaved blocks (anytime, bare, numpy, anytime, ...) and the
 fastest block of each is kept; many short blocks make that minimum robust on a shared, loaded machine
@@ -16,8 +18,6 @@ Also reported: the anytime loop's own overhead per group (`run` with trivial ext
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -27,6 +27,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _results import command_line, machine_info, write_result  # noqa: E402  (bench/ is on sys.path)
 from sequences import random_sequence  # noqa: E402
 
 from edgeseq.export.writer import export_model  # noqa: E402
@@ -34,21 +35,6 @@ from edgeseq.runtime.session import AnytimeSession  # noqa: E402
 from edgeseq.runtime.ort import session_options  # noqa: E402
 
 GROUP_SIZES = (4, 16, 8, 32, 2, 64, 8, 16)
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, Python "
-            f"{platform.python_version()}, numpy {np.__version__}, onnxruntime {ort.__version__}, "
-            f"1-min load average at start {load:.2f}")
 
 
 def per_call_us(fns: dict, calls: int, reps: int) -> dict:
@@ -124,23 +110,34 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=60, help="interleaved blocks per contender")
     ap.add_argument("--calls", type=int, default=200, help="calls per block")
+    ap.add_argument("--quick", action="store_true", help="30 blocks of 100 calls (well under a minute)")
     args = ap.parse_args(argv)
-    print(f"machine: {machine()}")
+    if args.quick:
+        args.reps, args.calls = 30, 100
+    info = machine_info()
+    print(f"machine: {info['cpu']}, {info['machine']}, Python {info['python']}, numpy {info['numpy']}, "
+          f"onnxruntime {info['onnxruntime']}, load average at start {info['load_start']}")
     seq = random_sequence(np.random.default_rng(0), GROUP_SIZES)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "model"
         export_model(seq, out)
         print(f"model: {seq.n_groups} groups of sizes {seq.group_sizes[seq.order].tolist()} in sequence order, "
               f"1 output; {args.reps} interleaved blocks of {args.calls} calls, fastest block kept")
-        worst = 0.0
+        worst, tables = 0.0, []
         for n_rows in (1, 64):
+            rows = []
             print(f"\nbatch N = {n_rows}: microseconds per call, and ratios to bare InferenceSession.run")
             print(f"{'prefix':>6} {'d':>4} {'anytime':>9} {'bare ort':>9} {'iobind':>9} {'numpy':>9} "
                   f"{'anytime/bare':>13} {'iobind/bare':>12} {'numpy/bare':>11}")
             for j, d, a, b, io, n in bench_predict(seq, out, n_rows, args.calls, args.reps):
                 worst = max(worst, a / b)
+                rows.append([j, d, a, b, io, n, a / b, io / b, n / b])
                 print(f"{j:>6} {d:>4} {a:>9.2f} {b:>9.2f} {io:>9.2f} {n:>9.2f} {a / b:>13.2f} "
                       f"{io / b:>12.2f} {n / b:>11.2f}")
+            tables.append({"title": f"Batch N = {n_rows}: microseconds per call per prefix (fastest of {args.reps} "
+                                    f"interleaved blocks of {args.calls} calls); target anytime/bare <= 1.3",
+                           "columns": ["prefix", "d", "anytime µs", "bare ort µs", "iobind µs", "numpy µs",
+                                       "anytime/bare", "iobind/bare", "numpy/bare"], "rows": rows})
         loop = bench_loop(seq, out, args.calls, args.reps)
         J = loop["groups"]
         print(f"\nanytime loop, one sample through all {J} groups with trivial extractors (microseconds):")
@@ -148,6 +145,14 @@ def main(argv=None) -> None:
         print(f"  run() on the worker (deadline)  {loop['worker']:9.1f}  ({loop['worker'] / J:.1f} per group)")
         print(f"  predict() of prefixes 1..{J}       {loop['predict_all']:9.1f}  (the commits alone)")
         print(f"\nworst AnytimeSession/bare ratio: {worst:.2f} (target <= 1.3)")
+        tables.append({"title": f"Anytime loop: one sample through all {J} groups, trivial extractors",
+                       "columns": ["call", "µs", "µs per group"],
+                       "rows": [["run() inline (no deadline)", loop["inline"], loop["inline"] / J],
+                                ["run() on the worker (deadline)", loop["worker"], loop["worker"] / J],
+                                [f"predict() of prefixes 1..{J}", loop["predict_all"], loop["predict_all"] / J]]})
+        write_result("python_runtime_speed", {
+            "group_sizes": list(GROUP_SIZES), "reps": args.reps, "calls": args.calls,
+            "worst_anytime_over_bare": worst, "target_ratio": 1.3, "tables": tables}, command_line())
 
 
 if __name__ == "__main__":

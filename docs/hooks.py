@@ -53,7 +53,7 @@ def render_benchmarks(bench_dir: Path) -> str:
     """Markdown for every benchmark script and every result file under ``bench_dir``."""
     bench_dir = Path(bench_dir)
     results = bench_dir / "results"
-    scripts = {p.stem: p for p in sorted(bench_dir.glob("*.py"))}
+    scripts = {p.stem: p for p in sorted(bench_dir.glob("*.py")) if not p.stem.startswith("_")}  # _x.py: helpers
     jsons = {p.stem: p for p in sorted(results.glob("*.json"))} if results.is_dir() else {}
     parts = []
     for name in sorted(set(scripts) | set(jsons)):
