@@ -84,9 +84,9 @@ def test_report_notes_the_machine_and_labels_the_axis_with_the_unit(pipeline, tm
     seen = {}
     original = report._plot
 
-    def spy(*args):
-        seen["cost_unit"] = args[-1]
-        return original(*args)
+    def spy(curves, c_alpha, alpha, out_dir, title, cost_unit, *rest):
+        seen["cost_unit"] = cost_unit
+        return original(curves, c_alpha, alpha, out_dir, title, cost_unit, *rest)
 
     monkeypatch.setattr(report, "_plot", spy)
     d = pipeline[True]
