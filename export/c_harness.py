@@ -159,3 +159,34 @@ def run_c(seq_or_model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extr
     with tempfile.TemporaryDirectory(prefix="edgeseq_cmodel_") as tmp:
         write_c_model(seq_or_model_dir, tmp, prefix)
         return run_c_model(tmp, X_groups, compiler=compiler, flags=flags, extra=extra)
+
+
+def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> np.ndarray:
+    """Prefixes the compiled C runtime picks for `budgets[i]` (a 1-D array of float64) of model `seqs[i]`.
+
+    All models are generated (C prefixes m0, m1, ...) and linked into one program with
+    `runtime_c/tests/budget_parity.c`, which answers each budget twice: with `es_prefix_for_budget`
+    and with a firmware-style loop that starts a group while its `cum_cost <= budget`. Budgets
+    travel as hexadecimal text, so they reach C bit for bit. Returns an int array (n, 2) of
+    (rule, loop) over the budgets concatenated in model order.
+    """
+    from edgeseq.export.c_codegen import write_c_model
+    rdir = runtime_dir()
+    with tempfile.TemporaryDirectory(prefix="edgeseq_budget_") as tmp:
+        tmp = Path(tmp)
+        sources = [rdir / "edgeseq_runtime.c", rdir / "tests" / "budget_parity.c"]
+        for i, seq in enumerate(seqs):
+            write_c_model(seq, tmp / f"m{i}", f"m{i}")
+            sources.append(tmp / f"m{i}" / "edgeseq_model.c")
+        names = ", ".join(f"&m{i}_model" for i in range(len(seqs)))
+        externs = "".join(f"extern const es_model m{i}_model;\n" for i in range(len(seqs)))
+        (tmp / "table.c").write_text(
+            f'#include "edgeseq_runtime.h"\n{externs}const es_model *const es_budget_models[] = {{ {names} }};\n'
+            f"const uint32_t es_budget_n_models = {len(seqs)}u;\n", encoding="ascii")
+        exe = compile_c([*sources, tmp / "table.c"], tmp / "budget_parity", include_dirs=[rdir],
+                        compiler=compiler, flags=flags, extra=extra)
+        query = "".join(f"{i} {float(b).hex()}\n" for i, bs in enumerate(budgets) for b in np.ravel(bs))
+        proc = subprocess.run([str(exe)], input=query, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0 or "ERR" in proc.stdout:
+        raise CCompilerError(f"budget_parity failed (exit {proc.returncode}): {proc.stdout[-300:]}{proc.stderr[-300:]}")
+    return np.array([[int(t) for t in line.split()[1:]] for line in proc.stdout.splitlines()], dtype=np.int64)

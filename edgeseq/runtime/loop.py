@@ -5,7 +5,7 @@ graphs in production, a fake in tests), so the scheduling policy is tested on it
 
 Policies (also in the README):
 * budget (cost units): a group is started only if its cost fits in what remains (inclusive, with
-  the same 1e-12 relative slack as `prefix_for_budget`); the first group that does not fit ends
+  the exact comparison of `longest_affordable_prefix`); the first group that does not fit ends
   the run — later groups are never skipped to, because prefixes are contiguous.
 * deadline (wall seconds from the call): extractors run on the session's worker thread and the
   loop waits at most until the deadline; an overrunning extractor is reported `timeout`, its late

@@ -36,6 +36,16 @@ static void print_bits(const float *v, size_t n)
     }
 }
 
+static void print_bits64(const double *v, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; ++i) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        printf(" %08lx%08lx", (unsigned long)(bits >> 32), (unsigned long)(bits & 0xffffffffu));
+    }
+}
+
 static int dump(void)
 {
     const es_model *m = &ES_MODEL;
@@ -57,7 +67,7 @@ static int dump(void)
         printf("\n");
     }
     printf("cum_cost");
-    print_bits(m->cum_cost, (size_t)m->n_groups + 1u);
+    print_bits64(m->cum_cost, (size_t)m->n_groups + 1u);
     printf("\n");
     for (j = 0; j <= m->n_groups; ++j) {
         if (j > 0) {
