@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from c_support import boundary_budgets
 from sequences import random_sequence
 from test_runtime_support import exported, group_features
 
@@ -42,18 +43,6 @@ def cost_vectors(rng) -> list:
     return out
 
 
-def budgets_for(cum: np.ndarray, rng) -> np.ndarray:
-    """Every cumulative cost, its float64 neighbours, its float32 roundings, midpoints, 0, inf, random."""
-    with np.errstate(over="ignore"):
-        f32 = cum.astype(np.float32)
-        cand = [cum, np.nextafter(cum, -np.inf), np.nextafter(cum, np.inf), f32.astype(np.float64),
-                np.nextafter(f32, np.float32(-np.inf)).astype(np.float64),
-                np.nextafter(f32, np.float32(np.inf)).astype(np.float64),
-                (cum[:-1] + cum[1:]) / 2, [0.0, np.inf], rng.uniform(0, cum[-1] * 1.1 + 1e-300, 8)]
-    b = np.concatenate([np.ravel(c) for c in cand])
-    return np.unique(b[np.isfinite(b) & (b >= 0) | (b == np.inf)])
-
-
 def sequence_with_costs(costs, rng):
     seq = random_sequence(rng, group_sizes=[1] * len(costs), n_unused=0)
     seq.costs = np.asarray(costs, dtype=np.float64)  # random_sequence draws its own; keep the order it drew
@@ -71,7 +60,7 @@ def python_loop_prefix(seq, budget: float) -> int:
 def cases():
     rng = np.random.default_rng(13)
     seqs = [sequence_with_costs(c, rng) for c in cost_vectors(rng)]
-    return seqs, [budgets_for(s.cum_cost, rng) for s in seqs]
+    return seqs, [boundary_budgets(s.cum_cost, rng) for s in seqs]
 
 
 def test_c_and_python_loop_follow_the_rule_at_every_budget(cases):
@@ -114,7 +103,7 @@ def test_exported_session_agrees_at_the_issue_budgets(tmp_path):
     seq = sequence_with_costs(ISSUE_COSTS, rng)
     seq.order = np.arange(len(ISSUE_COSTS))  # computation order = the issue's cost order
     cum = seq.cum_cost
-    budgets = budgets_for(cum, rng)
+    budgets = boundary_budgets(cum, rng)
     X = rng.normal(size=(1, seq.n_features_in))
     feats = group_features(seq, X)
     extractors = {name: (lambda _inp, v=v: v[0]) for name, v in feats.items()}

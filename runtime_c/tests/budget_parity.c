@@ -1,5 +1,5 @@
 /*
- * Budget-rule check: for each line "MODEL BUDGET" on stdin (MODEL an index into es_budget_models,
+ * Budget-rule check: for each line "MODEL BUDGET" of the file named by argv[1], or of stdin (MODEL an index into es_budget_models,
  * BUDGET a C99 hexadecimal double, e.g. 0x1.6666666666666p+1, which strtod reads exactly) print
  * "MODEL RULE LOOP": the prefix es_prefix_for_budget picks and the prefix a firmware-style loop
  * reaches when it starts a group only while es_next_group's cum_cost <= BUDGET. Python compares
@@ -33,10 +33,15 @@ static uint32_t loop_prefix(const es_model *m, double budget)
     return es_prefix(&st);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     char line[128];
-    while (fgets(line, sizeof line, stdin) != NULL) {
+    FILE *in = argc >= 2 ? fopen(argv[1], "r") : stdin;
+    if (in == NULL) {
+        printf("ERR cannot open %s\n", argv[1]);
+        return 2;
+    }
+    while (fgets(line, sizeof line, in) != NULL) {
         char *end;
         unsigned long i = strtoul(line, &end, 10);
         double budget = strtod(end, &end);
@@ -51,5 +56,6 @@ int main(void)
         }
         printf("%lu %lu %lu\n", i, (unsigned long)rule, (unsigned long)loop_prefix(es_budget_models[i], budget));
     }
+    printf("done\n");
     return 0;
 }
