@@ -25,7 +25,7 @@ from edgeseq.export.onnx_graphs import read_prefix_weights
 
 MANIFEST = "manifest.json"
 FORMAT = "edgeseq-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: prefix 0's input `n` is [N, 1] (was [N, 0]); see onnx_graphs.prefix0_width
 
 
 def sha256_file(path) -> str:

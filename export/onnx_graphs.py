@@ -3,7 +3,10 @@
 Contract (also in the README and the manifest):
 * inputs: one float32 tensor per computed group, named by its sanitised `input_name`, shape
   [N, d_g], in sequence order; prefix 0 has no group, so it takes a single float32 input `n` of
-  shape [N, 0] whose only job is to carry the batch size N (feed ``np.zeros((N, 0), np.float32)``);
+  shape [N, 1] whose only job is to carry the batch size N (feed ``np.zeros((N, 1), np.float32)``;
+  it is multiplied by a 1 x P zero weight, so any finite values give the intercept exactly).
+  Format 1 exports used [N, 0] and a 0 x P weight; OpenVINO reads such zero-size tensors as
+  scalars and cannot load them, hence format 2 (`prefix0_width` gives the width of either);
 * output `y` float32 [N, P] = sum_g x_g @ W_g + b (linear output / logits);
 * classifiers also output `proba` float32 [N, n_classes] (sigmoid -> [1 - p, p]; softmax) and
   `label` int64 [N], the index into the manifest's `classes`.
@@ -21,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 IR_VERSION = 10  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 loads <= 13
 PREFIX0_INPUT = "n"
+PREFIX0_WIDTH = 1  # columns of `n` in format 2 exports (format 1: 0)
 BIAS_NAME = "b"
 
 
@@ -34,6 +38,11 @@ def prefix_weight_blocks(seq, j: int) -> list[np.ndarray]:
     sizes = seq.group_sizes[seq.order[:j]]
     bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     return [seq.coefs[j][bounds[k]:bounds[k + 1]] for k in range(j)]
+
+
+def prefix0_width(format_version: int) -> int:
+    """Columns of prefix 0's batch-carrying input `n` in an export of this format version."""
+    return 0 if format_version == 1 else PREFIX0_WIDTH
 
 
 def _tensor_input(name: str, d: int):
@@ -70,8 +79,8 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq")
     inits = [numpy_helper.from_array(seq.intercepts[j].astype(np.float32), BIAS_NAME)]
     nodes = []
     if j == 0:
-        inputs = [_tensor_input(PREFIX0_INPUT, 0)]
-        inits.append(numpy_helper.from_array(np.zeros((0, P), np.float32), weight_name(PREFIX0_INPUT)))
+        inputs = [_tensor_input(PREFIX0_INPUT, PREFIX0_WIDTH)]
+        inits.append(numpy_helper.from_array(np.zeros((PREFIX0_WIDTH, P), np.float32), weight_name(PREFIX0_INPUT)))
         terms = [(PREFIX0_INPUT, weight_name(PREFIX0_INPUT))]
     else:
         inputs, terms = [], []

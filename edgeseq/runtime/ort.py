@@ -20,7 +20,7 @@ import onnxruntime as ort
 
 from edgeseq.errors import IntegrityError
 
-PREFIX0_INPUT = "n"  # prefix 0's only input, float32 [N, 0]: carries the batch size (export contract)
+PREFIX0_INPUT = "n"  # prefix 0's only input, float32 [N, 1] ([N, 0] in format 1): carries the batch size
 
 
 def session_options() -> ort.SessionOptions:
@@ -183,7 +183,8 @@ class PrefixRunner:
 
     def run_rows(self, n: int) -> list[np.ndarray]:
         """Prefix 0 for n rows (its only input carries the batch size)."""
-        return self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, 0), np.float32)}, None))
+        width = self._dims[0]  # 1, or 0 in a format 1 export: the graph says which
+        return self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, width), np.float32)}, None))
 
     def _squeezed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
         if self._squeeze:
