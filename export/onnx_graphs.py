@@ -45,11 +45,16 @@ def prefix0_width(format_version: int) -> int:
     return 0 if format_version == 1 else PREFIX0_WIDTH
 
 
-def _tensor_input(name: str, d: int):
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", int(d)])
+def _batch_dim(batch_size):
+    """The first dimension of every input and output: symbolic "N", or a fixed size (see build_prefix_graph)."""
+    return "N" if batch_size is None else int(batch_size)
 
 
-def _link_nodes(link: str, n_classes: int) -> tuple[list, list]:
+def _tensor_input(name: str, d: int, batch_size=None):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, [_batch_dim(batch_size), int(d)])
+
+
+def _link_nodes(link: str, n_classes: int, batch_size=None) -> tuple[list, list]:
     """Nodes and outputs that turn `y` into `proba` and `label` for classifiers."""
     if link == "identity":
         return [], []
@@ -62,15 +67,19 @@ def _link_nodes(link: str, n_classes: int) -> tuple[list, list]:
     else:
         nodes = [helper.make_node("Softmax", ["y"], ["proba"], axis=1)]
     nodes.append(helper.make_node("ArgMax", ["proba"], ["label"], axis=1, keepdims=0))
-    outputs = [helper.make_tensor_value_info("proba", TensorProto.FLOAT, ["N", n_classes]),
-               helper.make_tensor_value_info("label", TensorProto.INT64, ["N"])]
+    n = _batch_dim(batch_size)
+    outputs = [helper.make_tensor_value_info("proba", TensorProto.FLOAT, [n, n_classes]),
+               helper.make_tensor_value_info("label", TensorProto.INT64, [n])]
     return nodes, outputs
 
 
-def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq") -> onnx.ModelProto:
+def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
+                       batch_size: int | None = None) -> onnx.ModelProto:
     """The ONNX model of prefix `j` of a FittedSequence.
 
     `input_names[g]` is the sanitised input name of ORIGINAL group index g (see names.onnx_input_names).
+    `batch_size` fixes the first dimension of every input and output (default: symbolic "N"): mobile
+    execution providers such as NNAPI and CoreML take no node of a graph with dynamic shapes.
     Weights are cast to float32 here; the caller checks overflow first (writer.check_float32).
     """
     seq._check_prefix(j)
@@ -79,14 +88,14 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq")
     inits = [numpy_helper.from_array(seq.intercepts[j].astype(np.float32), BIAS_NAME)]
     nodes = []
     if j == 0:
-        inputs = [_tensor_input(PREFIX0_INPUT, PREFIX0_WIDTH)]
+        inputs = [_tensor_input(PREFIX0_INPUT, PREFIX0_WIDTH, batch_size)]
         inits.append(numpy_helper.from_array(np.zeros((PREFIX0_WIDTH, P), np.float32), weight_name(PREFIX0_INPUT)))
         terms = [(PREFIX0_INPUT, weight_name(PREFIX0_INPUT))]
     else:
         inputs, terms = [], []
         for g, block in zip(groups, prefix_weight_blocks(seq, j)):
             name = input_names[g]
-            inputs.append(_tensor_input(name, block.shape[0]))
+            inputs.append(_tensor_input(name, block.shape[0], batch_size))
             inits.append(numpy_helper.from_array(block.astype(np.float32), weight_name(name)))
             terms.append((name, weight_name(name)))
     acc = None
@@ -98,9 +107,9 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq")
             out = f"sum/{k}"
         acc = out
     nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", P])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [_batch_dim(batch_size), P])]
     n_classes = 2 if seq.link == "sigmoid" else P
-    link_nodes, link_outputs = _link_nodes(seq.link, n_classes)
+    link_nodes, link_outputs = _link_nodes(seq.link, n_classes, batch_size)
     if seq.link == "sigmoid":
         inits.append(numpy_helper.from_array(np.ones((1,), np.float32), "link/one"))
     graph = helper.make_graph(nodes + link_nodes, f"{model_name}_prefix_{j}", inputs,
