@@ -188,6 +188,13 @@ def _check_files(m: dict) -> None:
     for key in ("header", "source"):
         if m["c"][key] not in listed:
             raise _bad(f"c.{key}", f"names {m['c'][key]!r}, which is not listed in files")
+    ort = m.get("ort")
+    if ort is not None:
+        if len(ort["prefixes"]) != len(m["prefixes"]):
+            raise _bad("ort.prefixes", "must name one ORT file per prefix")
+        for name in [*ort["prefixes"], ort["operators_config"]]:
+            if name not in listed:
+                raise _bad("ort", f"names {name!r}, which is not listed in files")
 
 
 def listed_files(manifest: dict) -> list[dict]:

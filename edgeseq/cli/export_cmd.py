@@ -20,8 +20,11 @@ from edgeseq.cli._main import main
 @click.option("--batch-size", type=click.IntRange(1, 1 << 16), default=None,
               help="Fix the number of rows of every ONNX graph (mobile execution providers such as NNAPI and "
                    "CoreML need fixed shapes); edgeseq's runtime pads and splits batches to it. Default: dynamic.")
+@click.option("--ort", is_flag=True,
+              help="Also write every graph in ORT format (.ort, for onnxruntime's minimal and mobile builds) and "
+                   "required_operators.config, the operator list of a reduced onnxruntime build.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
-def export_command(model, out_dir, c_prefix, model_name, force, batch_size, quiet):
+def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -36,7 +39,7 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, quie
         seq = as_sequence(load_model(model))
     with progress.stage("export", f"{seq.n_prefixes} prefix graphs, C model and manifest to {out_dir}"):
         m = export_model(seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
-                         batch_size=batch_size)
+                         batch_size=batch_size, ort=ort)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
