@@ -1,5 +1,6 @@
-"""Every prefix graph of an export in other ONNX runtimes, against numpy: `onnx.reference` (always)
-and OpenVINO with the f32 inference-precision hint (when the `openvino` extra is installed).
+"""Every prefix graph of an export in other ONNX runtimes, against numpy: `onnx.reference` (always),
+OpenVINO with the f32 inference-precision hint and tract (when the `openvino` / `tract` extras are
+installed).
 
 Prefix 0 takes a one-column input `n` (format 2): no zero-size tensor anywhere, which OpenVINO needs.
 The negative control keeps a format 1 export (prefix 0 fed [N, 0]) that OpenVINO cannot load, and
@@ -72,6 +73,16 @@ def _openvino_run(ov, core, path, feed):
     return {o.any_name: np.asarray(res[o]) for o in compiled.outputs}
 
 
+def _tract_run(path, feed):
+    """tract (sonos/tract, Python bindings): inputs in graph order, outputs by name."""
+    tract = pytest.importorskip("tract", reason="tract not installed (pip install 'edgeseq[tract]')")
+    model = tract.onnx().load(str(path))
+    inputs = [model.input_name(i) for i in range(model.input_count())]
+    outputs = [model.output_name(i) for i in range(model.output_count())]
+    res = model.into_model().into_runnable().run([feed[name] for name in inputs])
+    return {name: t.to_numpy() for name, t in zip(outputs, res)}
+
+
 @pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
 def export(request, tmp_path_factory):
     link, sizes, P = request.param
@@ -107,6 +118,12 @@ def test_every_prefix_in_openvino_f32(export):
     seq, out, m, X = export
     for p, feed in zip(m["prefixes"], _feeds(m, X, prefix0_width(m["format_version"]))):
         _check(seq, X, p["index"], _openvino_run(ov, core, out / p["file"], feed))
+
+
+def test_every_prefix_in_tract(export):
+    seq, out, m, X = export
+    for p, feed in zip(m["prefixes"], _feeds(m, X, prefix0_width(m["format_version"]))):
+        _check(seq, X, p["index"], _tract_run(out / p["file"], feed))
 
 
 def _format1_expected():
