@@ -49,6 +49,13 @@ def reference_model(kind: str):
     return est(groups, costs).fit(X[:n_train], y[:n_train]).fitted_sequence_, X[n_train:]
 
 
+def write_json(path: Path, doc: dict) -> None:
+    """Write a benchmark's result document (shared by the bench scripts that import this module)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "c_footprint.json")
@@ -80,9 +87,7 @@ def main(argv=None) -> int:
                        "image_flash": "text + data of the linked minimal firmware (runtime, model, newlib startup)",
                        "image_ram": "data + bss of that image (state, work buffer, newlib)"},
            "results": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_json(args.out, doc)
     return 0
 
 

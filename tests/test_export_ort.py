@@ -4,24 +4,18 @@ config of a reduced onnxruntime build, listed and checksummed in the manifest li
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 from sequences import random_sequence
 
 from edgeseq.cli import main
 from edgeseq.errors import IntegrityError
+from edgeseq.export.onnx_runners import prefix_feed, run_graph
 from edgeseq.export.manifest import read_verified
 from edgeseq.export.writer import export_model
 from edgeseq.io.model_io import save_model
 
 pytest.importorskip("onnxruntime.tools.convert_onnx_models_to_ort", reason="this onnxruntime has no ORT converter")
-
-
-def _feed(m, X, j):
-    groups = m["groups"][:j]
-    return ({g["input_name"]: X[:, g["columns"]].astype(np.float32) for g in groups}
-            or {"n": np.zeros((len(X), 1), np.float32)})
 
 
 @pytest.mark.parametrize("link,P", [("identity", 2), ("softmax", 4)])
@@ -33,11 +27,12 @@ def test_ort_files_run_like_the_onnx_graphs(tmp_path, link, P):
     X = np.random.default_rng(1).normal(size=(6, seq.n_features_in))
     for p, ort_file in zip(m["prefixes"], m["ort"]["prefixes"]):
         assert ort_file == p["file"].replace(".onnx", ".ort")
-        a = ort.InferenceSession(str(out / p["file"]), providers=["CPUExecutionProvider"])
-        b = ort.InferenceSession(str(out / ort_file), providers=["CPUExecutionProvider"])
-        feed = _feed(m, X, p["index"])
-        for got, ref in zip(b.run(None, feed), a.run(None, feed)):
-            np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+        feed = prefix_feed(m, X, p["index"])
+        ref = run_graph("onnxruntime", out / p["file"], feed)
+        got = run_graph("onnxruntime", out / ort_file, feed)
+        assert set(got) == set(ref)
+        for name in ref:
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-6, atol=1e-6)
     config = (out / m["ort"]["operators_config"]).read_text()
     ops = {op for line in config.splitlines() if not line.startswith("#") for op in line.split(";")[2].split(",")}
     assert ops & {"MatMul", "Gemm"} and ("Softmax" in ops) == (link == "softmax")
