@@ -95,6 +95,7 @@ def test_cli_batch_size(tmp_path):
     res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out"), "--batch-size", "8"])
     assert res.exit_code == 0, res.output
     assert read_verified(tmp_path / "out")["batch_size"] == 8
+    assert "batch size 8; ORT-format files no" in CliRunner().invoke(main, ["inspect", str(tmp_path / "out")]).output
     res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "o2"), "--batch-size", "0"])
     assert res.exit_code != 0 and "batch-size" in res.output
     with pytest.raises(ExportError, match="batch size"):

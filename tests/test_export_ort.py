@@ -56,6 +56,8 @@ def test_cli_ort_flag_and_default(tmp_path):
     res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "o"), "--ort", "--quiet"])
     assert res.exit_code == 0 and res.output == "", res.output  # the converter's chatter does not leak
     assert len(read_verified(tmp_path / "o")["ort"]["prefixes"]) == seq.n_prefixes
+    shown = CliRunner().invoke(main, ["inspect", str(tmp_path / "o")]).output
+    assert "batch size dynamic; ORT-format files yes (operators: required_operators.config)" in shown
     res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "d"), "--quiet"])
     assert res.exit_code == 0 and read_verified(tmp_path / "d")["ort"] is None
     assert not list((tmp_path / "d").glob("*.ort"))

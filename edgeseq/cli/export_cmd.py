@@ -55,6 +55,8 @@ def manifest_table(m: dict) -> list[str]:
              f"outputs {outs['names']}" + (f", classes {outs['classes']}" if outs["classes"] else ""),
              f"onnx opset {m['onnx']['opset']}, IR {m['onnx']['ir_version']}, dtype {m['dtype']}; "
              f"C prefix {m['c']['prefix']!r} ({m['c']['header']}, {m['c']['source']})",
+             f"batch size {m.get('batch_size') or 'dynamic'}; ORT-format files "
+             + (f"yes (operators: {m['ort']['operators_config']})" if m.get("ort") else "no"),
              cost_summary(m["provenance"]),
              f"provenance: {json.dumps(m['provenance'], sort_keys=True)}"]
     if m["doubling_violations"]:
