@@ -1,7 +1,7 @@
 """AFR's tree learner chosen by measurement, and AFR's anytime quality next to the linear classifier
 and a LightGBM ensemble imported in boosting order.
 
-    .venv/bin/python bench/afr_trees.py [--splits 3] [--trees 200] [--out bench/results]
+    .venv/bin/python bench/afr_trees.py [--splits 3] [--trees 200]
 
 Part 1 (tree learner): on the digits pixels (1797 x 64, 8 row groups), fit one depth-3 regression
 tree to each of `--trees` random gradient-like targets, with the numpy histogram CART of
@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
-from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import load_breast_cancer, load_digits
@@ -34,13 +31,7 @@ from sklearn.model_selection import train_test_split
 from edgeseq import AFRClassifier, AnytimeClassifier, from_lightgbm
 from edgeseq.train.afr import _tree_output
 from edgeseq.train.cost_cart import Binner, fit_cost_tree
-
-
-def machine() -> str:
-    import lightgbm
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, "
-            f"{platform.system()} {platform.release()}, Python {platform.python_version()}, numpy {np.__version__}, "
-            f"lightgbm {lightgbm.__version__}")
+from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 
 
 def digits_groups():
@@ -152,18 +143,33 @@ def quality(splits: int) -> dict:
     return {"splits": splits, "horizon": "total cost of all groups", "results": results}
 
 
+def tables(learner: dict, qual: dict) -> list[dict]:
+    """The docs page's view of the run: the tree learners side by side, then quality per data set."""
+    lam_rows = [[k.split("=", 1)[1], f"{v['numpy_ms_per_tree']:.3g}", f"{v['lightgbm_ms_per_tree']:.3g}",
+                 f"{v['lightgbm_over_numpy_time']:.2f}", f"{v['numpy_mean_explained']:.3f}",
+                 f"{v['lightgbm_mean_explained']:.3f}", f"{v['same_root_feature_fraction']:.2f}",
+                 f"{v['same_newly_paid_groups_fraction']:.2f}"]
+                for k, v in learner.items() if k.startswith("lambda=")]
+    q_rows = [[name, m, *(f"{r[k]['mean']:.3f} ± {r[k]['std']:.3f}" for k in ("fit_s", "final_accuracy",
+                                                                             "step_timeliness"))]
+              for name, by_method in qual["results"].items() for m, r in by_method.items()]
+    return [{"title": f"Cost-penalised tree learners on the same gradients ({learner['n_trees']} trees, depth "
+                      f"{learner['depth']}, {learner['data']})",
+             "columns": ["λ", "numpy ms/tree", "LightGBM ms/tree", "LightGBM / numpy time", "numpy explained",
+                         "LightGBM explained", "same root feature", "same newly paid groups"], "rows": lam_rows},
+            {"title": f"Held-out accuracy, mean ± std over {qual['splits']} splits (timeliness over the total cost)",
+             "columns": ["data set", "method", "fit (s)", "final accuracy", "step timeliness"], "rows": q_rows}]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=3)
     ap.add_argument("--trees", type=int, default=200)
-    ap.add_argument("--out", default="bench/results")
     args = ap.parse_args()
-    record = {"machine": machine(), "command": "python bench/afr_trees.py " + f"--splits {args.splits} --trees {args.trees}",
-              "tree_learner": tree_learner(args.trees), "quality": quality(args.splits)}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "afr_trees.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out / 'afr_trees.json'}")
+    learner, qual = tree_learner(args.trees), quality(args.splits)
+    path = write_result("afr_trees", {"tree_learner": learner, "quality": qual, "tables": tables(learner, qual)},
+                        command_line())
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

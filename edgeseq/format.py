@@ -22,9 +22,10 @@ from edgeseq.errors import IntegrityError
 
 MANIFEST = "manifest.json"
 FORMAT = "edgeseq-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: prefix 0's input `n` is [N, 1] (was [N, 0]); format 1 exports still load
 METHODS = ("omp", "fr", "single", "gomp")  # selection methods a model may record in its provenance
 PREFIX0_INPUT = "n"  # prefix 0 reads no group: its only input carries the number of rows
+PREFIX0_WIDTH = 1  # columns of `n` in format 2 exports (format 1: 0, a zero-size tensor OpenVINO cannot load)
 BIAS_NAME = "b"  # the intercept initializer of every prefix graph
 C_HEADER = "edgeseq_model.h"
 C_SOURCE = "edgeseq_model.c"
@@ -206,6 +207,13 @@ def _check_files(m: dict) -> None:
     for key in ("header", "source"):
         if m["c"][key] not in listed:
             raise _bad(f"c.{key}", f"names {m['c'][key]!r}, which is not listed in files")
+    ort = m.get("ort")
+    if ort is not None:
+        if len(ort["prefixes"]) != len(m["prefixes"]):
+            raise _bad("ort.prefixes", "must name one ORT file per prefix")
+        for name in [*ort["prefixes"], ort["operators_config"]]:
+            if name not in listed:
+                raise _bad("ort", f"names {name!r}, which is not listed in files")
 
 
 def listed_files(manifest: dict) -> list[dict]:

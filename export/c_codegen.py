@@ -5,7 +5,9 @@ cumulative costs, link, names) plus one `es_model` descriptor; all logic lives i
 model-independent runtime (`runtime_c/edgeseq_runtime.c`). Every symbol and macro starts with the
 caller's `prefix`, so several models link into one firmware. Group names reach the C text only
 through `c_string_literal` / `c_comment_text` (and sanitised, de-duplicated identifiers).
-Floats are written as `%.9g` of their float32 value, which round-trips exactly.
+Floats are written as `%.9g` of their float32 value, which round-trips exactly. Cumulative costs
+are doubles written as C99 hexadecimal constants (`float.hex`): the compiler converts those exactly,
+so C compares the same binary64 values as Python's budget rule (see `c_double`).
 """
 
 from __future__ import annotations
@@ -67,8 +69,21 @@ def c_float(value) -> str:
     return text + "f"
 
 
-def _float_rows(values) -> str:
-    vals = [c_float(v) for v in np.asarray(values, dtype=np.float64).ravel()]
+def c_double(value) -> str:
+    """Exact C99 literal of a finite float64: hexadecimal (`0x1.999999999999ap-4`), no decimal rounding.
+
+    C99 6.4.4.2 converts a hexadecimal floating constant exactly when the type can represent it,
+    which binary64 always can for a binary64 value; a decimal literal would depend on the compiler
+    rounding correctly. This is what makes C's budget comparisons identical to Python's.
+    """
+    v = float(value)
+    if not np.isfinite(v):
+        raise ExportError(f"value {value!r} is not finite; the model cannot be exported to C")
+    return v.hex()
+
+
+def _float_rows(values, fmt=c_float) -> str:
+    vals = [fmt(v) for v in np.asarray(values, dtype=np.float64).ravel()]
     lines = [", ".join(vals[i:i + _PER_LINE]) for i in range(0, len(vals), _PER_LINE)]
     return "\n".join("    " + line + "," for line in lines)
 
@@ -147,8 +162,9 @@ def _source(seq: FittedSequence, prefix: str, model_name: str) -> str:
     parts.append(f"""static const float {prefix}_intercept[] = {{
 {_float_rows(seq.intercepts)}
 }};
-static const float {prefix}_cum_cost[] = {{
-{_float_rows(seq.cum_cost)}
+/* cumulative cost of each prefix: the float64 values Python's budget rule compares, exactly */
+static const double {prefix}_cum_cost[] = {{
+{_float_rows(seq.cum_cost, c_double)}
 }};
 static const float *const {prefix}_coef[] = {{
 {coef_ptrs}

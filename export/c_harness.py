@@ -99,13 +99,22 @@ def _as_rows(X_groups) -> np.ndarray:
     return X
 
 
+def _lines(text: str) -> list:
+    """The driver's result lines; CCompilerError when its closing "done" line is missing (cut off)."""
+    lines = text.splitlines()
+    if not lines or lines[-1].strip() != "done":
+        raise CCompilerError(f"the C driver's output is incomplete: ...{text[-300:]!r}")
+    for line in lines:
+        tok = line.split()
+        if "ERR" in tok:
+            raise CCompilerError(f"C runtime refused row {tok[0]} at prefix {tok[1]}: {line}")
+    return [line.split() for line in lines[:-1]]
+
+
 def _parse(text: str, n_rows: int, n_prefixes: int, n_pred: int) -> CRun:
     preds = [np.full((n_rows, n_pred), np.nan) for _ in range(n_prefixes)]
     labels = [np.full(n_rows, -9, dtype=np.int64) for _ in range(n_prefixes)]
-    for line in text.splitlines():
-        tok = line.split()
-        if len(tok) >= 3 and tok[2] == "ERR":
-            raise CCompilerError(f"C runtime refused row {tok[0]} at prefix {tok[1]}: status {tok[3]}")
+    for tok in _lines(text):
         row, j = int(tok[0]), int(tok[1])
         labels[j][row] = int(tok[2])
         preds[j][row] = [float(t) for t in tok[3:]]
@@ -114,21 +123,59 @@ def _parse(text: str, n_rows: int, n_prefixes: int, n_pred: int) -> CRun:
     return CRun(preds, labels)
 
 
+@dataclass
+class CSweep:
+    """Output of `driver sweep`: prefix[r, b], label[r, b] and prediction[r, b, :] per row r and budget b."""
+
+    prefix: np.ndarray
+    labels: np.ndarray
+    predictions: np.ndarray
+
+
+def parse_sweep(text: str, n_rows: int, n_budgets: int, n_pred: int) -> CSweep:
+    """Parse `driver sweep` output ("row b prefix label v0 ...", then "done")."""
+    out = CSweep(np.full((n_rows, n_budgets), -1), np.full((n_rows, n_budgets), -9),
+                 np.full((n_rows, n_budgets, n_pred), np.nan))
+    for tok in _lines(text):
+        r, b = int(tok[0]), int(tok[1])
+        out.prefix[r, b], out.labels[r, b] = int(tok[2]), int(tok[3])
+        out.predictions[r, b] = [float(t) for t in tok[4:]]
+    if np.isnan(out.predictions).any():
+        raise CCompilerError("the C driver did not print every row and budget")
+    return out
+
+
+def model_consts(model_dir) -> dict:
+    """{N_GROUPS, N_OUTPUTS, N_PRED, N_FEATURES} of the generated model in `model_dir`."""
+    header = (Path(model_dir) / C_HEADER).read_text(encoding="ascii")
+    prefix = model_prefix(model_dir)
+    return {k: int(v) for k, v in re.findall(rf"#define {prefix}_(N_\w+) (\d+)u", header)}
+
+
+def write_rows(model_dir, X_groups, path) -> np.ndarray:
+    """Write the feature rows as the driver reads them (float32, native order); returns them as float64."""
+    X = _as_rows(X_groups)
+    n_feat = model_consts(model_dir)["N_FEATURES"]
+    if X.shape[1] != n_feat:
+        raise InputError(f"features have {X.shape[1]} columns; the C model expects {n_feat} "
+                         "(all groups' columns, concatenated in sequence order)")
+    np.ascontiguousarray(X, dtype=np.float32).tofile(path)
+    return X
+
+
+def write_budgets(budgets, path) -> None:
+    """One C99 hexadecimal double per line: strtod reads each back bit for bit."""
+    Path(path).write_text("".join(f"{float(b).hex()}\n" for b in np.ravel(budgets)), encoding="ascii")
+
+
 def run_c_model(model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> CRun:
     """Compile runtime + the model in `model_dir` and run every prefix on X_groups (see predict_all_prefixes_c)."""
-    X = _as_rows(X_groups)
     model_dir = Path(model_dir)
-    header = (model_dir / C_HEADER).read_text(encoding="ascii")
-    prefix = model_prefix(model_dir)
-    consts = {k: int(v) for k, v in re.findall(rf"#define {prefix}_(N_\w+) (\d+)u", header)}
-    if X.shape[1] != consts["N_FEATURES"]:
-        raise InputError(f"features have {X.shape[1]} columns; the C model expects {consts['N_FEATURES']} "
-                         "(all groups' columns, concatenated in sequence order)")
+    consts = model_consts(model_dir)
     with tempfile.TemporaryDirectory(prefix="edgeseq_c_") as tmp:
+        X = write_rows(model_dir, X_groups, Path(tmp) / "rows.bin")
         exe = build_driver(model_dir, tmp, compiler=compiler, flags=flags, extra=extra)
-        rows = Path(tmp) / "rows.bin"
-        np.ascontiguousarray(X, dtype=np.float32).tofile(rows)
-        proc = subprocess.run([str(exe), "predict", str(rows)], capture_output=True, text=True)
+        proc = subprocess.run([str(exe), "predict", str(Path(tmp) / "rows.bin")], capture_output=True, text=True)
         if proc.returncode != 0:
             raise CCompilerError(f"C driver failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
     return _parse(proc.stdout, X.shape[0], consts["N_GROUPS"] + 1, consts["N_PRED"])
@@ -158,3 +205,49 @@ def run_c(seq_or_model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extr
     with tempfile.TemporaryDirectory(prefix="edgeseq_cmodel_") as tmp:
         write_c_model(seq_or_model_dir, tmp, prefix)
         return run_c_model(tmp, X_groups, compiler=compiler, flags=flags, extra=extra)
+
+
+def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> np.ndarray:
+    """Prefixes the compiled C runtime picks for `budgets[i]` (a 1-D array of float64) of model `seqs[i]`.
+
+    All models are linked into one program (see `budget_program_sources`), which answers each
+    budget twice: with `es_prefix_for_budget` and with a firmware-style loop that starts a group
+    while its `cum_cost <= budget`. Budgets travel as hexadecimal text, so they reach C bit for
+    bit. Returns an int array (n, 2) of (rule, loop) over the budgets concatenated in model order.
+    """
+    with tempfile.TemporaryDirectory(prefix="edgeseq_budget_") as tmp:
+        tmp = Path(tmp)
+        exe = compile_c(budget_program_sources(seqs, tmp), tmp / "budget_parity", include_dirs=[runtime_dir()],
+                        compiler=compiler, flags=flags, extra=extra)
+        (tmp / "budgets.txt").write_text(budget_queries(budgets), encoding="ascii")
+        proc = subprocess.run([str(exe), str(tmp / "budgets.txt")], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise CCompilerError(f"budget_parity failed (exit {proc.returncode}): {proc.stderr[-300:]}")
+    return parse_budget_parity(proc.stdout)
+
+
+def budget_program_sources(seqs, tmp) -> list:
+    """Generate models m0, m1, ... of `seqs` and their table into `tmp`; return every source of
+    `runtime_c/tests/budget_parity.c`'s program (compile with -I runtime_dir())."""
+    from edgeseq.export.c_codegen import write_c_model
+    rdir, tmp = runtime_dir(), Path(tmp)
+    sources = [rdir / "edgeseq_runtime.c", rdir / "tests" / "budget_parity.c"]
+    for i, seq in enumerate(seqs):
+        write_c_model(seq, tmp / f"m{i}", f"m{i}")
+        sources.append(tmp / f"m{i}" / "edgeseq_model.c")
+    names = ", ".join(f"&m{i}_model" for i in range(len(seqs)))
+    externs = "".join(f"extern const es_model m{i}_model;\n" for i in range(len(seqs)))
+    (tmp / "table.c").write_text(
+        f'#include "edgeseq_runtime.h"\n{externs}const es_model *const es_budget_models[] = {{ {names} }};\n'
+        f"const uint32_t es_budget_n_models = {len(seqs)}u;\n", encoding="ascii")
+    return [*sources, tmp / "table.c"]
+
+
+def budget_queries(budgets) -> str:
+    """Input of budget_parity.c: "MODEL BUDGET" lines, budgets[i] being model i's (hexadecimal doubles)."""
+    return "".join(f"{i} {float(b).hex()}\n" for i, bs in enumerate(budgets) for b in np.ravel(bs))
+
+
+def parse_budget_parity(text: str) -> np.ndarray:
+    """(rule, loop) prefix pairs printed by budget_parity.c, one row per query."""
+    return np.array([[int(t) for t in tok[1:]] for tok in _lines(text)], dtype=np.int64).reshape(-1, 2)

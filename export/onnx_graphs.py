@@ -3,7 +3,10 @@
 Contract (also in the README and the manifest):
 * inputs: one float32 tensor per computed group, named by its sanitised `input_name`, shape
   [N, d_g], in sequence order; prefix 0 has no group, so it takes a single float32 input `n` of
-  shape [N, 0] whose only job is to carry the batch size N (feed ``np.zeros((N, 0), np.float32)``);
+  shape [N, 1] whose only job is to carry the batch size N (feed ``np.zeros((N, 1), np.float32)``;
+  it is multiplied by a 1 x P zero weight, so any finite values give the intercept exactly).
+  Format 1 exports used [N, 0] and a 0 x P weight; OpenVINO reads such zero-size tensors as
+  scalars and cannot load them, hence format 2 (`prefix0_width` gives the width of either);
 * output `y` float32 [N, P] = sum_g x_g @ W_g + b (linear output / logits);
 * classifiers also output `proba` float32 [N, n_classes] (sigmoid -> [1 - p, p]; softmax) and
   `label` int64 [N], the index into the manifest's `classes`.
@@ -18,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from edgeseq.format import BIAS_NAME, PREFIX0_INPUT
+from edgeseq.format import BIAS_NAME, PREFIX0_INPUT, PREFIX0_WIDTH
 
 OPSET = 17
 IR_VERSION = 10  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 loads <= 13
@@ -36,11 +39,21 @@ def prefix_weight_blocks(seq, j: int) -> list[np.ndarray]:
     return [seq.coefs[j][bounds[k]:bounds[k + 1]] for k in range(j)]
 
 
-def _tensor_input(name: str, d: int):
-    return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", int(d)])
+def prefix0_width(format_version: int) -> int:
+    """Columns of prefix 0's batch-carrying input `n` in an export of this format version."""
+    return 0 if format_version == 1 else PREFIX0_WIDTH
 
 
-def _link_nodes(link: str, n_classes: int) -> tuple[list, list]:
+def _batch_dim(batch_size):
+    """The first dimension of every input and output: symbolic "N", or a fixed size (see build_prefix_graph)."""
+    return "N" if batch_size is None else int(batch_size)
+
+
+def _tensor_input(name: str, d: int, batch_size=None):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, [_batch_dim(batch_size), int(d)])
+
+
+def _link_nodes(link: str, n_classes: int, batch_size=None) -> tuple[list, list]:
     """Nodes and outputs that turn `y` into `proba` and `label` for classifiers."""
     if link == "identity":
         return [], []
@@ -53,15 +66,19 @@ def _link_nodes(link: str, n_classes: int) -> tuple[list, list]:
     else:
         nodes = [helper.make_node("Softmax", ["y"], ["proba"], axis=1)]
     nodes.append(helper.make_node("ArgMax", ["proba"], ["label"], axis=1, keepdims=0))
-    outputs = [helper.make_tensor_value_info("proba", TensorProto.FLOAT, ["N", n_classes]),
-               helper.make_tensor_value_info("label", TensorProto.INT64, ["N"])]
+    n = _batch_dim(batch_size)
+    outputs = [helper.make_tensor_value_info("proba", TensorProto.FLOAT, [n, n_classes]),
+               helper.make_tensor_value_info("label", TensorProto.INT64, [n])]
     return nodes, outputs
 
 
-def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq") -> onnx.ModelProto:
+def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
+                       batch_size: int | None = None) -> onnx.ModelProto:
     """The ONNX model of prefix `j` of a FittedSequence.
 
     `input_names[g]` is the sanitised input name of ORIGINAL group index g (see names.onnx_input_names).
+    `batch_size` fixes the first dimension of every input and output (default: symbolic "N"): mobile
+    execution providers such as NNAPI and CoreML take no node of a graph with dynamic shapes.
     Weights are cast to float32 here; the caller checks overflow first (writer.check_float32).
     """
     seq._check_prefix(j)
@@ -70,14 +87,14 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq")
     inits = [numpy_helper.from_array(seq.intercepts[j].astype(np.float32), BIAS_NAME)]
     nodes = []
     if j == 0:
-        inputs = [_tensor_input(PREFIX0_INPUT, 0)]
-        inits.append(numpy_helper.from_array(np.zeros((0, P), np.float32), weight_name(PREFIX0_INPUT)))
+        inputs = [_tensor_input(PREFIX0_INPUT, PREFIX0_WIDTH, batch_size)]
+        inits.append(numpy_helper.from_array(np.zeros((PREFIX0_WIDTH, P), np.float32), weight_name(PREFIX0_INPUT)))
         terms = [(PREFIX0_INPUT, weight_name(PREFIX0_INPUT))]
     else:
         inputs, terms = [], []
         for g, block in zip(groups, prefix_weight_blocks(seq, j)):
             name = input_names[g]
-            inputs.append(_tensor_input(name, block.shape[0]))
+            inputs.append(_tensor_input(name, block.shape[0], batch_size))
             inits.append(numpy_helper.from_array(block.astype(np.float32), weight_name(name)))
             terms.append((name, weight_name(name)))
     acc = None
@@ -89,9 +106,9 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq")
             out = f"sum/{k}"
         acc = out
     nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", P])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [_batch_dim(batch_size), P])]
     n_classes = 2 if seq.link == "sigmoid" else P
-    link_nodes, link_outputs = _link_nodes(seq.link, n_classes)
+    link_nodes, link_outputs = _link_nodes(seq.link, n_classes, batch_size)
     if seq.link == "sigmoid":
         inits.append(numpy_helper.from_array(np.ones((1,), np.float32), "link/one"))
     graph = helper.make_graph(nodes + link_nodes, f"{model_name}_prefix_{j}", inputs,

@@ -25,6 +25,7 @@ from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST
 from edgeseq.export.names import onnx_input_names
 
 N_CHECK_ROWS = 512
+MAX_BATCH_SIZE = 1 << 16
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -99,7 +100,8 @@ def _c_generator():
     return c_codegen
 
 
-def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix) -> dict:
+def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size=None,
+                   ort=None) -> dict:
     """The manifest dict (with its checksum) for files already written."""
     cum = seq.cum_cost
     fnames = seq.feature_names
@@ -123,6 +125,8 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
                     "classes": None if seq.classes is None else _jsonable(seq.classes.tolist()),
                     "y_was_1d": bool(seq.y_was_1d)},
         "dtype": "float32", "onnx": {"opset": onnx_graphs.OPSET, "ir_version": onnx_graphs.IR_VERSION},
+        "batch_size": None if batch_size is None else int(batch_size),
+        "ort": ort,
         "n_features_in": int(seq.n_features_in),
         "feature_names": None if fnames is None else list(fnames),
         "feature_mean": None if seq.feature_mean is None else _jsonable(seq.feature_mean),
@@ -137,12 +141,13 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
     return m
 
 
-def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model) -> dict:
+def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model, batch_size=None,
+               ort=False) -> dict:
     input_names = onnx_input_names(seq.group_names)
     diffs = float32_diffs(seq, sample_inputs(seq, check_stats))
     prefix_files = []
     for j in range(seq.n_prefixes):
-        model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name)
+        model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name, batch_size=batch_size)
         onnx.checker.check_model(model, full_check=True)
         fname = prefix_file(j, seq.n_prefixes)
         (tmp / fname).write_bytes(model.SerializeToString())
@@ -158,7 +163,14 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model)
     got = sorted(f["file"] for f in c_files)
     if got != sorted([C_HEADER, C_SOURCE]):
         raise ExportError(f"the C generator wrote {got}, expected {C_HEADER} and {C_SOURCE}")
-    manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix)
+    ort_entry = None
+    if ort:
+        from edgeseq.export.ort_format import write_ort_files
+        ort_files, config = write_ort_files(tmp, [f for f, _ in prefix_files])
+        c_files += [{"file": f, "sha256": sha256_file(tmp / f)} for f in [*ort_files, config]]
+        ort_entry = {"prefixes": ort_files, "operators_config": config}
+    manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size,
+                              ort_entry)
     (tmp / MANIFEST).write_bytes(dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest
@@ -200,7 +212,7 @@ def _not_an_export(out: Path) -> str | None:
 
 
 def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, model_name=None,
-                 check_stats=None) -> dict:
+                 check_stats=None, batch_size=None, ort=False) -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `model_name` defaults to `out_dir`'s name; `c_prefix` (a C identifier) to one derived from it.
@@ -208,11 +220,18 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     from the training statistics stored in `seq`). Refuses a non-empty `out_dir`; with `force` it
     replaces only an earlier edgeseq export (manifest.json with "format": "edgeseq-export" listing every
     entry) - never an arbitrary directory, which --force would otherwise delete.
+    `batch_size`: fix the number of rows of every graph (for mobile execution providers, which take no
+    node of a graph with a dynamic dimension); edgeseq's runtime then pads and splits batches to it.
+    `ort`: also write each graph in ORT format and the operator config of a minimal onnxruntime
+    build (see ort_format).
     """
     if not isinstance(seq, FittedSequence):
         raise ExportError(f"export_model needs a FittedSequence, got {type(seq).__name__}")
     seq.validate()
     check_float32(seq)
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                   or not 1 <= batch_size <= MAX_BATCH_SIZE):
+        raise ExportError(f"batch size must be an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
     cgen = _c_generator()
@@ -221,7 +240,7 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, cgen.write_c_model)
+        manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, cgen.write_c_model, batch_size, ort)
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory

@@ -1,6 +1,13 @@
 /* edgeseq C runtime: see edgeseq_runtime.h for the API, costs and the interrupt-safety argument. */
 #include "edgeseq_runtime.h"
 
+#include <float.h>
+
+/* The budget rule compares binary64 values bit for bit with Python's float (see BUDGETS). */
+#if FLT_RADIX != 2 || DBL_MANT_DIG != 53 || DBL_MAX_EXP != 1024
+#error "edgeseq needs IEEE binary64 double (compilers with 32-bit double, e.g. -fshort-double, are not supported)"
+#endif
+
 #ifndef ES_IDENTITY_ONLY
 #include <math.h> /* expf: only the sigmoid and softmax links call it */
 #endif
@@ -296,7 +303,7 @@ es_status es_next_group(const es_state *s, es_group_info *info)
     info->position = s->next;
     info->group = m->group_index[s->next];
     info->dim = m->group_dim[s->next];
-    info->cum_cost = m->cum_cost != NULL ? m->cum_cost[s->next + 1u] : 0.0f;
+    info->cum_cost = m->cum_cost != NULL ? m->cum_cost[s->next + 1u] : 0.0;
     info->name = m->group_name != NULL ? m->group_name[s->next] : NULL;
     return ES_OK;
 }
@@ -385,4 +392,29 @@ uint32_t es_prefix(const es_state *s)
         return 0u;
     }
     return pre;
+}
+
+es_status es_prefix_for_budget(const es_model *m, double budget, uint32_t *prefix)
+{
+    uint32_t j;
+    uint32_t best = 0;
+    if (m == NULL || prefix == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!(budget >= 0.0)) { /* also true for NaN */
+        return ES_ERR_BUDGET;
+    }
+    if (m->cum_cost == NULL) {
+        *prefix = m->n_groups; /* a model without costs: every prefix is free */
+        return ES_OK;
+    }
+    /* the LAST j with cum_cost[j] <= budget, as Python's rule states it (no early exit, so a
+       hand-made table that is not monotone still gives Python's answer) */
+    for (j = 0; j <= m->n_groups; ++j) {
+        if (m->cum_cost[j] <= budget) {
+            best = j;
+        }
+    }
+    *prefix = best;
+    return ES_OK;
 }

@@ -68,6 +68,17 @@
  * thread, on x86) cannot expose a missing hardware fence: x86 never reorders stores with stores or
  * loads with loads. The multi-core argument for weakly ordered CPUs rests on this reasoning only.
  *
+ * BUDGETS. A prefix is affordable when its cumulative cost is <= the budget, compared exactly. The
+ * cumulative costs are stored as IEEE binary64 doubles holding the very values Python computes
+ * (the running float64 sum of the costs in sequence order), written by the generator as hexadecimal
+ * floating constants, which C99 converts exactly. A comparison of two doubles involves no rounding
+ * (even where FLT_EVAL_METHOD evaluates arithmetic in wider precision), so `cum_cost <= budget`
+ * gives the same answer here as in Python for every budget, a cumulative cost itself included.
+ * Float32 thresholds cannot do that: 0.1 + 0.7 + ... sums that float32 cannot represent round to a
+ * neighbour, and budgets next to them would select a different prefix. A float budget converts to
+ * double exactly, so firmware may keep its budgets in float. Cost: 8 bytes of flash per prefix and
+ * one double comparison per group (a short library call on cores without a double FPU).
+ *
  * THREADING. One writer per state (es_init/es_push/es_reset from one context); any number of
  * es_current readers. Enable the reader (e.g. the timer interrupt) only after es_init has returned;
  * from then on es_push and es_reset may run while readers read (es_reset publishes prefix 0 the
@@ -84,7 +95,7 @@ extern "C" {
 #endif
 
 /* Bumped when es_model's layout changes; a generated model records the version it was made for. */
-#define ES_ABI_VERSION 1u
+#define ES_ABI_VERSION 2u
 
 #ifndef ES_FENCE_RELEASE
 #if defined(__GNUC__) && defined(__ATOMIC_RELEASE)
@@ -113,7 +124,8 @@ typedef enum {
     ES_ERR_BAD_MODEL = -6,      /* es_init: inconsistent descriptor or other ABI version */
     ES_ERR_BUFFER = -7,         /* es_init: work buffer shorter than es_work_floats(model) */
     ES_ERR_NOT_INIT = -8,       /* the state was not set up by a successful es_init */
-    ES_ERR_OVERFLOW = -9        /* es_push: the prediction overflowed float; prefix not committed */
+    ES_ERR_OVERFLOW = -9,       /* es_push: the prediction overflowed float; prefix not committed */
+    ES_ERR_BUDGET = -10         /* es_prefix_for_budget: the budget is NaN or negative */
 } es_status;
 
 /*
@@ -130,7 +142,8 @@ typedef struct es_model {
     uint32_t n_features;             /* sum of group_dim: features of the full prefix */
     const uint32_t *group_index;     /* [J] original group index, sequence order */
     const uint32_t *group_dim;       /* [J] dimension of each group, sequence order */
-    const float *cum_cost;           /* [J+1] cumulative cost of prefix j; cum_cost[0] = 0 */
+    const double *cum_cost;          /* [J+1] cumulative cost of prefix j; cum_cost[0] = 0. Double, the
+                                        exact values Python compares (see BUDGETS) */
     const float *const *coef;        /* [J+1] coef[j]: d_j x P row-major over the concatenated
                                         features of the first j groups (sequence order);
                                         coef[0] may be NULL (d_0 = 0) */
@@ -157,7 +170,8 @@ typedef struct es_group_info {
     uint32_t position;       /* 0-based position in the sequence (pushing it completes prefix position+1) */
     uint32_t group;          /* original group index: what es_push expects */
     uint32_t dim;            /* number of floats to push */
-    float cum_cost;          /* cumulative cost once this group is pushed */
+    double cum_cost;         /* cumulative cost once this group is pushed: start the group only
+                                if cum_cost <= budget (the budget rule, see BUDGETS) */
     const char *name;        /* the group's name (UTF-8) */
 } es_group_info;
 
@@ -186,6 +200,11 @@ es_status es_reset(es_state *state);
 
 /* Number of committed prefixes so far without copying the prediction (0..J). */
 uint32_t es_prefix(const es_state *state);
+
+/* The budget rule: *prefix = the longest j with cum_cost[j] <= budget (cost units; +inf allowed).
+ * ES_ERR_BUDGET for NaN or a negative budget (*prefix untouched), ES_ERR_NULL for NULL pointers.
+ * Needs no state: it reads only the model. */
+es_status es_prefix_for_budget(const es_model *model, double budget, uint32_t *prefix);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
-from edgeseq.export.c_harness import SANITIZE_FLAGS, STRICT_FLAGS
+from edgeseq.export.c_harness import SANITIZE_FLAGS, STRICT_FLAGS, runtime_dir
 
 U32 = 2.0 ** -24  # unit roundoff of float32
 
@@ -55,3 +55,40 @@ def assert_matches_numpy(seq, X, preds) -> None:
         worst = np.unravel_index(np.argmax(err - bound), err.shape)
         assert np.all(err <= bound), (f"prefix {j}: |C - numpy| = {err[worst]:.3g} > bound {bound[worst[0], 0]:.3g} "
                                       f"(row {worst[0]})")
+
+
+def in_place_commit_runtime(dst_dir):
+    """A copy of edgeseq_runtime.c that commits in place (writes the published slot and keeps it
+    published): the negative control every interrupt test must catch tearing. Returns its path."""
+    src = (runtime_dir() / "edgeseq_runtime.c").read_text()
+    broken = src.replace("const uint32_t target = (s->seq + 1u) & 1u;", "const uint32_t target = s->seq & 1u;")
+    broken = broken.replace("s->seq = s->seq + 1u;", "s->seq = s->seq + 2u;")  # same slot stays published
+    assert broken.count("target = s->seq & 1u") == 1 and "s->seq + 2u" in broken
+    path = dst_dir / "edgeseq_runtime.c"
+    path.write_text(broken)
+    return path
+
+
+def boundary_budgets(cum: np.ndarray, rng) -> np.ndarray:
+    """Budgets that test the rule cum_cost <= budget hardest: every cumulative cost, its float64
+    neighbours, its float32 roundings and their neighbours, midpoints, 0, inf and a few random."""
+    with np.errstate(over="ignore"):
+        f32 = cum.astype(np.float32)
+        cand = [cum, np.nextafter(cum, -np.inf), np.nextafter(cum, np.inf), f32.astype(np.float64),
+                np.nextafter(f32, np.float32(-np.inf)).astype(np.float64),
+                np.nextafter(f32, np.float32(np.inf)).astype(np.float64),
+                (cum[:-1] + cum[1:]) / 2, [0.0, np.inf], rng.uniform(0, cum[-1] * 1.1 + 1e-300, 8)]
+    b = np.concatenate([np.ravel(c) for c in cand])
+    return np.unique(b[np.isfinite(b) & (b >= 0) | (b == np.inf)])
+
+
+def interrupt_model(d):
+    """A softmax model with wide groups, C prefix `safety`: pushes take long enough for interrupts
+    to land inside them. Written into `d`, which is returned."""
+    from sequences import random_sequence
+
+    from edgeseq.export.c_codegen import write_c_model
+    seq = random_sequence(np.random.default_rng(21), (40, 30, 50, 20), n_outputs=8, link="softmax",
+                          names=["imu", "audio \"raw\"", "camera */", "gps"])
+    write_c_model(seq, d, "safety")
+    return d

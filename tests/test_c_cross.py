@@ -3,6 +3,7 @@
 import subprocess
 
 import numpy as np
+import pytest
 from c_support import require
 from sequences import random_sequence
 
@@ -32,3 +33,28 @@ def test_cortex_m4_footprint(tmp_path):
     n_weights = sum(c.size for c in seq.coefs) + seq.intercepts.size
     assert sizes["model_m4.o"][0] >= 4 * n_weights
     assert sizes["footprint_m4.o"][2] >= 4 * (32 + 1 + 2)
+
+
+def test_missing_arm_tools_are_named(monkeypatch):
+    """Where the emulator is absent, the qemu tests skip with this reason (it names what to install)."""
+    import edgeseq.export.c_arm as c_arm
+    monkeypatch.setattr(c_arm.shutil, "which", lambda tool: None if tool == c_arm.QEMU else "/usr/bin/" + tool)
+    assert "qemu-system-arm not installed" in c_arm.missing_tools()
+    assert "qemu" not in (c_arm.missing_tools(run=False) or "")
+
+
+def test_footprint_from_the_build_on_both_cores(tmp_path):
+    """c_arm.footprint (what bench/c_footprint.py records): sizes bounded below by what must be stored."""
+    from edgeseq.export.c_arm import TARGETS, footprint, missing_tools
+    missing = missing_tools(run=False)
+    if missing:
+        pytest.skip(missing)
+    seq = random_sequence(np.random.default_rng(4), (8, 4, 16, 4), n_outputs=3, link="softmax")
+    write_c_model(seq, tmp_path / "m", "fp")
+    n_weights = sum(c.size for c in seq.coefs) + seq.intercepts.size
+    for target in TARGETS.values():
+        sizes = footprint(tmp_path / "m", target, tmp_path / target.name)
+        # float32 weights + float64 cumulative costs in the model; state + work buffer in RAM
+        assert sizes["model_flash"] >= 4 * n_weights + 8 * (seq.n_groups + 1)
+        assert sizes["image_ram"] >= 4 * (32 + 3 + 2 * 3)
+        assert sizes["image_flash"] >= sizes["runtime_text"] + sizes["model_flash"]

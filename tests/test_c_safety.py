@@ -8,24 +8,16 @@ clang (when present) under the strict flags and -fsanitize=address,undefined.
 import shutil
 import subprocess
 
-import numpy as np
 import pytest
-from c_support import require
-from sequences import random_sequence
+from c_support import in_place_commit_runtime, interrupt_model, require
 
 from edgeseq.errors import CCompilerError
 from edgeseq.export.c_harness import compile_c, runtime_dir
-from edgeseq.export.c_codegen import write_c_model
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    """A softmax model with wide groups: pushes take long enough for interrupts to land inside them."""
-    d = tmp_path_factory.mktemp("cmodel")
-    seq = random_sequence(np.random.default_rng(21), (40, 30, 50, 20), n_outputs=8, link="softmax",
-                          names=["imu", "audio \"raw\"", "camera */", "gps"])
-    write_c_model(seq, d, "safety")
-    return d
+    return interrupt_model(tmp_path_factory.mktemp("cmodel"))
 
 
 def _make(*args, timeout=240):
@@ -55,12 +47,7 @@ def _interrupt_binary(model_dir, tmp_path, runtime_source, name):
 
 def test_interrupt_test_catches_an_in_place_commit(model_dir, tmp_path):
     """The interrupt test can fail: a runtime that writes the published slot in place is caught tearing."""
-    src = (runtime_dir() / "edgeseq_runtime.c").read_text()
-    broken = src.replace("const uint32_t target = (s->seq + 1u) & 1u;", "const uint32_t target = s->seq & 1u;")
-    broken = broken.replace("s->seq = s->seq + 1u;", "s->seq = s->seq + 2u;")  # same slot stays published
-    assert broken.count("target = s->seq & 1u") == 1 and "s->seq + 2u" in broken
-    (tmp_path / "edgeseq_runtime.c").write_text(broken)
-    exe = _interrupt_binary(model_dir, tmp_path, tmp_path / "edgeseq_runtime.c", "broken")
+    exe = _interrupt_binary(model_dir, tmp_path, in_place_commit_runtime(tmp_path), "broken")
     # signal mode does not depend on two threads getting two cores on a loaded machine
     proc = subprocess.run([str(exe), "signal", "0.6"], capture_output=True, text=True)
     torn = int(proc.stdout.split("torn")[1])

@@ -204,7 +204,7 @@ def test_classification_train_export(files, tmp_path):
         j = p["index"]
         sess = ort.InferenceSession(str(tmp_path / "out" / p["file"]), providers=["CPUExecutionProvider"])
         feed = {g["input_name"]: bc.data[:, g["columns"]].astype(np.float32) for g in m["groups"][:j]}
-        proba, label = sess.run(["proba", "label"], feed or {"n": np.zeros((len(bc.data), 0), np.float32)})
+        proba, label = sess.run(["proba", "label"], feed or {"n": np.zeros((len(bc.data), 1), np.float32)})
         ref = est.predict_proba(bc.data, prefix=j)
         np.testing.assert_allclose(proba, ref, atol=1e-4)
         clear = np.abs(ref[:, 1] - 0.5) > 1e-3

@@ -82,7 +82,7 @@ def test_semantic_manifest_edits_are_detected(out):
     with pytest.raises(IntegrityError, match="byte-identical"):
         read_verified(out)
     m = json.loads(good)
-    m["format_version"] = 2
+    m["format_version"] = 3
     path.write_text(json.dumps(m))
     with pytest.raises(IntegrityError, match="schema at format_version"):
         read_verified(out)

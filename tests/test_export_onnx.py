@@ -29,7 +29,7 @@ def f32_bound(seq, X, j):
 def run_prefix(model: onnx.ModelProto, seq, X, j, input_names):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     if j == 0:
-        feed = {"n": np.zeros((X.shape[0], 0), np.float32)}
+        feed = {"n": np.zeros((X.shape[0], 1), np.float32)}
     else:
         feed = {input_names[g]: X[:, seq.group_columns[g]].astype(np.float32) for g in seq.order[:j]}
     names = [o.name for o in sess.get_outputs()]
@@ -76,10 +76,11 @@ def test_prefix0_input_carries_the_batch_size():
     model = build_prefix_graph(seq, 0, onnx_input_names(seq.group_names))
     (inp,) = model.graph.input
     dims = inp.type.tensor_type.shape.dim
-    assert inp.name == "n" and dims[0].dim_param == "N" and dims[1].dim_value == 0
+    assert inp.name == "n" and dims[0].dim_param == "N" and dims[1].dim_value == 1  # no zero-size tensor
+    assert all(min(t.dims, default=1) > 0 for t in model.graph.initializer)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for n in (1, 7):
-        (y,) = sess.run(["y"], {"n": np.zeros((n, 0), np.float32)})
+        (y,) = sess.run(["y"], {"n": np.zeros((n, 1), np.float32)})
         assert y.shape == (n, 2)
         np.testing.assert_array_equal(y, np.tile(seq.intercepts[0].astype(np.float32), (n, 1)))
 

@@ -92,7 +92,8 @@ def _expected_files() -> set[str]:
             if (p.parent / "__init__.py").exists():  # only files inside packages are installed
                 out.add(f"{dest}/{rel.as_posix()}")
     patterns = {"edgeseq": ["schema/*.json", "extractors/data/*.json"],
-                "runtime_c": ["*.c", "*.h", "Makefile", "tests/*.c", "examples/*.c"]}
+                "runtime_c": ["*.c", "*.h", "Makefile", "tests/*.c", "tests/*.h", "examples/*.c",
+                              "tests/qemu/*.c", "tests/qemu/*.h", "tests/qemu/*.ld"]}
     for src_dir, globs in patterns.items():
         for g in globs:
             found = list((ROOT / src_dir).glob(g))

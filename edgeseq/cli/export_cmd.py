@@ -17,8 +17,14 @@ from edgeseq.cli._main import main
 @click.option("--c-prefix", help="Prefix of every C symbol (a C identifier); default: from the model name.")
 @click.option("--model-name", help="Name stored in the manifest; default: the model file's stem.")
 @click.option("--force", is_flag=True, help="Replace OUT_DIR if it is an earlier edgeseq export (never any other non-empty directory).")
+@click.option("--batch-size", type=click.IntRange(1, 1 << 16), default=None,
+              help="Fix the number of rows of every ONNX graph (mobile execution providers such as NNAPI and "
+                   "CoreML need fixed shapes); edgeseq's runtime pads and splits batches to it. Default: dynamic.")
+@click.option("--ort", is_flag=True,
+              help="Also write every graph in ORT format (.ort, for onnxruntime's minimal and mobile builds) and "
+                   "required_operators.config, the operator list of a reduced onnxruntime build.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
-def export_command(model, out_dir, c_prefix, model_name, force, quiet):
+def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -32,7 +38,8 @@ def export_command(model, out_dir, c_prefix, model_name, force, quiet):
     with progress.stage("load model", str(model)):
         seq = as_sequence(load_model(model))
     with progress.stage("export", f"{seq.n_prefixes} prefix graphs, C model and manifest to {out_dir}"):
-        m = export_model(seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem)
+        m = export_model(seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
+                         batch_size=batch_size, ort=ort)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
@@ -48,6 +55,8 @@ def manifest_table(m: dict) -> list[str]:
              f"outputs {outs['names']}" + (f", classes {outs['classes']}" if outs["classes"] else ""),
              f"onnx opset {m['onnx']['opset']}, IR {m['onnx']['ir_version']}, dtype {m['dtype']}; "
              f"C prefix {m['c']['prefix']!r} ({m['c']['header']}, {m['c']['source']})",
+             f"batch size {m.get('batch_size') or 'dynamic'}; ORT-format files "
+             + (f"yes (operators: {m['ort']['operators_config']})" if m.get("ort") else "no"),
              cost_summary(m["provenance"]),
              f"provenance: {json.dumps(m['provenance'], sort_keys=True)}"]
     if m["doubling_violations"]:

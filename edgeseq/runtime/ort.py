@@ -18,7 +18,7 @@ import numpy as np
 import onnxruntime as ort
 
 from edgeseq.errors import IntegrityError
-from edgeseq.format import PREFIX0_INPUT  # float32 [N, 0]: carries the batch size
+from edgeseq.format import PREFIX0_INPUT  # float32 [N, 1] ([N, 0] in format 1): carries the batch size
 
 
 
@@ -142,6 +142,8 @@ class PrefixRunner:
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self._dims = [int(got[n].shape[1]) for n in inputs]
+        first = got[inputs[0]].shape[0]
+        self.batch = first if isinstance(first, int) else None  # an export with --batch-size: fixed rows
         self._out_spec = [(n, tuple(int(d) for d in have[n].shape[1:]),
                            np.int64 if have[n].type == "tensor(int64)" else np.float32) for n in outputs]
         if squeeze and self._out_spec[0][1] != (1,):
@@ -160,6 +162,8 @@ class PrefixRunner:
 
     def call(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
         """Outputs for float32 (n, d_g) arrays in input order, and whether the first is all finite."""
+        if self.batch is not None and n != self.batch:
+            return self._call_in_batches(arrays, n)
         if n <= BIND_MAX_ROWS and self._lock.acquire(False):  # (non-blocking)
             try:
                 b = self._bindings.get(n) or self._bind(n)
@@ -184,7 +188,24 @@ class PrefixRunner:
 
     def run_rows(self, n: int) -> list[np.ndarray]:
         """Prefix 0 for n rows (its only input carries the batch size)."""
-        return self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((n, 0), np.float32)}, None))
+        width = self._dims[0]  # 1, or 0 in a format 1 export: the graph says which
+        rows = n if self.batch is None else self.batch
+        outs = self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((rows, width), np.float32)}, None))
+        return outs if rows == n else [np.repeat(o[:1], n, axis=0) for o in outs]  # the same row for all
+
+    def _call_in_batches(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
+        """A graph with a fixed batch size B: run the rows B at a time, the last batch padded with zero
+        rows whose outputs are dropped (rows are independent, so padding changes no kept value)."""
+        B, parts = self.batch, []
+        for start in range(0, max(n, 1), B):
+            chunk = [a[start:start + B] for a in arrays]
+            m = chunk[0].shape[0]
+            if m < B:
+                chunk = [np.concatenate([c, np.zeros((B - m, c.shape[1]), np.float32)]) for c in chunk]
+            outs, _ = self.call(chunk, B)
+            parts.append([o[:m] for o in outs])
+        outs = [np.concatenate(p) for p in zip(*parts)]
+        return outs, all_finite(outs[0])
 
     def _squeezed(self, outs: list[np.ndarray]) -> list[np.ndarray]:
         if self._squeeze:

@@ -93,7 +93,7 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("committed prefix %u (+ \"%s\", cumulative cost %g)\n", (unsigned)(g.position + 1u),
-               g.name, (double)g.cum_cost);
+               g.name, g.cum_cost);
     }
     if (!deadline_hit) { /* every group finished before the timer: answer with the full model */
         es_current(&anytime, answer, &answer_prefix, &answer_label);

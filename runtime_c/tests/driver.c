@@ -6,9 +6,15 @@
  *   driver predict ROWS.bin   rows of <prefix>_N_FEATURES float32 (native byte order), features
  *                             in sequence order; prints, per row and prefix j = 0..J,
  *                             "row j label v0 v1 ..." with %.9g, or "row j ERR status" when a push fails
+ *   driver sweep ROWS.bin BUDGETS.txt
+ *                             per row and budget (one C99 hexadecimal double per line), the anytime
+ *                             loop a firmware runs: push groups while es_group_info.cum_cost <= budget;
+ *                             prints "row b prefix label v0 v1 ..." (b = the budget's line number)
  *   driver dump               prints the descriptor: names as UTF-8 hex, every float as its bits
+ * Every mode ends with a line "done", so a runner can tell a complete run from a cut-off one.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "edgeseq_select.h"
@@ -36,6 +42,16 @@ static void print_bits(const float *v, size_t n)
     }
 }
 
+static void print_bits64(const double *v, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; ++i) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        printf(" %08lx%08lx", (unsigned long)(bits >> 32), (unsigned long)(bits & 0xffffffffu));
+    }
+}
+
 static int dump(void)
 {
     const es_model *m = &ES_MODEL;
@@ -57,7 +73,7 @@ static int dump(void)
         printf("\n");
     }
     printf("cum_cost");
-    print_bits(m->cum_cost, (size_t)m->n_groups + 1u);
+    print_bits64(m->cum_cost, (size_t)m->n_groups + 1u);
     printf("\n");
     for (j = 0; j <= m->n_groups; ++j) {
         if (j > 0) {
@@ -71,10 +87,11 @@ static int dump(void)
         }
         printf("\n");
     }
+    printf("done\n");
     return 0;
 }
 
-static void print_current(const es_state *st, unsigned long row)
+static void print_current(const es_state *st, unsigned long row, const char *tag)
 {
     float out[ES_N_PRED];
     uint32_t prefix = 0;
@@ -84,7 +101,7 @@ static void print_current(const es_state *st, unsigned long row)
         printf("%lu - ERR current\n", row);
         return;
     }
-    printf("%lu %u %d", row, (unsigned)prefix, (int)label);
+    printf("%lu%s %u %d", row, tag, (unsigned)prefix, (int)label);
     for (p = 0; p < ES_N_PRED; ++p) {
         printf(" %.9g", (double)out[p]);
     }
@@ -107,7 +124,7 @@ static int predict(const char *path)
         es_group_info g;
         size_t off = 0;
         es_reset(&st);
-        print_current(&st, row);
+        print_current(&st, row, "");
         while (es_next_group(&st, &g) == ES_OK) {
             s = es_push(&st, g.group, row_values + off, g.dim);
             if (s != ES_OK) {
@@ -115,11 +132,57 @@ static int predict(const char *path)
                 break;
             }
             off += g.dim;
-            print_current(&st, row);
+            print_current(&st, row, "");
         }
         ++row;
     }
     fclose(f);
+    printf("done\n");
+    return 0;
+}
+
+#define MAX_BUDGETS 256
+
+static int sweep(const char *rows_path, const char *budgets_path)
+{
+    static float work[ES_WORK_FLOATS];
+    static float row_values[ES_N_FEATURES + 1u];
+    static double budgets[MAX_BUDGETS];
+    char line[64], tag[32];
+    size_t n_budgets = 0, b;
+    unsigned long row = 0;
+    es_state st;
+    FILE *fb = fopen(budgets_path, "r");
+    FILE *f = fopen(rows_path, "rb");
+    es_status s = es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS);
+    if (f == NULL || fb == NULL || s != ES_OK) {
+        fprintf(stderr, "driver: cannot open %s / %s or es_init failed (%d)\n", rows_path, budgets_path, (int)s);
+        return 2;
+    }
+    while (n_budgets < MAX_BUDGETS && fgets(line, sizeof line, fb) != NULL) {
+        budgets[n_budgets++] = strtod(line, NULL);
+    }
+    fclose(fb);
+    while (fread(row_values, sizeof(float), ES_N_FEATURES, f) == ES_N_FEATURES) {
+        for (b = 0; b < n_budgets; ++b) {
+            es_group_info g;
+            size_t off = 0;
+            es_reset(&st);
+            while (es_next_group(&st, &g) == ES_OK && g.cum_cost <= budgets[b]) {
+                s = es_push(&st, g.group, row_values + off, g.dim);
+                if (s != ES_OK) {
+                    printf("%lu %u ERR %d\n", row, (unsigned)(g.position + 1u), (int)s);
+                    break;
+                }
+                off += g.dim;
+            }
+            sprintf(tag, " %lu", (unsigned long)b);
+            print_current(&st, row, tag);
+        }
+        ++row;
+    }
+    fclose(f);
+    printf("done\n");
     return 0;
 }
 
@@ -131,6 +194,9 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "predict") == 0) {
         return predict(argv[2]);
     }
-    fprintf(stderr, "usage: driver predict ROWS.bin | driver dump\n");
+    if (argc >= 4 && strcmp(argv[1], "sweep") == 0) {
+        return sweep(argv[2], argv[3]);
+    }
+    fprintf(stderr, "usage: driver predict ROWS.bin | driver sweep ROWS.bin BUDGETS.txt | driver dump\n");
     return 2;
 }

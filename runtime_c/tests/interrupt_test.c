@@ -16,33 +16,10 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "edgeseq_select.h"
+#define ES_TEST_FLAG sig_atomic_t
+#include "read_check.h"
 
-static float features[ES_N_FEATURES];
-static float reference[ES_N_GROUPS + 1u][ES_N_PRED];
-static int32_t reference_label[ES_N_GROUPS + 1u];
-static float work[ES_WORK_FLOATS];
-static es_state shared;
-static volatile sig_atomic_t in_push = 0;
 static volatile sig_atomic_t stop = 0;
-static volatile unsigned long n_reads = 0, n_during_push = 0, n_torn = 0;
-
-/* The read every context performs: compare bits with the reference of the reported prefix. */
-static void read_and_check(void)
-{
-    float out[ES_N_PRED];
-    uint32_t prefix = 0;
-    int32_t label = 0;
-    const int pushing = in_push;
-    if (es_current(&shared, out, &prefix, &label) != ES_OK || prefix > ES_N_GROUPS ||
-        memcmp(out, reference[prefix], sizeof out) != 0 || label != reference_label[prefix]) {
-        n_torn = n_torn + 1u;
-    }
-    n_reads = n_reads + 1u;
-    if (pushing) {
-        n_during_push = n_during_push + 1u;
-    }
-}
 
 static void on_alarm(int sig)
 {
@@ -59,20 +36,6 @@ static void *reader(void *arg)
     return NULL;
 }
 
-/* one full anytime pass over `features` */
-static void one_pass(es_state *st)
-{
-    es_group_info g;
-    size_t off = 0;
-    es_reset(st);
-    while (es_next_group(st, &g) == ES_OK) {
-        in_push = 1;
-        es_push(st, g.group, features + off, g.dim);
-        in_push = 0;
-        off += g.dim;
-    }
-}
-
 static double now(void)
 {
     struct timespec ts;
@@ -84,29 +47,12 @@ int main(int argc, char **argv)
 {
     const int use_thread = argc >= 2 && strcmp(argv[1], "thread") == 0;
     const double seconds = argc >= 3 ? atof(argv[2]) : 0.5;
-    uint32_t i;
-    uint32_t state = 12345u;
-    es_group_info g;
-    size_t off = 0;
     double t_end;
     pthread_t th;
 
-    for (i = 0; i < ES_N_FEATURES; ++i) { /* deterministic values of mixed sign */
-        state = state * 1664525u + 1013904223u;
-        features[i] = (float)((int32_t)(state >> 8) - (1 << 23)) / (float)(1 << 22);
-    }
-    if (es_init(&shared, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK) {
-        printf("es_init failed\n");
+    if (setup_reference() != 0) {
+        printf("es_init or push failed\n");
         return 2;
-    }
-    es_current(&shared, reference[0], NULL, &reference_label[0]);
-    for (i = 1; es_next_group(&shared, &g) == ES_OK; ++i) {
-        if (es_push(&shared, g.group, features + off, g.dim) != ES_OK) {
-            printf("push failed\n");
-            return 2;
-        }
-        off += g.dim;
-        es_current(&shared, reference[i], NULL, &reference_label[i]);
     }
 
     if (use_thread) {
@@ -127,7 +73,7 @@ int main(int argc, char **argv)
     }
     t_end = now() + seconds;
     while (now() < t_end) {
-        one_pass(&shared);
+        one_pass(0);
     }
     if (use_thread) {
         stop = 1;

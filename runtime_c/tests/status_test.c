@@ -20,7 +20,7 @@ static int failures = 0;
 /* identity, J = 2 groups in sequence order: original group 1 (dim 2), then group 0 (dim 1) */
 static const uint32_t g_index[] = {1u, 0u};
 static const uint32_t g_dim[] = {2u, 1u};
-static const float g_cost[] = {0.0f, 1.5f, 2.5f};
+static const double g_cost[] = {0.0, 1.5, 2.5};
 static const float g_coef1[] = {2.0f, -1.0f};
 static const float g_coef2[] = {1.0f, 1.0f, 3.0e38f};
 static const float *const g_coef[] = {0, g_coef1, g_coef2};
@@ -64,7 +64,7 @@ static void test_errors(void)
     CHECK(current_value(&st, &prefix) == 0.5f && prefix == 0u);
     CHECK(es_next_group(&st, NULL) == ES_ERR_NULL);
     CHECK(es_next_group(&st, &g) == ES_OK);
-    CHECK(g.position == 0u && g.group == 1u && g.dim == 2u && g.cum_cost == 1.5f && strcmp(g.name, "b") == 0);
+    CHECK(g.position == 0u && g.group == 1u && g.dim == 2u && g.cum_cost == 1.5 && strcmp(g.name, "b") == 0);
     CHECK(es_push(&st, 0u, ok2, 2u) == ES_ERR_WRONG_GROUP);
     CHECK(es_push(&st, 1u, ok2, 1u) == ES_ERR_WRONG_LENGTH);
     CHECK(es_push(&st, 1u, ok2, 3u) == ES_ERR_WRONG_LENGTH);
@@ -155,8 +155,25 @@ static void test_links(void)
     }
 }
 
+static volatile double zero = 0.0; /* volatile: NaN and inf made at run time, no constant folding */
+
+static void test_budget(void)
+{
+    uint32_t j = 99u;
+    CHECK(es_prefix_for_budget(NULL, 1.0, &j) == ES_ERR_NULL);
+    CHECK(es_prefix_for_budget(&base, 1.0, NULL) == ES_ERR_NULL);
+    CHECK(es_prefix_for_budget(&base, -1.0, &j) == ES_ERR_BUDGET && j == 99u);
+    CHECK(es_prefix_for_budget(&base, 0.0 / zero, &j) == ES_ERR_BUDGET && j == 99u);
+    CHECK(es_prefix_for_budget(&base, 0.0, &j) == ES_OK && j == 0u);
+    CHECK(es_prefix_for_budget(&base, 1.4999999999999998, &j) == ES_OK && j == 0u);
+    CHECK(es_prefix_for_budget(&base, 1.5, &j) == ES_OK && j == 1u);
+    CHECK(es_prefix_for_budget(&base, 2.5, &j) == ES_OK && j == 2u);
+    CHECK(es_prefix_for_budget(&base, 1.0 / zero, &j) == ES_OK && j == 2u);
+}
+
 int main(void)
 {
+    test_budget();
     test_errors();
     test_bad_models();
     test_links();

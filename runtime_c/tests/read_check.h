@@ -1,0 +1,83 @@
+/*
+ * The reader side of the interrupt tests, shared by tests/interrupt_test.c (POSIX signal or second
+ * thread) and tests/qemu/systick_test.c (SysTick on an emulated Cortex-M): one writer state, the
+ * committed prediction of every prefix recorded as the reference, and a read that compares what
+ * es_current returns bit for bit with the reference of the prefix it reports. Include once, after
+ * defining ES_TEST_FLAG (the type of flags shared with the reader; default int).
+ */
+#ifndef ES_TEST_READ_CHECK_H
+#define ES_TEST_READ_CHECK_H
+
+#include <string.h>
+
+#include "edgeseq_select.h"
+
+#ifndef ES_TEST_FLAG
+#define ES_TEST_FLAG int
+#endif
+
+static float features[ES_N_FEATURES];
+static float reference[ES_N_GROUPS + 1u][ES_N_PRED];
+static int32_t reference_label[ES_N_GROUPS + 1u];
+static float work[ES_WORK_FLOATS];
+static es_state shared;
+static volatile ES_TEST_FLAG in_push = 0;
+static volatile unsigned long n_reads = 0, n_during_push = 0, n_torn = 0;
+
+/* The read every context performs: compare bits with the reference of the reported prefix. */
+static void read_and_check(void)
+{
+    float out[ES_N_PRED];
+    uint32_t prefix = 0;
+    int32_t label = 0;
+    const int pushing = in_push;
+    if (es_current(&shared, out, &prefix, &label) != ES_OK || prefix > ES_N_GROUPS ||
+        memcmp(out, reference[prefix], sizeof out) != 0 || label != reference_label[prefix]) {
+        n_torn = n_torn + 1u;
+    }
+    n_reads = n_reads + 1u;
+    if (pushing) {
+        n_during_push = n_during_push + 1u;
+    }
+}
+
+/* One full anytime pass over `features` (in_push set around each push); with `record`, each
+   committed prediction becomes the reference of its prefix. Returns 0, or -1 if a push failed. */
+static int one_pass(int record)
+{
+    es_group_info g;
+    size_t off = 0;
+    es_reset(&shared);
+    if (record) {
+        es_current(&shared, reference[0], NULL, &reference_label[0]);
+    }
+    while (es_next_group(&shared, &g) == ES_OK) {
+        in_push = 1;
+        if (es_push(&shared, g.group, features + off, g.dim) != ES_OK) {
+            return -1;
+        }
+        in_push = 0;
+        off += g.dim;
+        if (record) {
+            es_current(&shared, reference[g.position + 1u], NULL, &reference_label[g.position + 1u]);
+        }
+    }
+    return 0;
+}
+
+/* Deterministic features of mixed sign, es_init, and the reference pass. 0 on success. */
+static int setup_reference(void)
+{
+    uint32_t i;
+    uint32_t state = 12345u;
+    for (i = 0; i < ES_N_FEATURES; ++i) {
+        state = state * 1664525u + 1013904223u;
+        features[i] = (float)((int32_t)(state >> 8) - (1 << 23)) / (float)(1 << 22);
+    }
+    if (es_init(&shared, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK) {
+        return -1;
+    }
+    return one_pass(1);
+}
+
+#endif /* ES_TEST_READ_CHECK_H */
