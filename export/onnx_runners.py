@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import EdgeseqError
-from edgeseq.export.onnx_graphs import PREFIX0_INPUT, prefix0_width
+from edgeseq.export.onnx_graphs import prefix0_width
+from edgeseq.format import PREFIX0_INPUT
 
 RUNTIMES = ("onnxruntime", "onnx-reference", "openvino", "tract")
 

@@ -17,7 +17,7 @@ from test_runtime_support import group_features
 
 from edgeseq.cli import main
 from edgeseq.errors import ExportError
-from edgeseq.export.manifest import read_verified
+from edgeseq.format import read_verified
 from edgeseq.export.writer import export_model
 from edgeseq.io.model_io import save_model
 from edgeseq.runtime.session import AnytimeSession

@@ -11,7 +11,7 @@ from sequences import random_sequence
 from edgeseq.cli import main
 from edgeseq.errors import IntegrityError
 from edgeseq.export.onnx_runners import prefix_feed, run_graph
-from edgeseq.export.manifest import read_verified
+from edgeseq.format import read_verified
 from edgeseq.export.writer import export_model
 from edgeseq.io.model_io import save_model
 

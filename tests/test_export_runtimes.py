@@ -19,7 +19,7 @@ from sequences import random_sequence
 from test_runtime_support import exported
 
 from edgeseq.export.onnx_runners import RuntimeUnavailable, prefix_feed, run_graph
-from edgeseq.export.manifest import read_verified
+from edgeseq.format import read_verified
 from edgeseq.export.onnx_graphs import prefix0_width
 from edgeseq.runtime.session import AnytimeSession
 
