@@ -91,6 +91,8 @@ def test_a_wrong_example_fails():
 # (issue 10). Grow this list as more modules are brought up to the standard.
 EXAMPLES_EVERYWHERE = [
     "edgeseq.train.groups", "edgeseq.train.basis", "edgeseq.cli.progress", "edgeseq.export.names", "edgeseq.errors",
+    "edgeseq.evaluate.anytime", "edgeseq.evaluate.curves", "edgeseq.evaluate.timeliness", "edgeseq.evaluate.report",
+    "edgeseq.evaluate.verify", "edgeseq.export.onnx_graphs", "edgeseq.export.c_harness",
 ]
 
 
