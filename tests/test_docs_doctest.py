@@ -93,6 +93,7 @@ EXAMPLES_EVERYWHERE = [
     "edgeseq.train.groups", "edgeseq.train.basis", "edgeseq.cli.progress", "edgeseq.export.names", "edgeseq.errors",
     "edgeseq.evaluate.anytime", "edgeseq.evaluate.curves", "edgeseq.evaluate.timeliness", "edgeseq.evaluate.report",
     "edgeseq.evaluate.verify", "edgeseq.export.onnx_graphs", "edgeseq.export.c_harness",
+    "edgeseq.train.kernel", "edgeseq.train.glm_fit", "edgeseq.train.glm_select", "edgeseq.train.selection",
 ]
 
 
