@@ -94,6 +94,8 @@ EXAMPLES_EVERYWHERE = [
     "edgeseq.evaluate.anytime", "edgeseq.evaluate.curves", "edgeseq.evaluate.timeliness", "edgeseq.evaluate.report",
     "edgeseq.evaluate.verify", "edgeseq.export.onnx_graphs", "edgeseq.export.c_harness",
     "edgeseq.train.kernel", "edgeseq.train.glm_fit", "edgeseq.train.glm_select", "edgeseq.train.selection",
+    "edgeseq.train.base", "edgeseq.train.regressor", "edgeseq.train.classifier", "edgeseq.train.fold",
+    "edgeseq.train.functional",
 ]
 
 
