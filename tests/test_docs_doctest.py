@@ -95,7 +95,7 @@ EXAMPLES_EVERYWHERE = [
     "edgeseq.evaluate.verify", "edgeseq.export.onnx_graphs", "edgeseq.export.c_harness",
     "edgeseq.train.kernel", "edgeseq.train.glm_fit", "edgeseq.train.glm_select", "edgeseq.train.selection",
     "edgeseq.train.base", "edgeseq.train.regressor", "edgeseq.train.classifier", "edgeseq.train.fold",
-    "edgeseq.train.functional",
+    "edgeseq.train.functional", "edgeseq.train.sparse",
 ]
 
 
