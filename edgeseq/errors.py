@@ -57,9 +57,15 @@ class InputTypeError(InputError, TypeError):
 
     Examples
     --------
-    >>> from edgeseq.errors import InputError, InputTypeError
-    >>> issubclass(InputTypeError, (InputError, TypeError))
-    True
+    >>> import numpy as np
+    >>> from scipy.sparse import csr_matrix
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.errors import InputTypeError
+    >>> try:
+    ...     AnytimeRegressor().fit(csr_matrix(np.eye(3)), np.arange(3.0))
+    ... except InputTypeError as exc:
+    ...     print(isinstance(exc, (ValueError, TypeError)), str(exc).split(",")[0])
+    True Sparse data was passed for X
     """
 
 
@@ -100,8 +106,18 @@ class ExportError(EdgeseqError):
 
     Examples
     --------
-    >>> from edgeseq.errors import EdgeseqError, ExportError
-    >>> issubclass(ExportError, EdgeseqError)
+    A model whose weights a float32 device could not hold is refused at export time:
+
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.errors import ExportError
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
+    >>> est = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X * 1e-40, y)  # tiny features, huge weights
+    >>> try:
+    ...     export_model(est.fitted_sequence_, tempfile.mkdtemp() + "/out")
+    ... except ExportError as exc:
+    ...     print("beyond float32" in str(exc))
     True
     """
 
@@ -178,9 +194,13 @@ class CCompilerError(EdgeseqError):
 
     Examples
     --------
-    >>> from edgeseq.errors import CCompilerError, EdgeseqError
-    >>> issubclass(CCompilerError, EdgeseqError)
-    True
+    >>> from edgeseq.errors import CCompilerError
+    >>> from edgeseq.export.c_harness import find_c_compiler
+    >>> try:
+    ...     find_c_compiler("no-such-cc")
+    ... except CCompilerError as exc:
+    ...     print(type(exc).__name__)
+    CCompilerError
     """
 
 
