@@ -30,12 +30,31 @@ _PREFIX_RE = re.compile(r"extern const es_model (\w+)_model;")
 
 
 def runtime_dir() -> Path:
+    """Directory of the installed C runtime sources (edgeseq_runtime.c/.h, tests/driver.c).
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_harness import runtime_dir
+    >>> (runtime_dir() / "edgeseq_runtime.c").is_file()
+    True
+    """
     from edgeseq.runtime_c import source_dir
     return source_dir()
 
 
 def find_c_compiler(preferred=None) -> str:
-    """Path of a C compiler: `preferred`, else $CC, else gcc, cc, clang; CCompilerError if none."""
+    """Path of a C compiler: `preferred`, else $CC, else gcc, cc, clang; CCompilerError if none.
+
+    Examples
+    --------
+    >>> from edgeseq.errors import CCompilerError
+    >>> from edgeseq.export.c_harness import find_c_compiler
+    >>> try:
+    ...     find_c_compiler("no-such-cc")
+    ... except CCompilerError as exc:
+    ...     print(str(exc).split(";")[0])
+    no C compiler found (tried no-such-cc)
+    """
     candidates = [preferred] if preferred else [os.environ.get("CC"), "gcc", "cc", "clang"]
     for cand in candidates:
         if cand and shutil.which(cand):
@@ -45,7 +64,25 @@ def find_c_compiler(preferred=None) -> str:
 
 
 def model_prefix(model_dir) -> str:
-    """The C prefix of the generated model in `model_dir` (read from edgeseq_model.h)."""
+    """The C prefix of the generated model in `model_dir` (read from edgeseq_model.h).
+
+    Raises
+    ------
+    InputError
+        The directory holds no generated header, or one that declares no model.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.c_harness import model_prefix
+    >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_, d, "demo")
+    >>> model_prefix(d)
+    'demo'
+    """
     header = Path(model_dir) / C_HEADER
     if not header.is_file():
         raise InputError(f"{model_dir} holds no edgeseq_model.h; run `edgeseq export` first")
@@ -57,7 +94,27 @@ def model_prefix(model_dir) -> str:
 
 def compile_c(sources, out_path, *, include_dirs=(), defines=(), compiler=None, flags=STRICT_FLAGS,
               extra=("-O2",), libs=("-lm",)) -> Path:
-    """Compile and link `sources` into `out_path`; CCompilerError with the compiler's output on failure."""
+    """Compile and link `sources` into `out_path`; CCompilerError with the compiler's output on failure.
+
+    The strict flags are the project's promise that generated C is warning-free C99; compiling with them
+    in tests keeps the promise checked.
+
+    Raises
+    ------
+    CCompilerError
+        No compiler, or it rejected the sources (its output is in the message).
+
+    Examples
+    --------
+    >>> import subprocess, tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.export.c_harness import compile_c
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "three.c").write_text("int main(void) { return 3; }")
+    >>> exe = compile_c([d / "three.c"], d / "three", extra=("-O0",))
+    >>> subprocess.run([str(exe)]).returncode
+    3
+    """
     cc = find_c_compiler(compiler)
     cmd = [cc, *flags, *extra, *(f"-I{d}" for d in include_dirs), *(f"-D{d}" for d in defines),
            *map(str, sources), "-o", str(out_path), *libs]
@@ -68,7 +125,20 @@ def compile_c(sources, out_path, *, include_dirs=(), defines=(), compiler=None, 
 
 
 def build_driver(model_dir, build_dir, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> Path:
-    """Build runtime + model + tests/driver.c into build_dir/driver and return its path."""
+    """Build runtime + model + tests/driver.c into build_dir/driver and return its path.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.c_harness import build_driver
+    >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_, d, "demo")
+    >>> build_driver(d, d, extra=("-O0",)).name
+    'driver'
+    """
     model_dir, rdir = Path(model_dir), runtime_dir()
     prefix = model_prefix(model_dir)
     return compile_c([rdir / "edgeseq_runtime.c", model_dir / C_SOURCE, rdir / "tests" / "driver.c"],
@@ -78,7 +148,18 @@ def build_driver(model_dir, build_dir, *, compiler=None, flags=STRICT_FLAGS, ext
 
 @dataclass
 class CRun:
-    """Output of the driver: predictions[j] is (n, n_pred) for prefix j; labels[j] is (n,) (-1 regression)."""
+    """Output of the driver: predictions[j] is (n, n_pred) for prefix j; labels[j] is (n,) (-1 regression).
+
+    Examples
+    --------
+    `run_c` returns one; for a regressor every label is -1:
+
+    >>> import numpy as np
+    >>> from edgeseq.export.c_harness import CRun
+    >>> run = CRun(predictions=[np.zeros((2, 1)), np.ones((2, 1))], labels=[np.full(2, -1)] * 2)
+    >>> run.predictions[1][:, 0].tolist(), run.labels[1].tolist()
+    ([1.0, 1.0], [-1, -1])
+    """
 
     predictions: list
     labels: list
@@ -169,7 +250,29 @@ def write_budgets(budgets, path) -> None:
 
 
 def run_c_model(model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> CRun:
-    """Compile runtime + the model in `model_dir` and run every prefix on X_groups (see predict_all_prefixes_c)."""
+    """Compile runtime + the model in `model_dir` and run every prefix on X_groups (see predict_all_prefixes_c).
+
+    Raises
+    ------
+    InputError
+        Features of the wrong width or not finite in float32.
+    CCompilerError
+        The build failed or the runtime refused a row.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.c_harness import run_c_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
+    >>> est = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y)
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(est.fitted_sequence_, d, "demo")
+    >>> run = run_c_model(d, X[:4, est.fitted_sequence_.prefix_columns(2)], extra=("-O0",))
+    >>> bool(np.allclose(run.predictions[2][:, 0], est.predict(X[:4]), atol=1e-5))
+    True
+    """
     model_dir = Path(model_dir)
     consts = model_consts(model_dir)
     with tempfile.TemporaryDirectory(prefix="edgeseq_c_") as tmp:
@@ -191,6 +294,20 @@ def predict_all_prefixes_c(seq_or_model_dir, X_groups, *, compiler=None, flags=S
     (n, N_FEATURES) array of those columns concatenated in sequence order — for a FittedSequence
     `seq` and raw X that is `X[:, seq.prefix_columns(J)]`. Values are rounded to float32 on the way
     in, as a device would hold them. n_pred is 2 ([p0, p1]) for a sigmoid model.
+
+    Examples
+    --------
+    The compiled C agrees with numpy on every prefix, up to float32:
+
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_harness import predict_all_prefixes_c
+    >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
+    >>> est = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y)
+    >>> seq = est.fitted_sequence_
+    >>> preds = predict_all_prefixes_c(seq, X[:4, seq.prefix_columns(2)], extra=("-O0",))
+    >>> all(np.allclose(preds[j][:, 0], est.predict(X[:4], prefix=j), atol=1e-5) for j in range(3))
+    True
     """
     return run_c(seq_or_model_dir, X_groups, compiler=compiler, flags=flags, extra=extra,
                  prefix=prefix).predictions
@@ -198,7 +315,22 @@ def predict_all_prefixes_c(seq_or_model_dir, X_groups, *, compiler=None, flags=S
 
 def run_c(seq_or_model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",),
           prefix="chk") -> CRun:
-    """Like predict_all_prefixes_c but also returns the argmax labels per prefix."""
+    """Like predict_all_prefixes_c but also returns the argmax labels per prefix.
+
+    Examples
+    --------
+    For a classifier the labels are the argmax class index of each prefix:
+
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.c_harness import run_c
+    >>> X = np.random.default_rng(0).normal(size=(60, 2)); y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    >>> est = AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y)
+    >>> seq = est.fitted_sequence_
+    >>> run = run_c(seq, X[:5, seq.prefix_columns(2)], extra=("-O0",))
+    >>> run.labels[2].tolist() == est.predict(X[:5]).tolist()
+    True
+    """
     if isinstance(seq_or_model_dir, (str, os.PathLike)):
         return run_c_model(seq_or_model_dir, X_groups, compiler=compiler, flags=flags, extra=extra)
     from edgeseq.export.c_codegen import write_c_model

@@ -34,6 +34,12 @@ def c_identifier(name: str) -> str:
 
     Characters outside [A-Za-z0-9_] become `_`; a leading digit or underscore (reserved
     `_X`/`__x` forms) gets a `g_` prefix; keywords get a trailing `_`.
+
+    Examples
+    --------
+    >>> from edgeseq.export.names import c_identifier
+    >>> c_identifier("2nd moment"), c_identifier("int"), c_identifier("_x")
+    ('g_2nd_moment', 'int_', 'g__x')
     """
     ident = _NOT_IDENT.sub("_", str(name))
     if not ident or ident[0].isdigit() or ident[0] == "_":
@@ -48,6 +54,30 @@ def unique_names(names, make=c_identifier, reserved=frozenset()) -> list[str]:
 
     Suffixed results are checked against every name already taken and against `reserved`, so the
     result is injective and keeps the input order.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Names to map, in order.
+    make : callable, default `c_identifier`
+        Sanitiser applied to each name before collisions are resolved.
+    reserved : set of str
+        Results that must never be produced.
+
+    Returns
+    -------
+    list of str
+        One distinct result per input name.
+
+    Examples
+    --------
+    Two names that sanitise alike still get distinct identifiers:
+
+    >>> from edgeseq.export.names import unique_names
+    >>> unique_names(["a b", "a-b", "a_b_2"])
+    ['a_b', 'a_b_2', 'a_b_2_2']
+    >>> unique_names(["y"], reserved={"y"})
+    ['y_2']
     """
     base = [make(n) for n in names]
     taken = set(reserved)
@@ -63,12 +93,28 @@ def unique_names(names, make=c_identifier, reserved=frozenset()) -> list[str]:
 
 
 def c_identifiers(names) -> list[str]:
-    """Unique C identifiers for a list of group names, in order."""
+    """Unique C identifiers for a list of group names, in order.
+
+    Examples
+    --------
+    >>> from edgeseq.export.names import c_identifiers
+    >>> c_identifiers(["hist", "hist!", "for"])
+    ['hist', 'hist_', 'for_']
+    """
     return unique_names(names, c_identifier)
 
 
 def onnx_input_names(names) -> list[str]:
-    """Unique ONNX input names for groups: identifier-safe and never an output/internal graph name."""
+    """Unique ONNX input names for groups: identifier-safe and never an output/internal graph name.
+
+    Examples
+    --------
+    A group called ``y`` must not shadow the graph's output ``y``:
+
+    >>> from edgeseq.export.names import onnx_input_names
+    >>> onnx_input_names(["y", "x"])
+    ['y_2', 'x']
+    """
     return unique_names(names, c_identifier, RESERVED_ONNX_NAMES)
 
 
@@ -85,6 +131,14 @@ def c_string_literal(name: str) -> str:
     `?` is always written `\\?` (no trigraph can form); control and non-ASCII characters become
     three-digit octal escapes of their UTF-8 bytes (an octal escape never swallows a following digit,
     unlike `\\x`).
+
+    Examples
+    --------
+    >>> from edgeseq.export.names import c_string_literal
+    >>> print(c_string_literal('say "hi"??'))
+    "say \\"hi\\"\\?\\?"
+    >>> print(c_string_literal("é"))
+    "\\303\\251"
     """
     parts = []
     for ch in str(name):
@@ -103,6 +157,14 @@ def c_comment_text(name: str) -> str:
     Printable ASCII stays readable; a backslash is doubled; `*/`, `/*` and `??` are broken with a
     backslash; newlines, other control and non-ASCII characters become `\\n` / `\\xNN` (UTF-8 bytes).
     The result has no newline, so it also never continues a line.
+
+    Examples
+    --------
+    >>> from edgeseq.export.names import c_comment_text
+    >>> print(c_comment_text("evil */ name"))
+    evil *\\/ name
+    >>> print(c_comment_text("two\\nlines"))
+    two\\nlines
     """
     out: list[str] = []
     prev = ""

@@ -28,12 +28,33 @@ IR_VERSION = 10  # onnx 1.23 writes IR 14 by default; onnxruntime 1.31 loads <= 
 
 
 def weight_name(input_name: str) -> str:
-    """Initializer name of a group's weight block (no group input can contain '/')."""
+    """Initializer name of a group's weight block (no group input can contain '/').
+
+    Examples
+    --------
+    >>> from edgeseq.export.onnx_graphs import weight_name
+    >>> weight_name("color")
+    'W/color'
+    """
     return f"W/{input_name}"
 
 
 def prefix_weight_blocks(seq, j: int) -> list[np.ndarray]:
-    """Split coefs[j] (rows in sequence order) into one (d_g, P) block per computed group."""
+    """Split coefs[j] (rows in sequence order) into one (d_g, P) block per computed group.
+
+    The graph multiplies each group's input by its own block, so a device can feed the groups it has
+    computed without concatenating them first.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.onnx_graphs import prefix_weight_blocks
+    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> seq = AnytimeRegressor([[0, 1], [2]], [1.0, 2.0]).fit(X, y).fitted_sequence_
+    >>> [b.shape for b in prefix_weight_blocks(seq, 2)]
+    [(2, 1), (1, 1)]
+    """
     sizes = seq.group_sizes[seq.order[:j]]
     bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     return [seq.coefs[j][bounds[k]:bounds[k + 1]] for k in range(j)]
@@ -80,6 +101,41 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
     `batch_size` fixes the first dimension of every input and output (default: symbolic "N"): mobile
     execution providers such as NNAPI and CoreML take no node of a graph with dynamic shapes.
     Weights are cast to float32 here; the caller checks overflow first (writer.check_float32).
+
+    Parameters
+    ----------
+    seq : FittedSequence
+    j : int
+        Prefix index, 0..J (prefix 0 is the prior: an empty input and only a bias).
+    input_names : list of str
+        Sanitised input name of each original group.
+    model_name : str
+        Graph name stem.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Inputs: one float32 tensor (N, d_g) per computed group; outputs ``y`` (and ``proba``, ``label``
+        for classifiers).
+
+    Examples
+    --------
+    The graph's output agrees with the fitted sequence's own prediction (up to float32):
+
+    >>> import numpy as np, onnxruntime as ort
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.names import onnx_input_names
+    >>> from edgeseq.export.onnx_graphs import build_prefix_graph
+    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> est = AnytimeRegressor([[0, 1], [2]], [1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+    >>> names = onnx_input_names(est.fitted_sequence_.group_names)
+    >>> model = build_prefix_graph(est.fitted_sequence_, 1, names)
+    >>> [i.name for i in model.graph.input]
+    ['a']
+    >>> sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    >>> out = sess.run(["y"], {"a": X[:5, :2].astype(np.float32)})[0]
+    >>> bool(np.allclose(out[:, 0], est.predict(X[:5], prefix=1), atol=1e-5))
+    True
     """
     seq._check_prefix(j)
     P = seq.n_outputs
@@ -120,7 +176,26 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
 
 
 def read_prefix_weights(model: onnx.ModelProto, input_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(coef (d_j, P) float64 in input order, intercept (P,) float64) from a prefix graph's initializers."""
+    """(coef (d_j, P) float64 in input order, intercept (P,) float64) from a prefix graph's initializers.
+
+    Used to check an export: the weights read back from the graph file must be the ones that were written.
+
+    Raises
+    ------
+    ValueError
+        The graph's inputs are not `input_names`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.onnx_graphs import build_prefix_graph, read_prefix_weights
+    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> seq = AnytimeRegressor([[0, 1], [2]], [1.0, 2.0], group_names=["a", "b"]).fit(X, y).fitted_sequence_
+    >>> coef, b = read_prefix_weights(build_prefix_graph(seq, 2, ["a", "b"]), ["a", "b"])
+    >>> bool(np.allclose(coef, seq.coefs[2], rtol=1e-6)), bool(np.allclose(b, seq.intercepts[2], rtol=1e-6))
+    (True, True)
+    """
     got = [i.name for i in model.graph.input]
     if got != list(input_names):
         raise ValueError(f"graph inputs are {got}, the manifest says {list(input_names)}")

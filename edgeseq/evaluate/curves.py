@@ -74,31 +74,87 @@ class AnytimeCurve:
 
     @property
     def n_steps(self) -> int:
-        """J, the number of groups in the sequence."""
+        """J, the number of groups in the sequence.
+
+        Examples
+        --------
+        >>> from edgeseq.evaluate import AnytimeCurve
+        >>> AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b")).n_steps
+        2
+        """
         return self.costs.shape[0] - 1
 
     @property
     def step_costs(self) -> np.ndarray:
-        """Cost of each group in computation order (length J)."""
+        """Cost of each group in computation order (length J).
+
+        Examples
+        --------
+        >>> from edgeseq.evaluate import AnytimeCurve
+        >>> AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b")).step_costs.tolist()
+        [1.0, 3.0]
+        """
         return np.diff(self.costs)
 
     @property
     def gains(self) -> np.ndarray:
-        """F_j - F_{j-1}: what each group added (length J)."""
+        """F_j - F_{j-1}: what each group added (length J).
+
+        Examples
+        --------
+        A negative gain shows a group that made the prediction worse on this data:
+
+        >>> from edgeseq.evaluate import AnytimeCurve
+        >>> AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.5, 0.25], group_names=("a", "b")).gains.tolist()
+        [0.5, -0.25]
+        """
         return np.diff(self.values)
 
     @property
     def total_cost(self) -> float:
+        """Cumulative cost of the whole sequence, c(S_J).
+
+        Examples
+        --------
+        >>> from edgeseq.evaluate import AnytimeCurve
+        >>> AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b")).total_cost
+        4.0
+        """
         return float(self.costs[-1])
 
     @property
     def final_value(self) -> float:
+        """F_J, the value once every group is computed.
+
+        Examples
+        --------
+        >>> from edgeseq.evaluate import AnytimeCurve
+        >>> AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b")).final_value
+        0.9
+        """
         return float(self.values[-1])
 
 
 # ------------------------------------------------------------------------------------- reading curves
 def prefix_at_budget(curve: AnytimeCurve, budget: float) -> int:
-    """Index of the longest prefix with c(S_j) <= budget (inclusive)."""
+    """Index of the longest prefix with c(S_j) <= budget (inclusive).
+
+    This is the rule every runtime applies, so a curve read at budget B shows what a device would
+    deliver with B to spend.
+
+    Raises
+    ------
+    InputError
+        The budget is not a number, is NaN or is negative.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve
+    >>> from edgeseq.evaluate.curves import prefix_at_budget
+    >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
+    >>> [prefix_at_budget(curve, b) for b in (0.0, 0.99, 1.0, 3.5, 100.0)]
+    [0, 0, 1, 1, 2]
+    """
     try:
         budget = float(budget)
     except (TypeError, ValueError) as exc:
@@ -109,7 +165,16 @@ def prefix_at_budget(curve: AnytimeCurve, budget: float) -> int:
 
 
 def value_at_budget(curve: AnytimeCurve, budget: float) -> float:
-    """F of the prediction available at `budget`: the step function F(B) = F_{prefix_at_budget(B)}."""
+    """F of the prediction available at `budget`: the step function F(B) = F_{prefix_at_budget(B)}.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve
+    >>> from edgeseq.evaluate.curves import value_at_budget
+    >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.1, 0.6, 0.9], group_names=("a", "b"))
+    >>> value_at_budget(curve, 0.5), value_at_budget(curve, 4.0)
+    (0.1, 0.9)
+    """
     return float(curve.values[prefix_at_budget(curve, budget)])
 
 

@@ -25,7 +25,17 @@ _MD_SPECIAL = "\\`*_[]|~"  # what can break a table cell or start emphasis/links
 
 @dataclass
 class ReportFiles:
-    """What `write_report` wrote, and the numbers it computed."""
+    """What `write_report` wrote, and the numbers it computed.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve
+    >>> from edgeseq.evaluate.report import write_report
+    >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
+    >>> files = write_report({"CS-G-OMP": curve}, "rep", plots=False)
+    >>> files.markdown.name, files.json.name, files.plots, files.plots_skipped
+    ('report.md', 'report.json', [], 'not requested')
+    """
 
     markdown: Path
     json: Path
@@ -37,7 +47,17 @@ class ReportFiles:
 
 
 def md_escape(text) -> str:
-    """Make any string (e.g. a hostile group name) inert inside a Markdown table cell."""
+    """Make any string (e.g. a hostile group name) inert inside a Markdown table cell.
+
+    Group names and labels come from users; without escaping, a ``|`` would split a table cell and
+    ``*`` or ``<`` would turn into formatting or HTML.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate.report import md_escape
+    >>> print(md_escape("a|b *c* <br>"))
+    a\\|b \\*c\\* &lt;br&gt;
+    """
     s = html.escape(str(text), quote=False)
     s = " ".join(s.splitlines()) if s else s
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
@@ -61,7 +81,33 @@ def _fmt(x, digits: int = 4) -> str:
 
 
 def summarize(curves: dict[str, AnytimeCurve], reference: AnytimeCurve, alpha: float | None = None):
-    """(α, c_α, rows): the plateau-rule α unless given, and per curve its step/trapezoid α-timeliness."""
+    """(α, c_α, rows): the plateau-rule α unless given, and per curve its step/trapezoid α-timeliness.
+
+    Parameters
+    ----------
+    curves : dict of str to AnytimeCurve
+        The curves to score.
+    reference : AnytimeCurve
+        The curve whose α-stopping cost every curve's timeliness uses.
+    alpha : float, optional
+        Fraction of the reference's final value that defines the stopping cost.
+
+    Returns
+    -------
+    alpha : float
+    c_alpha : float
+    rows : list of dict
+        One row per curve: label, metric, step and trapezoid timeliness, final value, total cost.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve
+    >>> from edgeseq.evaluate.report import summarize
+    >>> ref = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
+    >>> alpha, c_alpha, rows = summarize({"omp": ref}, ref, alpha=1.0)
+    >>> alpha, c_alpha, round(rows[0]["timeliness_step"], 3)  # (0 * 1 + 0.6 * 3) / 4
+    (1.0, 4.0, 0.45)
+    """
     a = plateau_alpha(reference) if alpha is None else float(alpha)
     c_alpha = alpha_stopping_cost(reference, a)
     rows = []
@@ -199,6 +245,36 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     `descriptions` maps a curve name to a one-line explanation of the method; `main` names the
     curves drawn on top (the methods the report is about); `bounds` names curves that are not
     trainable models (oracles), which the conclusion line never ranks as the winner.
+
+    Parameters
+    ----------
+    curves : dict of str to AnytimeCurve
+        Method name -> curve.
+    out_dir : path
+        Created if missing.
+    reference : AnytimeCurve or str, optional
+        The reference curve (or its key in `curves`).
+
+    Returns
+    -------
+    ReportFiles
+
+    Raises
+    ------
+    InputError
+        No curves, a value that is not a curve, or an output path that cannot be written.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate import AnytimeCurve
+    >>> from edgeseq.evaluate.report import write_report
+    >>> a = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
+    >>> b = AnytimeCurve(costs=[0.0, 3.0, 4.0], values=[0.0, 0.3, 0.9], group_names=("b", "a"))
+    >>> files = write_report({"fast first": a, "slow first": b}, "rep", reference="fast first", plots=False)
+    >>> [r["curve"] for r in files.summary]
+    ['fast first', 'slow first']
+    >>> "| fast first |" in files.markdown.read_text()
+    True
     """
     if not curves:
         raise InputError("write_report needs at least one curve")

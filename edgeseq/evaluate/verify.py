@@ -26,6 +26,17 @@ N_SAMPLES = 256
 
 @dataclass
 class PrefixCheck:
+    """How one prefix of an export fared: worst runtime-vs-numpy differences and their ratio to the float32 bound.
+
+    A ratio is the worst difference divided by that row's bound, so any ratio above 1 is a real
+    disagreement whatever the magnitude of the features.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate.verify import PrefixCheck
+    >>> PrefixCheck(prefix=1, group="a", cum_cost=1.0, onnx_diff=2e-7, onnx_ratio=0.1).ok
+    True
+    """
     prefix: int
     group: str | None          # the group this prefix adds (None for prefix 0)
     cum_cost: float
@@ -37,12 +48,31 @@ class PrefixCheck:
 
     @property
     def ok(self) -> bool:
+        """Every runtime within the bound (ratio <= 1) and no clear-margin label disagreement.
+
+        Examples
+        --------
+        >>> from edgeseq.evaluate.verify import PrefixCheck
+        >>> PrefixCheck(1, "a", 1.0, onnx_diff=2e-7, onnx_ratio=0.1, c_diff=1e-3, c_ratio=40.0).ok
+        False
+        >>> PrefixCheck(1, "a", 1.0, onnx_diff=0.0, onnx_ratio=0.0, label_mismatches=1).ok
+        False
+        """
         ratios = [self.onnx_ratio] + ([] if self.c_ratio is None else [self.c_ratio])
         return all(r <= 1.0 for r in ratios) and self.label_mismatches == 0
 
 
 @dataclass
 class VerifyReport:
+    """The checks of every prefix, what rows they ran on, and why the C column is missing if it is.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate.verify import PrefixCheck, VerifyReport
+    >>> rep = VerifyReport(n_rows=2, source="demo", checks=[PrefixCheck(0, None, 0.0, 0.0, 0.0)])
+    >>> rep.ok, rep.c_note
+    (True, None)
+    """
     n_rows: int
     source: str
     checks: list[PrefixCheck] = field(default_factory=list)
@@ -50,11 +80,32 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """Whether every prefix passed.
+
+        Examples
+        --------
+        >>> from edgeseq.evaluate.verify import PrefixCheck, VerifyReport
+        >>> good, bad = PrefixCheck(0, None, 0.0, 0.0, 0.0), PrefixCheck(1, "a", 1.0, 1.0, 5.0)
+        >>> VerifyReport(2, "demo", [good]).ok, VerifyReport(2, "demo", [good, bad]).ok
+        (True, False)
+        """
         return all(c.ok for c in self.checks)
 
 
 def manifest_sample_rows(manifest: dict, n: int = N_SAMPLES, seed: int = 0) -> np.ndarray:
-    """Rows from the export's stored training statistics, with x1e3 and x1e-3 magnitudes mixed in."""
+    """Rows from the export's stored training statistics, with x1e3 and x1e-3 magnitudes mixed in.
+
+    `edgeseq verify` needs inputs even when the user has no data at hand; rows around the training
+    means, with some scaled far up and down, exercise both typical and badly-conditioned accumulations.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate.verify import manifest_sample_rows
+    >>> m = {"n_features_in": 3, "feature_mean": [0.0, 10.0, -5.0], "feature_std": [1.0, 2.0, 0.5]}
+    >>> X = manifest_sample_rows(m, n=8)
+    >>> X.shape, bool((manifest_sample_rows(m, n=8) == X).all())  # deterministic for a given seed
+    ((8, 3), True)
+    """
     return sample_rows(manifest["n_features_in"], n, mean=manifest.get("feature_mean"),
                        std=manifest.get("feature_std"), seed=seed, extreme_scale=1e3)
 
@@ -85,7 +136,19 @@ def _label_mismatches(labels: np.ndarray, ref: np.ndarray, bound: np.ndarray) ->
 
 
 def c_predictions(out_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, compiler=None):
-    """(C run, None) or (None, note) when no compiler is found and C is not required."""
+    """(C run, None) or (None, note) when no compiler is found and C is not required.
+
+    Examples
+    --------
+    With a compiler that does not exist and C not required, the C column is skipped with a note:
+
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify import c_predictions
+    >>> run, note = c_predictions("unused", {"groups": []}, np.zeros((1, 1)), require_c=False,
+    ...                           compiler="no-such-cc")
+    >>> run is None, note.startswith("C column skipped")
+    (True, True)
+    """
     from edgeseq.export.c_harness import find_c_compiler, run_c
 
     try:
@@ -100,7 +163,45 @@ def c_predictions(out_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, 
 
 def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
                   require_c: bool = False, compiler=None) -> VerifyReport:
-    """Check out/ (AnytimeSession verifies schema, checksums and files) and compare the runtimes."""
+    """Check out/ (AnytimeSession verifies schema, checksums and files) and compare the runtimes.
+
+    Parameters
+    ----------
+    out_dir : path
+        An export directory.
+    X : array of shape (n, n_features_in), optional
+        Rows to compare on; default `manifest_sample_rows`.
+    source : str
+        Where `X` came from, for the report.
+    use_c, require_c : bool
+        Compare the compiled C runtime too; fail (`CCompilerError`) rather than skip without a compiler.
+    compiler : str, optional
+        C compiler to use.
+
+    Returns
+    -------
+    VerifyReport
+
+    Raises
+    ------
+    IntegrityError
+        The export directory fails its checks.
+    InputError
+        `X` has the wrong width or non-finite values.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.evaluate.verify import verify_export
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(AnytimeRegressor([[0, 1], [2]], [1.0, 2.0]).fit(X, y).fitted_sequence_, out)
+    >>> rep = verify_export(out, use_c=False)
+    >>> rep.ok, [c.prefix for c in rep.checks], rep.c_note
+    (True, [0, 1, 2], 'C column skipped (--no-c)')
+    """
     from edgeseq.export.manifest import sequence_from_export
 
     sess = AnytimeSession(out_dir)
@@ -138,7 +239,16 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
 
 
 def format_report(rep: VerifyReport) -> list[str]:
-    """The per-prefix table `edgeseq verify` prints."""
+    """The per-prefix table `edgeseq verify` prints.
+
+    Examples
+    --------
+    >>> from edgeseq.evaluate.verify import PrefixCheck, VerifyReport, format_report
+    >>> rep = VerifyReport(2, "demo", [PrefixCheck(0, None, 0.0, 0.0, 0.0), PrefixCheck(1, "a", 1.0, 1e-3, 5.0)])
+    >>> lines = format_report(rep)
+    >>> lines[-1]
+    'MISMATCH at prefix(es) [1]: a runtime differs from numpy beyond the float32 bound'
+    """
     lines = [f"compared numpy (float64 reference) vs onnxruntime vs C on {rep.n_rows} rows ({rep.source})"]
     if rep.c_note:
         lines.append(rep.c_note)

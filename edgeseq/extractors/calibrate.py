@@ -43,14 +43,40 @@ _VERSIONED = ("numpy", "scipy", "scikit-learn", "scikit-image", "edgeseq")
 
 @dataclass(frozen=True)
 class Extractor:
-    """One feature group: a name and a callable mapping one item to a fixed-length 1-D float array."""
+    """One feature group: a name and a callable mapping one item to a fixed-length 1-D float array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.extractors.calibrate import Extractor
+    >>> mean = Extractor("mean", lambda img: [float(np.mean(img))])
+    >>> mean.name, mean.fn(np.array([[1.0, 3.0]]))
+    ('mean', [2.0])
+    """
 
     name: str
     fn: Callable[[object], np.ndarray]
 
 
 def as_bank(obj) -> tuple[Extractor, ...]:
-    """Normalise any accepted bank form to a tuple of :class:`Extractor` (see the module docstring)."""
+    """Normalise any accepted bank form to a tuple of :class:`Extractor` (see the module docstring).
+
+    Raises
+    ------
+    InputError, GroupSpecError
+        An unusable form, an empty bank, a non-callable entry, or bad or repeated names.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.extractors.calibrate import as_bank
+    >>> [e.name for e in as_bank({"mean": np.mean, "max": np.max})]
+    ['mean', 'max']
+    >>> as_bank([("a", np.mean), ("a", np.max)])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.GroupSpecError: extractor names must be unique; repeated: ['a']
+    """
     if callable(obj) and not isinstance(obj, (Mapping, Sequence)):
         try:
             obj = obj()
@@ -104,7 +130,25 @@ def _apply(e: Extractor, item, index: int):
 
 
 def group_block(e: Extractor, items: Sequence) -> np.ndarray:
-    """One group's features of every item, (n_items, dim); refuses a width that varies between items."""
+    """One group's features of every item, (n_items, dim); refuses a width that varies between items.
+
+    Raises
+    ------
+    InputError
+        The extractor raised, returned non-finite values, or widths that differ between items.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.extractors.calibrate import Extractor, group_block
+    >>> stats = Extractor("stats", lambda v: [min(v), max(v)])
+    >>> group_block(stats, [[1, 5], [2, 3, 9]]).tolist()
+    [[1.0, 5.0], [2.0, 9.0]]
+    >>> group_block(Extractor("head", lambda v: v[:2]), [[1, 5], [2]])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: extractor 'head' returned different lengths [1, 2] for different items (2 for item 0, 1 for item 1); a group's dimension must be fixed
+    """
     rows = [_apply(e, it, i) for i, it in enumerate(items)]
     dims = {r.size for r in rows}
     if len(dims) != 1:
@@ -116,7 +160,16 @@ def group_block(e: Extractor, items: Sequence) -> np.ndarray:
 
 
 def column_names(doc_or_columns, names: Sequence[str] | None = None) -> list[str]:
-    """Header names ``<group>_<k>`` for the feature columns, in column order (unique: k is an integer)."""
+    """Header names ``<group>_<k>`` for the feature columns, in column order (unique: k is an integer).
+
+    Examples
+    --------
+    >>> from edgeseq.extractors.calibrate import column_names
+    >>> column_names([[0, 1], [2]], ["hist", "edges"])
+    ['hist_0', 'hist_1', 'edges_0']
+    >>> column_names({"groups": [{"name": "a", "columns": [0]}, {"name": "b", "columns": [1, 2]}]})
+    ['a_0', 'b_0', 'b_1']
+    """
     if isinstance(doc_or_columns, Mapping):
         groups = doc_or_columns["groups"]
         names, doc_or_columns = [g["name"] for g in groups], [g["columns"] for g in groups]
@@ -131,6 +184,20 @@ def extract(bank, items: Iterable, progress: Callable[[str], None] | None = None
     """Apply every extractor to every item: returns ``(X, columns)``, X of shape (n_items, D).
 
     ``columns[k]`` lists the column indices of group k (contiguous, in bank order).
+
+    Raises
+    ------
+    InputError
+        No items, or an extractor failed (see `group_block`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.extractors.calibrate import extract
+    >>> X, columns = extract({"mean": lambda v: [np.mean(v)], "ends": lambda v: [v[0], v[-1]]},
+    ...                      [np.array([1.0, 2.0, 3.0]), np.array([4.0, 4.0, 7.0])])
+    >>> X.tolist(), columns
+    ([[2.0, 1.0, 3.0], [5.0, 4.0, 7.0]], [[0], [1, 2]])
     """
     bank = as_bank(bank)
     items = list(items)
@@ -149,7 +216,22 @@ def extract(bank, items: Iterable, progress: Callable[[str], None] | None = None
 
 @contextmanager
 def single_threaded():
-    """Limit BLAS/OpenMP pools to one thread (threadpoolctl) and set the usual env vars meanwhile."""
+    """Limit BLAS/OpenMP pools to one thread (threadpoolctl) and set the usual env vars meanwhile.
+
+    Costs measured with several threads would not be the costs of a single-core device, and would
+    depend on the machine's load; timing under this context keeps them comparable.
+
+    Examples
+    --------
+    >>> import os
+    >>> from edgeseq.extractors.calibrate import single_threaded
+    >>> before = os.environ.get("OMP_NUM_THREADS")
+    >>> with single_threaded():
+    ...     print(os.environ["OMP_NUM_THREADS"])
+    1
+    >>> os.environ.get("OMP_NUM_THREADS") == before  # restored afterwards
+    True
+    """
     from threadpoolctl import threadpool_limits
 
     saved = {k: os.environ.get(k) for k in _THREAD_VARS}
@@ -171,7 +253,23 @@ def _check_passes(repeats: int, warmup: int) -> None:
 
 
 def time_per_item(fn: Callable, items: Sequence, repeats: int = 5, warmup: int = 1) -> float:
-    """Median over `repeats` of (wall time of one pass over `items`) / len(items), in seconds."""
+    """Median over `repeats` of (wall time of one pass over `items`) / len(items), in seconds.
+
+    The median makes one slow pass (a page fault, another process) change nothing.
+
+    Raises
+    ------
+    InputError
+        ``repeats < 1`` or ``warmup < 0``.
+
+    Examples
+    --------
+    >>> import time
+    >>> from edgeseq.extractors.calibrate import time_per_item
+    >>> t = time_per_item(lambda item: time.sleep(0.001), [1, 2], repeats=3, warmup=0)
+    >>> 0.001 <= t < 1.0  # seconds per item: at least the sleep
+    True
+    """
     _check_passes(repeats, warmup)
     for _ in range(warmup):
         for it in items:
@@ -196,7 +294,15 @@ def _cpu_name() -> str:
 
 
 def machine_info() -> dict:
-    """Where and with what the costs were measured (shown wherever costs are shown)."""
+    """Where and with what the costs were measured (shown wherever costs are shown).
+
+    Examples
+    --------
+    >>> from edgeseq.extractors.calibrate import machine_info
+    >>> info = machine_info()
+    >>> sorted(info), info["threads"], "numpy" in info["versions"]
+    (['cpu', 'date', 'machine', 'python', 'threads', 'versions'], 1, True)
+    """
     versions = {}
     for dist in _VERSIONED:
         try:
@@ -219,6 +325,24 @@ def calibrate_bank(bank, samples: Sequence, repeats: int = 5, warmup: int = 1,
 
     Costs are in microseconds per item. The feature layout (`columns`) is the one :func:`extract`
     produces for the same bank.
+
+    Raises
+    ------
+    InputError
+        No samples, bad repeats/warmup, or an extractor that fails or varies in width.
+
+    Examples
+    --------
+    A dearer extractor gets a larger cost; the layout is `extract`'s:
+
+    >>> import numpy as np
+    >>> from edgeseq.extractors.calibrate import calibrate_bank
+    >>> bank = {"cheap": lambda v: [v[0]], "dear": lambda v: np.sort(np.tile(v, 300))[:2]}
+    >>> doc = calibrate_bank(bank, [np.arange(50.0)] * 5, repeats=3)
+    >>> [(g["name"], g["columns"]) for g in doc["groups"]], doc["cost_unit"]
+    ([('cheap', [0]), ('dear', [1, 2])], 'microseconds per item')
+    >>> doc["groups"][1]["cost"] > doc["groups"][0]["cost"]
+    True
     """
     bank = as_bank(bank)
     samples = list(samples)
@@ -248,7 +372,16 @@ def calibrate_bank(bank, samples: Sequence, repeats: int = 5, warmup: int = 1,
 
 
 def write_groups_json(doc: dict, path) -> Path:
-    """Write a calibration document as pretty JSON (creating parent directories)."""
+    """Write a calibration document as pretty JSON (creating parent directories).
+
+    Examples
+    --------
+    >>> from edgeseq.extractors.calibrate import read_calibration, write_groups_json
+    >>> doc = {"groups": [{"name": "a", "columns": [0], "cost": 1.5, "dim": 1}], "cost_unit": "us"}
+    >>> path = write_groups_json(doc, "cal/GROUPS.json")
+    >>> read_calibration(path) == doc
+    True
+    """
     path = Path(path)
     parts = []
     for key, value in doc.items():
@@ -272,6 +405,26 @@ def read_calibration(path, bank=None, sample=None) -> dict:
     costs: recalibrate instead. Given `bank`, the group names and order must match; given `sample`
     too (one input item), every group's stored width ('columns', and 'dim' when present) must equal
     what the bank extracts from it now, laid out group after group — a changed dimension is caught.
+
+    Raises
+    ------
+    ModelFormatError
+        Unreadable or malformed file, or one that does not match `bank` / `sample`.
+
+    Examples
+    --------
+    A stored file whose widths no longer match the bank is refused:
+
+    >>> import numpy as np
+    >>> from edgeseq.extractors.calibrate import read_calibration, write_groups_json
+    >>> doc = {"groups": [{"name": "ends", "columns": [0, 1], "cost": 2.0}]}
+    >>> path = write_groups_json(doc, "GROUPS.json")
+    >>> read_calibration(path, bank={"ends": lambda v: [v[0], v[-1]]}, sample=[1, 2, 3])["groups"][0]["cost"]
+    2.0
+    >>> read_calibration(path, bank={"ends": lambda v: [v[0]]}, sample=[1, 2, 3])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: GROUPS.json: group 'ends' is stored as 2 columns 0..1, but the bank now extracts 1 features at columns 0..0; a dimension changed: recalibrate (e.g. --recalibrate)
     """
     path = Path(path)
     try:

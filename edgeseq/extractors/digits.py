@@ -197,12 +197,31 @@ _BANK = (
 
 
 def bank() -> tuple[Extractor, ...]:
-    """The digits bank: one extractor per group, each mapping an (8, 8) float image to 1-D features."""
+    """The digits bank: one extractor per group, each mapping an (8, 8) float image to 1-D features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.extractors import digits
+    >>> b = digits.bank()
+    >>> len(b), b[0].name, b[0].fn(np.zeros((8, 8))).shape
+    (17, 'ink', (4,))
+    """
     return tuple(Extractor(name, fn) for name, fn in _BANK)
 
 
 def load_images(n: int | None = None, seed: int = 0):
-    """scikit-learn's digits as (images (n, 8, 8) float64, labels); a seeded subsample if `n` given."""
+    """scikit-learn's digits as (images (n, 8, 8) float64, labels); a seeded subsample if `n` given.
+
+    Examples
+    --------
+    >>> from edgeseq.extractors.digits import load_images
+    >>> images, y = load_images(n=5, seed=1)
+    >>> images.shape, y.dtype.name
+    ((5, 8, 8), 'int64')
+    >>> bool((load_images(n=5, seed=1)[1] == y).all())  # the subsample is reproducible
+    True
+    """
     from sklearn.datasets import load_digits
 
     d = load_digits()
@@ -214,15 +233,45 @@ def load_images(n: int | None = None, seed: int = 0):
 
 
 def features(images) -> tuple[np.ndarray, list[list[int]]]:
-    """The digits bank applied to every image: (X (n, D), group columns)."""
+    """The digits bank applied to every image: (X (n, D), group columns).
+
+    Examples
+    --------
+    >>> from edgeseq.extractors.digits import features, load_images
+    >>> X, columns = features(load_images(n=3)[0])
+    >>> X.shape[0], len(columns), X.shape[1] == sum(len(c) for c in columns)
+    (3, 17, True)
+    """
     return extract(bank(), images)
 
 
 def stored_costs_path() -> Path:
+    """Where the measured costs of the digits bank ship inside the package.
+
+    Examples
+    --------
+    >>> from edgeseq.extractors.digits import stored_costs_path
+    >>> p = stored_costs_path()
+    >>> p.name, p.is_file()
+    ('digits_costs.json', True)
+    """
     return Path(str(resources.files("edgeseq.extractors").joinpath("data", STORED_COSTS)))
 
 
 def stored_costs(path=None) -> dict:
-    """The shipped (or given) calibration of this bank, checked against the bank's current groups and widths."""
+    """The shipped (or given) calibration of this bank, checked against the bank's current groups and widths.
+
+    Raises
+    ------
+    ModelFormatError
+        The file does not match the bank (a group was renamed, added or changed width).
+
+    Examples
+    --------
+    >>> from edgeseq.extractors.digits import bank, stored_costs
+    >>> doc = stored_costs()
+    >>> [g["name"] for g in doc["groups"]] == [e.name for e in bank()], doc["cost_unit"]
+    (True, 'microseconds per item')
+    """
     # an all-zero image as the sample: the widths do not depend on the content, and it is always valid
     return read_calibration(path or stored_costs_path(), bank=bank(), sample=np.zeros((8, 8)))

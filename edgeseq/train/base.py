@@ -31,14 +31,36 @@ def _wrap_validation(call):
 
 
 def step_reporter(progress, spec: GroupSpec):
-    """Adapt a text progress callback to the selections' (step, n_steps, group, ...) calls."""
+    """Adapt a text progress callback to the selections' (step, n_steps, group, ...) calls.
+
+    Examples
+    --------
+    >>> from edgeseq.train.base import step_reporter
+    >>> from edgeseq.train.groups import check_groups
+    >>> report = step_reporter(print, check_groups([[0], [1]], [1.0, 2.0], ["a", "b"], n_features=2))
+    >>> report(1, 2, 1)
+    selection step 1/2: b
+    >>> step_reporter(None, None) is None  # no callback, no per-step work
+    True
+    """
     if progress is None:
         return None
     return lambda step, n_steps, g, *_: progress(f"selection step {step}/{n_steps}: {spec.names[g]}")
 
 
 class AnytimeBase(BaseEstimator):
-    """Shared machinery of AnytimeRegressor and AnytimeClassifier."""
+    """Shared machinery of AnytimeRegressor and AnytimeClassifier.
+
+    It holds parameter checking, input validation, the budget-to-prefix rule and the scikit-learn
+    style learned attributes, so the two estimators cannot drift apart on any of them.
+
+    Examples
+    --------
+    >>> from edgeseq import AnytimeClassifier, AnytimeRegressor
+    >>> from edgeseq.train.base import AnytimeBase
+    >>> issubclass(AnytimeRegressor, AnytimeBase) and issubclass(AnytimeClassifier, AnytimeBase)
+    True
+    """
 
     def _check_params(self) -> None:
         if self.method not in METHODS:

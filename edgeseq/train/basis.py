@@ -20,7 +20,22 @@ CONST_RTOL = 1e-12  # a column whose spread is below this fraction of its own me
 
 @dataclass
 class WorkingProblem:
-    """Everything the selection needs, in the working basis (sizes: d used raw columns, k working dims)."""
+    """Everything the selection needs, in the working basis (sizes: d used raw columns, k working dims).
+
+    Built by `build_working_problem`; the selection and the refits read only this, and folding maps
+    the learnt working-basis weights back to raw columns with `transforms`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> prob = build_working_problem(sufficient_statistics(X, y), [2, 1], whiten=True)
+    >>> prob.n_groups, prob.K.shape, prob.q.shape
+    (2, (3, 3), (3, 1))
+    """
 
     K: np.ndarray  # (k, k)   Zᵀ Z / n
     q: np.ndarray  # (k, P)   Zᵀ ỹ / n with ỹ centred and scaled per output
@@ -36,9 +51,32 @@ class WorkingProblem:
 
     @property
     def n_groups(self) -> int:
+        """Number of groups (usable or not).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 4))
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1, 2], whiten=True).n_groups
+        3
+        """
         return len(self.slices)
 
     def usable(self, g: int) -> bool:
+        """Whether group `g` kept at least one working dimension (an all-constant group did not).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2)); X[:, 1] = 7.0  # column 1 is constant
+        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
+        >>> prob.usable(0), prob.usable(1)
+        (True, False)
+        """
         return self.slices[g].stop > self.slices[g].start
 
 
@@ -80,6 +118,35 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> 
     """Whiten (or standardise) each group and express K, q in that basis.
 
     `stats` must hold the used columns group after group, in group-index order, with `group_sizes`.
+
+    Parameters
+    ----------
+    stats : SufficientStats
+        Centred sums of the used columns and the target.
+    group_sizes : sequence of int
+        Number of raw columns of each group, in order.
+    whiten : bool
+        Whiten each group (True) or only standardise its columns (False).
+
+    Returns
+    -------
+    WorkingProblem
+
+    Examples
+    --------
+    Whitening makes each group's diagonal block of K the identity, and drops the collinear direction
+    of a duplicated column:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 3)); X[:, 1] = 2 * X[:, 0]  # column 1 duplicates column 0
+    >>> prob = build_working_problem(sufficient_statistics(X, X.sum(axis=1)), [2, 1], whiten=True)
+    >>> prob.slices
+    [slice(0, 1, None), slice(1, 2, None)]
+    >>> np.allclose(prob.K[0:1, 0:1], np.eye(1))
+    True
     """
     cov = stats.cov_xx
     y_var = stats.var_y

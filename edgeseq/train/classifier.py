@@ -87,6 +87,31 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         """Materialise the working design once, then select and refit greedily (glm_select).
 
         `progress`: optional callable receiving one line of text per stage and selection step.
+
+        Parameters
+        ----------
+        X : array (n, D)
+        y : array (n,)
+            Class labels (at least two distinct).
+        progress : callable, optional
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InputError
+            Fewer than two samples or classes, non-finite used columns, bad parameters.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = np.where(X[:, 1] > 0, "yes", "no")
+        >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
+        >>> clf.classes_.tolist(), clf.sequence_.tolist(), float(clf.train_accuracy_[-1])
+        (['no', 'yes'], [1, 0], 1.0)
         """
         self._check_params()
         X, y = _wrap_validation(lambda: validate_data(
@@ -142,22 +167,77 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X, budget=None, prefix=None):
-        """Logits of the chosen prefix: (n,) for binary problems (logit of classes_[1]), else (n, n_classes)."""
+        """Logits of the chosen prefix: (n,) for binary problems (logit of classes_[1]), else (n, n_classes).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
+        >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
+        >>> clf.decision_function(X[:4]).shape
+        (4,)
+        >>> bool(((clf.decision_function(X) > 0) == (clf.predict(X) == 1)).all())
+        True
+        """
         seq, z = self._linear(X, budget, prefix)
         return z[:, 0] if seq.link == "sigmoid" else z
 
     def predict_proba(self, X, budget=None, prefix=None):
-        """Class probabilities (n, n_classes) of the longest prefix within `budget`, or of `prefix`."""
+        """Class probabilities (n, n_classes) of the longest prefix within `budget`, or of `prefix`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
+        >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
+        >>> p = clf.predict_proba(X[:3])
+        >>> p.shape, bool(np.allclose(p.sum(axis=1), 1.0))
+        ((3, 2), True)
+        >>> prior = clf.predict_proba(X[:3], prefix=0)  # no group computed: the class frequencies
+        >>> bool(np.allclose(prior, [1 - y.mean(), y.mean()]))
+        True
+        """
         seq, z = self._linear(X, budget, prefix)
         return seq.apply_link(z)
 
     def predict(self, X, budget=None, prefix=None):
-        """The most probable class (ties: the first class in ``classes_``)."""
+        """The most probable class (ties: the first class in ``classes_``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = np.where(X[:, 1] > 0, "yes", "no")
+        >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
+        >>> clf.predict(np.array([[0.0, 2.0], [0.0, -2.0]])).tolist()
+        ['yes', 'no']
+        """
         proba = self.predict_proba(X, budget, prefix)  # first: raises NotFittedError before classes_ is read
         return self.classes_[np.argmax(proba, axis=1)]
 
     def score(self, X, y, sample_weight=None):
-        """Accuracy of the full model; labels never seen in training are an error, not a silent miss."""
+        """Accuracy of the full model; labels never seen in training are an error, not a silent miss.
+
+        Raises
+        ------
+        InputError
+            `y` holds a label the model never saw.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
+        >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
+        >>> clf.score(X, y)
+        1.0
+        >>> clf.score(X[:2], [0, 7])
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.InputError: y contains label(s) [7] not seen in training; the model knows [0, 1]
+        """
         self._check_fitted()
         known = set(self.classes_.tolist())
         unseen = sorted({v for v in np.asarray(y).ravel().tolist() if v not in known}, key=str)
@@ -167,18 +247,50 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         return super().score(X, y, sample_weight=sample_weight)
 
     def staged_predict_proba(self, X):
-        """Yield the class probabilities of prefix 0, 1, ..., J."""
+        """Yield the class probabilities of prefix 0, 1, ..., J.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
+        >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
+        >>> [p.shape for p in clf.staged_predict_proba(X[:5])]
+        [(5, 2), (5, 2), (5, 2)]
+        """
         for seq, z in self._staged_linear(X):
             yield seq.apply_link(z)
 
     def staged_predict(self, X):
-        """Yield the predicted classes of prefix 0, 1, ..., J (what the device holds after each group)."""
+        """Yield the predicted classes of prefix 0, 1, ..., J (what the device holds after each group).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
+        >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
+        >>> [float(np.mean(p == y)) for p in clf.staged_predict(X)][1:]  # accuracy once each group is in
+        [1.0, 1.0]
+        """
         for proba in self.staged_predict_proba(X):
             yield self.classes_[np.argmax(proba, axis=1)]
 
 
 def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: SufficientStats, n_features: int,
              link: str, classes: np.ndarray, provenance: dict) -> FittedSequence:
-    """GLMs: the working intercepts are the fitted ones and there is no target scaling."""
+    """GLMs: the working intercepts are the fitted ones and there is no target scaling.
+
+    Examples
+    --------
+    `AnytimeClassifier.fit` calls it; the folded sequence predicts like the working-basis refit:
+
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeClassifier
+    >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
+    >>> seq = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y).fitted_sequence_
+    >>> seq.link, seq.classes.tolist(), seq.coefs[1].shape
+    ('sigmoid', [0, 1], (1, 1))
+    """
     return fold_sequence(prob, result, spec, stats, n_features, intercepts=result.intercepts, task="classification",
                          link=link, output_names=[str(c) for c in classes], classes=classes, provenance=provenance)

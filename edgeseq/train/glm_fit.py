@@ -33,19 +33,56 @@ BOUND_SCALE = {"sigmoid": 0.25, "softmax": 0.5}  # Böhning: Hessian of φ ≤ s
 
 
 def mean_function(f: np.ndarray, link: str) -> np.ndarray:
-    """∇φ(f): probabilities of class 1 (sigmoid, (n, 1)) or of every class (softmax, (n, P))."""
+    """∇φ(f): probabilities of class 1 (sigmoid, (n, 1)) or of every class (softmax, (n, P)).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import mean_function
+    >>> mean_function(np.array([[0.0], [np.log(3.0)]]), "sigmoid").ravel().round(3).tolist()
+    [0.5, 0.75]
+    >>> mean_function(np.zeros((1, 4)), "softmax").tolist()
+    [[0.25, 0.25, 0.25, 0.25]]
+    """
     return sigmoid(f) if link == "sigmoid" else softmax(f)
 
 
 def data_loss(f: np.ndarray, Y: np.ndarray, link: str) -> float:
-    """Mean negative log-likelihood (1/n) Σ φ(f_i) − y_iᵀ f_i, computed without overflow."""
+    """Mean negative log-likelihood (1/n) Σ φ(f_i) − y_iᵀ f_i, computed without overflow.
+
+    Examples
+    --------
+    It is scikit-learn's log-loss, and stays finite for huge logits:
+
+    >>> import numpy as np
+    >>> from sklearn.metrics import log_loss
+    >>> from edgeseq.train.glm_fit import data_loss, mean_function
+    >>> f = np.array([[2.0], [-1.0], [0.5]]); Y = np.array([[1.0], [0.0], [0.0]])
+    >>> p1 = mean_function(f, "sigmoid")[:, 0]
+    >>> bool(np.isclose(data_loss(f, Y, "sigmoid"), log_loss(Y[:, 0], p1)))
+    True
+    >>> data_loss(np.array([[800.0]]), np.array([[0.0]]), "sigmoid")
+    800.0
+    """
     if link == "sigmoid":
         return float(np.mean(np.logaddexp(0.0, f[:, 0]) - Y[:, 0] * f[:, 0]))
     return float(np.mean(logsumexp(f, axis=1) - np.sum(Y * f, axis=1)))
 
 
 def prior_intercept(Y: np.ndarray, link: str) -> np.ndarray:
-    """Intercept-only optimum: the log prior (binary: log-odds; multinomial: centred log frequencies)."""
+    """Intercept-only optimum: the log prior (binary: log-odds; multinomial: centred log frequencies).
+
+    Examples
+    --------
+    With one positive in four rows the intercept-only model predicts 1/4:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import mean_function, prior_intercept
+    >>> Y = np.array([[1.0], [0.0], [0.0], [0.0]])
+    >>> b = prior_intercept(Y, "sigmoid")
+    >>> float(mean_function(b[None, :], "sigmoid")[0, 0])
+    0.25
+    """
     freq = Y.mean(axis=0)
     if link == "sigmoid":
         return np.log(freq) - np.log1p(-freq)
@@ -55,6 +92,17 @@ def prior_intercept(Y: np.ndarray, link: str) -> np.ndarray:
 
 @dataclass
 class Refit:
+    """The solution of one GLM refit and how it was reached (the convergence flag is what the caller warns on).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import refit
+    >>> Y = np.array([[1.0], [0.0], [1.0], [1.0]])
+    >>> fit = refit(np.zeros((4, 0)), Y, np.zeros((0, 0)), np.zeros((0, 1)), np.zeros(1), "sigmoid", l2=0.0)
+    >>> fit.converged, fit.n_evals, round(float(fit.b[0]), 4)  # intercept only: closed form log(3)
+    (True, 0, 1.0986)
+    """
     W: np.ndarray  # (m, P) working-space weights of the selected columns
     b: np.ndarray  # (P,)
     f: np.ndarray  # (n, P) linear predictor on the training rows
@@ -66,7 +114,24 @@ class Refit:
 
 def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarray, link: str,
                        l2: float) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """r(W, b), ∂r/∂W, ∂r/∂b and the linear predictor f; the two products run in Zs's dtype."""
+    """r(W, b), ∂r/∂W, ∂r/∂b and the linear predictor f; the two products run in Zs's dtype.
+
+    Examples
+    --------
+    The gradient matches central finite differences of the objective:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import objective_gradient
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.normal(size=(30, 2)); Y = (rng.random((30, 1)) < 0.5).astype(float)
+    >>> W, b = np.array([[0.3], [-0.2]]), np.array([0.1])
+    >>> r, gW, gb, f = objective_gradient(Z, Y, W, b, "sigmoid", 0.1)
+    >>> e = np.array([[1e-6], [0.0]])
+    >>> fd = (objective_gradient(Z, Y, W + e, b, "sigmoid", 0.1)[0]
+    ...       - objective_gradient(Z, Y, W - e, b, "sigmoid", 0.1)[0]) / 2e-6
+    >>> bool(np.isclose(fd, gW[0, 0], atol=1e-7))
+    True
+    """
     n = Zs.shape[0]
     if W.size:
         f = (Zs @ W.astype(Zs.dtype, copy=False)).astype(np.float64, copy=False) + b
@@ -127,6 +192,38 @@ def refit(Zs: np.ndarray, Y: np.ndarray, K_S: np.ndarray, W0: np.ndarray, b0: np
     `Zs_fast`, a float32 copy of Zs, runs the bulk of the iterations at half the memory traffic (the
     products are memory-bound); the float64 problem then continues from there, so the tolerance
     always holds for the float64 objective (usually at the cost of one extra pass).
+
+    Parameters
+    ----------
+    Zs : array (n, m)
+        Selected working columns.
+    Y : array (n, 1) or (n, P)
+        0/1 target of class 1 (sigmoid) or one-hot classes (softmax).
+    K_S : array (m, m)
+        ``Zs.T @ Zs / n``, for the preconditioner.
+    W0, b0 : arrays (m, P), (P,)
+        Warm start.
+    link : {"sigmoid", "softmax"}
+    l2 : float
+        Ridge penalty λ on W (not on b).
+
+    Returns
+    -------
+    Refit
+
+    Examples
+    --------
+    The optimum is scikit-learn's L2 logistic regression with C = 1 / (n λ):
+
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from edgeseq.train.glm_fit import refit
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.normal(size=(200, 2)); y = (Z @ [1.5, -1.0] + rng.normal(size=200) > 0).astype(float)
+    >>> fit = refit(Z, y[:, None], Z.T @ Z / 200, np.zeros((2, 1)), np.zeros(1), "sigmoid", l2=0.01)
+    >>> ref = LogisticRegression(C=1 / (200 * 0.01), tol=1e-10).fit(Z, y)
+    >>> fit.converged, bool(np.allclose(fit.W[:, 0], ref.coef_[0], atol=1e-4))
+    (True, True)
     """
     m, P = W0.shape
     if m == 0:  # intercept only: closed form

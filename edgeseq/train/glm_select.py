@@ -37,6 +37,21 @@ FAST_MIN_ENTRIES = 20_000_000  # n·k from which refits iterate on a float32 cop
 
 @dataclass
 class GLMSelectionResult:
+    """Order, per-prefix working weights and intercepts, and training diagnostics of a GLM selection.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.glm_select import GLMState, select_glm, working_design
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); Y = (X[:, 2] - X[:, 0] > 0).astype(float)[:, None]
+    >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1, 1], whiten=True)
+    >>> res = select_glm(GLMState(prob, working_design(X, np.arange(3), prob), Y, "sigmoid", 1e-3), np.ones(3))
+    >>> res.intercepts.shape, bool(res.log_loss[0] > res.log_loss[-1]), res.not_converged
+    ((4, 1), True, [])
+    """
     order: list[int]
     prefix_weights: list[list[np.ndarray]]  # prefix j: working-space weights (k_g, P) of order[:j]
     intercepts: np.ndarray  # (J+1, P)
@@ -51,7 +66,22 @@ class GLMSelectionResult:
 
 
 def working_design(X, used: np.ndarray, prob: WorkingProblem) -> np.ndarray:
-    """Z = (X[:, used] − μ) T, block by block and in row chunks (bounded temporaries)."""
+    """Z = (X[:, used] − μ) T, block by block and in row chunks (bounded temporaries).
+
+    Examples
+    --------
+    The whitened design has identity covariance within each group:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.glm_select import working_design
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> X = np.random.default_rng(0).normal(size=(100, 2)) @ [[1.0, 0.8], [0.0, 0.5]]
+    >>> prob = build_working_problem(sufficient_statistics(X, X[:, :1]), [2], whiten=True)
+    >>> Z = working_design(X, np.arange(2), prob)
+    >>> bool(np.allclose(Z.T @ Z / 100, np.eye(2)))
+    True
+    """
     n = X.shape[0]
     k = prob.K.shape[0]
     Z = np.empty((n, k))
@@ -66,7 +96,35 @@ def working_design(X, used: np.ndarray, prob: WorkingProblem) -> np.ndarray:
 
 
 class GLMState:
-    """The greedy state: selected groups, their refit, and the scores of the remaining groups."""
+    """The greedy state: selected groups, their refit, and the scores of the remaining groups.
+
+    Parameters
+    ----------
+    prob : WorkingProblem
+    Z : array (n, k)
+        `working_design` of the training rows.
+    Y : array (n, 1) or (n, P)
+        0/1 target (sigmoid) or one-hot classes (softmax).
+    link : {"sigmoid", "softmax"}
+    l2 : float
+    X, used : optional
+        Raw rows and used columns (only the ``single`` score reads them).
+    fr_hessian : {"bohning", "diag"}
+        Curvature used by the FR score for multinomial models.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.glm_select import GLMState, working_design
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); Y = (X[:, 2] - X[:, 0] > 0).astype(float)[:, None]
+    >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1, 1], whiten=True)
+    >>> state = GLMState(prob, working_design(X, np.arange(3), prob), Y, "sigmoid", l2=1e-3)
+    >>> state.order, state.fit.W.shape, round(state.fit.loss, 2)  # empty: the intercept-only model
+    ([], (0, 1), 0.69)
+    """
 
     def __init__(self, prob: WorkingProblem, Z: np.ndarray, Y: np.ndarray, link: str, l2: float,
                  X=None, used=None, fr_hessian: str = "bohning", tol: float = GRAD_TOL, fast: bool | None = None):
@@ -88,14 +146,61 @@ class GLMState:
 
     # ------------------------------------------------------------------ scores
     def residual(self) -> np.ndarray:
+        """∇φ(f) − Y on the training rows: predicted probabilities minus targets.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.glm_select import GLMState, working_design
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(4, 1)); Y = np.array([[1.0], [1.0], [1.0], [0.0]])
+        >>> prob = build_working_problem(sufficient_statistics(X, Y), [1], whiten=True)
+        >>> state = GLMState(prob, working_design(X, np.arange(1), prob), Y, "sigmoid", l2=1e-3)
+        >>> state.residual().ravel().round(4).tolist()  # prior model predicts 3/4 everywhere
+        [-0.25, -0.25, -0.25, 0.75]
+        """
         return mean_function(self.fit.f, self.link) - self.Y
 
     def gradient(self) -> np.ndarray:
-        """G = Zᵀ(∇φ(f) − Y)/n for every working column (k, P); the candidates' blocks are the score input."""
+        """G = Zᵀ(∇φ(f) − Y)/n for every working column (k, P); the candidates' blocks are the score input.
+
+        Examples
+        --------
+        Only the column that drives the label has a large gradient at the prior:
+
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.glm_select import GLMState, working_design
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(500, 2)); Y = (X[:, 1] > 0).astype(float)[:, None]
+        >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
+        >>> G = GLMState(prob, working_design(X, np.arange(2), prob), Y, "sigmoid", l2=1e-3).gradient()
+        >>> bool(abs(G[1, 0]) > 10 * abs(G[0, 0]))
+        True
+        """
         return self.Z.T @ self.residual() / self.n
 
     def scores(self, method: str, cands: list[int], costs: np.ndarray) -> np.ndarray:
-        """Score of every candidate group under `method` (higher is better)."""
+        """Score of every candidate group under `method` (higher is better).
+
+        Examples
+        --------
+        A costly informative group can lose to a cheap one under OMP, but not without costs (gomp):
+
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.glm_select import GLMState, working_design
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(500, 2)); Y = (2 * X[:, 1] + X[:, 0] > 0).astype(float)[:, None]
+        >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
+        >>> state = GLMState(prob, working_design(X, np.arange(2), prob), Y, "sigmoid", l2=1e-3)
+        >>> costs = np.array([1.0, 100.0])
+        >>> [int(np.argmax(state.scores(m, [0, 1], costs))) for m in ("omp", "gomp", "fr")]
+        [0, 1, 0]
+        """
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
         if method == "single":
@@ -150,7 +255,23 @@ class GLMState:
 
     # ------------------------------------------------------------------ growth
     def add(self, g: int) -> Refit:
-        """Append group g and refit all selected groups jointly, warm-started from the previous prefix."""
+        """Append group g and refit all selected groups jointly, warm-started from the previous prefix.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.glm_select import GLMState, working_design
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); Y = (X[:, 1] > 0).astype(float)[:, None]
+        >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
+        >>> state = GLMState(prob, working_design(X, np.arange(2), prob), Y, "sigmoid", l2=1e-2)
+        >>> before = state.fit.loss
+        >>> fit = state.add(1)
+        >>> state.order, fit.converged, bool(fit.loss < before)
+        ([1], True, True)
+        """
         s = self.prob.slices[g]
         m, kg = len(self.cols), s.stop - s.start
         self.Zs[:, m:m + kg] = self.Z[:, s]
@@ -171,7 +292,22 @@ class GLMState:
         self._bound.append(g, s, np.zeros((s.stop - s.start, 1)))
 
     def weights(self) -> list[np.ndarray]:
-        """Current working-space weights split per selected group."""
+        """Current working-space weights split per selected group.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.glm_select import GLMState, working_design
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 3)); Y = (X[:, 1] > 0).astype(float)[:, None]
+        >>> prob = build_working_problem(sufficient_statistics(X, Y), [2, 1], whiten=True)
+        >>> state = GLMState(prob, working_design(X, np.arange(3), prob), Y, "sigmoid", l2=1e-2)
+        >>> _ = state.add(1); _ = state.add(0)
+        >>> [w.shape for w in state.weights()]  # in selection order: group 1 then group 0
+        [(1, 1), (2, 1)]
+        """
         out, r = [], 0
         for g in self.order:
             kg = self.prob.slices[g].stop - self.prob.slices[g].start
@@ -180,6 +316,22 @@ class GLMState:
         return out
 
     def accuracy(self) -> float:
+        """Training accuracy of the current prefix (what the classifier's training curve records).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.glm_select import GLMState, working_design
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 1)); Y = (X[:, 0] > 0).astype(float)[:, None]
+        >>> prob = build_working_problem(sufficient_statistics(X, Y), [1], whiten=True)
+        >>> state = GLMState(prob, working_design(X, np.arange(1), prob), Y, "sigmoid", l2=1e-3)
+        >>> _ = state.add(0)
+        >>> state.accuracy()  # separable data
+        1.0
+        """
         f = self.fit.f
         pred = (f[:, 0] > 0).astype(int) if self.link == "sigmoid" else np.argmax(f, axis=1)
         truth = self.Y[:, 0].astype(int) if self.link == "sigmoid" else np.argmax(self.Y, axis=1)
@@ -188,7 +340,38 @@ class GLMState:
 
 def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubling: bool = False,
                c_min: float | None = None, progress=None) -> GLMSelectionResult:
-    """Order all groups greedily from an empty GLMState; record every prefix's refit."""
+    """Order all groups greedily from an empty GLMState; record every prefix's refit.
+
+    Parameters
+    ----------
+    state : GLMState
+        Fresh (nothing selected yet).
+    costs : array (J,)
+    method : {"omp", "fr", "single", "gomp"}
+    doubling : bool
+        Restrict each step to groups costing at most what was spent so far.
+    progress : callable, optional
+        ``progress(step, n_steps, group, refit)`` after each pick.
+
+    Returns
+    -------
+    GLMSelectionResult
+
+    Examples
+    --------
+    The informative groups come first, the noise group last:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.glm_select import GLMState, select_glm, working_design
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 3)); Y = (2 * X[:, 2] - X[:, 0] > 0).astype(float)[:, None]
+    >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1, 1], whiten=True)
+    >>> res = select_glm(GLMState(prob, working_design(X, np.arange(3), prob), Y, "sigmoid", 1e-3), np.ones(3))
+    >>> res.order, bool(res.accuracy[0] < res.accuracy[1] < res.accuracy[2])
+    ([2, 0, 1], True)
+    """
     prob = state.prob
     costs = np.asarray(costs, dtype=np.float64)
     remaining = list(range(prob.n_groups))

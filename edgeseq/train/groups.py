@@ -15,7 +15,15 @@ from edgeseq.errors import GroupSpecError
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """A checked partition of (some of) the D columns into costed, named groups."""
+    """A checked partition of (some of) the D columns into costed, named groups.
+
+    Examples
+    --------
+    >>> from edgeseq.train.groups import check_groups
+    >>> spec = check_groups([[0, 1], [2]], [2.0, 0.5], ["color", "edges"], n_features=3)
+    >>> spec.names, spec.costs.tolist()
+    (('color', 'edges'), [2.0, 0.5])
+    """
 
     columns: tuple[np.ndarray, ...]  # raw column indices of each group, as given
     costs: np.ndarray  # float64, one positive finite cost per group
@@ -23,10 +31,26 @@ class GroupSpec:
 
     @property
     def n_groups(self) -> int:
+        """Number of groups.
+
+        Examples
+        --------
+        >>> from edgeseq.train.groups import check_groups
+        >>> check_groups(None, None, None, n_features=4).n_groups  # one group per column
+        4
+        """
         return len(self.columns)
 
     @property
     def sizes(self) -> np.ndarray:
+        """Number of columns in each group, as int64.
+
+        Examples
+        --------
+        >>> from edgeseq.train.groups import check_groups
+        >>> check_groups([[0, 1, 3], [2]], [1.0, 1.0], None, n_features=4).sizes.tolist()
+        [3, 1]
+        """
         return np.array([len(c) for c in self.columns], dtype=np.int64)
 
 
@@ -82,6 +106,40 @@ def check_groups(groups, costs, names, n_features: int) -> GroupSpec:
     """Normalise and validate a group specification against a data set of `n_features` columns.
 
     `groups=None` means one group per column; then `costs=None` means unit costs.
+
+    `groups` may also be one label per column (None or a negative label leaves the column unused);
+    string labels become the group names.
+
+    Parameters
+    ----------
+    groups : list of lists of int, array of labels, or None
+        Column indices of each group, or one group label per column.
+    costs : sequence of float or None
+        One positive finite extraction cost per group.
+    names : sequence of str or None
+        Unique non-empty group names; default ``g0, g1, ...`` (or the string labels).
+    n_features : int
+        Number of columns of X.
+
+    Returns
+    -------
+    GroupSpec
+
+    Raises
+    ------
+    GroupSpecError
+        Overlapping, empty or out-of-range groups; missing, non-positive or miscounted costs; bad names.
+
+    Examples
+    --------
+    >>> from edgeseq.train.groups import check_groups
+    >>> spec = check_groups(["a", "b", "a", None], [1.0, 3.0], None, n_features=4)
+    >>> spec.names, [c.tolist() for c in spec.columns]
+    (('a', 'b'), [[0, 2], [1]])
+    >>> check_groups([[0], [0, 1]], [1.0, 1.0], None, n_features=2)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.GroupSpecError: column 0 appears in groups 0 and 1; groups must not overlap
     """
     columns, label_names = _as_group_columns(groups, n_features)
     if not columns:

@@ -47,12 +47,62 @@ class CholeskyFactor:
         self.blocks: list[tuple[int, slice, np.ndarray, slice]] = []  # (group, working slice, B_g, rows)
 
     def gradient(self) -> np.ndarray:
+        """b = q − C_{:,S} w(S): the correlation of every working direction with the current residual.
+
+        Examples
+        --------
+        Before any group is selected it is q itself; after selecting a group its own block is zero
+        (that is what the refit means):
+
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> K = np.array([[1.0, 0.5], [0.5, 1.0]]); q = np.array([[1.0], [0.8]])
+        >>> f = CholeskyFactor(K, q, l2=0.0)
+        >>> f.gradient().ravel().tolist()
+        [1.0, 0.8]
+        >>> f.append(0, slice(0, 1), f.gradient()[0:1])
+        >>> np.round(f.gradient().ravel(), 12).tolist()
+        [0.0, 0.3]
+        """
         return self.q - self.V.T @ self.u
 
     def schur(self, s: slice) -> np.ndarray:
+        """Schur complement M_g of the working block `s` given the groups selected so far.
+
+        Examples
+        --------
+        It equals the textbook C_gg − C_gS C_SS⁻¹ C_Sg:
+
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> K = np.array([[2.0, 0.5], [0.5, 1.0]]); q = np.ones((2, 1))
+        >>> f = CholeskyFactor(K, q, l2=0.0)
+        >>> f.append(0, slice(0, 1), q[0:1])
+        >>> float(f.schur(slice(1, 2))[0, 0]), 1.0 - 0.5 * 0.5 / 2.0
+        (0.875, 0.875)
+        """
         return schur_complement(self.C, self.V, s)
 
     def append(self, g: int, s: slice, b_g: np.ndarray) -> None:
+        """Select group `g` (working block `s`, current gradient block `b_g`): grow L, V and u by its rows.
+
+        Directions of the block that lie in the span of the selected groups are dropped, so a collinear
+        group adds nothing instead of breaking the factor.
+
+        Examples
+        --------
+        The weights after appending are the ridge solution of the selected blocks, solved directly:
+
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> rng = np.random.default_rng(0)
+        >>> A = rng.normal(size=(20, 3)); K = A.T @ A / 20; q = A.T @ rng.normal(size=(20, 1)) / 20
+        >>> f = CholeskyFactor(K, q, l2=0.1)
+        >>> f.append(2, slice(2, 3), f.gradient()[2:3]); f.append(0, slice(0, 1), f.gradient()[0:1])
+        >>> w = np.linalg.solve(K[np.ix_([2, 0], [2, 0])] + 0.1 * np.eye(2), q[[2, 0]])
+        >>> bool(np.allclose(np.vstack(f.weights()), w))
+        True
+        """
         M = self.schur(s)
         B, Lg = reduced_cholesky(M, self.C[s, s])
         Vg = self.V[:, s] @ B  # (m, k')
@@ -70,7 +120,20 @@ class CholeskyFactor:
         self.blocks.append((g, s, B, slice(m, m + kk)))
 
     def weights(self, n_blocks: int | None = None) -> list[np.ndarray]:
-        """Working-space weights of the first `n_blocks` selected groups (prefix refit, exact)."""
+        """Working-space weights of the first `n_blocks` selected groups (prefix refit, exact).
+
+        Examples
+        --------
+        The first block alone gives the exact refit of prefix 1, without refactorising:
+
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> K = np.array([[1.0, 0.5], [0.5, 1.0]]); q = np.array([[1.0], [0.8]])
+        >>> f = CholeskyFactor(K, q, l2=0.0)
+        >>> f.append(0, slice(0, 1), f.gradient()[0:1]); f.append(1, slice(1, 2), f.gradient()[1:2])
+        >>> [w.ravel().round(4).tolist() for w in f.weights(1)], [w.ravel().round(4).tolist() for w in f.weights()]
+        ([[1.0]], [[0.8], [0.4]])
+        """
         blocks = self.blocks if n_blocks is None else self.blocks[:n_blocks]
         m = blocks[-1][3].stop if blocks else 0
         w = solve_triangular(self.L[:m, :m], self.u[:m], lower=True, trans="T") if m else self.u[:0]
@@ -78,24 +141,64 @@ class CholeskyFactor:
 
 
 def schur_complement(C: np.ndarray, V: np.ndarray, s: slice) -> np.ndarray:
-    """M_g = C_gg − V_gᵀ V_g: what a candidate block adds beyond the span of the selected ones."""
+    """M_g = C_gg − V_gᵀ V_g: what a candidate block adds beyond the span of the selected ones.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.kernel import schur_complement
+    >>> C = np.array([[1.0, 0.6], [0.6, 1.0]])
+    >>> V = np.array([[1.0, 0.6]])  # L⁻¹ C_{S,:} with S = {0} and L = 1
+    >>> float(schur_complement(C, V, slice(1, 2))[0, 0])
+    0.64
+    """
     Vg = V[:, s]
     return C[s, s] - Vg.T @ Vg
 
 
 class SchurBlocks:
-    """Explicit (C, V) blocks read by `schur_gains`: e.g. a weighted Hessian instead of C = K + λI."""
+    """Explicit (C, V) blocks read by `schur_gains`: e.g. a weighted Hessian instead of C = K + λI.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.kernel import SchurBlocks, schur_gains
+    >>> H = np.diag([2.0, 4.0]); b = np.array([[2.0], [2.0]])
+    >>> schur_gains(SchurBlocks(H, np.zeros((0, 2))), b, [slice(0, 1), slice(1, 2)], [0, 1]).tolist()
+    [1.0, 0.5]
+    """
 
     def __init__(self, C: np.ndarray, V: np.ndarray):
         self.C = C
         self.V = V
 
     def schur(self, s: slice) -> np.ndarray:
+        """Schur complement of block `s`, as `CholeskyFactor.schur`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import SchurBlocks
+        >>> SchurBlocks(np.eye(2), np.array([[0.0, 0.5]])).schur(slice(1, 2)).tolist()
+        [[0.75]]
+        """
         return schur_complement(self.C, self.V, s)
 
 
 def reduced_cholesky(M: np.ndarray, C_gg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Basis B of M's non-null directions and the Cholesky factor of Bᵀ M B."""
+    """Basis B of M's non-null directions and the Cholesky factor of Bᵀ M B.
+
+    Examples
+    --------
+    A rank-one M keeps one direction:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.kernel import reduced_cholesky
+    >>> M = np.ones((2, 2))
+    >>> B, L = reduced_cholesky(M, M)
+    >>> B.shape, bool(np.allclose(L @ L.T, B.T @ M @ B))
+    ((2, 1), True)
+    """
     k = M.shape[0]
     if k == 0:
         return np.zeros((0, 0)), np.zeros((0, 0))
@@ -111,7 +214,23 @@ def reduced_cholesky(M: np.ndarray, C_gg: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def schur_gains(factor, b: np.ndarray, slices, cands) -> np.ndarray:
-    """FR gain ½ b_gᵀ M_g⁺ b_g of every candidate, batched over groups of equal working size."""
+    """FR gain ½ b_gᵀ M_g⁺ b_g of every candidate, batched over groups of equal working size.
+
+    Examples
+    --------
+    The gain is what the objective ½‖u‖² would grow by if the group were added (checked here by adding it):
+
+    >>> import numpy as np
+    >>> from edgeseq.train.kernel import CholeskyFactor, schur_gains
+    >>> K = np.array([[1.0, 0.5, 0.2], [0.5, 1.0, 0.1], [0.2, 0.1, 1.0]]); q = np.array([[0.9], [0.7], [0.3]])
+    >>> f = CholeskyFactor(K, q, l2=0.0)
+    >>> f.append(0, slice(0, 1), f.gradient()[0:1])
+    >>> before = 0.5 * float(np.sum(f.u ** 2))
+    >>> gain = schur_gains(f, f.gradient(), [slice(0, 1), slice(1, 2), slice(2, 3)], [1])[0]
+    >>> f.append(1, slice(1, 2), f.gradient()[1:2])
+    >>> bool(np.isclose(before + gain, 0.5 * float(np.sum(f.u ** 2))))
+    True
+    """
     gains = np.zeros(len(cands))
     by_size: dict[int, list[int]] = {}
     for i, g in enumerate(cands):
@@ -138,6 +257,19 @@ def single_column_scores(prob: WorkingProblem, grad: np.ndarray, cands) -> np.nd
     `grad` (d, P) holds x̃_jᵀ r / n for every used raw column j (r the residual); the score of a group
     is max over its columns of Σ_p (grad_jp / std_j)². Never a max over whitened axes, which would
     depend on the basis. Linear and GLM selection compute `grad` their own way and share this.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.kernel import single_column_scores
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); y = 3 * X[:, 2] + 0.1 * X[:, 0]
+    >>> prob = build_working_problem(sufficient_statistics(X, y), [2, 1], whiten=True)
+    >>> scores = single_column_scores(prob, prob.cov_xy_scaled, [0, 1])
+    >>> int(np.argmax(scores))  # group 1 holds the column that explains y
+    1
     """
     std = np.where(prob.x_std > 0, prob.x_std, np.inf)
     per_col = np.sum((grad / std[:, None]) ** 2, axis=1)
@@ -150,6 +282,22 @@ def step_pool(prob: WorkingProblem, remaining: list[int], costs: np.ndarray, dou
     restricted under Doubling to costs <= `limit` (else the cheapest, flagged as a violation).
 
     Returns (pool, any_usable, violated).
+
+    Examples
+    --------
+    Under Doubling the second step may only pick groups costing at most what was spent so far:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.kernel import step_pool
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> X = np.random.default_rng(0).normal(size=(50, 3))
+    >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1, 1], whiten=True)
+    >>> costs = np.array([1.0, 2.0, 8.0])
+    >>> step_pool(prob, [1, 2], costs, doubling=True, limit=1.0)  # nothing fits: cheapest, a violation
+    ([1], True, True)
+    >>> step_pool(prob, [1, 2], costs, doubling=False, limit=1.0)
+    ([1, 2], True, False)
     """
     usable = [g for g in remaining if prob.usable(g)]
     pool = usable or list(remaining)
@@ -162,6 +310,15 @@ def step_pool(prob: WorkingProblem, remaining: list[int], costs: np.ndarray, dou
 
 
 def pick_best(scores: np.ndarray, cands: list[int]) -> int:
+    """The candidate with the highest score; near-ties go to the first candidate, so runs are reproducible.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.kernel import pick_best
+    >>> pick_best(np.array([0.5, 0.9, 0.9 * (1 + 1e-12)]), [4, 7, 2])
+    7
+    """
     best = scores.max()
     tol = TIE_RTOL * max(abs(best), 1e-300)
     return cands[int(np.nonzero(scores >= best - tol)[0][0])]

@@ -77,6 +77,33 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         """One statistics pass over X (chunked; np.memmap works), then selection in D-space.
 
         `progress`: optional callable receiving one line of text per stage and selection step.
+
+        Parameters
+        ----------
+        X : array (n, D)
+        y : array (n,) or (n, P)
+        progress : callable, optional
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InputError, GroupSpecError
+            Bad parameters, non-finite data in used columns, or a bad group specification.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, 0.0, 2.0]
+        >>> lines = []
+        >>> est = AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit(X, y, progress=lines.append)
+        >>> est.sequence_.tolist()
+        [2, 0, 1]
+        >>> lines[-1]
+        'selection step 3/3: g1'
         """
         self._check_params()
         X, y = self._validate_fit_X(X, y)
@@ -93,6 +120,20 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
 
         `stats` must cover the used columns in group order: ``np.concatenate(groups)`` as listed.
         This is the seam for data that never fits in memory or lives on several machines.
+
+        Examples
+        --------
+        Statistics of two chunks, merged, give the same model as one pass over all rows:
+
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, 0.0, 2.0]
+        >>> stats = sufficient_statistics(X[:60], y[:60]).merge(sufficient_statistics(X[60:], y[60:]))
+        >>> est = AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit_from_stats(stats, n_features=3)
+        >>> ref = AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit(X, y)
+        >>> bool(np.allclose(est.predict(X[:5]), ref.predict(X[:5])))
+        True
         """
         self._check_params()
         spec = self._group_spec(int(n_features))
@@ -124,11 +165,34 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         return self
 
     def predict(self, X, budget=None, prefix=None):
-        """Prediction of the longest prefix within `budget` (inclusive), or of `prefix`; default all groups."""
+        """Prediction of the longest prefix within `budget` (inclusive), or of `prefix`; default all groups.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = X @ [2.0, 1.0]
+        >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 3.0]).fit(X, y)
+        >>> bool(np.allclose(est.predict(X[:3]), y[:3], atol=1e-3))  # all groups: near exact
+        True
+        >>> bool(np.allclose(est.predict(X[:3], budget=2.0), est.predict(X[:3], prefix=1)))  # 2.0 affords group 0 only
+        True
+        """
         seq, z = self._linear(X, budget, prefix)
         return z[:, 0] if seq.y_was_1d else z
 
     def staged_predict(self, X):
-        """Yield the prediction of prefix 0, 1, ..., J (what the device holds after each group)."""
+        """Yield the prediction of prefix 0, 1, ..., J (what the device holds after each group).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = X @ [2.0, 1.0]
+        >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 3.0]).fit(X, y)
+        >>> errors = [float(np.mean((p - y) ** 2)) for p in est.staged_predict(X)]  # after each group
+        >>> errors[0] > errors[1] > errors[2], round(errors[2], 6)
+        (True, 0.0)
+        """
         for seq, z in self._staged_linear(X):
             yield z[:, 0] if seq.y_was_1d else z
