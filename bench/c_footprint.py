@@ -7,13 +7,12 @@ built with arm-none-eabi-gcc -Os, nano newlib and --gc-sections; `arm-none-eabi-
 figures written to bench/results/c_footprint.json (flash = text + data, RAM = data + bss). A
 regression model is built with -DES_IDENTITY_ONLY, as its firmware would be (no expf, no libm).
 
-    python bench/c_footprint.py [--out bench/results/c_footprint.json]
+    python bench/c_footprint.py
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from edgeseq.export.c_arm import ARM_CC, TARGETS, footprint, missing_tools
 from edgeseq.export.c_codegen import write_c_model
-from edgeseq.extractors.calibrate import machine_info
+from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("regression", "binary", "multiclass")
@@ -49,17 +48,11 @@ def reference_model(kind: str):
     return est(groups, costs).fit(X[:n_train], y[:n_train]).fitted_sequence_, X[n_train:]
 
 
-def write_json(path: Path, doc: dict) -> None:
-    """Write a benchmark's result document (shared by the bench scripts that import this module)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {path}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "c_footprint.json")
-    args = ap.parse_args(argv)
+    ap.parse_args(argv)
     missing = missing_tools(run=False)
     if missing:
         print(f"c_footprint: {missing}", file=sys.stderr)
@@ -79,15 +72,19 @@ def main(argv=None) -> int:
                 print(f"{kind:10} {target.name:10} runtime {sizes['runtime_text']:6} B  model "
                       f"{sizes['model_flash']:6} B  image flash {sizes['image_flash']:6} B  RAM {sizes['image_ram']:6} B")
     version = subprocess.run([ARM_CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    doc = {"benchmark": "c_footprint", "machine": machine_info(), "compiler": version,
+    table = {"title": f"Cortex-M sizes in bytes ({version})",
+             "columns": ["model", "target", "runtime code", "model", "image flash", "image RAM"],
+             "rows": [[r["model"], r["target"], r["runtime_text"], r["model_flash"], r["image_flash"],
+                       r["image_ram"]] for r in rows]}
+    doc = {"compiler": version,
            "flags": "-std=c99 -Os -ffunction-sections -fdata-sections, --specs=nano.specs --specs=nosys.specs "
                     "-Wl,--gc-sections",
            "columns": {"runtime_text": "bytes of code of edgeseq_runtime.o",
                        "model_flash": "bytes of edgeseq_model.o (weights, costs, names, descriptor)",
                        "image_flash": "text + data of the linked minimal firmware (runtime, model, newlib startup)",
                        "image_ram": "data + bss of that image (state, work buffer, newlib)"},
-           "results": rows}
-    write_json(args.out, doc)
+           "results": rows, "tables": [table]}
+    print(f"wrote {write_result('c_footprint', doc, command_line())}")
     return 0
 
 

@@ -10,7 +10,7 @@ rows each), every prefix is evaluated on every target and compared with the Fitt
 Targets whose tools are missing are recorded as unavailable with the reason. Writes
 bench/results/target_agreement.json.
 
-    python bench/target_agreement.py [--out bench/results/target_agreement.json]
+    python bench/target_agreement.py
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from c_footprint import KINDS, reference_model, write_json
+from c_footprint import KINDS, reference_model
+from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 
 from edgeseq.errors import EdgeseqError
 from edgeseq.export.c_arm import TARGETS, missing_tools, run_driver_arm
 from edgeseq.export.c_harness import run_c_model
 from edgeseq.export.onnx_runners import prefix_feed, run_graph
 from edgeseq.export.writer import export_model
-from edgeseq.extractors.calibrate import machine_info
 from edgeseq.runtime.session import AnytimeSession
 
 HERE = Path(__file__).resolve().parent
@@ -61,8 +61,7 @@ def _onnx_targets(out: Path, m: dict, X, seq):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "target_agreement.json")
-    args = ap.parse_args(argv)
+    ap.parse_args(argv)
     arm_missing = missing_tools()
     rows = []
     with tempfile.TemporaryDirectory(prefix="edgeseq_agree_") as tmp:
@@ -88,11 +87,16 @@ def main(argv=None) -> int:
                 rows.append(row)
                 shown = f"{row['max_abs_diff']:.3g}" if "max_abs_diff" in row else "unavailable: " + row["unavailable"]
                 print(f"{kind:10} {name:28} max |diff| {shown}")
-    doc = {"benchmark": "target_agreement", "machine": machine_info(),
+    table = {"title": "max |prediction - numpy float64| over held-out rows and prefixes",
+             "columns": ["model", "target", "max abs diff", "max abs reference"],
+             "rows": [[r["model"], r["target"], f"{r['max_abs_diff']:.3g}" if "max_abs_diff" in r else
+                       "unavailable", f"{r['max_abs_reference']:.3g}" if "max_abs_reference" in r else ""]
+                      for r in rows]}
+    doc = {
            "what": "max over held-out rows and prefixes of |prediction - numpy float64| (regression: the linear "
                    "output; classifiers: probabilities); max_abs_reference is the largest |numpy| value",
-           "results": rows}
-    write_json(args.out, doc)
+           "results": rows, "tables": [table]}
+    print(f"wrote {write_result('target_agreement', doc, command_line())}")
     return 0
 
 
