@@ -206,7 +206,14 @@ def _parse(text: str, n_rows: int, n_prefixes: int, n_pred: int) -> CRun:
 
 @dataclass
 class CSweep:
-    """Output of `driver sweep`: prefix[r, b], label[r, b] and prediction[r, b, :] per row r and budget b."""
+    r"""Output of `driver sweep`: prefix[r, b], label[r, b] and prediction[r, b, :] per row r and budget b.
+
+    Examples
+    --------
+    >>> s = parse_sweep("0 0 1 -1 2.5\ndone\n", n_rows=1, n_budgets=1, n_pred=1)
+    >>> isinstance(s, CSweep), s.prefix.tolist()
+    (True, [[1]])
+    """
 
     prefix: np.ndarray
     labels: np.ndarray
@@ -214,7 +221,14 @@ class CSweep:
 
 
 def parse_sweep(text: str, n_rows: int, n_budgets: int, n_pred: int) -> CSweep:
-    """Parse `driver sweep` output ("row b prefix label v0 ...", then "done")."""
+    r"""Parse `driver sweep` output ("row b prefix label v0 ...", then "done").
+
+    Examples
+    --------
+    >>> s = parse_sweep("0 0 2 -1 1.5\n0 1 0 -1 0.25\ndone\n", n_rows=1, n_budgets=2, n_pred=1)
+    >>> s.prefix.tolist(), s.predictions[0, :, 0].tolist()
+    ([[2, 0]], [1.5, 0.25])
+    """
     out = CSweep(np.full((n_rows, n_budgets), -1), np.full((n_rows, n_budgets), -9),
                  np.full((n_rows, n_budgets, n_pred), np.nan))
     for tok in _lines(text):
@@ -227,14 +241,40 @@ def parse_sweep(text: str, n_rows: int, n_budgets: int, n_pred: int) -> CSweep:
 
 
 def model_consts(model_dir) -> dict:
-    """{N_GROUPS, N_OUTPUTS, N_PRED, N_FEATURES} of the generated model in `model_dir`."""
+    """{N_GROUPS, N_OUTPUTS, N_PRED, N_FEATURES} of the generated model in `model_dir`.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> X = np.random.default_rng(0).normal(size=(30, 3)); y = X[:, 0]
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(AnytimeRegressor([[0], [1, 2]], [1.0, 2.0]).fit(X, y).fitted_sequence_, d, "m")
+    >>> c = model_consts(d); (c["N_GROUPS"], c["N_FEATURES"])
+    (2, 3)
+    """
     header = (Path(model_dir) / C_HEADER).read_text(encoding="ascii")
     prefix = model_prefix(model_dir)
     return {k: int(v) for k, v in re.findall(rf"#define {prefix}_(N_\w+) (\d+)u", header)}
 
 
 def write_rows(model_dir, X_groups, path) -> np.ndarray:
-    """Write the feature rows as the driver reads them (float32, native order); returns them as float64."""
+    """Write the feature rows as the driver reads them (float32, native order); returns them as float64.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> X = np.random.default_rng(0).normal(size=(30, 2)); y = X[:, 0]
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = write_c_model(AnytimeRegressor([[0], [1]], [1.0, 2.0]).fit(X, y).fitted_sequence_, d, "m")
+    >>> rows = write_rows(d, X[:4], d / "rows.bin")
+    >>> np.fromfile(d / "rows.bin", dtype=np.float32).reshape(4, 2).shape
+    (4, 2)
+    """
     X = _as_rows(X_groups)
     n_feat = model_consts(model_dir)["N_FEATURES"]
     if X.shape[1] != n_feat:
@@ -245,7 +285,17 @@ def write_rows(model_dir, X_groups, path) -> np.ndarray:
 
 
 def write_budgets(budgets, path) -> None:
-    """One C99 hexadecimal double per line: strtod reads each back bit for bit."""
+    """One C99 hexadecimal double per line: strtod reads each back bit for bit.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "b.txt"
+    >>> write_budgets([0.1, 3.0], p)
+    >>> [float.fromhex(s) for s in p.read_text().split()] == [0.1, 3.0]
+    True
+    """
     Path(path).write_text("".join(f"{float(b).hex()}\n" for b in np.ravel(budgets)), encoding="ascii")
 
 
@@ -346,6 +396,17 @@ def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-
     budget twice: with `es_prefix_for_budget` and with a firmware-style loop that starts a group
     while its `cum_cost <= budget`. Budgets travel as hexadecimal text, so they reach C bit for
     bit. Returns an int array (n, 2) of (rule, loop) over the budgets concatenated in model order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
+    ...                      group_columns=([0], [1]), costs=[0.1, 0.2], order=[0, 1],
+    ...                      coefs=(np.zeros((0, 1)), np.zeros((1, 1)), np.zeros((2, 1))),
+    ...                      intercepts=np.zeros((3, 1)), output_names=("y",))
+    >>> run_c_budgets([seq], [np.array([0.1, 0.1 + 0.2, 0.3])], extra=("-O0",)).tolist()
+    [[1, 1], [2, 2], [1, 1]]
     """
     with tempfile.TemporaryDirectory(prefix="edgeseq_budget_") as tmp:
         tmp = Path(tmp)
@@ -360,7 +421,19 @@ def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-
 
 def budget_program_sources(seqs, tmp) -> list:
     """Generate models m0, m1, ... of `seqs` and their table into `tmp`; return every source of
-    `runtime_c/tests/budget_parity.c`'s program (compile with -I runtime_dir())."""
+    `runtime_c/tests/budget_parity.c`'s program (compile with -I runtime_dir()).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=1, group_names=("a",),
+    ...                      group_columns=([0],), costs=[1.0], order=[0],
+    ...                      coefs=(np.zeros((0, 1)), np.zeros((1, 1))), intercepts=np.zeros((2, 1)),
+    ...                      output_names=("y",))
+    >>> [p.name for p in budget_program_sources([seq], tempfile.mkdtemp())]
+    ['edgeseq_runtime.c', 'budget_parity.c', 'edgeseq_model.c', 'table.c']
+    """
     from edgeseq.export.c_codegen import write_c_model
     rdir, tmp = runtime_dir(), Path(tmp)
     sources = [rdir / "edgeseq_runtime.c", rdir / "tests" / "budget_parity.c"]
@@ -376,10 +449,22 @@ def budget_program_sources(seqs, tmp) -> list:
 
 
 def budget_queries(budgets) -> str:
-    """Input of budget_parity.c: "MODEL BUDGET" lines, budgets[i] being model i's (hexadecimal doubles)."""
+    r"""Input of budget_parity.c: "MODEL BUDGET" lines, budgets[i] being model i's (hexadecimal doubles).
+
+    Examples
+    --------
+    >>> budget_queries([[0.5], [1.0, 2.0]])
+    '0 0x1.0000000000000p-1\n1 0x1.0000000000000p+0\n1 0x1.0000000000000p+1\n'
+    """
     return "".join(f"{i} {float(b).hex()}\n" for i, bs in enumerate(budgets) for b in np.ravel(bs))
 
 
 def parse_budget_parity(text: str) -> np.ndarray:
-    """(rule, loop) prefix pairs printed by budget_parity.c, one row per query."""
+    r"""(rule, loop) prefix pairs printed by budget_parity.c, one row per query.
+
+    Examples
+    --------
+    >>> parse_budget_parity("0 1 1\n1 2 2\ndone\n").tolist()
+    [[1, 1], [2, 2]]
+    """
     return np.array([[int(t) for t in tok[1:]] for tok in _lines(text)], dtype=np.int64).reshape(-1, 2)

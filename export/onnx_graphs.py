@@ -61,7 +61,16 @@ def prefix_weight_blocks(seq, j: int) -> list[np.ndarray]:
 
 
 def prefix0_width(format_version: int) -> int:
-    """Columns of prefix 0's batch-carrying input `n` in an export of this format version."""
+    """Columns of prefix 0's batch-carrying input `n` in an export of this format version.
+
+    Format 1 used a zero-width input, which some runtimes (OpenVINO) cannot load; readers of both
+    formats feed the width the graph declares.
+
+    Examples
+    --------
+    >>> prefix0_width(1), prefix0_width(2)
+    (0, 1)
+    """
     return 0 if format_version == 1 else PREFIX0_WIDTH
 
 
