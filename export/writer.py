@@ -217,7 +217,7 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     """
     if not isinstance(seq, FittedSequence):
         raise ExportError(f"export_model needs a FittedSequence, got {type(seq).__name__}")
-    seq.validate()
+    FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
     check_float32(seq)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
