@@ -27,8 +27,10 @@ _IGNORE = click.option("--ignore", "ignore", multiple=True, metavar="COL",
 @click.option("--no-c", is_flag=True, help="Do not compile the C runtime (compare numpy and onnxruntime only).")
 @click.option("--cc", help="C compiler to use (default: $CC, gcc, cc or clang).")
 def verify_command(out_dir, data, ignore, require_c, no_c, cc):
-    """Check OUT_DIR (schema, manifest checksum, sha256 of every file, no extra files), then compare
-    numpy, onnxruntime and the compiled C runtime on every prefix. Exits non-zero on any problem."""
+    """Check OUT_DIR (schema, manifest checksum, sha256 of every file, no extra files), require its C
+    model and graphs to be byte-identical to what edgeseq generates from its weights, then compare
+    numpy, onnxruntime and the C runtime (compiled from the regenerated copy, never from OUT_DIR) on
+    every prefix. Exits non-zero on any problem."""
     from edgeseq.export.manifest import read_verified
 
     from edgeseq.io.feature_rows import read_feature_rows

@@ -1,0 +1,76 @@
+"""Untrusted export directories (issue 11 item 2 and the manifest items): `edgeseq verify` never
+compiles or runs C that came inside an export, even when every checksum was recomputed; it
+regenerates the C model and graphs from the verified weights and requires byte-identical files."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from hostile import reseal, valid_sequence
+from test_runtime_support import exported
+
+from edgeseq.cli import main
+
+needs_cc = pytest.mark.skipif(not any(shutil.which(c) for c in ("gcc", "cc", "clang")),
+                              reason="no C compiler installed")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    return exported(valid_sequence(), tmp_path_factory.mktemp("trust_export"), "out")
+
+
+def _tampered(export_dir, tmp_path, text: str):
+    out = tmp_path / "out"
+    shutil.copytree(export_dir, out)
+    with open(out / "edgeseq_model.c", "a", encoding="ascii") as f:
+        f.write(text)
+    reseal(out, lambda m: None)
+    return out
+
+
+@needs_cc
+@pytest.mark.parametrize("flags", [[], ["--no-c"], ["--require-c"]])
+def test_constructor_in_shipped_c_never_runs(export_dir, tmp_path, flags):
+    marker = tmp_path / "PWNED"
+    out = _tampered(export_dir, tmp_path, "#include <stdlib.h>\n__attribute__((constructor)) static void pwn(void)"
+                                          f' {{ if (system("touch {marker}")) {{}} }}\n')
+    invoke("inspect", out)  # the checksums are consistent: integrity alone cannot tell
+    r = invoke("verify", out, *flags)
+    assert r.exit_code != 0 and "IntegrityError" in r.output and "edgeseq_model.c" in r.output
+    assert "all prefixes agree" not in r.output
+    assert not marker.exists()
+
+
+@needs_cc
+def test_include_of_a_local_file_is_never_compiled(export_dir, tmp_path):
+    out = _tampered(export_dir, tmp_path, '#include "/etc/passwd"\n')
+    r = invoke("verify", out)
+    assert r.exit_code != 0 and "IntegrityError" in r.output
+    assert "root:" not in r.output and len(r.output.splitlines()) <= 3
+
+
+def test_edited_comment_in_header_is_refused(export_dir, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(export_dir, out)
+    h = out / "edgeseq_model.h"
+    h.write_text(h.read_text().replace("do not edit", "do not edit!"))
+    reseal(out, lambda m: None)
+    r = invoke("verify", out, "--no-c")
+    assert r.exit_code != 0 and "edgeseq_model.h" in r.output
+
+
+@needs_cc
+def test_negative_control_untouched_export_verifies_with_c(export_dir, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(export_dir, out)
+    reseal(out, lambda m: None)  # resealing an unchanged export changes nothing
+    r = invoke("verify", out, "--require-c")
+    assert r.exit_code == 0, r.output
+    assert "byte-identical" in r.output and "all prefixes agree" in r.output
