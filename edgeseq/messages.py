@@ -38,6 +38,10 @@ def brief(value, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS) -> str:
             text = repr(value)
         except Exception:  # a repr that fails must not hide the real error
             text = f"<{type(value).__name__}>"
-    if len(text) > max_chars:
-        text = f"{text[:max_chars]}... ({len(text) - max_chars} more characters)"
-    return text
+    return clip(text, max_chars)
+
+
+def clip(text: str, max_chars: int = MAX_CHARS) -> str:
+    """`text` itself (no quotes added), cut to `max_chars` with a note of how much was left out."""
+    text = str(text)
+    return text if len(text) <= max_chars else f"{text[:max_chars]}... ({len(text) - max_chars} more characters)"

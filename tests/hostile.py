@@ -132,10 +132,9 @@ def reseal(out_dir, edit) -> None:
     path = out_dir / MANIFEST
     m = json.loads(path.read_text())
     edit(m)
-    for entry in m["files"]:
-        entry["sha256"] = sha256_file(out_dir / entry["file"])
-    for p in m["prefixes"]:
-        p["sha256"] = sha256_file(out_dir / p["file"])
+    for entry in m["files"] + m["prefixes"]:
+        if (out_dir / entry["file"]).is_file():  # a renamed entry keeps its old sum
+            entry["sha256"] = sha256_file(out_dir / entry["file"])
     m["manifest_sha256"] = manifest_checksum(m)
     path.write_bytes(dump_manifest(m))
 

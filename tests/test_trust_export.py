@@ -74,3 +74,49 @@ def test_negative_control_untouched_export_verifies_with_c(export_dir, tmp_path)
     r = invoke("verify", out, "--require-c")
     assert r.exit_code == 0, r.output
     assert "byte-identical" in r.output and "all prefixes agree" in r.output
+
+
+def _resealed(export_dir, tmp_path, edit):
+    out = tmp_path / "out"
+    shutil.copytree(export_dir, out)
+    reseal(out, edit)
+    return out
+
+
+MANIFEST_CASES = {
+    "features_1e9": lambda m: m.update(n_features_in=10**9),
+    "filename_newline": lambda m: m["prefixes"][0].update(file=m["prefixes"][0]["file"] + "\n"),
+    "long_bad_columns": lambda m: m["groups"][0].update(columns=list(range(10**9, 10**9 + 200_000)),
+                                                        dim=200_000),
+    "long_inputs": lambda m: m["prefixes"][1].update(inputs=["x" * 50] * 100_000),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST_CASES))
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+def test_resealed_manifest_is_one_short_error(export_dir, tmp_path, name, command):
+    out = _resealed(export_dir, tmp_path, MANIFEST_CASES[name])
+    r = invoke(command, out, *(["--no-c"] if command == "verify" else []))
+    assert r.exit_code != 0 and "IntegrityError" in r.output, r.output[:500]
+    assert len(r.output) < 600 and r.output.strip().count("\n") == 0
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "run"])
+def test_deeply_nested_manifest_is_one_error(export_dir, tmp_path, command):
+    out = tmp_path / "out"
+    shutil.copytree(export_dir, out)
+    path = out / "manifest.json"
+    path.write_text(path.read_text().replace('"provenance": {', '"provenance": {"deep": ' + '{"a":' * 100_000
+                                             + "{}" + "}" * 100_000 + ", ", 1))
+    data = tmp_path / "d.csv"
+    data.write_text("a\n1\n")
+    args = {"inspect": [out], "verify": [out, "--no-c"], "run": [out, data]}[command]
+    r = invoke(command, *args)
+    assert r.exit_code != 0 and "IntegrityError" in r.output and "deep" in r.output, r.output[:300]
+
+
+def test_manifest_at_the_nesting_limit_still_fails_only_on_checksum(export_dir, tmp_path):
+    """Negative control for the depth check: modest nesting is judged by the other checks."""
+    out = _resealed(export_dir, tmp_path, lambda m: m["provenance"].update(deep={"a": {"b": {"c": 1}}}))
+    r = invoke("inspect", out)
+    assert r.exit_code == 0, r.output

@@ -25,7 +25,7 @@ import numpy as np
 
 from edgeseq.errors import InputError, ModelFormatError
 from edgeseq.io.plain_data import check_plain, plain_dtype
-from edgeseq.messages import brief
+from edgeseq.messages import brief, clip
 from edgeseq.sequence import FittedSequence
 
 MODEL_FORMAT = "edgeseq-model"
@@ -216,7 +216,7 @@ def loads_model(data: bytes, max_bytes: int | None = None):
         raise
     except Exception as exc:  # truncated/corrupted streams raise many different types
         raise ModelFormatError(f"not a readable edgeseq model file ({type(exc).__name__}: "
-                               f"{brief(str(exc))})") from None
+                               f"{clip(exc)})") from None
     check_plain(obj, _is_edgeseq_model_class)
     if type(obj) is dict and type(obj.get("format")) is str and obj["format"] == MODEL_FORMAT:
         version = obj.get("format_version")
