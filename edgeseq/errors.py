@@ -45,3 +45,8 @@ class RuntimeInputError(InputError):
 
 class EdgeseqWarning(UserWarning):
     """Something the user should know about but that does not stop the work (e.g. a useless group)."""
+
+
+class OutputError(InputError):
+    """An output path cannot be written (missing directory, no permission, disk full); nothing that
+    existed before is changed."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import ExportError, InputError
+from edgeseq.io.atomic import atomic_write_text
 from edgeseq.sequence import FittedSequence, check_name
 
 from edgeseq.export.names import C_KEYWORDS, c_comment_text, c_identifier, c_identifiers, c_string_literal
@@ -220,7 +221,7 @@ def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | N
     except InputError as exc:
         raise ExportError(str(exc)) from None
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / HEADER_NAME).write_text(_header(seq, prefix, name), encoding="ascii")
-    (out / SOURCE_NAME).write_text(_source(seq, prefix, name), encoding="ascii")
+    header, source = _header(seq, prefix, name), _source(seq, prefix, name)
+    atomic_write_text(out / HEADER_NAME, header, encoding="ascii", make_parents=True)
+    atomic_write_text(out / SOURCE_NAME, source, encoding="ascii")
     return [HEADER_NAME, SOURCE_NAME]

@@ -1,8 +1,9 @@
 """`export_model`: FittedSequence -> out/ (prefix graphs, generated C, manifest), written atomically.
 
 Everything is written into a fresh temporary directory beside `out_dir`, verified with the same
-checks a reader runs (`read_verified`), and only then renamed into place. A crash at any point leaves
-at most a hidden `.<name>.tmp-*` directory, never a half-written `out_dir` that looks valid.
+checks a reader runs (`read_verified`), and only then swapped into place (`edgeseq.io.atomic`). A
+crash at any point leaves `out_dir` holding the old or the new export, never a half-written one; the
+next export to the same place cleans up what the crash left.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 
-from edgeseq.errors import ExportError
+from edgeseq.errors import ExportError, OutputError
+from edgeseq.io.atomic import atomic_write_bytes, recover_dir, replace_dir, temp_dir_for
+from edgeseq.messages import clip
 from edgeseq.sequence import FittedSequence
 
 from edgeseq.export import onnx_graphs
@@ -151,7 +153,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model)
         model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name)
         onnx.checker.check_model(model, full_check=True)
         fname = f"prefix_{j:0{width}d}.onnx"
-        (tmp / fname).write_bytes(model.SerializeToString())
+        atomic_write_bytes(tmp / fname, model.SerializeToString())
         prefix_files.append((fname, sha256_file(tmp / fname)))
     written = write_c_model(seq, tmp, c_prefix, model_name=model_name)
     c_files = []
@@ -165,7 +167,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model)
     if got != sorted([C_HEADER, C_SOURCE]):
         raise ExportError(f"the C generator wrote {got}, expected {C_HEADER} and {C_SOURCE}")
     manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix)
-    (tmp / MANIFEST).write_bytes(dump_manifest(manifest))
+    atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest
 
@@ -223,33 +225,22 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     model_name = model_name or out.name or "model"
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
-    _prepare_target(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        recover_dir(out)  # an earlier crash: restore a parked old export, drop dead temporaries
+        _prepare_target(out, force)
+        tmp = temp_dir_for(out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the export {clip(out)}: {exc.strerror or exc}") from None
     try:
         manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, cgen.write_c_model)
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        replace_dir(tmp, out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the export {clip(out)}: {exc.strerror or exc}; "
+                          "an earlier export there is unchanged") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already on success (renamed or swapped out)
     return manifest
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Rename the finished tmp dir to `out`; an existing `out` (force) is moved aside first and
-    restored if the final rename fails."""
-    if not out.exists():
-        os.replace(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.replace(out, old / "dir")
-    try:
-        os.replace(tmp, out)
-    except BaseException:
-        os.replace(old / "dir", out)
-        shutil.rmtree(old, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)

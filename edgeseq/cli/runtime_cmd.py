@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 import numpy as np
 
 from edgeseq.cli._main import main
+from edgeseq.io.atomic import atomic_output
 
 _OUT = click.Path(exists=True, file_okay=False, path_type=Path)
 _DATA = click.Path(dir_okay=False, path_type=Path)
@@ -98,14 +100,10 @@ def run_command(out_dir, data, budget, ignore, output):
             else:
                 vals = [str(pred.label[k])] + [_fmt(v) for v in pred.proba[k]]
             lines[i] = [str(i), str(j), _fmt(sess.cum_cost[j])] + vals
-    f = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout
-    try:
+    with atomic_output(output, "w", newline="", encoding="utf-8") if output else nullcontext(sys.stdout) as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(_header(sess))
         w.writerows(lines)
-    finally:
-        if output:
-            f.close()
     if output:
         counts = np.bincount(prefix, minlength=sess.n_prefixes)
         click.echo(f"wrote {len(lines)} predictions to {output}; rows per prefix: "

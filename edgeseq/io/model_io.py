@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, ModelFormatError
+from edgeseq.io.atomic import atomic_write_bytes
 from edgeseq.io.plain_data import check_plain, plain_dtype
 from edgeseq.messages import brief, clip
 from edgeseq.sequence import FittedSequence
@@ -261,7 +262,7 @@ def save_model(est, path) -> None:
     from edgeseq import __version__
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "edgeseq_version": __version__, "model": est}
-    Path(path).write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+    atomic_write_bytes(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))  # never half a file
 
 
 def as_sequence(obj) -> FittedSequence:
