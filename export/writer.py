@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from edgeseq.errors import ExportError, OutputError
+from edgeseq.errors import ExportError, InputError, OutputError
 from edgeseq.io.atomic import atomic_write_bytes, recover_dir, replace_dir, temp_dir_for
 from edgeseq.messages import clip
-from edgeseq.sequence import FittedSequence
+from edgeseq.sequence import FittedSequence, check_name
 
 from edgeseq.export import onnx_graphs
 from edgeseq.export.manifest import (FORMAT, FORMAT_VERSION, MANIFEST, dump_manifest, manifest_checksum,
@@ -223,6 +223,10 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     check_float32(seq)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
+    try:
+        check_name(model_name, "model name")  # it is written into every graph, the C and the manifest
+    except InputError as exc:
+        raise ExportError(f"{exc}; pass another --model-name") from None
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
     try:
