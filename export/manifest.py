@@ -198,6 +198,8 @@ def _check_outputs(m: dict) -> None:
         want_names, want_classes = P, P
     if len(names) != want_names:
         raise _bad("outputs.names", f"has {len(names)} names, link {link} with n_outputs {P} needs {want_names}")
+    if classes is not None and len({json.dumps(c, sort_keys=True) for c in classes}) != len(classes):
+        raise _bad("outputs.classes", f"repeats a label: {brief(classes)}")
     if (classes is None) != (want_classes is None) or (classes is not None and len(classes) != want_classes):
         got = "null" if classes is None else f"{len(classes)} classes"
         raise _bad("outputs.classes", f"has {got}, link {link} with n_outputs {P} needs "

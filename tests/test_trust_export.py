@@ -120,3 +120,12 @@ def test_manifest_at_the_nesting_limit_still_fails_only_on_checksum(export_dir, 
     out = _resealed(export_dir, tmp_path, lambda m: m["provenance"].update(deep={"a": {"b": {"c": 1}}}))
     r = invoke("inspect", out)
     assert r.exit_code == 0, r.output
+
+
+def test_duplicate_class_labels_are_refused_in_a_manifest(tmp_path):
+    from hostile import valid_sequence
+
+    out = exported(valid_sequence("sigmoid"), tmp_path, "sig")
+    reseal(out, lambda m: m["outputs"].update(classes=["a", "a"]))
+    r = invoke("inspect", out)
+    assert r.exit_code != 0 and "repeats a label" in r.output
