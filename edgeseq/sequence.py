@@ -19,7 +19,7 @@ Conventions
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
@@ -322,6 +322,10 @@ def _validate_extras(seq, J: int, D: int) -> None:
 
 
 def _validate(seq: FittedSequence) -> None:
+    state = vars(seq)
+    missing = [f.name for f in fields(FittedSequence) if f.name not in state and f.default is MISSING]
+    if missing:  # a file can drop attributes; only a plain default (a class attribute) stands in
+        raise InputError(f"FittedSequence lacks the field(s) {brief(missing)}")
     J, D = _validate_groups(seq)
     P = _validate_weights(seq, J)
     _validate_outputs(seq, P)

@@ -71,6 +71,21 @@ def ndarray_bomb(n: int = 200_000_000) -> bytes:
     return b"cnumpy\nndarray\n(I%d\ntR." % n
 
 
+def bytearray_bomb(n: int = 2**31) -> bytes:
+    """Protocol 5's BYTEARRAY8 with a declared length of 2 GB: pickle allocates before it reads."""
+    return b"\x80\x05\x96" + struct.pack("<Q", n) + b"."
+
+
+def dtype_state(flags: int = 0x3F) -> bytes:
+    """An int64 dtype whose pickled state sets the "holds Python objects" flags: numpy's
+    dtype.__setstate__ accepts it, and freeing such an array later corrupts the interpreter (an
+    internal error or a segmentation fault; found by tests/test_trust_fuzz.py)."""
+    data = valid_model_bytes(protocol=2)
+    canonical = b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t"  # (..., elsize, alignment, flags)
+    assert canonical in data
+    return data.replace(canonical, canonical[:-3] + b"K" + bytes([flags]) + b"t", 1)
+
+
 def field_cases() -> dict:
     """name -> model-file bytes with one inconsistent or crafted field (issue 11 items 4, 5, 13)."""
     seq = valid_sequence()
@@ -113,6 +128,8 @@ def field_cases() -> dict:
                                                 "model": valid_sequence()}, protocol=2)
     out["format_array"] = pickle.dumps({"format": np.array([1, 1]), "model": valid_sequence()}, protocol=2)
     out["ndarray_bomb"] = ndarray_bomb()
+    out["bytearray_bomb"] = bytearray_bomb()
+    out["dtype_state"] = dtype_state()
     out["cyclic_list"] = _cyclic()
     return out
 

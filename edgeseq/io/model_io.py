@@ -19,6 +19,7 @@ import math
 import os
 import pickle
 import re
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,30 @@ def _frombuffer(buf, dt, shape, order):
     return np.frombuffer(buf, dtype=dt).reshape(shape, order=order)
 
 
+def _check_dtype_state(dt: np.dtype, state) -> None:
+    """numpy's dtype.__setstate__ trusts its argument (a crafted one corrupts the dtype and crashes
+    the interpreter later), so only the exact state numpy itself writes for this plain dtype is
+    accepted - in either byte order."""
+    if type(state) is tuple and len(state) == 8 and all(type(v) in (int, str, type(None)) for v in state) \
+            and state[1] in ("<", ">", "|"):
+        want = dt if state[1] == "|" else dt.newbyteorder(state[1])
+        if want.__reduce__()[2] == state:
+            return
+    _refuse(f"numpy dtype state {clip(repr(state), 60)}")
+
+
+def _check_array_state(state) -> None:
+    """The state numpy writes for an array: (1, shape, plain dtype, fortran flag, raw bytes) with as
+    many bytes as the shape needs (checked here, before numpy sees it)."""
+    if type(state) is tuple and len(state) == 5:
+        version, shape, dt, fortran, raw = state
+        if (version == 1 and type(version) is int and type(shape) is tuple
+                and all(type(n) is int and n >= 0 for n in shape) and plain_dtype(dt)
+                and type(fortran) is bool and type(raw) is bytes and math.prod(shape) * dt.itemsize == len(raw)):
+            return
+    _refuse("numpy array state")
+
+
 # Every global that pickles of FittedSequence, the estimators and the save_model wrapper reference,
 # on every protocol (found by recording find_class while unpickling them; see tests/test_model_io.py):
 # each maps to a checked stand-in that accepts only the arguments those pickles use, so no builtin
@@ -164,7 +189,11 @@ class _RestrictedUnpickler(pickle._Unpickler):
             raise ModelFormatError(f"model file sets the state of a {type(target).__name__} object; only "
                                    "edgeseq model instances and numpy arrays/dtypes are rebuilt that way, "
                                    "refusing to load it")
-        if not isinstance(target, (np.ndarray, np.dtype)) and type(self.stack[-1]) is not dict:
+        if isinstance(target, np.dtype):
+            _check_dtype_state(target, self.stack[-1])
+        elif isinstance(target, np.ndarray):
+            _check_array_state(self.stack[-1])
+        elif type(self.stack[-1]) is not dict:
             # a (dict, slots) pair would be applied with setattr, running the class's descriptors
             raise ModelFormatError(f"model file sets the state of a {type(target).__name__} with a "
                                    f"{type(self.stack[-1]).__name__}, not an attribute dictionary; "
@@ -172,6 +201,23 @@ class _RestrictedUnpickler(pickle._Unpickler):
         pickle._Unpickler.load_build(self)
 
     dispatch[pickle.BUILD[0]] = _load_build
+
+    def __init__(self, data: bytes):
+        super().__init__(io.BytesIO(data))
+        self._size = len(data)
+
+    def _load_bytearray8(self):
+        """BYTEARRAY8 as pickle does it, except that the declared length is checked against the file
+        before the buffer is allocated (pickle allocates first: 11 bytes could ask for 2 GB)."""
+        (n,) = struct.unpack("<Q", self.read(8))
+        if n > self._size:
+            raise ModelFormatError(f"model file declares a {n}-byte array but is only {self._size} bytes; "
+                                   "refusing to load it")
+        buf = bytearray(n)
+        self.readinto(buf)
+        self.append(buf)
+
+    dispatch[pickle.BYTEARRAY8[0]] = _load_bytearray8
 
     def find_class(self, module, name):
         if (module, name) in _ALLOWED:
@@ -212,7 +258,7 @@ def loads_model(data: bytes, max_bytes: int | None = None):
     `max_bytes`: refuse larger data (default MAX_MODEL_BYTES, or the EDGESEQ_MAX_MODEL_BYTES env var)."""
     _check_size(len(data), max_bytes, "model data")
     try:
-        obj = _RestrictedUnpickler(io.BytesIO(data)).load()
+        obj = _RestrictedUnpickler(data).load()
     except ModelFormatError:
         raise
     except Exception as exc:  # truncated/corrupted streams raise many different types
