@@ -28,6 +28,14 @@ from edgeseq.export.names import onnx_input_names
 
 C_HEADER, C_SOURCE = "edgeseq_model.h", "edgeseq_model.c"
 N_CHECK_ROWS = 512
+# bound on the values of drawn sample rows (rows x features): a wide model (its width is vouched for
+# by its own per-feature arrays) gets fewer rows rather than an allocation 512 times its file size
+MAX_SAMPLE_VALUES = 1 << 22
+
+
+def sample_count(n: int, n_features: int) -> int:
+    """How many of `n` requested sample rows of `n_features` values fit MAX_SAMPLE_VALUES (>= 8)."""
+    return max(8, min(n, MAX_SAMPLE_VALUES // max(n_features, 1)))
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -53,7 +61,7 @@ def sample_inputs(seq: FittedSequence, check_stats=None, n: int = N_CHECK_ROWS) 
             raise ExportError(f"check_stats must be a finite (n, {seq.n_features_in}) array of sample rows")
         return X
     rng = np.random.default_rng(0)
-    Z = rng.standard_normal((n, seq.n_features_in))
+    Z = rng.standard_normal((sample_count(n, seq.n_features_in), seq.n_features_in))
     if seq.feature_mean is None or seq.feature_std is None:
         return Z
     return seq.feature_mean + Z * seq.feature_std

@@ -117,3 +117,28 @@ def test_c_string_literal_limit_and_bad_model_name(tmp_path):
         write_c_model(seq, tmp_path, "m", model_name="n" * 5000)
     with pytest.raises(ExportError, match="Unicode"):
         write_c_model(seq, tmp_path, "m", model_name="bad\udcff")
+
+
+def test_estimator_classes_must_agree_with_its_sequence():
+    import pickle
+
+    from edgeseq import AnytimeClassifier
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    est = AnytimeClassifier(groups=[[0], [1, 2]], costs=[1, 2]).fit(X, (X[:, 0] > 0).astype(int))
+    loads_model(pickle.dumps(est))  # negative control
+    est.classes_ = est.classes_[:1]
+    msg = _refused(pickle.dumps(est))
+    assert "classes_" in msg
+
+
+def test_sample_rows_of_a_wide_model_are_bounded():
+    from edgeseq.export.writer import MAX_SAMPLE_VALUES, sample_inputs
+
+    seq = valid_sequence()
+    D = 200_000
+    seq.__dict__.update(n_features_in=D, feature_mean=np.zeros(D), feature_std=np.ones(D))
+    FittedSequence.validate(seq)
+    X = sample_inputs(seq)
+    assert X.shape[1] == D and X.size <= MAX_SAMPLE_VALUES
+    assert sample_inputs(valid_sequence()).shape[0] == 512  # negative control: narrow models unchanged

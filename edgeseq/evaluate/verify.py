@@ -60,9 +60,11 @@ class VerifyReport:
 def sample_rows(manifest: dict, n: int = N_SAMPLES, seed: int = 0) -> np.ndarray:
     """Rows drawn from the stored training statistics (standard normal without them), plus rows of
     large (x1e3) and tiny (x1e-3) magnitude so the check covers the scales a device may see."""
+    from edgeseq.export.writer import sample_count
+
     D = manifest["n_features_in"]
     rng = np.random.default_rng(seed)
-    Z = rng.standard_normal((n, D))
+    Z = rng.standard_normal((sample_count(n, D), D))
     mean, std = manifest.get("feature_mean"), manifest.get("feature_std")
     X = Z if mean is None or std is None else np.asarray(mean) + Z * np.asarray(std)
     k = n // 8
@@ -127,7 +129,8 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
     check_generated_files(out_dir, m, seq, c_dir)  # before anything is loaded or compiled
     sess = AnytimeSession(out_dir)
     if X is None:
-        X, source = sample_rows(m), f"{N_SAMPLES} rows drawn from the stored feature statistics"
+        X = sample_rows(m)
+        source = f"{X.shape[0]} rows drawn from the stored feature statistics"
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != m["n_features_in"]:
         raise InputError(f"verify needs rows of {m['n_features_in']} features, got shape {X.shape}")

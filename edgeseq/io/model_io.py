@@ -277,7 +277,23 @@ def loads_model(data: bytes, max_bytes: int | None = None):
     seq = obj if isinstance(obj, FittedSequence) else vars(obj).get("fitted_sequence_")
     if seq is not None:
         _check_sequence(seq)
+        if seq is not obj:
+            _check_estimator(vars(obj), seq)
     return obj
+
+
+def _check_estimator(state: dict, seq: FittedSequence) -> None:
+    """A fitted estimator's own learned attributes that prediction reads must agree with its sequence
+    (a file could keep a valid sequence but shrink `classes_`, and predict would index past it)."""
+    if "n_features_in_" in state and state["n_features_in_"] != seq.n_features_in:
+        raise ModelFormatError("model file is inconsistent: the estimator's n_features_in_ "
+                               f"{brief(state['n_features_in_'])} differs from its sequence's {seq.n_features_in}")
+    if seq.classes is not None:
+        classes = state.get("classes_")
+        if type(classes) is not np.ndarray or classes.shape != seq.classes.shape \
+                or not np.array_equal(classes, seq.classes):
+            raise ModelFormatError(f"model file is inconsistent: the estimator's classes_ {brief(classes)} "
+                                   "differ from its sequence's classes")
 
 
 def _check_sequence(seq) -> None:
