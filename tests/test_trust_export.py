@@ -129,3 +129,25 @@ def test_duplicate_class_labels_are_refused_in_a_manifest(tmp_path):
     reseal(out, lambda m: m["outputs"].update(classes=["a", "a"]))
     r = invoke("inspect", out)
     assert r.exit_code != 0 and "repeats a label" in r.output
+
+
+def test_graph_with_external_data_is_refused_without_reading_it(export_dir, tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto
+
+    out = tmp_path / "out"
+    shutil.copytree(export_dir, out)
+    (tmp_path / "secret.bin").write_bytes(np.arange(64, dtype=np.float32).tobytes())
+    path = out / "prefix_001.onnx"
+    model = onnx.load(str(path))
+    t = model.graph.initializer[0]
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "../secret.bin"), ("offset", "0"), ("length", "8")):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    path.write_bytes(model.SerializeToString())
+    reseal(out, lambda m: None)
+    r = invoke("verify", out, "--no-c")
+    assert r.exit_code != 0 and "IntegrityError" in r.output and "external data" in r.output
