@@ -31,31 +31,12 @@ from edgeseq.io.model_io import as_sequence, loads_model  # noqa: E402
 from edgeseq.sequence import FittedSequence  # noqa: E402
 
 
+from hostile import mutate  # noqa: E402  (the same mutations as the hypothesis test)
+
+
 def seeds() -> list[bytes]:
     from test_trust_fuzz import SEEDS
     return SEEDS
-
-
-def mutate(rng: random.Random, data: bytes) -> bytes:
-    buf = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        op = rng.choice(["flip", "set", "insert", "delete", "truncate", "large"])
-        i = rng.randrange(len(buf))
-        if op == "flip":
-            buf[i] ^= 1 << rng.randrange(8)
-        elif op == "set":
-            buf[i] = rng.randrange(256)
-        elif op == "insert":
-            buf[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
-        elif op == "delete":
-            del buf[i:i + rng.randint(1, 8)]
-        elif op == "large":
-            buf[i:i + 1] = b"\xff\xff\xff\x7f"
-        else:
-            del buf[i:]
-        if not buf:
-            buf = bytearray(b".")
-    return bytes(buf)
 
 
 def main() -> None:
@@ -72,7 +53,7 @@ def main() -> None:
     worst = 0.0
     t0 = time.perf_counter()
     for _ in range(args.n):
-        data = mutate(rng, rng.choice(pool))
+        data = mutate(rng.choice(pool), rng.randint)
         t = time.perf_counter()
         try:
             FittedSequence.validate(as_sequence(loads_model(data)))

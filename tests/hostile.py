@@ -86,6 +86,34 @@ def dtype_state(flags: int = 0x3F) -> bytes:
     return data.replace(canonical, canonical[:-3] + b"K" + bytes([flags]) + b"t", 1)
 
 
+MUTATIONS = ("flip", "set", "insert", "delete", "truncate", "large")
+
+
+def mutate(data: bytes, integer) -> bytes:
+    """1-4 random edits of `data`: bit flips, byte sets, insertions, deletions, truncation, and a
+    4-byte "large count" splice. `integer(lo, hi)` supplies every choice (hypothesis draws in the
+    tests, `random.randint` in bench/fuzz_model_files.py), so both explore the same space."""
+    buf = bytearray(data)
+    for _ in range(integer(1, 4)):
+        op = MUTATIONS[integer(0, len(MUTATIONS) - 1)]
+        i = integer(0, len(buf) - 1)
+        if op == "flip":
+            buf[i] ^= 1 << integer(0, 7)
+        elif op == "set":
+            buf[i] = integer(0, 255)
+        elif op == "insert":
+            buf[i:i] = bytes(integer(0, 255) for _ in range(integer(1, 8)))
+        elif op == "delete":
+            del buf[i:i + integer(1, 8)]
+        elif op == "large":
+            buf[i:i + 1] = b"\xff\xff\xff\x7f"
+        else:
+            del buf[i:]
+        if not buf:
+            buf = bytearray(b".")
+    return bytes(buf)
+
+
 def field_cases() -> dict:
     """name -> model-file bytes with one inconsistent or crafted field (issue 11 items 4, 5, 13)."""
     seq = valid_sequence()

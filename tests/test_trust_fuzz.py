@@ -14,7 +14,7 @@ import tracemalloc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hostile import reseal, valid_model_bytes, valid_sequence
+from hostile import mutate, reseal, valid_model_bytes, valid_sequence
 
 from edgeseq.errors import IntegrityError, ModelFormatError
 from edgeseq.io.model_io import as_sequence, loads_model
@@ -60,25 +60,7 @@ def _bounded(call, size: int, error):
 
 @st.composite
 def mutated(draw):
-    data = bytearray(draw(st.sampled_from(SEEDS)))
-    for _ in range(draw(st.integers(1, 4))):
-        op = draw(st.sampled_from(["flip", "set", "insert", "delete", "truncate", "digits"]))
-        i = draw(st.integers(0, len(data) - 1))
-        if op == "flip":
-            data[i] ^= 1 << draw(st.integers(0, 7))
-        elif op == "set":
-            data[i] = draw(st.integers(0, 255))
-        elif op == "insert":
-            data[i:i] = draw(st.binary(min_size=1, max_size=8))
-        elif op == "delete":
-            del data[i:i + draw(st.integers(1, 8))]
-        elif op == "digits":  # a length or count field grown large
-            data[i:i + 1] = b"\xff\xff\xff\x7f"
-        else:
-            del data[i:]
-        if not data:
-            data = bytearray(b".")
-    return bytes(data)
+    return mutate(draw(st.sampled_from(SEEDS)), lambda lo, hi: draw(st.integers(lo, hi)))
 
 
 @FUZZ
