@@ -105,7 +105,9 @@ def temp_dir_for(out: Path) -> Path:
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
+    """Whether process `pid` still runs. On Windows os.kill would terminate it, so there every
+    writer counts as alive (its temporaries are kept rather than risk deleting a live one)."""
+    if pid == os.getpid() or os.name == "nt":
         return True
     try:
         os.kill(pid, 0)

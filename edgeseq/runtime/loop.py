@@ -13,7 +13,10 @@ Policies (also in the README):
   passes before the worker thread has even started the extractor, the job is withdrawn (it never
   runs, the session stays idle) and the group is reported `deadline`.
 * an extractor that raises, or returns a wrong shape / NaN / Inf, is reported (`error` /
-  `invalid`) and ends the run; the last committed prediction is returned (no exception).
+  `invalid`) and ends the run; the last committed prediction is returned (no exception). Turning
+  the returned value into an array is part of the extractor's time (on the worker, inside the
+  deadline). SystemExit and KeyboardInterrupt are not reported: they reach the caller, with or
+  without a deadline.
 """
 
 from __future__ import annotations
