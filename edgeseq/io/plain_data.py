@@ -84,13 +84,15 @@ def check_plain(obj, is_data_class, root: str = "model") -> None:
             continue
         on_path.add(id(x))
         stack.append((x, depth, where, True))
-        if t is list or t is tuple:
-            stack.extend((v, depth + 1, f"{where}[{i}]", False) for i, v in enumerate(x))
+        if t is list or t is tuple:  # scalars are checked in place: the stack holds only containers
+            stack.extend((v, depth + 1, f"{where}[{i}]", False) for i, v in enumerate(x)
+                         if type(v) not in _SCALARS)
         elif t is dict:
             for k, v in x.items():
                 if type(k) not in _KEY_TYPES:
                     _refuse(where, f"has a dictionary key of type {type(k).__name__}")
-                stack.append((v, depth + 1, f"{where}[{brief(k, max_chars=40)}]", False))
+                if type(v) not in _SCALARS:
+                    stack.append((v, depth + 1, f"{where}[{brief(k, max_chars=40)}]", False))
         elif is_data_class(t):
             stack.extend((v, depth + 1, f"{where}.{k}", False)
                          for k, v in _instance_state(x, where).items())
