@@ -223,12 +223,16 @@ def listed_files(manifest: dict) -> list[dict]:
 
 
 def read_verified(out_dir) -> dict:
-    """See `_read_verified`; a manifest nested too deeply for the JSON reader is one IntegrityError."""
+    """See `_read_verified`; a manifest nested too deeply for the JSON reader, or holding a lone
+    surrogate, is one IntegrityError too."""
     try:
         return _read_verified(out_dir)
     except RecursionError:
         raise IntegrityError(f"{Path(out_dir) / MANIFEST} nests JSON too deeply to be an edgeseq "
                              "manifest") from None
+    except UnicodeEncodeError:  # JSON can escape a lone surrogate, which has no UTF-8 form to checksum
+        raise IntegrityError(f"{Path(out_dir) / MANIFEST} holds text that is not valid Unicode (a lone "
+                             "surrogate escape)") from None
 
 
 def _read_verified(out_dir) -> dict:

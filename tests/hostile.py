@@ -158,6 +158,7 @@ def field_cases() -> dict:
     out["ndarray_bomb"] = ndarray_bomb()
     out["bytearray_bomb"] = bytearray_bomb()
     out["dtype_state"] = dtype_state()
+    out["surrogate_in_provenance"] = with_fields(provenance={"method": "x\udcff"})
     out["cyclic_list"] = _cyclic()
     return out
 

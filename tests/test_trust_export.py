@@ -151,3 +151,15 @@ def test_graph_with_external_data_is_refused_without_reading_it(export_dir, tmp_
     reseal(out, lambda m: None)
     r = invoke("verify", out, "--no-c")
     assert r.exit_code != 0 and "IntegrityError" in r.output and "external data" in r.output
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+def test_lone_surrogate_in_a_manifest_is_one_error(export_dir, tmp_path, command):
+    out = tmp_path / "out"
+    shutil.copytree(export_dir, out)
+    path = out / "manifest.json"
+    text = path.read_text()
+    assert '"model_name": "out"' in text
+    path.write_text(text.replace('"model_name": "out"', '"model_name": "o\\udcff"'))
+    r = invoke(command, out)
+    assert r.exit_code != 0 and "IntegrityError" in r.output and "surrogate" in r.output

@@ -29,6 +29,18 @@ def plain_dtype(dt) -> bool:
     return isinstance(dt, np.dtype) and not dt.hasobject and dt.subdtype is None and dt.names is None
 
 
+def _scalar(v, where: str) -> bool:
+    """True for a plain scalar (checked: text must be valid Unicode, which every writer can encode)."""
+    if type(v) not in _SCALARS:
+        return False
+    if type(v) is str:
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            _refuse(where, "holds text that is not valid Unicode (a lone surrogate)")
+    return True
+
+
 def _refuse(where: str, problem: str):
     raise ModelFormatError(f"model file: {where} {problem}; refusing to load it")
 
@@ -66,7 +78,7 @@ def check_plain(obj, is_data_class, root: str = "model") -> None:
             done.add(id(x))
             continue
         t = type(x)
-        if t in _SCALARS:
+        if _scalar(x, where):
             continue
         if t is np.ndarray:
             if not plain_dtype(x.dtype):
@@ -86,12 +98,12 @@ def check_plain(obj, is_data_class, root: str = "model") -> None:
         stack.append((x, depth, where, True))
         if t is list or t is tuple:  # scalars are checked in place: the stack holds only containers
             stack.extend((v, depth + 1, f"{where}[{i}]", False) for i, v in enumerate(x)
-                         if type(v) not in _SCALARS)
+                         if not _scalar(v, where))
         elif t is dict:
             for k, v in x.items():
-                if type(k) not in _KEY_TYPES:
+                if type(k) not in _KEY_TYPES or not _scalar(k, where):
                     _refuse(where, f"has a dictionary key of type {type(k).__name__}")
-                if type(v) not in _SCALARS:
+                if not _scalar(v, where):
                     stack.append((v, depth + 1, f"{where}[{brief(k, max_chars=40)}]", False))
         elif is_data_class(t):
             stack.extend((v, depth + 1, f"{where}.{k}", False)
