@@ -97,7 +97,7 @@ def _paths(obj, prefix=()):
             yield from _paths(v, prefix + (i,))
 
 
-@FUZZ
+@settings(FUZZ, max_examples=60)  # each example copies and reseals a directory
 @given(st.data())
 def test_resealed_mutated_manifests_read_or_fail_cleanly(export_dir, tmp_path_factory, data):
     from edgeseq.export.manifest import read_verified, sequence_from_export
