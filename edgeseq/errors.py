@@ -221,6 +221,18 @@ class DataUnavailableError(EdgeseqError):
     """
 
 
+class OutputError(InputError):
+    """An output path cannot be written (missing directory, no permission, disk full); nothing that
+    existed before is changed.
+
+    Examples
+    --------
+    >>> from edgeseq.errors import InputError, OutputError
+    >>> issubclass(OutputError, InputError)
+    True
+    """
+
+
 def _not_fitted_error():
     from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 

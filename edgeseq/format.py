@@ -19,6 +19,8 @@ import json
 from pathlib import Path
 
 from edgeseq.errors import IntegrityError
+from edgeseq.messages import brief, clip
+from edgeseq.sequence import MAX_UNUSED_TRAILING
 
 MANIFEST = "manifest.json"
 FORMAT = "edgeseq-export"
@@ -35,6 +37,21 @@ def prefix_file(j: int, n_prefixes: int) -> str:
     """File name of prefix j's ONNX graph: zero-padded to at least 3 digits, so names sort in order."""
     width = max(3, len(str(n_prefixes - 1)))
     return f"prefix_{j:0{width}d}.onnx"
+
+
+MAX_DEPTH = 32  # a real manifest nests 5 levels (provenance may add a few)
+
+
+def _depth(obj) -> int:
+    """Nesting depth of parsed JSON, without recursion (later code walks it recursively)."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= MAX_DEPTH:
+                stack.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
+    return deepest
 
 
 def sha256_file(path) -> str:
@@ -100,7 +117,7 @@ def _check_schema(manifest: dict) -> None:
     if not validator.is_valid(manifest):
         exc = jsonschema.exceptions.best_match(validator.iter_errors(manifest))
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-        raise IntegrityError(f"{MANIFEST} does not match the schema at {where}: {exc.message}")
+        raise IntegrityError(f"{MANIFEST} does not match the schema at {clip(where)}: {clip(exc.message)}")
 
 
 def check_cross_fields(manifest: dict) -> None:
@@ -126,8 +143,8 @@ def _check_prefixes(m: dict) -> None:
     for j, p in enumerate(prefixes):
         want = [g["input_name"] for g in groups[:j]] or [PREFIX0_INPUT]
         if p["index"] != j or p["inputs"] != want:
-            raise _bad(f"prefixes[{j}]", f"has index {p['index']} and inputs {p['inputs']}, "
-                                         f"expected index {j} and inputs {want}")
+            raise _bad(f"prefixes[{j}]", f"has index {brief(p['index'])} and inputs {brief(p['inputs'])}, "
+                                         f"expected index {j} and inputs {brief(want)}")
 
 
 def _check_features(m: dict) -> None:
@@ -135,6 +152,11 @@ def _check_features(m: dict) -> None:
     for key in ("feature_names", "feature_mean", "feature_std"):
         if m[key] is not None and len(m[key]) != D:
             raise _bad(key, f"has {len(m[key])} entries, n_features_in is {D}")
+    if all(m[key] is None for key in ("feature_names", "feature_mean", "feature_std")):
+        top = max((max(g["columns"]) for g in m["groups"]), default=-1)
+        if D > top + 1 + MAX_UNUSED_TRAILING:  # the same bound as for model files
+            raise _bad("n_features_in", f"is {D}, but the groups use columns up to {top} and no per-feature "
+                                        f"list vouches for more than {MAX_UNUSED_TRAILING} unused trailing columns")
     if m["feature_names"] is not None and len(set(m["feature_names"])) != D:
         raise _bad("feature_names", "repeats a name (columns are matched by name)")
 
@@ -150,13 +172,15 @@ def _check_groups(m: dict) -> None:
         if g["dim"] != len(cols):
             raise _bad(f"groups[{k}].dim", f"is {g['dim']} but the group lists {len(cols)} columns")
         if max(cols) >= D:
-            raise _bad(f"groups[{k}].columns", f"has column {max(cols)}, outside 0..{D - 1} (n_features_in {D})")
+            raise _bad(f"groups[{k}].columns", f"has column {brief(max(cols))}, outside 0..{D - 1} "
+                                               f"(n_features_in {D})")
         if len(set(cols)) != len(cols) or seen & set(cols):
             raise _bad(f"groups[{k}].columns", "repeats a column (groups must be disjoint)")
         seen |= set(cols)
         want = None if names is None else [names[c] for c in cols]
         if g.get("column_names", want) != want:
-            raise _bad(f"groups[{k}].column_names", f"is {g.get('column_names')}, feature_names give {want}")
+            raise _bad(f"groups[{k}].column_names", f"is {brief(g.get('column_names'))}, feature_names give "
+                                                    f"{brief(want)}")
 
 
 def _close(a: float, b: float) -> bool:
@@ -170,17 +194,18 @@ def _check_costs(m: dict) -> None:
     for k, g in enumerate(m["groups"]):
         total += g["cost"]
         if not _close(g["cum_cost"], total):
-            raise _bad(f"groups[{k}].cum_cost", f"is {g['cum_cost']}, the running sum of the costs is {total}")
+            raise _bad(f"groups[{k}].cum_cost", f"is {brief(g['cum_cost'])}, the running sum of the costs is "
+                                                f"{total}")
         if not _close(prefixes[k + 1]["cum_cost"], g["cum_cost"]) or prefixes[k + 1]["cum_cost"] < prefixes[k]["cum_cost"]:
-            raise _bad(f"prefixes[{k + 1}].cum_cost",
-                       f"is {prefixes[k + 1]['cum_cost']}, must equal groups[{k}].cum_cost {g['cum_cost']}")
+            raise _bad(f"prefixes[{k + 1}].cum_cost", f"is {brief(prefixes[k + 1]['cum_cost'])}, must equal "
+                                                      f"groups[{k}].cum_cost {brief(g['cum_cost'])}")
 
 
 def _check_outputs(m: dict) -> None:
     outs, link = m["outputs"], m["link"]
     P, names, classes = outs["n_outputs"], outs["names"], outs["classes"]
     if (m["task"] == "regression") != (link == "identity"):
-        raise _bad("link", f"{link!r} does not fit task {m['task']!r} (regression uses identity)")
+        raise _bad("link", f"{brief(link)} does not fit task {brief(m['task'])} (regression uses identity)")
     if link == "identity":
         want_names, want_classes = P, None
     elif link == "sigmoid":
@@ -193,6 +218,8 @@ def _check_outputs(m: dict) -> None:
         want_names, want_classes = P, P
     if len(names) != want_names:
         raise _bad("outputs.names", f"has {len(names)} names, link {link} with n_outputs {P} needs {want_names}")
+    if classes is not None and len({json.dumps(c, sort_keys=True) for c in classes}) != len(classes):
+        raise _bad("outputs.classes", f"repeats a label: {brief(classes)}")
     if (classes is None) != (want_classes is None) or (classes is not None and len(classes) != want_classes):
         got = "null" if classes is None else f"{len(classes)} classes"
         raise _bad("outputs.classes", f"has {got}, link {link} with n_outputs {P} needs "
@@ -206,14 +233,14 @@ def _check_files(m: dict) -> None:
     listed = {f["file"] for f in m["files"]}
     for key in ("header", "source"):
         if m["c"][key] not in listed:
-            raise _bad(f"c.{key}", f"names {m['c'][key]!r}, which is not listed in files")
+            raise _bad(f"c.{key}", f"names {brief(m['c'][key])}, which is not listed in files")
     ort = m.get("ort")
     if ort is not None:
         if len(ort["prefixes"]) != len(m["prefixes"]):
             raise _bad("ort.prefixes", "must name one ORT file per prefix")
         for name in [*ort["prefixes"], ort["operators_config"]]:
             if name not in listed:
-                raise _bad("ort", f"names {name!r}, which is not listed in files")
+                raise _bad("ort", f"names {brief(name)}, which is not listed in files")
 
 
 def listed_files(manifest: dict) -> list[dict]:
@@ -223,6 +250,19 @@ def listed_files(manifest: dict) -> list[dict]:
 
 
 def read_verified(out_dir) -> dict:
+    """See `_read_verified`; a manifest nested too deeply for the JSON reader, or holding a lone
+    surrogate, is one IntegrityError too."""
+    try:
+        return _read_verified(out_dir)
+    except RecursionError:
+        raise IntegrityError(f"{Path(out_dir) / MANIFEST} nests JSON too deeply to be an edgeseq "
+                             "manifest") from None
+    except UnicodeEncodeError:  # JSON can escape a lone surrogate, which has no UTF-8 form to checksum
+        raise IntegrityError(f"{Path(out_dir) / MANIFEST} holds text that is not valid Unicode (a lone "
+                             "surrogate escape)") from None
+
+
+def _read_verified(out_dir) -> dict:
     """Load manifest.json and check everything before anyone trusts the directory.
 
     Checks: valid JSON in canonical layout, schema, the manifest's own checksum, the cross-field rules
@@ -240,9 +280,11 @@ def read_verified(out_dir) -> dict:
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IntegrityError(f"{mpath} is not valid JSON ({exc}); re-export the model") from None
+        raise IntegrityError(f"{mpath} is not valid JSON ({clip(exc)}); re-export the model") from None
     if not isinstance(manifest, dict):
         raise IntegrityError(f"{mpath} must hold a JSON object")
+    if _depth(manifest) > MAX_DEPTH:
+        raise IntegrityError(f"{mpath} nests JSON deeper than {MAX_DEPTH} levels; not an edgeseq manifest")
     _check_schema(manifest)
     if manifest_checksum(manifest) != manifest["manifest_sha256"]:
         raise IntegrityError(f"{mpath}: manifest_sha256 does not match its content (edited or corrupted)")
@@ -258,5 +300,5 @@ def read_verified(out_dir) -> dict:
     expected = {MANIFEST} | {e["file"] for e in listed_files(manifest)}
     extra = sorted(p.name for p in out.iterdir() if p.name not in expected)
     if extra:
-        raise IntegrityError(f"{out} holds files not listed in {MANIFEST}: {', '.join(extra)}")
+        raise IntegrityError(f"{out} holds files not listed in {MANIFEST}: {brief(extra)}")
     return manifest

@@ -22,13 +22,19 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
 from edgeseq.errors import EdgeseqWarning, InputError
+from edgeseq.messages import brief
 
 LINKS = ("identity", "sigmoid", "softmax")
+# A name (group, output) is stored as one C string literal; C99 compilers need only accept 4095 bytes.
+MAX_NAME_BYTES = 1024
+# Without per-feature arrays (names, statistics) nothing in a file vouches for columns past the last
+# one a group uses; allow this many unused trailing columns, so the claimed width stays bounded.
+MAX_UNUSED_TRAILING = 1024
 
 
 def longest_affordable_prefix(cum_cost, budget: float) -> int:
@@ -50,7 +56,7 @@ def check_budget(budget) -> float:
     """
     if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Real) \
             or math.isnan(budget) or budget < 0:
-        raise InputError(f"budget must be a number >= 0 in cost units, got {_short_repr(budget)}")
+        raise InputError(f"budget must be a number >= 0 in cost units, got {brief(budget)}")
     return float(budget)
 
 
@@ -58,7 +64,7 @@ def check_prefix_index(prefix, n_prefixes: int) -> int:
     """A prefix index as an int in 0..n_prefixes-1 (bools and floats refused)."""
     if isinstance(prefix, (bool, np.bool_)) or not isinstance(prefix, numbers.Integral) \
             or not 0 <= prefix < n_prefixes:
-        raise InputError(f"prefix must be an integer in 0..{n_prefixes - 1}, got {_short_repr(prefix)}")
+        raise InputError(f"prefix must be an integer in 0..{n_prefixes - 1}, got {brief(prefix)}")
     return int(prefix)
 
 
@@ -100,11 +106,6 @@ def warn_if_budget_affords_nothing(cum_cost, budget, stacklevel: int = 3) -> Non
         warnings.warn(f"budget {float(budget):.17g} affords no group (the first of the sequence costs "
                       f"{float(cum_cost[1]):g}): the prediction is the prior, prefix 0", EdgeseqWarning,
                       stacklevel=stacklevel)
-
-
-def _short_repr(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def sample_rows(n_features: int, n: int, *, mean=None, std=None, seed: int = 0,
@@ -212,7 +213,7 @@ class FittedSequence:
         for name in ("feature_mean", "feature_std"):
             if getattr(self, name) is not None:
                 setattr(self, name, np.asarray(getattr(self, name), dtype=np.float64))
-        self.validate()
+        FittedSequence.validate(self)
 
     # ----------------------------------------------------------------- structure
     @property
@@ -249,32 +250,14 @@ class FittedSequence:
         return resolve_prefix(self.cum_cost, budget=budget)
 
     def validate(self) -> None:
-        """Internal consistency: catches a hand-edited or corrupted object before anything is emitted."""
-        J = len(self.group_names)
-        if self.link not in LINKS:
-            raise InputError(f"unknown link {self.link!r}; expected one of {LINKS}")
-        if self.task not in ("regression", "classification"):
-            raise InputError(f"unknown task {self.task!r}")
-        if len(self.group_columns) != J or self.costs.shape != (J,):
-            raise InputError("group names, columns and costs must have one entry per group")
-        if sorted(self.order.tolist()) != list(range(J)):
-            raise InputError(f"order must be a permutation of the {J} groups, got {self.order.tolist()}")
-        if len(self.coefs) != J + 1 or self.intercepts.shape[0] != J + 1 or self.intercepts.ndim != 2:
-            raise InputError("need one coefficient matrix and one intercept row per prefix 0..J")
-        P = self.intercepts.shape[1]
-        sizes = self.group_sizes
-        d = 0
-        for j in range(J + 1):
-            if j > 0:
-                d += int(sizes[self.order[j - 1]])
-            if self.coefs[j].shape != (d, P):
-                raise InputError(f"coefs[{j}] has shape {self.coefs[j].shape}, expected {(d, P)}")
-        if len(self.output_names) != (2 if self.link == "sigmoid" else P):
-            raise InputError("output_names must name every output (both classes for a sigmoid link)")
-        for name in ("feature_mean", "feature_std"):
-            v = getattr(self, name)
-            if v is not None and v.shape != (self.n_features_in,):
-                raise InputError(f"{name} must have one entry per feature ({self.n_features_in})")
+        """Every cross-field invariant, before anything indexes the object.
+
+        Called as ``FittedSequence.validate(seq)`` (never ``seq.validate()``) on objects rebuilt from
+        files, so an instance cannot bring its own. Types are checked before values (a file can put
+        anything in any field), every size is checked against the arrays that carry it, and messages
+        quote values only through `brief`. Raises InputError naming the field.
+        """
+        _validate(self)
 
     def _check_prefix(self, j) -> None:
         check_prefix_index(j, self.n_prefixes)
@@ -293,3 +276,166 @@ class FittedSequence:
     def apply_link(self, z: np.ndarray) -> np.ndarray:
         """Map linear outputs to predictions: identity, or class probabilities (n, n_classes)."""
         return apply_link(self.link, z)
+
+
+# ----------------------------------------------------------------------------- validation
+def _bad(field: str, problem: str) -> InputError:
+    return InputError(f"FittedSequence.{field} {problem}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def check_name(name, what: str, max_bytes: int = MAX_NAME_BYTES, allow_empty: bool = False) -> None:
+    """A name that every emitter can write: a str (non-empty unless `allow_empty`), valid Unicode,
+    no NUL, at most `max_bytes` of UTF-8."""
+    if type(name) is not str or not (name or allow_empty):
+        raise InputError(f"{what} must be a non-empty string, got {brief(name)}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InputError(f"{what} {brief(name)} is not valid Unicode text (lone surrogate)") from None
+    if "\x00" in name:
+        raise InputError(f"{what} {brief(name)} contains a NUL character")
+    if size > max_bytes:
+        raise InputError(f"{what} {brief(name, max_chars=40)} is {size} bytes of UTF-8; at most {max_bytes} "
+                         "are allowed (the name becomes a C string literal)")
+
+
+def _array(seq, field: str, kind: str, ndim: int):
+    a = getattr(seq, field)
+    if type(a) is not np.ndarray or a.dtype.kind not in kind or a.ndim != ndim:
+        raise _bad(field, f"must be a {ndim}-D numpy array of kind {kind!r}, got {brief(a)}")
+    return a
+
+
+def _names(seq, field: str, n: int, what: str) -> None:
+    names = getattr(seq, field)
+    if type(names) is not tuple or len(names) != n:
+        raise _bad(field, f"must be a tuple of {n} names, got {brief(names)}")
+    for i, name in enumerate(names):
+        check_name(name, f"{what} {i}", allow_empty=True)
+
+
+def _validate_groups(seq) -> tuple[int, int]:
+    names = seq.group_names
+    if type(names) is not tuple:
+        raise _bad("group_names", f"must be a tuple, got {type(names).__name__}")
+    J = len(names)
+    _names(seq, "group_names", J, "group name")
+    if len(set(names)) != J:
+        raise _bad("group_names", "repeats a name")
+    D = seq.n_features_in
+    if not _is_int(D) or D < 1:
+        raise _bad("n_features_in", f"must be a positive integer, got {brief(D)}")
+    cols = seq.group_columns
+    if type(cols) is not tuple or len(cols) != J:
+        raise _bad("group_columns", f"must be a tuple with one array per group ({J}), got {brief(cols)}")
+    seen = 0
+    top = -1
+    for g, c in enumerate(cols):
+        if type(c) is not np.ndarray or c.dtype.kind not in "iu" or c.ndim != 1 or c.size == 0:
+            raise _bad(f"group_columns[{g}]", f"must be a non-empty 1-D integer array, got {brief(c)}")
+        if c.min() < 0 or c.max() >= D:
+            raise _bad(f"group_columns[{g}]", f"has column {brief(int(c.max()) if c.min() >= 0 else int(c.min()))}"
+                                              f" outside 0..{D - 1} (n_features_in {D})")
+        seen += c.size
+        top = max(top, int(c.max()))
+    if seen and np.unique(np.concatenate(cols)).size != seen:
+        raise _bad("group_columns", "repeats a column (groups must be disjoint)")
+    has_width = seq.feature_names is not None or seq.feature_mean is not None or seq.feature_std is not None
+    if not has_width and D > top + 1 + MAX_UNUSED_TRAILING:
+        raise _bad("n_features_in", f"is {D}, but the groups use columns up to {top} and no per-feature "
+                                    f"array (names, statistics) vouches for more than {MAX_UNUSED_TRAILING} "
+                                    "unused trailing columns")
+    costs = _array(seq, "costs", "f", 1)
+    if costs.shape != (J,) or not np.all(np.isfinite(costs)) or np.any(costs < np.finfo(np.float64).tiny):
+        raise _bad("costs", f"must hold one finite cost >= {np.finfo(np.float64).tiny:.3g} per group ({J}), "
+                            f"got {brief(costs)}")
+    with np.errstate(over="ignore"):
+        total = costs.sum()
+    if not np.isfinite(total):
+        raise _bad("costs", "sum beyond the float64 range")
+    order = _array(seq, "order", "iu", 1)
+    if order.shape != (J,) or not np.array_equal(np.sort(order), np.arange(J)):
+        raise _bad("order", f"must be a permutation of the {J} groups, got {brief(order)}")
+    return J, D
+
+
+def _validate_weights(seq, J: int) -> int:
+    icpt = _array(seq, "intercepts", "f", 2)
+    P = icpt.shape[1]
+    if icpt.shape[0] != J + 1 or P < 1:
+        raise _bad("intercepts", f"must have shape ({J + 1}, P >= 1), got {icpt.shape}")
+    coefs = seq.coefs
+    if type(coefs) is not tuple or len(coefs) != J + 1:
+        raise _bad("coefs", f"must be a tuple of {J + 1} arrays (one per prefix), got {brief(coefs)}")
+    d = 0
+    for j, c in enumerate(coefs):
+        if j > 0:
+            d += seq.group_columns[int(seq.order[j - 1])].size
+        if type(c) is not np.ndarray or c.dtype.kind != "f" or c.shape != (d, P):
+            raise _bad(f"coefs[{j}]", f"must be a float array of shape {(d, P)}, got {brief(c)}")
+    return P
+
+
+def _validate_outputs(seq, P: int) -> None:
+    if type(seq.link) is not str or seq.link not in LINKS:
+        raise _bad("link", f"must be one of {LINKS}, got {brief(seq.link)}")
+    if type(seq.task) is not str or seq.task not in ("regression", "classification"):
+        raise _bad("task", f"must be 'regression' or 'classification', got {brief(seq.task)}")
+    if (seq.task == "regression") != (seq.link == "identity"):
+        raise _bad("link", f"{seq.link!r} does not fit task {seq.task!r} (regression uses identity)")
+    if seq.link == "sigmoid" and P != 1:
+        raise _bad("intercepts", f"have {P} columns; a sigmoid model has one linear output")
+    if seq.link == "softmax" and P < 2:
+        raise _bad("intercepts", f"have {P} column; a softmax model has one output per class (>= 2)")
+    n_names = 2 if seq.link == "sigmoid" else P
+    _names(seq, "output_names", n_names, "output name")
+    if seq.task == "regression":
+        if seq.classes is not None:
+            raise _bad("classes", "must be None for a regression model")
+    else:
+        c = seq.classes
+        if type(c) is not np.ndarray or c.ndim != 1 or c.shape[0] != n_names or (c.dtype.hasobject and not all(
+                type(v) in (str, int, float, bool) for v in c.tolist())):
+            raise _bad("classes", f"must be a 1-D array of {n_names} labels, got {brief(c)}")
+        if np.unique(c).size != c.size:
+            raise _bad("classes", f"repeats a label: {brief(c)}")
+    if len(set(seq.output_names)) != n_names:
+        raise _bad("output_names", "repeats a name")
+
+
+def _validate_extras(seq, J: int, D: int) -> None:
+    if seq.feature_names is not None:
+        _names(seq, "feature_names", D, "feature name")
+        if len(set(seq.feature_names)) != D:
+            raise _bad("feature_names", "repeats a name (columns are matched by name)")
+    for name in ("feature_mean", "feature_std"):
+        v = getattr(seq, name)
+        if v is not None and (type(v) is not np.ndarray or v.shape != (D,) or v.dtype.kind != "f"
+                              or not np.all(np.isfinite(v))):
+            raise _bad(name, f"must be a finite float array with one entry per feature ({D}), got {brief(v)}")
+    tm = seq.train_metrics
+    if type(tm) is not list or len(tm) > J + 1 or any(
+            type(d) is not dict or not all(type(k) is str for k in d) for d in tm):
+        raise _bad("train_metrics", f"must be a list of at most {J + 1} dicts keyed by metric name")
+    dv = seq.doubling_violations
+    if type(dv) is not tuple or not all(_is_int(v) and 1 <= v <= J for v in dv):
+        raise _bad("doubling_violations", f"must be a tuple of steps in 1..{J}, got {brief(dv)}")
+    if type(seq.provenance) is not dict or not all(type(k) is str for k in seq.provenance):
+        raise _bad("provenance", "must be a dict keyed by strings")
+    if not isinstance(seq.y_was_1d, (bool, np.bool_)):
+        raise _bad("y_was_1d", f"must be True or False, got {brief(seq.y_was_1d)}")
+
+
+def _validate(seq: FittedSequence) -> None:
+    state = vars(seq)
+    missing = [f.name for f in fields(FittedSequence) if f.name not in state and f.default is MISSING]
+    if missing:  # a file can drop attributes; only a plain default (a class attribute) stands in
+        raise InputError(f"FittedSequence lacks the field(s) {brief(missing)}")
+    J, D = _validate_groups(seq)
+    P = _validate_weights(seq, J)
+    _validate_outputs(seq, P)
+    _validate_extras(seq, J, D)

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import ExportError, InputError
-from edgeseq.sequence import FittedSequence
+from edgeseq.io.atomic import atomic_write_text
+from edgeseq.sequence import FittedSequence, check_name
 
 from edgeseq.format import C_HEADER, C_SOURCE
 from edgeseq.export.names import C_KEYWORDS, c_comment_text, c_identifier, c_identifiers, c_string_literal
@@ -97,6 +98,27 @@ def _check_float32(seq: FittedSequence) -> None:
             if not ok:
                 raise ExportError(f"prefix {j} {what} overflow float32 (max |value| {np.max(np.abs(arr)):.3g} > "
                                   f"{np.finfo(np.float32).max:.3g}); rescale the features and refit")
+
+
+def _check_indexed_sizes(seq: FittedSequence) -> None:
+    """Re-prove, from the arrays themselves, every length the runtime will index through the
+    descriptor: coef_j holds (sum of the first j group dims) x P floats, the intercept table
+    (J + 1) x P, one cumulative cost per prefix, one name per group and per prediction slot.
+    Validation already implies this; the emitter checks it again where a mistake would become an
+    out-of-bounds read on a device."""
+    J, P = len(seq.order), int(seq.intercepts.shape[1])
+    n_pred = 2 if seq.link == "sigmoid" else P
+    d = 0
+    for j in range(J + 1):
+        if j:
+            d += int(seq.group_columns[int(seq.order[j - 1])].size)
+        if seq.coefs[j].size != d * P or seq.coefs[j].shape != (d, P):
+            raise ExportError(f"prefix {j} has {seq.coefs[j].size} coefficients; the C runtime would read "
+                              f"{d} x {P}; refusing to generate C")
+    if seq.intercepts.size != (J + 1) * P or seq.cum_cost.size != J + 1 or len(seq.output_names) != n_pred \
+            or len(seq.group_names) != J or (seq.link == "sigmoid" and P != 1):
+        raise ExportError("the model's table sizes disagree with its group and output counts; "
+                          "refusing to generate C")
 
 
 def _header(seq: FittedSequence, prefix: str, model_name: str) -> str:
@@ -205,13 +227,16 @@ def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | N
     as the descriptor's name string. Raises ExportError when a weight overflows float32.
     """
     validate_c_prefix(prefix)
-    seq.validate()
+    FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
     _check_float32(seq)
-    if seq.link == "sigmoid" and seq.n_outputs != 1:
-        raise ExportError("a sigmoid model must have exactly one linear output")
+    _check_indexed_sizes(seq)
     name = prefix if model_name is None else str(model_name)
+    try:
+        check_name(name, "model name")
+    except InputError as exc:
+        raise ExportError(str(exc)) from None
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / C_HEADER).write_text(_header(seq, prefix, name), encoding="ascii")
-    (out / C_SOURCE).write_text(_source(seq, prefix, name), encoding="ascii")
+    header, source = _header(seq, prefix, name), _source(seq, prefix, name)
+    atomic_write_text(out / C_HEADER, header, encoding="ascii", make_parents=True)
+    atomic_write_text(out / C_SOURCE, source, encoding="ascii")
     return [C_HEADER, C_SOURCE]

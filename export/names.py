@@ -12,6 +12,11 @@ from __future__ import annotations
 import re
 
 from edgeseq.format import BIAS_NAME, PREFIX0_INPUT
+from edgeseq.errors import ExportError
+from edgeseq.messages import brief
+
+# translation limit of C99 (5.2.4.1): 4095 characters in a string literal, after concatenation
+MAX_C_STRING_BYTES = 4095
 
 # C99 + C11 keywords, plus names the C preprocessor/standard library make unusable as identifiers.
 C_KEYWORDS = frozenset("""
@@ -130,7 +135,8 @@ def c_string_literal(name: str) -> str:
 
     `?` is always written `\\?` (no trigraph can form); control and non-ASCII characters become
     three-digit octal escapes of their UTF-8 bytes (an octal escape never swallows a following digit,
-    unlike `\\x`).
+    unlike `\\x`). C99 compilers need accept only 4095 bytes per literal, so a longer name (or one
+    that is not valid Unicode, e.g. a lone surrogate from an undecodable file name) is an ExportError.
 
     Examples
     --------
@@ -140,6 +146,13 @@ def c_string_literal(name: str) -> str:
     >>> print(c_string_literal("é"))
     "\\303\\251"
     """
+    try:
+        size = len(str(name).encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ExportError(f"name {brief(name)} is not valid Unicode text; it cannot be written to C") from None
+    if size > MAX_C_STRING_BYTES:
+        raise ExportError(f"name {brief(name, max_chars=40)} is {size} bytes of UTF-8; C99 string literals "
+                          f"hold at most {MAX_C_STRING_BYTES}")
     parts = []
     for ch in str(name):
         if ch in _STRING_ESCAPES:
@@ -182,7 +195,7 @@ def c_comment_text(name: str) -> str:
         elif " " <= ch <= "~":
             piece = ch
         else:
-            piece = "".join(f"\\x{b:02x}" for b in ch.encode("utf-8"))
+            piece = "".join(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
         out.append(piece)
         prev = piece[-1]
     text = "".join(out)

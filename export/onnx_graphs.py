@@ -208,6 +208,8 @@ def read_prefix_weights(model: onnx.ModelProto, input_names: list[str]) -> tuple
     got = [i.name for i in model.graph.input]
     if got != list(input_names):
         raise ValueError(f"graph inputs are {got}, the manifest says {list(input_names)}")
+    if any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer):
+        raise ValueError("an initializer refers to external data; edgeseq graphs hold their weights inline")
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     blocks = [inits[weight_name(n)] for n in input_names if n != PREFIX0_INPUT]
     b = inits[BIAS_NAME].astype(np.float64)

@@ -1,8 +1,9 @@
 """`export_model`: FittedSequence -> out/ (prefix graphs, generated C, manifest), written atomically.
 
 Everything is written into a fresh temporary directory beside `out_dir`, verified with the same
-checks a reader runs (`read_verified`), and only then renamed into place. A crash at any point leaves
-at most a hidden `.<name>.tmp-*` directory, never a half-written `out_dir` that looks valid.
+checks a reader runs (`read_verified`), and only then swapped into place (`edgeseq.io.atomic`). A
+crash at any point leaves `out_dir` holding the old or the new export, never a half-written one; the
+next export to the same place cleans up what the crash left.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 
-from edgeseq.errors import ExportError
-from edgeseq.sequence import FittedSequence, sample_rows
+from edgeseq.errors import ExportError, InputError, OutputError
+from edgeseq.io.atomic import atomic_write_bytes, recover_dir, replace_dir, temp_dir_for
+from edgeseq.messages import clip
+from edgeseq.sequence import FittedSequence, check_name, sample_rows
 
 from edgeseq.export import onnx_graphs
 from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, manifest_checksum,
@@ -26,6 +28,15 @@ from edgeseq.export.names import onnx_input_names
 
 N_CHECK_ROWS = 512
 MAX_BATCH_SIZE = 1 << 16
+
+# bound on the values of drawn sample rows (rows x features): a wide model (its width is vouched for
+# by its own per-feature arrays) gets fewer rows rather than an allocation 512 times its file size
+MAX_SAMPLE_VALUES = 1 << 22
+
+
+def sample_count(n: int, n_features: int) -> int:
+    """How many of `n` requested sample rows of `n_features` values fit MAX_SAMPLE_VALUES (>= 8)."""
+    return max(8, min(n, MAX_SAMPLE_VALUES // max(n_features, 1)))
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -50,7 +61,8 @@ def sample_inputs(seq: FittedSequence, check_stats=None, n: int = N_CHECK_ROWS) 
         if X.ndim != 2 or X.shape[1] != seq.n_features_in or not np.all(np.isfinite(X)):
             raise ExportError(f"check_stats must be a finite (n, {seq.n_features_in}) array of sample rows")
         return X
-    return sample_rows(seq.n_features_in, n, mean=seq.feature_mean, std=seq.feature_std)
+    return sample_rows(seq.n_features_in, sample_count(n, seq.n_features_in), mean=seq.feature_mean,
+                       std=seq.feature_std)
 
 
 def float32_diffs(seq: FittedSequence, X: np.ndarray) -> list[float]:
@@ -150,7 +162,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
         model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name, batch_size=batch_size)
         onnx.checker.check_model(model, full_check=True)
         fname = prefix_file(j, seq.n_prefixes)
-        (tmp / fname).write_bytes(model.SerializeToString())
+        atomic_write_bytes(tmp / fname, model.SerializeToString())
         prefix_files.append((fname, sha256_file(tmp / fname)))
     written = write_c_model(seq, tmp, c_prefix, model_name=model_name)
     c_files = []
@@ -171,7 +183,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
         ort_entry = {"prefixes": ort_files, "operators_config": config}
     manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size,
                               ort_entry)
-    (tmp / MANIFEST).write_bytes(dump_manifest(manifest))
+    atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest
 
@@ -227,42 +239,35 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     """
     if not isinstance(seq, FittedSequence):
         raise ExportError(f"export_model needs a FittedSequence, got {type(seq).__name__}")
-    seq.validate()
+    FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
     check_float32(seq)
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
                                    or not 1 <= batch_size <= MAX_BATCH_SIZE):
         raise ExportError(f"batch size must be an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
+    try:
+        check_name(model_name, "model name")  # it is written into every graph, the C and the manifest
+    except InputError as exc:
+        raise ExportError(f"{exc}; pass another --model-name") from None
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
-    _prepare_target(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        recover_dir(out)  # an earlier crash: restore a parked old export, drop dead temporaries
+        _prepare_target(out, force)
+        tmp = temp_dir_for(out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the export {clip(out)}: {exc.strerror or exc}") from None
     try:
         manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, cgen.write_c_model, batch_size, ort)
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        replace_dir(tmp, out)
+    except OSError as exc:
+        raise OutputError(f"cannot write the export {clip(out)}: {exc.strerror or exc}; "
+                          "an earlier export there is unchanged") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already on success (renamed or swapped out)
     return manifest
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Rename the finished tmp dir to `out`; an existing `out` (force) is moved aside first and
-    restored if the final rename fails."""
-    if not out.exists():
-        os.replace(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.replace(out, old / "dir")
-    try:
-        os.replace(tmp, out)
-    except BaseException:
-        os.replace(old / "dir", out)
-        shutil.rmtree(old, ignore_errors=True)
-        raise
-    shutil.rmtree(old, ignore_errors=True)

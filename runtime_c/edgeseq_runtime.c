@@ -36,20 +36,51 @@ static int es_state_ok(const es_state *s)
     return s != NULL && s->magic == ES_STATE_MAGIC && s->model != NULL;
 }
 
-size_t es_work_floats(const es_model *m)
+/* Largest value a size computation may reach; SIZE_MAX normally. Tests build with a smaller value
+   (e.g. 0xFFFFFFFF) to exercise, on a 64-bit host, the wrap-around a 32-bit size_t would hit. */
+#ifndef ES_SIZE_MAX
+#define ES_SIZE_MAX SIZE_MAX
+#endif
+
+/* *acc = *acc + a * b, unless that exceeds ES_SIZE_MAX: then 0 is returned and *acc is unchanged.
+   Every size the runtime derives from a descriptor goes through here, so no size_t can wrap. */
+static int es_size_madd(size_t *acc, size_t a, size_t b)
 {
-    if (m == NULL) {
+    size_t prod;
+    if (a != 0u && b > ES_SIZE_MAX / a) {
         return 0;
     }
-    return (size_t)m->n_features + (size_t)m->n_outputs + 2u * (size_t)m->n_pred;
+    prod = a * b;
+    if (prod > ES_SIZE_MAX - *acc) {
+        return 0;
+    }
+    *acc += prod;
+    return 1;
+}
+
+size_t es_work_floats(const es_model *m)
+{
+    size_t n = 0u;
+    if (m == NULL || !es_size_madd(&n, 1u, m->n_features) || !es_size_madd(&n, 1u, m->n_outputs) ||
+        !es_size_madd(&n, 2u, m->n_pred)) {
+        return 0u; /* no buffer can be that large: es_init rejects the descriptor */
+    }
+    return n;
 }
 
 static es_status es_check_model(const es_model *m)
 {
     uint32_t k;
     uint32_t total = 0;
+    size_t table = 0u;
     if (m->abi_version != ES_ABI_VERSION || m->n_outputs == 0 || m->group_dim == NULL ||
         m->group_index == NULL || m->coef == NULL || m->intercept == NULL) {
+        return ES_ERR_BAD_MODEL;
+    }
+    /* the offsets es_push computes: intercept rows ((n_groups + 1) x n_outputs), coefficient rows
+       (n_features x n_outputs), the work buffer; any of them wrapping means a corrupt descriptor */
+    if (!es_size_madd(&table, m->n_groups, m->n_outputs) || !es_size_madd(&table, 1u, m->n_outputs) ||
+        !es_size_madd(&table, m->n_features, m->n_outputs) || es_work_floats(m) == 0u) {
         return ES_ERR_BAD_MODEL;
     }
     switch (m->link) {

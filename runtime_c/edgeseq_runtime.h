@@ -175,7 +175,8 @@ typedef struct es_group_info {
     const char *name;        /* the group's name (UTF-8) */
 } es_group_info;
 
-/* Floats of work buffer a model needs: n_features + n_outputs + 2 * n_pred (0 if model is NULL). */
+/* Floats of work buffer a model needs: n_features + n_outputs + 2 * n_pred; 0 if model is NULL or
+   that sum does not fit size_t (every size the runtime computes is overflow-checked). */
 size_t es_work_floats(const es_model *model);
 
 /* Validate the model, bind the caller's buffers, commit prefix 0 (the training mean / prior). */

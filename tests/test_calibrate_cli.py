@@ -16,12 +16,12 @@ def _run(args):
     return CliRunner().invoke(main, ["calibrate", *map(str, args), "--repeats", "1", "--warmup", "0", "--quiet"])
 
 
-def _refused(res, *needles):
+def _refused(res, *needles, kind="InputError"):
     """A clean edgeseq error: click exited (SystemExit, not an escaped exception), non-zero, one line."""
     assert isinstance(res.exception, SystemExit), repr(res.exception)
     assert res.exit_code != 0
     lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: InputError: "), res.output
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {kind}: "), res.output
     for n in needles:
         assert n in lines[0], (n, lines[0])
 
@@ -63,8 +63,23 @@ def test_unwritable_outputs_are_one_error_line_and_leave_nothing(tmp_path, sampl
     out = bad if which == "output" else tmp_path / "g.json"
     feats = bad if which == "features" else tmp_path / "X.npy"
     res = _run([f"{tmp_path / 'bank.py'}:BANK", samples, "-o", out, "--features-out", feats])
-    _refused(res, str(bad))
+    _refused(res, str(bad), kind="OutputError")
     assert not (tmp_path / "g.json").exists() and not (tmp_path / "X.npy").exists()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy"])
+def test_failed_groups_write_keeps_an_existing_features_file(tmp_path, samples, suffix):
+    """Issue 11 item 7: -o unwritable with --features-out X: an existing X is neither overwritten
+    nor deleted, and no temporary is left beside it."""
+    (tmp_path / "bank.py").write_text(GOOD)
+    (tmp_path / "afile").write_text("a file, so nothing can be created below it")
+    feats = tmp_path / f"X{suffix}"
+    feats.write_bytes(b"earlier features")
+    res = _run([f"{tmp_path / 'bank.py'}:BANK", samples, "-o", tmp_path / "afile" / "g.json",
+                "--features-out", feats])
+    _refused(res, "g.json", kind="OutputError")
+    assert feats.read_bytes() == b"earlier features"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
 
 
 def test_a_non_python_file_in_the_working_directory_is_named(tmp_path, samples, monkeypatch):

@@ -126,11 +126,30 @@ def _rewrite_consistently(out: Path, fname: str, scale: float):
 
 
 @needs_cc
-def test_verify_reports_c_mismatch_with_nonzero_exit(exports, tmp_path):
+def test_verify_refuses_files_edgeseq_would_not_generate(exports, tmp_path):
+    """Graphs rewritten with consistent checksums: the shipped C model no longer matches what edgeseq
+    generates from the (new) weights, so verify stops before compiling or loading anything."""
     _, src = exports["identity2"]
     out = tmp_path / "copy"
     shutil.copytree(src, out)
-    _rewrite_consistently(out, "prefix_002.onnx", 1.001)  # the C model still has the original weights
+    _rewrite_consistently(out, "prefix_002.onnx", 1.001)
+    r = invoke("verify", out)
+    assert r.exit_code != 0 and "IntegrityError" in r.output and "edgeseq_model" in r.output
+
+
+@needs_cc
+def test_verify_reports_c_mismatch_with_nonzero_exit(exports, monkeypatch):
+    """The C column can fail: perturb what the compiled (regenerated) C returns at one prefix."""
+    from edgeseq.export import c_harness
+
+    _, out = exports["identity2"]
+    real = c_harness.run_c
+
+    def skewed(*args, **kwargs):
+        run = real(*args, **kwargs)
+        run.predictions[2] = run.predictions[2] * 1.001
+        return run
+    monkeypatch.setattr(c_harness, "run_c", skewed)
     r = invoke("verify", out)
     assert r.exit_code != 0 and "VerifyMismatch" in r.output
     rows = table_rows(r.output)

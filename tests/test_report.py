@@ -178,7 +178,7 @@ def test_cli_report_unwritable_output_is_one_line_naming_the_path(tmp_path, wher
 
 def test_write_report_unwritable_file_names_it(tmp_path):
     (tmp_path / "report.md").mkdir()  # a directory where the Markdown file must go
-    with pytest.raises(InputError, match=re.escape(f"cannot write the report to {tmp_path / 'report.md'}")):
+    with pytest.raises(InputError, match=re.escape(f"cannot write {tmp_path / 'report.md'}")):
         write_report(_curves(), tmp_path, reference="ref", plots=False)
 
 

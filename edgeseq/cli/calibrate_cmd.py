@@ -19,6 +19,7 @@ import click
 
 from edgeseq.errors import InputError
 from edgeseq.cli._main import main
+from edgeseq.io.atomic import atomic_output
 
 BUILTIN_BANKS = ("digits",)
 
@@ -128,21 +129,17 @@ def resolve_inputs(bank_spec, samples, builtin):
     return bank_spec, None if samples is None else Path(samples)
 
 
-def write_features(X, header: list[str], path: Path) -> None:
-    """The features as .npy, or as .csv with a header row of `header` (what `edgeseq train` reads)."""
+def write_features(X, header: list[str], f, csv_format: bool) -> None:
+    """The features as .npy, or as .csv with a header row of `header` (what `edgeseq train` reads),
+    into the open (temporary) file `f`."""
     import numpy as np  # here, not at import: `edgeseq --help` stays fast
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix.lower() == ".csv":
-            with open(path, "w", newline="", encoding="utf-8") as f:
-                w = csv.writer(f)
-                w.writerow(header)
-                w.writerows([repr(v) for v in row] for row in X.tolist())  # shortest round-trip
-        else:
-            np.save(path, X)
-    except OSError as exc:
-        raise InputError(f"cannot write features to {path}: {exc.strerror or exc}") from exc
+    if csv_format:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows([repr(v) for v in row] for row in X.tolist())  # shortest round-trip
+    else:
+        np.save(f, X)
 
 
 @main.command("calibrate")
@@ -196,15 +193,17 @@ def _calibrate(bank_spec, samples, builtin, output, repeats, warmup, max_samples
         bank, items = load_bank_spec(bank_spec), load_samples(samples)
     say = None if quiet else (lambda m: click.echo(m, err=True))
     doc = calibrate_bank(bank, items[:max_samples], repeats=repeats, warmup=warmup, progress=say)
-    if features_out:
-        X, _ = extract(bank, items)  # refuses a width that varies on the untimed items too
-        write_features(X, column_names(doc), features_out)
-    try:
+    if not features_out:
         write_groups_json(doc, output)
-    except InputError:
-        if features_out:
-            features_out.unlink(missing_ok=True)
-        raise
+    else:
+        X, _ = extract(bank, items)  # refuses a width that varies on the untimed items too
+        as_csv = features_out.suffix.lower() == ".csv"
+        # the features stay in a temporary file until GROUPS.json is written: if that fails, the
+        # temporary goes and an existing features file is untouched
+        with atomic_output(features_out, "w" if as_csv else "wb", make_parents=True,
+                           **({"newline": "", "encoding": "utf-8"} if as_csv else {})) as f:
+            write_features(X, column_names(doc), f, as_csv)
+            write_groups_json(doc, output)
     if not quiet:
         click.echo(f"wrote {output}: {len(doc['groups'])} groups, measured on "
                    f"{doc['measured_on']['cpu']} ({doc['cost_unit']})", err=True)

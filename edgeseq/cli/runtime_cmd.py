@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
 from edgeseq.cli._main import main
+from edgeseq.io.atomic import atomic_output
 
 _OUT = click.Path(exists=True, file_okay=False, path_type=Path)
 _DATA = click.Path(dir_okay=False, path_type=Path)
@@ -26,8 +28,10 @@ _IGNORE = click.option("--ignore", "ignore", multiple=True, metavar="COL",
 @click.option("--no-c", is_flag=True, help="Do not compile the C runtime (compare numpy and onnxruntime only).")
 @click.option("--cc", help="C compiler to use (default: $CC, gcc, cc or clang).")
 def verify_command(out_dir, data, ignore, require_c, no_c, cc):
-    """Check OUT_DIR (schema, manifest checksum, sha256 of every file, no extra files), then compare
-    numpy, onnxruntime and the compiled C runtime on every prefix. Exits non-zero on any problem."""
+    """Check OUT_DIR (schema, manifest checksum, sha256 of every file, no extra files), require its C
+    model and graphs to be byte-identical to what edgeseq generates from its weights, then compare
+    numpy, onnxruntime and the C runtime (compiled from the regenerated copy, never from OUT_DIR) on
+    every prefix. Exits non-zero on any problem."""
     from edgeseq.format import read_verified
 
     from edgeseq.io.feature_rows import read_feature_rows
@@ -102,14 +106,10 @@ def run_command(out_dir, data, budget, ignore, output):
             else:
                 vals = [str(pred.label[k])] + [_fmt(v) for v in pred.proba[k]]
             lines[i] = [str(i), str(j), _fmt(sess.cum_cost[j])] + vals
-    f = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout
-    try:
+    with atomic_output(output, "w", newline="", encoding="utf-8") if output else nullcontext(sys.stdout) as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(_header(sess))
         w.writerows(lines)
-    finally:
-        if output:
-            f.close()
     if output:
         counts = np.bincount(prefix, minlength=sess.n_prefixes)
         click.echo(f"wrote {len(lines)} predictions to {output}; rows per prefix: "

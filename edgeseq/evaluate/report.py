@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeseq.io.atomic import atomic_output, atomic_write_text
 from edgeseq.evaluate.curves import AnytimeCurve
 from edgeseq.errors import InputError
 from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
@@ -200,7 +201,8 @@ def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir
         ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         fig.tight_layout()
         path = out_dir / fname
-        fig.savefig(path, dpi=130, bbox_inches="tight")
+        with atomic_output(path) as f:
+            fig.savefig(f, dpi=130, format="png", bbox_inches="tight")
         plt.close(fig)
         written.append(path)
     return written, None
@@ -314,7 +316,7 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
         md += [f"## {md_escape(key)}: per prefix", ""] + _prefix_table(c, cost_unit) + [""]
     md_path = out / "report.md"
     with _writing(md_path):
-        md_path.write_text("\n".join(md), encoding="utf-8")
+        atomic_write_text(md_path, "\n".join(md))
 
     def _arr(x):
         return None if x is None else [float(v) for v in x]
@@ -327,7 +329,7 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
                           for k, c in curves.items()}}
     json_path = out / "report.json"
     with _writing(json_path):
-        json_path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        atomic_write_text(json_path, json.dumps(payload, indent=1))
     return ReportFiles(markdown=md_path, json=json_path, plots=png, plots_skipped=None if png else skipped,
                        alpha=a, c_alpha=c_alpha, summary=rows)
 

@@ -34,6 +34,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from edgeseq.errors import GroupSpecError, InputError, ModelFormatError
+from edgeseq.io.atomic import atomic_write_text
 
 COST_UNIT = "microseconds per item"
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -390,11 +391,7 @@ def write_groups_json(doc: dict, path) -> Path:
         else:
             value_text = json.dumps(value, indent=1).replace("\n", "\n ")
         parts.append(f" {json.dumps(key)}: {value_text}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{\n" + ",\n".join(parts) + "\n}\n")
-    except OSError as exc:
-        raise InputError(f"cannot write calibration file {path}: {exc.strerror or exc}") from exc
+    atomic_write_text(path, "{\n" + ",\n".join(parts) + "\n}\n", make_parents=True)
     return path
 
 

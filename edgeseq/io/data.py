@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from edgeseq.io.cost_provenance import read_cost_provenance
 from edgeseq.errors import GroupSpecError, InputError
+from edgeseq.messages import brief, clip
 
 
 @dataclass
@@ -33,62 +35,66 @@ class Dataset:
     target_index: int | None  # CSV: position of the target in the header
 
 
+# ASCII decimal only: Python's float() also takes "1_000", Arabic-Indic and fullwidth digits, which
+# a data file should not silently turn into numbers
+_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+                     re.ASCII | re.IGNORECASE)
+_CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})", re.ASCII)
+
+
 def parse_float(text: str, where: str) -> float:
+    if not _NUMBER.fullmatch(text):
+        raise InputError(f"{where}: {brief(text)} is not a number (ASCII decimal, e.g. -1.5e3)")
+    return float(text)
+
+
+def csv_rows(path) -> list[tuple[int, list[str]]]:
+    """(physical line number, fields) of every non-empty row, so errors name the line a user sees;
+    a UTF-8 byte-order mark is ignored (as in GROUPS.json)."""
     try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{where}: {text!r} is not a number") from None
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            return [(reader.line_num, r) for r in reader if r]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"cannot read {path}: {clip(exc)}") from None
 
 
 def _target_values(cells: list[str], task: str, path) -> np.ndarray:
-    """Regression: float64. Classification: int64 labels when every cell is an integer, else strings."""
+    """Regression: float64. Classification: int64 labels when every cell is an integer written
+    canonically ("7", "-3"), else the labels as written - "01" and "1" stay two classes."""
     if task == "classification":
-        try:
+        if all(_CANONICAL_INT.fullmatch(c) for c in cells):
             return np.array([int(c) for c in cells], dtype=np.int64)
-        except ValueError:
-            return np.array(cells, dtype=object).astype(str)
-    try:
-        return np.array([float(c) for c in cells], dtype=np.float64)
-    except ValueError:
-        bad = next(c for c in cells if not _is_number(c))
-        raise InputError(f"{path}: target value {bad!r} is not a number; for class labels use "
-                         "--task classification") from None
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
+        return np.array(cells, dtype=object).astype(str)
+    bad = next((c for c in cells if not _NUMBER.fullmatch(c)), None)
+    if bad is not None:
+        raise InputError(f"{path}: target value {brief(bad)} is not a number; for class labels use "
+                         "--task classification")
+    return np.array([float(c) for c in cells], dtype=np.float64)
 
 
 def read_csv(path, target: str, task: str = "regression") -> Dataset:
     """CSV with a header row; every column except `target` must be numeric."""
     path = Path(path)
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
-    rows = [r for r in rows if r]
+    numbered = csv_rows(path)
+    lines, rows = [n for n, _ in numbered], [r for _, r in numbered]
     if len(rows) < 2:
         raise InputError(f"{path}: needs a header row and at least one data row")
     header = [h.strip() for h in rows[0]]
     if len(set(header)) != len(header):
         raise InputError(f"{path}: repeated column names in the header")
     if target not in header:
-        raise InputError(f"{path}: target column {target!r} is not in the header {header}")
+        raise InputError(f"{path}: target column {brief(target)} is not in the header {brief(header)}")
     t = header.index(target)
     feats = [i for i in range(len(header)) if i != t]
     X = np.empty((len(rows) - 1, len(feats)))
-    for r, row in enumerate(rows[1:], start=2):
+    for r, row in enumerate(rows[1:]):
         if len(row) != len(header):
-            raise InputError(f"{path}, line {r}: {len(row)} fields, the header has {len(header)}")
+            raise InputError(f"{path}, line {lines[r + 1]}: {len(row)} fields, the header has {len(header)}")
         for k, i in enumerate(feats):
-            X[r - 2, k] = parse_float(row[i].strip(), f"{path}, line {r}, column {header[i]!r}")
+            X[r, k] = parse_float(row[i].strip(), f"{path}, line {lines[r + 1]}, column {brief(header[i])}")
     cells = [row[t].strip() for row in rows[1:]]
-    empty = [r for r, c in enumerate(cells, start=2) if not c]
+    empty = [line for line, c in zip(lines[1:], cells) if not c]
     if empty:  # else a classifier would learn a class '' (and regression would fail without a line)
         raise InputError(f"{path}, line {empty[0]}: the target {target!r} is empty; every row needs a "
                          f"{'label' if task == 'classification' else 'value'} "
@@ -189,18 +195,18 @@ def _column_index(ref, ds: Dataset, gname: str) -> int:
     cols = ds.source_columns or ds.feature_names
     n_cols = len(cols) if cols is not None else ds.X.shape[1]
     if isinstance(ref, bool) or not isinstance(ref, (int, str)):
-        raise GroupSpecError(f"group {gname!r}: column {ref!r} must be a header name or a 0-based index")
+        raise GroupSpecError(f"group {brief(gname)}: column {brief(ref)} must be a header name or a 0-based index")
     if isinstance(ref, str):
         if cols is None or ref not in cols:
             if cols is None:
                 hint = " (the file has no column names: use 0-based indices)"
             else:
                 hint = _did_you_mean(ref, cols) or f" (the data has {len(cols)} columns, none named like it)"
-            raise GroupSpecError(f"group {gname!r}: unknown column {ref[:80]!r}{hint}")
+            raise GroupSpecError(f"group {brief(gname)}: unknown column {brief(ref)}{hint}")
         idx = cols.index(ref)
     else:
         if not 0 <= ref < n_cols:
-            raise GroupSpecError(f"group {gname!r}: column index {ref} is out of range 0..{n_cols - 1}")
+            raise GroupSpecError(f"group {brief(gname)}: column index {brief(ref)} is out of range 0..{n_cols - 1}")
         idx = ref
     if ds.target_index is None:
         return idx
@@ -213,11 +219,11 @@ def read_groups(path, ds: Dataset) -> GroupsFile:
     """Parse and check GROUPS.json against the data set's columns."""
     path = Path(path)
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a BOM is ignored, as in CSV
     except OSError as exc:
-        raise GroupSpecError(f"cannot read groups file {path}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GroupSpecError(f"{path} is not valid JSON: {exc}") from None
+        raise GroupSpecError(f"cannot read groups file {path}: {clip(exc)}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, 5000-digit ints
+        raise GroupSpecError(f"{path} is not valid JSON: {clip(exc)}") from None
     groups = doc.get("groups") if isinstance(doc, dict) else None
     if not isinstance(groups, list) or not groups:
         raise GroupSpecError(f'{path} must hold {{"groups": [{{"name": ..., "columns": [...], "cost": ...}}, ...]}}')
@@ -230,16 +236,22 @@ def read_groups(path, ds: Dataset) -> GroupsFile:
         _check_keys(g, GROUP_KEYS, f"{path}: group {i}")
         name = g.get("name", f"g{i}")
         if not isinstance(name, str) or not name:
-            raise GroupSpecError(f"{path}: group {i} has name {name!r}; names must be non-empty strings")
+            raise GroupSpecError(f"{path}: group {i} has name {brief(name)}; names must be non-empty strings")
         cols = g.get("columns")
         if not isinstance(cols, list) or not cols:
             raise GroupSpecError(f"{path}: group {name!r} needs a non-empty list 'columns'")
         cost = g.get("cost")
-        if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost <= 0:
-            raise GroupSpecError(f"{path}: group {name!r} has cost {cost!r}; give a positive finite number")
+        try:  # float() of a 400-digit integer overflows
+            value = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else math.nan
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value) or value <= 0:
+            raise GroupSpecError(f"{path}: group {brief(name)} has cost {brief(cost)}; give a positive finite "
+                                 "number")
         if "dim" in g and g["dim"] != len(cols):
-            raise GroupSpecError(f"{path}: group {name!r} says dim {g['dim']} but lists {len(cols)} columns")
+            raise GroupSpecError(f"{path}: group {brief(name)} says dim {brief(g['dim'])} but lists {len(cols)} "
+                                 "columns")
         out.columns.append([_column_index(c, ds, name) for c in cols])
-        out.costs.append(float(cost))
+        out.costs.append(value)
         out.names.append(name)
     return out

@@ -9,14 +9,14 @@ means); anything else that is not a number is an error naming the line and colum
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError
-from edgeseq.io.data import parse_float
+from edgeseq.io.data import csv_rows, parse_float
+from edgeseq.messages import brief
 
 
 @dataclass
@@ -63,11 +63,8 @@ def _cell(text: str, where: str) -> float:
 
 
 def _read_csv(path: Path, manifest: dict, ignore=()) -> np.ndarray:
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = [r for r in csv.reader(f) if r]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from None
+    numbered = csv_rows(path)
+    lines, rows = [n for n, _ in numbered], [r for _, r in numbered]
     if len(rows) < 2:
         raise InputError(f"{path}: needs a header row and at least one data row")
     header = [h.strip() for h in rows[0]]
@@ -78,10 +75,10 @@ def _read_csv(path: Path, manifest: dict, ignore=()) -> np.ndarray:
     X = np.full((len(rows) - 1, len(pick)), np.nan)
     for r, row in enumerate(rows[1:]):
         if len(row) != len(header):
-            raise InputError(f"{path}, line {r + 2}: {len(row)} fields, the header has {len(header)}")
+            raise InputError(f"{path}, line {lines[r + 1]}: {len(row)} fields, the header has {len(header)}")
         for c, i in enumerate(pick):
             if i >= 0:
-                X[r, c] = _cell(row[i], f"{path}, line {r + 2}, column {header[i]!r}")
+                X[r, c] = _cell(row[i], f"{path}, line {lines[r + 1]}, column {brief(header[i])}")
     return X
 
 

@@ -19,11 +19,15 @@ import math
 import os
 import pickle
 import re
+import struct
 from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import ModelFormatError
+from edgeseq.errors import InputError, ModelFormatError
+from edgeseq.io.atomic import atomic_write_bytes
+from edgeseq.io.plain_data import check_plain, plain_dtype
+from edgeseq.messages import brief, clip
 from edgeseq.sequence import FittedSequence
 
 MODEL_FORMAT = "edgeseq-model"
@@ -43,6 +47,18 @@ class _ObjectBase:
 
 
 _OBJECT_BASE = _ObjectBase()
+
+
+class _NdarrayClass:
+    """Stands in for numpy.ndarray, which pickles name only as the class argument of `_reconstruct`.
+    Handing out the real class would let a file call ``ndarray(shape, dtype)`` itself and allocate
+    whatever the shape says (a 38-byte file asking for gigabytes)."""
+
+    def __call__(self, *args):
+        _refuse("numpy.ndarray")
+
+
+_NDARRAY = _NdarrayClass()
 
 
 def _refuse(what: str):
@@ -82,31 +98,51 @@ def _dtype(spec, align=False, copy=True):
     return np.dtype(spec, align, copy)
 
 
-def _plain_dtype(dt) -> bool:
-    return isinstance(dt, np.dtype) and not dt.hasobject and dt.subdtype is None and dt.names is None
-
-
 def _reconstruct(cls, shape, code):
     """numpy's array __reduce__ always writes _reconstruct(ndarray, (0,), b"b"): an empty array that
     BUILD then fills from the file's bytes (numpy checks their length against the shape)."""
-    if cls is not np.ndarray or shape != (0,) or code != b"b":
+    if cls is not _NDARRAY or shape != (0,) or code != b"b":
         _refuse("numpy _reconstruct")
     return np.ndarray.__new__(np.ndarray, (0,), "b")
 
 
 def _scalar(dt, data=None):
-    if not _plain_dtype(dt) or type(data) is not bytes or len(data) != dt.itemsize:
+    if not plain_dtype(dt) or type(data) is not bytes or len(data) != dt.itemsize:
         _refuse("numpy scalar")
     return np.frombuffer(data, dtype=dt)[0]
 
 
 def _frombuffer(buf, dt, shape, order):
     """Protocol 5 arrays: a view of bytes already in the file, so the size is the file's."""
-    if (not isinstance(buf, (bytes, bytearray)) or not _plain_dtype(dt) or type(shape) is not tuple
+    if (not isinstance(buf, (bytes, bytearray)) or not plain_dtype(dt) or type(shape) is not tuple
             or not all(type(n) is int and n >= 0 for n in shape) or order not in ("C", "F")
             or math.prod(shape) * dt.itemsize != len(buf)):
         _refuse("numpy _frombuffer")
     return np.frombuffer(buf, dtype=dt).reshape(shape, order=order)
+
+
+def _check_dtype_state(dt: np.dtype, state) -> None:
+    """numpy's dtype.__setstate__ trusts its argument (a crafted one corrupts the dtype and crashes
+    the interpreter later), so only the exact state numpy itself writes for this plain dtype is
+    accepted - in either byte order."""
+    if type(state) is tuple and len(state) == 8 and all(type(v) in (int, str, type(None)) for v in state) \
+            and state[1] in ("<", ">", "|"):
+        want = dt if state[1] == "|" else dt.newbyteorder(state[1])
+        if want.__reduce__()[2] == state:
+            return
+    _refuse(f"numpy dtype state {clip(repr(state), 60)}")
+
+
+def _check_array_state(state) -> None:
+    """The state numpy writes for an array: (1, shape, plain dtype, fortran flag, raw bytes) with as
+    many bytes as the shape needs (checked here, before numpy sees it)."""
+    if type(state) is tuple and len(state) == 5:
+        version, shape, dt, fortran, raw = state
+        if (version == 1 and type(version) is int and type(shape) is tuple
+                and all(type(n) is int and n >= 0 for n in shape) and plain_dtype(dt)
+                and type(fortran) is bool and type(raw) is bytes and math.prod(shape) * dt.itemsize == len(raw)):
+            return
+    _refuse("numpy array state")
 
 
 # Every global that pickles of FittedSequence, the estimators and the save_model wrapper reference,
@@ -117,7 +153,7 @@ _ALLOWED = {("copyreg", "_reconstructor"): _reconstructor, ("copy_reg", "_recons
             ("_codecs", "encode"): _encode,
             ("builtins", "object"): _OBJECT_BASE, ("__builtin__", "object"): _OBJECT_BASE,
             ("builtins", "bytes"): _empty_bytes, ("__builtin__", "bytes"): _empty_bytes,
-            ("numpy", "dtype"): _dtype, ("numpy", "ndarray"): np.ndarray}
+            ("numpy", "dtype"): _dtype, ("numpy", "ndarray"): _NDARRAY}
 for _mod in ("numpy.core", "numpy._core"):
     _ALLOWED.update({(f"{_mod}.multiarray", "_reconstruct"): _reconstruct,
                      (f"{_mod}.multiarray", "scalar"): _scalar,
@@ -153,9 +189,35 @@ class _RestrictedUnpickler(pickle._Unpickler):
             raise ModelFormatError(f"model file sets the state of a {type(target).__name__} object; only "
                                    "edgeseq model instances and numpy arrays/dtypes are rebuilt that way, "
                                    "refusing to load it")
+        if isinstance(target, np.dtype):
+            _check_dtype_state(target, self.stack[-1])
+        elif isinstance(target, np.ndarray):
+            _check_array_state(self.stack[-1])
+        elif type(self.stack[-1]) is not dict:
+            # a (dict, slots) pair would be applied with setattr, running the class's descriptors
+            raise ModelFormatError(f"model file sets the state of a {type(target).__name__} with a "
+                                   f"{type(self.stack[-1]).__name__}, not an attribute dictionary; "
+                                   "refusing to load it")
         pickle._Unpickler.load_build(self)
 
     dispatch[pickle.BUILD[0]] = _load_build
+
+    def __init__(self, data: bytes):
+        super().__init__(io.BytesIO(data))
+        self._size = len(data)
+
+    def _load_bytearray8(self):
+        """BYTEARRAY8 as pickle does it, except that the declared length is checked against the file
+        before the buffer is allocated (pickle allocates first: 11 bytes could ask for 2 GB)."""
+        (n,) = struct.unpack("<Q", self.read(8))
+        if n > self._size:
+            raise ModelFormatError(f"model file declares a {n}-byte array but is only {self._size} bytes; "
+                                   "refusing to load it")
+        buf = bytearray(n)
+        self.readinto(buf)
+        self.append(buf)
+
+    dispatch[pickle.BYTEARRAY8[0]] = _load_bytearray8
 
     def find_class(self, module, name):
         if (module, name) in _ALLOWED:
@@ -196,21 +258,52 @@ def loads_model(data: bytes, max_bytes: int | None = None):
     `max_bytes`: refuse larger data (default MAX_MODEL_BYTES, or the EDGESEQ_MAX_MODEL_BYTES env var)."""
     _check_size(len(data), max_bytes, "model data")
     try:
-        obj = _RestrictedUnpickler(io.BytesIO(data)).load()
+        obj = _RestrictedUnpickler(data).load()
     except ModelFormatError:
         raise
     except Exception as exc:  # truncated/corrupted streams raise many different types
-        raise ModelFormatError(f"not a readable edgeseq model file ({type(exc).__name__}: {exc})") from None
-    if isinstance(obj, dict) and obj.get("format") == MODEL_FORMAT:
+        raise ModelFormatError(f"not a readable edgeseq model file ({type(exc).__name__}: "
+                               f"{clip(exc)})") from None
+    check_plain(obj, _is_edgeseq_model_class)
+    if type(obj) is dict and type(obj.get("format")) is str and obj["format"] == MODEL_FORMAT:
         version = obj.get("format_version")
-        if version not in SUPPORTED_VERSIONS:
-            raise ModelFormatError(f"model file has format_version {version!r}; this edgeseq reads "
+        if type(version) is not int or version not in SUPPORTED_VERSIONS:
+            raise ModelFormatError(f"model file has format_version {brief(version)}; this edgeseq reads "
                                    f"{list(SUPPORTED_VERSIONS)} - upgrade edgeseq or re-train the model")
         obj = obj.get("model")
-    if isinstance(obj, FittedSequence) or _is_edgeseq_model_class(type(obj)):
-        return obj
-    raise ModelFormatError(f"model file holds a {type(obj).__name__}, not an edgeseq model "
-                           "(expected a fitted estimator or FittedSequence)")
+    if not (isinstance(obj, FittedSequence) or _is_edgeseq_model_class(type(obj))):
+        raise ModelFormatError(f"model file holds a {type(obj).__name__}, not an edgeseq model "
+                               "(expected a fitted estimator or FittedSequence)")
+    seq = obj if isinstance(obj, FittedSequence) else vars(obj).get("fitted_sequence_")
+    if seq is not None:
+        _check_sequence(seq)
+        if seq is not obj:
+            _check_estimator(vars(obj), seq)
+    return obj
+
+
+def _check_estimator(state: dict, seq: FittedSequence) -> None:
+    """A fitted estimator's own learned attributes that prediction reads must agree with its sequence
+    (a file could keep a valid sequence but shrink `classes_`, and predict would index past it)."""
+    if "n_features_in_" in state and state["n_features_in_"] != seq.n_features_in:
+        raise ModelFormatError("model file is inconsistent: the estimator's n_features_in_ "
+                               f"{brief(state['n_features_in_'])} differs from its sequence's {seq.n_features_in}")
+    if seq.classes is not None:
+        classes = state.get("classes_")
+        if type(classes) is not np.ndarray or classes.shape != seq.classes.shape \
+                or not np.array_equal(classes, seq.classes):
+            raise ModelFormatError(f"model file is inconsistent: the estimator's classes_ {brief(classes)} "
+                                   "differ from its sequence's classes")
+
+
+def _check_sequence(seq) -> None:
+    """Every invariant, through the class (the instance's state was just proven to be data only)."""
+    if type(seq) is not FittedSequence:
+        raise ModelFormatError(f"model file's fitted sequence is a {type(seq).__name__}, not a FittedSequence")
+    try:
+        FittedSequence.validate(seq)
+    except InputError as exc:
+        raise ModelFormatError(f"model file is inconsistent: {exc}") from None
 
 
 def load_model(path, max_bytes: int | None = None):
@@ -269,17 +362,14 @@ def save_model(est, path) -> None:
     from edgeseq import __version__
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "edgeseq_version": __version__, "model": est}
-    Path(path).write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+    atomic_write_bytes(path, pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))  # never half a file
 
 
 def as_sequence(obj) -> FittedSequence:
     """The FittedSequence of a loaded model (the estimator's `fitted_sequence_`)."""
-    if isinstance(obj, FittedSequence):
-        obj.validate()
-        return obj
-    seq = getattr(obj, "fitted_sequence_", None)
-    if not isinstance(seq, FittedSequence):
+    seq = obj if isinstance(obj, FittedSequence) else vars(obj).get("fitted_sequence_")
+    if seq is None:
         raise ModelFormatError(f"the {type(obj).__name__} in the model file is not fitted; "
                                "fit it before saving (or use `edgeseq train`)")
-    seq.validate()
+    _check_sequence(seq)
     return seq

@@ -13,7 +13,10 @@ Policies (also in the README):
   passes before the worker thread has even started the extractor, the job is withdrawn (it never
   runs, the session stays idle) and the group is reported `deadline`.
 * an extractor that raises, or returns a wrong shape / NaN / Inf, is reported (`error` /
-  `invalid`) and ends the run; the last committed prediction is returned (no exception).
+  `invalid`) and ends the run; the last committed prediction is returned (no exception). Turning
+  the returned value into an array is part of the extractor's time (on the worker, inside the
+  deadline). SystemExit and KeyboardInterrupt are not reported: they reach the caller, with or
+  without a deadline.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 
 from edgeseq.errors import EdgeseqError
 from edgeseq.runtime.inputs import as_group_array
-from edgeseq.runtime.worker import ABANDONED, WITHDRAWN
+from edgeseq.runtime.worker import ABANDONED, WITHDRAWN, clamp_timeout
 from edgeseq.sequence import budget_affords_nothing, resolve_prefix
 
 # status of a group in a run's report
@@ -93,29 +96,52 @@ class _Clock:
         self.end = None if deadline_s is None else self.t0 + deadline_s
 
     def remaining(self) -> float | None:
-        return None if self.end is None else self.end - time.perf_counter()
+        return None if self.end is None else clamp_timeout(self.end - time.perf_counter())
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
 
+class _Extract:
+    """One group's work as a single job: call the extractor, then convert its result to float32.
+
+    The conversion belongs inside the time limit: an object whose ``__array__`` or ``__len__`` is
+    slow (or endless) must make the group overrun the deadline, not the loop after it. Returns
+    (True, array) or (False, the EdgeseqError saying why the value is unusable)."""
+
+    def __init__(self, extractor, step: Step):
+        self.extractor, self.step = extractor, step
+
+    def __call__(self, inputs):
+        value = self.extractor(inputs)
+        try:
+            return True, as_group_array(self.step.name, value, self.step.dim, one_row=True)
+        except EdgeseqError as exc:
+            return False, exc
+
+
 def _call(extractor, inputs, step: Step, worker, clock: _Clock):
-    """Run one extractor: inline without a deadline, on the worker with one.
+    """Run one extractor and convert its result: inline without a deadline, on the worker with one.
 
     Returns (ok, value, elapsed_s), TIMEOUT (it overran and keeps running, result dropped) or
-    DEADLINE (the deadline passed before the worker thread started it: it never runs)."""
+    DEADLINE (the deadline passed before the worker thread started it: it never runs). In both
+    modes an Exception is reported (ok False) and anything else (SystemExit, KeyboardInterrupt) is
+    re-raised to the caller."""
+    job = _Extract(extractor, step)
     if worker is None:
         t = time.perf_counter()
         try:
-            return True, extractor(inputs), time.perf_counter() - t
+            return True, job(inputs), time.perf_counter() - t
         except Exception as exc:  # noqa: BLE001 — reported, the committed prediction stands
             return False, exc, time.perf_counter() - t
-    ticket = worker.submit(extractor, inputs, step.name)
+    ticket = worker.submit(job, inputs, step.name)
     outcome = worker.wait(ticket, max(0.0, clock.remaining()))
     if outcome == WITHDRAWN:  # the deadline passed before the thread picked the job up
         return DEADLINE
     if outcome == ABANDONED:
         return TIMEOUT
+    if not outcome.ok and not isinstance(outcome.value, Exception):
+        raise outcome.value  # as inline: SystemExit / KeyboardInterrupt are the caller's
     return outcome.ok, outcome.value, outcome.elapsed_s
 
 
@@ -162,11 +188,11 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
             rep.status, stopped, rep.exception = ERROR, ERROR, value
             rep.message = f"extractor raised {type(value).__name__}: {value}"
             break
-        try:
-            rows.append(as_group_array(step.name, value, step.dim, one_row=True))
-        except EdgeseqError as exc:
-            rep.status, stopped, rep.message = INVALID, INVALID, str(exc)
+        valid, value = value
+        if not valid:
+            rep.status, stopped, rep.message = INVALID, INVALID, str(value)
             break
+        rows.append(value)
         try:
             prediction, prefix = commit(k + 1, rows), k + 1
         except EdgeseqError as exc:  # e.g. the prefix overflows float32 on these values

@@ -19,6 +19,11 @@ ABANDONED = "abandoned"  # the job was running: it finishes in the background, i
 WITHDRAWN = "withdrawn"  # the job had not started: it was removed and will never run
 
 
+def clamp_timeout(timeout: float | None) -> float | None:
+    """A far timeout (a deadline of 1e10 s) means "no limit" rather than an OverflowError."""
+    return None if timeout is None else min(timeout, threading.TIMEOUT_MAX)
+
+
 @dataclass
 class JobOutcome:
     """What a finished job produced: its value, or the exception it raised."""
@@ -73,7 +78,7 @@ class ExtractorWorker:
         started and never will) or ABANDONED (it is running; its result will be dropped)."""
         with self._cv:
             done = self._cv.wait_for(
-                lambda: self._outcome is not None and self._outcome[0] == ticket, timeout)
+                lambda: self._outcome is not None and self._outcome[0] == ticket, clamp_timeout(timeout))
             if not done:
                 # decided under the lock, so the thread cannot pick the job up in between
                 if self._job is not None and self._job[0] == ticket:
@@ -89,7 +94,7 @@ class ExtractorWorker:
     def wait_idle(self, timeout: float | None) -> bool:
         """Block until no job is running (True) or the timeout passes (False)."""
         with self._cv:
-            return self._cv.wait_for(lambda: self._job is None and self._running is None, timeout)
+            return self._cv.wait_for(lambda: self._job is None and self._running is None, clamp_timeout(timeout))
 
     def close(self) -> None:
         """Ask the thread to exit once its current job (if any) returns; does not block."""

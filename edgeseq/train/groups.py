@@ -10,7 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeseq.errors import GroupSpecError
+from edgeseq.errors import GroupSpecError, InputError
+from edgeseq.sequence import check_name
+
+
+_MIN_COST = float(np.finfo(np.float64).tiny)  # subnormal costs make cost ratios overflow to inf
 
 
 @dataclass(frozen=True)
@@ -169,8 +173,9 @@ def check_groups(groups, costs, names, n_features: int) -> GroupSpec:
     if cost_arr.shape[0] != len(columns):
         raise GroupSpecError(f"got {cost_arr.shape[0]} costs for {len(columns)} groups; give one per group")
     for i, c in enumerate(cost_arr.tolist()):
-        if not np.isfinite(c) or c <= 0:
-            raise GroupSpecError(f"cost of group {i} is {c!r}; costs must be positive and finite")
+        if not np.isfinite(c) or c < _MIN_COST:
+            raise GroupSpecError(f"cost of group {i} is {c!r}; costs must be finite and at least {_MIN_COST:.3g} "
+                                 "(smaller positive numbers lose precision when costs are compared)")
 
     if names is None:
         names = label_names if label_names is not None else [f"g{i}" for i in range(len(columns))]
@@ -178,10 +183,10 @@ def check_groups(groups, costs, names, n_features: int) -> GroupSpec:
     if len(names) != len(columns):
         raise GroupSpecError(f"got {len(names)} group names for {len(columns)} groups")
     for i, nm in enumerate(names):
-        if not isinstance(nm, str) or not nm:
-            raise GroupSpecError(f"group name {i} must be a non-empty string, got {nm!r}")
-        if "\x00" in nm:
-            raise GroupSpecError(f"group name {i} contains a NUL character")
+        try:
+            check_name(nm, f"group name {i}")  # the rule every emitter relies on (C string limit)
+        except InputError as exc:
+            raise GroupSpecError(str(exc)) from None
     dup = {nm for nm in names if names.count(nm) > 1}
     if dup:
         raise GroupSpecError(f"group names must be unique; repeated: {sorted(dup)}")
