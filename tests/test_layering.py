@@ -22,7 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("scipy", "sklearn", "threadpoolctl", "onnx", "skl2onnx")
 # what edgeseq.runtime may import from edgeseq itself
-RUNTIME_MAY_IMPORT = ("edgeseq.runtime", "edgeseq.format", "edgeseq.sequence", "edgeseq.errors", "edgeseq._source_tree")
+RUNTIME_MAY_IMPORT = ("edgeseq.runtime", "edgeseq.format", "edgeseq.sequence", "edgeseq.errors", "edgeseq.messages",
+                      "edgeseq._source_tree")
 
 
 def _loaded_after(statement: str) -> set[str]:
