@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import platform
 import random
 import resource
 import sys
@@ -32,6 +31,7 @@ from edgeseq.sequence import FittedSequence  # noqa: E402
 
 
 from hostile import mutate  # noqa: E402  (the same mutations as the hypothesis test)
+from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 
 
 def seeds() -> list[bytes]:
@@ -43,7 +43,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=30000)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     rng = random.Random(args.seed)
@@ -69,18 +68,22 @@ def main() -> None:
         worst = max(worst, took)
         counts["slower_than_1s"] += took > 1.0
     result = {
-        "benchmark": "fuzz_model_files", "n_files": args.n, "seed": args.seed,
+        "n_files": args.n, "seed": args.seed,
         "loaded": counts["loaded"], "refused": counts["refused"], "other_exception": counts["other"],
         "long_or_multiline_message": counts["long_message"], "slower_than_1s": counts["slower_than_1s"],
         "slowest_load_s": worst, "total_s": time.perf_counter() - t0,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "unexpected": dict(unexpected.most_common(20)),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "processor": platform.processor() or platform.machine()},
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "fuzz_model_files.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
+    result["tables"] = [{"title": "Randomly mutated model files: the only allowed outcomes are a valid model or "
+                                  "one ModelFormatError line",
+                         "columns": ["files", "loaded", "refused", "other exception", "long message",
+                                     "slowest load (s)", "peak RSS (MB)"],
+                         "rows": [[args.n, result["loaded"], result["refused"], result["other_exception"],
+                                   result["long_or_multiline_message"], f"{worst:.3g}",
+                                   f"{result['peak_rss_mb']:.0f}"]]}]
+    write_result("fuzz_model_files", result, command_line())
+    print(json.dumps({k: v for k, v in result.items() if k != "tables"}, indent=1))
 
 
 if __name__ == "__main__":

@@ -233,6 +233,17 @@ class OutputError(InputError):
     """
 
 
+class RuntimeUnavailable(EdgeseqError):
+    """An optional inference runtime (OpenVINO, tract) is not installed; the check using it is skipped.
+
+    Examples
+    --------
+    >>> from edgeseq.errors import EdgeseqError, RuntimeUnavailable
+    >>> issubclass(RuntimeUnavailable, EdgeseqError)
+    True
+    """
+
+
 def _not_fitted_error():
     from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from edgeseq.errors import IntegrityError
 from edgeseq.messages import brief, clip
-from edgeseq.sequence import MAX_UNUSED_TRAILING
 
 MANIFEST = "manifest.json"
 FORMAT = "edgeseq-export"
@@ -31,6 +30,10 @@ PREFIX0_WIDTH = 1  # columns of `n` in format 2 exports (format 1: 0, a zero-siz
 BIAS_NAME = "b"  # the intercept initializer of every prefix graph
 C_HEADER = "edgeseq_model.h"
 C_SOURCE = "edgeseq_model.c"
+# Without per-feature arrays (names, statistics) nothing in a model file or manifest vouches for
+# columns past the last one a group uses; allow this many unused trailing columns, so the claimed
+# width stays bounded (model files and manifests use the same bound).
+MAX_UNUSED_TRAILING = 1024
 
 
 def prefix_file(j: int, n_prefixes: int) -> str:

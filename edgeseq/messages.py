@@ -6,8 +6,6 @@ name) goes through `brief`, so an error stays one readable line whatever the fil
 
 from __future__ import annotations
 
-import numpy as np
-
 MAX_ITEMS = 8  # items of a long sequence shown before "... N more"
 MAX_CHARS = 200  # characters of one quoted value
 
@@ -19,6 +17,8 @@ def brief(value, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS) -> str:
     Sequences (list, tuple, 1-D array) are summarised without converting the whole of them, so the
     cost is bounded by `max_items`, not by the value's length.
     """
+    import numpy as np  # here: the command line quotes values without loading numpy at start-up
+
     if isinstance(value, np.ndarray) and value.ndim != 1:
         return f"<array of shape {value.shape}>"
     if isinstance(value, (list, tuple, np.ndarray)):

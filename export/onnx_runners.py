@@ -12,15 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import EdgeseqError
+from edgeseq.errors import EdgeseqError, RuntimeUnavailable
 from edgeseq.export.onnx_graphs import prefix0_width
 from edgeseq.format import PREFIX0_INPUT
 
 RUNTIMES = ("onnxruntime", "onnx-reference", "openvino", "tract")
-
-
-class RuntimeUnavailable(EdgeseqError):
-    """The runtime's Python package is not installed."""
 
 
 def prefix_feed(manifest: dict, X, j: int) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 from onnx import TensorProto
 
 from edgeseq.errors import ExportError
-from edgeseq.sequence import resolve_prefix
+from edgeseq.budget import resolve_prefix
 
 _OPTIONS = {"prefix": None, "budget": None}
 

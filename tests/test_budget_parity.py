@@ -1,7 +1,7 @@
 """Budget parity: Python's rule, the Python/ONNX anytime loop and the compiled C runtime pick the same
 prefix at every budget, exact boundaries included, for costs whose cumulative sums float32 cannot hold.
 
-The reference is `edgeseq.sequence.longest_affordable_prefix` (the one rule). C answers each budget
+The reference is `edgeseq.budget.longest_affordable_prefix` (the one rule). C answers each budget
 twice (`es_prefix_for_budget` and a firmware-style loop on `es_group_info.cum_cost`), for ~80 cost
 vectors linked into one program. The negative control shows that these budgets do separate the
 exact rule from float32-stored thresholds (the representation C used before), so agreement here is
@@ -19,15 +19,15 @@ from test_runtime_support import exported, group_features
 from edgeseq.export.c_harness import run_c_budgets
 from edgeseq.runtime.loop import Step, anytime_loop
 from edgeseq.runtime.session import AnytimeSession
-from edgeseq.sequence import longest_affordable_prefix
+from edgeseq.budget import longest_affordable_prefix
 
 ISSUE_COSTS = [0.1, 0.7, 0.3] * 4  # cumulative 2.8, 3.6, 5.1, ... are not float32 values
 
 
 def cost_vectors(rng) -> list:
-    """Decimal costs (not binary fractions), tiny, huge (beyond float32), mixed, zero and random."""
+    """Decimal costs (not binary fractions), tiny, huge (beyond float32), mixed, near-zero and random."""
     out = [ISSUE_COSTS, [0.1] * 12, [0.2, 0.1, 0.7, 0.3, 0.6], [1e-13, 3e-13, 2e-13], [1e9, 1.0, 3.0, 1e-7],
-           [3e38, 3e38, 1.0], [0.0, 0.1, 0.0, 0.2], [1.0, 2.0, 4.0]]
+           [3e38, 3e38, 1.0], [1e-300, 0.1, 1e-300, 0.2], [1.0, 2.0, 4.0]]  # costs are > 0 (zero is refused)
     for k in range(72):
         J = int(rng.integers(1, 14))
         kind = k % 4

@@ -24,7 +24,7 @@ from test_budget_parity import cost_vectors, sequence_with_costs
 from edgeseq.export.c_arm import TARGETS, build_arm, missing_tools, run_budgets_arm, run_driver_arm, run_qemu
 from edgeseq.export.c_codegen import write_c_model
 from edgeseq.export.c_harness import run_c_model, runtime_dir
-from edgeseq.sequence import longest_affordable_prefix
+from edgeseq.budget import longest_affordable_prefix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from c_footprint import reference_model  # noqa: E402

@@ -31,7 +31,7 @@ PUBLIC = {
     "EdgeseqError": "edgeseq.errors",
     "ExportedModel": "edgeseq.runtime.model",
     "sequence_from_gram": "edgeseq.train.functional",
-    "resolve_prefix": "edgeseq.sequence",
+    "resolve_prefix": "edgeseq.budget",
     "sample_rows": "edgeseq.sequence",
     "fold_prefix": "edgeseq.train.fold",
     "CholeskyFactor": "edgeseq.train.kernel",

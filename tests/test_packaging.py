@@ -248,3 +248,15 @@ def test_runtime_only_install(wheel, tmp_path):
     assert r.returncode == 0 and "runtime-only-ok" in r.stdout, r.stdout + r.stderr
     assert "trainer unavailable" in r.stdout  # negative control: the venv really lacks the trainer
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), est.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def test_checkout_root_imports_with_a_regular_install(venv):
+    """From the repository root the source folder `edgeseq/` shadows the installed package; it has no
+    `export/` inside, so `edgeseq.export` must still resolve (to the checkout's top-level folder)."""
+    code = ("import edgeseq, edgeseq.export, edgeseq.runtime_c, edgeseq.export.writer; "
+            "print(edgeseq.__file__); print(edgeseq.export.__file__); print(edgeseq.runtime_c.__file__)")
+    r = _run([_bin(venv, "python"), "-c", code], cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    pkg, export, runtime_c = (Path(line).resolve() for line in r.stdout.split())
+    assert pkg == ROOT / "edgeseq" / "__init__.py"  # the checkout's source folder, as Python resolves it
+    assert export == ROOT / "export" / "__init__.py" and runtime_c == ROOT / "runtime_c" / "__init__.py"

@@ -16,7 +16,7 @@ PROBE = r"""
 
 static const uint32_t index_[1] = {0u};
 static const uint32_t dim[1] = {DIM};
-static const float cum[2] = {0.0f, 1.0f};
+static const double cum[2] = {0.0, 1.0};
 static const float zero[1] = {0.0f};
 static const float *const coef[2] = {0, zero};
 static const float intercept[2 * NOUT] = {0.0f};

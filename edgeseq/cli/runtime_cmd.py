@@ -84,7 +84,7 @@ def run_command(out_dir, data, budget, ignore, output):
     import numpy as np  # here, not at import: `edgeseq --help` stays fast
 
     from edgeseq.runtime.session import AnytimeSession
-    from edgeseq.sequence import budget_affords_nothing
+    from edgeseq.budget import budget_affords_nothing
     from edgeseq.io.feature_rows import available_prefix, group_arrays, read_feature_rows
 
     sess = AnytimeSession(out_dir)

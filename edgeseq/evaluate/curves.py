@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.sequence import longest_affordable_prefix
+from edgeseq.budget import longest_affordable_prefix
 
-# the budget rule is exact and shared: edgeseq.sequence.longest_affordable_prefix
+# the budget rule is exact and shared: edgeseq.budget.longest_affordable_prefix
 
 
 @dataclass

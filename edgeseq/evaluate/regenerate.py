@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgeseq.errors import IntegrityError
-from edgeseq.export.c_codegen import HEADER_NAME, SOURCE_NAME, write_c_model
+from edgeseq.export.c_codegen import write_c_model
+from edgeseq.format import C_HEADER, C_SOURCE
 from edgeseq.export.names import onnx_input_names
 from edgeseq.export.onnx_graphs import build_prefix_graph
 
@@ -30,7 +31,7 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     files in `out_dir` are byte-identical. `seq` is the sequence read from the verified export."""
     out, c_dir = Path(out_dir), Path(c_dir)
     write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
-    for name in (HEADER_NAME, SOURCE_NAME):
+    for name in (C_HEADER, C_SOURCE):
         _same(out / name, (c_dir / name).read_bytes(), "C model")
     names = onnx_input_names(seq.group_names)
     for j, p in enumerate(manifest["prefixes"]):

@@ -1,7 +1,7 @@
 """The Python runtime: load a verified export and predict, or run the anytime loop on a device.
 
-Imports only numpy, onnxruntime, the format contract (`edgeseq.format`), the intermediate form's
-budget rule (`edgeseq.sequence`) and `edgeseq.errors`: a device install needs nothing else.
+Imports only numpy, onnxruntime, the format contract (`edgeseq.format`), the budget rule
+(`edgeseq.budget`), bounded messages and `edgeseq.errors`: a device install needs nothing else.
 """
 
 from edgeseq.runtime.loop import GroupReport, RunResult

@@ -29,7 +29,7 @@ import numpy as np
 from edgeseq.errors import EdgeseqError
 from edgeseq.runtime.inputs import as_group_array
 from edgeseq.runtime.worker import ABANDONED, WITHDRAWN, clamp_timeout
-from edgeseq.sequence import budget_affords_nothing, resolve_prefix
+from edgeseq.budget import budget_affords_nothing, resolve_prefix
 
 # status of a group in a run's report
 OK = "ok"                      # computed and committed

@@ -17,7 +17,7 @@ from edgeseq.errors import RuntimeInputError
 from edgeseq.format import read_verified
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
-from edgeseq.sequence import resolve_prefix, warn_if_budget_affords_nothing
+from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
 
 _F32 = np.dtype(np.float32)
 

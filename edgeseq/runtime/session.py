@@ -26,7 +26,7 @@ from edgeseq.runtime.inputs import check_deadline, check_group_keys
 from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, _Clock, anytime_loop
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
 from edgeseq.runtime.worker import ExtractorWorker
-from edgeseq.sequence import check_budget
+from edgeseq.budget import check_budget
 
 __all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "GroupReport", "SessionBusyError"]
 

@@ -17,7 +17,8 @@ from edgeseq.errors import InputError, InputTypeError, NotFittedError
 from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.format import METHODS
 from edgeseq.io.cost_provenance import read_cost_provenance
-from edgeseq.sequence import FittedSequence, resolve_prefix, warn_if_budget_affords_nothing
+from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
+from edgeseq.sequence import FittedSequence
 
 
 def _wrap_validation(call):
@@ -91,7 +92,7 @@ class AnytimeBase(BaseEstimator):
         if names is None or len(names) != seq.n_features_in or not all(isinstance(n, str) for n in names) \
                 or len(set(names)) != len(names):
             raise InputError(f"feature_names must be {seq.n_features_in} distinct strings, one per column of X")
-        return dataclasses.replace(seq, feature_names=names)
+        return dataclasses.replace(seq, feature_names=tuple(str(n) for n in names))  # np.str_ -> str
 
     def _validate_fit_X(self, X, y):
         X, y = _wrap_validation(lambda: validate_data(

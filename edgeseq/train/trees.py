@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError, ModelFormatError
-from edgeseq.sequence import LINKS, apply_link, longest_affordable_prefix
+from edgeseq.budget import longest_affordable_prefix
+from edgeseq.sequence import LINKS, apply_link
 
 MAX_DEPTH = 32  # a bound on traversal work per tree; deeper trees are refused, not truncated
 MAX_NODES = 1 << 24  # bounds memory and generated-code size of one ensemble
