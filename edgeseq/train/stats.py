@@ -164,6 +164,19 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
     return total, ref
 
 
+def probe_reference(xc, yc, cols=None) -> Reference:
+    """The frame `shifted_statistics` would choose from this first chunk (for passes split over workers)."""
+    view, _ = _column_plan(cols)
+    xc = np.asarray(view(_as_2d_chunk(xc, "chunk 0")), dtype=np.float64)
+    return Reference.from_probe(xc, _as_2d_y(yc, xc.shape[0]))
+
+
+def columns_reference(ref: Reference, cols=None) -> Reference:
+    """`probe_reference`'s frame expressed on `cols` in their order (what `finish_statistics` needs)."""
+    _, take = _column_plan(cols)
+    return ref if take is None else ref.take(take)
+
+
 def finish_statistics(total: SufficientStats, ref: Reference, cols=None) -> SufficientStats:
     """Leave the shifted frame (add the reference back to the means) and check every value is finite."""
     total = SufficientStats(n=total.n, x_mean=total.x_mean + ref.x_shift, y_mean=total.y_mean + ref.y_ref,

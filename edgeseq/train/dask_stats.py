@@ -1,0 +1,216 @@
+"""The statistics pass over a row-chunked ``dask.array``: one task per partition, a tree of merges.
+
+Why: squared-loss training needs only the sufficient statistics, and statistics of disjoint row sets
+merge exactly (Chan's update, :meth:`SufficientStats.merge`). So each worker reduces the partitions
+it holds to D×D numbers, and only those travel: no row leaves its worker. Partial results are merged
+pairwise (a tree of depth ⌈log2 P⌉ over P partitions), on the workers as well.
+
+The per-column reference that keeps the pass copy-free and exact with large offsets
+(:mod:`edgeseq.train.chunk_moments`) is chosen on the worker holding partition 0 and sent to every
+partition task (2·D numbers), so all partitions share one frame, exactly as the in-memory pass does.
+
+Where it runs: the `client` given, else the active ``distributed`` client, else (no cluster at all)
+partition by partition in this process through dask's own scheduler. Dask is an optional extra:
+this module imports it only when a dask array is actually passed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgeseq.errors import InputError
+from edgeseq.train.chunk_moments import Reference
+from edgeseq.train.stats import (SufficientStats, _as_2d_y, _iter_array_chunks, columns_reference,
+                                 finish_statistics, probe_reference, shifted_statistics)
+
+
+def is_dask_array(X) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "chunks") and hasattr(X, "to_delayed")
+
+
+def _require_dask():
+    try:
+        import dask  # noqa: F401
+        import dask.array  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - only without the extra
+        raise InputError("fitting a dask array needs the optional extra: pip install 'edgeseq[dask]'") from exc
+
+
+def _active_client(client):
+    """The client to run on: the one given, else the active distributed client, else None."""
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+        return default_client()
+    except (ImportError, ValueError):  # no distributed installed, or no client started
+        return None
+
+
+def check_dask_X(X) -> tuple[int, int]:
+    """Shape checks a dask array needs before any task runs: 2-D, real numbers, known row chunks."""
+    if X.ndim != 2:
+        raise InputError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        raise InputError(f"X must be real numbers, got dtype {X.dtype}")
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise InputError("X has partitions of unknown length (e.g. from a dask DataFrame); call "
+                         "X.compute_chunk_sizes() first")
+    n, d = (int(s) for s in X.shape)
+    if n < 2:
+        raise InputError(f"n_samples={n}: need at least 2 samples to fit")
+    return n, d
+
+
+def _row_blocks(X, y):
+    """Delayed (X, y) blocks, one per row partition, with each partition's first row and length."""
+    import dask.array as da
+
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})  # one block per row partition: the Gram needs whole rows
+    if is_dask_array(y):
+        if y.shape[0] != X.shape[0]:
+            raise InputError(f"X has {X.shape[0]} rows but y has {y.shape[0]}; they must match")
+        y = y.rechunk((X.chunks[0],) + tuple((s,) for s in y.shape[1:]))
+    else:
+        y = _as_2d_y(y, X.shape[0])
+        y = da.from_array(y, chunks=(X.chunks[0], y.shape[1]))
+    xs = X.to_delayed().ravel()
+    ys = y.to_delayed().ravel()
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    return list(zip(xs, ys, starts.tolist(), [int(c) for c in X.chunks[0]])), int(X.shape[1])
+
+
+def _probe(xb, yb, cols, d: int) -> Reference:
+    """Runs where partition 0 lives: only the chosen shift (2·D numbers) comes back."""
+    xb = np.asarray(xb)
+    _check_block_shape(xb, 0, d, None)
+    return probe_reference(xb, yb, cols)
+
+
+def _check_block_shape(xb, k: int, d: int, rows: int | None) -> None:
+    if xb.ndim != 2 or xb.shape[1] != d:
+        raise InputError(f"partition {k} has shape {xb.shape}: expected {d} columns like the others")
+    if rows is not None and xb.shape[0] != rows:
+        raise InputError(f"partition {k} has {xb.shape[0]} rows, its dask chunk declared {rows}")
+
+
+def partition_statistics(xb, yb, cols, ref: Reference, k: int, start: int, rows: int, d: int):
+    """Statistics of partition `k` (rows start..start+rows-1) in `ref`'s frame; runs on the worker.
+
+    A non-finite value is reported here, where the rows are, by partition, global row and column.
+    """
+    xb = np.asarray(xb)
+    _check_block_shape(xb, k, d, rows)
+    if not np.issubdtype(xb.dtype, np.number) or np.issubdtype(xb.dtype, np.complexfloating):
+        raise InputError(f"partition {k}: X must be real numbers, got dtype {xb.dtype}")
+    total, _ = shifted_statistics(_iter_array_chunks(xb, yb, None), cols, ref, what=f"partition {k} chunk")
+    if total is not None:
+        xbad = ~(np.isfinite(total.x_mean) & np.isfinite(np.diag(total.xx)))
+        if xbad.any() or not (np.isfinite(total.y_mean).all() and np.isfinite(np.diag(total.yy)).all()):
+            _report_non_finite(xb, yb, cols, k, start)
+    return total
+
+
+def _report_non_finite(xb, yb, cols, k: int, start: int):
+    used = xb if cols is None else xb[:, cols]
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad_rows = np.flatnonzero(~np.isfinite(used).all(axis=1))
+        if bad_rows.size:
+            r = int(bad_rows[0])
+            c = int(np.flatnonzero(~np.isfinite(used[r]))[0])
+            col = c if cols is None else int(cols[c])
+            raise InputError(f"partition {k}: X contains NaN or Inf at row {start + r} (row {r} of the "
+                             f"partition), column {col}; clean or impute it first")
+        ybad = np.flatnonzero(~np.isfinite(_as_2d_y(yb, xb.shape[0])).all(axis=1))
+        if ybad.size:
+            raise InputError(f"partition {k}: y contains NaN or Inf at row {start + int(ybad[0])}; every "
+                             f"target must be a finite number")
+    raise InputError(f"partition {k}: X has values too large to square in column(s) "
+                     f"{np.flatnonzero(~np.isfinite((used.astype(np.float64) ** 2).sum(0)))[:10].tolist()}")
+
+
+def merge_pair(a: SufficientStats | None, b: SufficientStats | None):
+    """One node of the reduction tree (empty partitions are None)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a.merge(b)
+
+
+def tree_reduce(parts: list, merge):
+    """Pairwise reduction: ⌈log2 P⌉ levels; `merge(a, b)` builds one node (a task or a value)."""
+    if not parts:
+        raise InputError("no data: X has no rows")
+    while len(parts) > 1:
+        nxt = [merge(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return parts[0]
+
+
+def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None) -> SufficientStats:
+    """Sufficient statistics of a row-chunked dask array X (and y) without gathering its rows.
+
+    Parameters
+    ----------
+    X : dask.array.Array, (n, D), chunked along rows (column chunks are joined first).
+    y : numpy or dask array, (n,) or (n, P); a numpy y is split to match X's row partitions.
+    columns : the used columns (as in :func:`edgeseq.train.stats.sufficient_statistics`).
+    client : a ``distributed.Client``; default the active one, else dask's local scheduler.
+    progress : callable receiving one line of text as partitions finish.
+    """
+    _require_dask()
+    check_dask_X(X)
+    cols = None if columns is None else np.asarray(columns, dtype=np.int64)
+    blocks, d = _row_blocks(X, y)
+    if cols is not None and cols.size and not (0 <= cols.min() and cols.max() < d):
+        raise InputError(f"columns must be indices in 0..{d - 1}")
+    client = _active_client(client)
+    say = progress or (lambda msg: None)
+    P = len(blocks)
+    say(f"statistics pass over {X.shape[0]:,} rows in {P} partitions"
+        + (f" on {len(client.scheduler_info().get('workers', {}))} workers" if client is not None else
+           " (no distributed client: partitions computed in this process)"))
+    if client is None:
+        return _local(blocks, cols, d, say)
+    return _on_cluster(client, blocks, cols, d, say)
+
+
+def _local(blocks, cols, d, say):
+    import dask
+
+    x0, y0, _, _ = blocks[0]
+    ref = _probe(*dask.compute(x0, y0), cols, d)
+    parts = []
+    for k, (xb, yb, start, rows) in enumerate(blocks):
+        parts.append(partition_statistics(*dask.compute(xb, yb), cols, ref, k, start, rows, d))
+        say(f"statistics: partition {k + 1}/{len(blocks)} done")
+    return _finish(tree_reduce(parts, merge_pair), ref, cols)
+
+
+def _on_cluster(client, blocks, cols, d, say):
+    """One graph: probe, one statistics task per partition, the merge tree; blocks are freed as used."""
+    from dask import delayed
+    from distributed import as_completed
+
+    x0, y0, _, _ = blocks[0]
+    ref = delayed(_probe, pure=True)(x0, y0, cols, d)
+    parts = [delayed(partition_statistics, pure=True)(xb, yb, cols, ref, k, start, rows, d)
+             for k, (xb, yb, start, rows) in enumerate(blocks)]
+    root = tree_reduce(list(parts), delayed(merge_pair, pure=True))
+    *part_futs, root_fut, ref_fut = client.compute([*parts, root, ref])  # released when these go out of scope
+    for done, fut in enumerate(as_completed(part_futs), start=1):
+        if fut.status == "error":
+            fut.result()  # raises the worker's error (e.g. the partition and row holding a NaN)
+        say(f"statistics: partition {done}/{len(part_futs)} done")
+    return _finish(root_fut.result(), ref_fut.result(), cols)
+
+
+def _finish(total, ref, cols):
+    if total is None:
+        raise InputError("no data: X has no rows")
+    return finish_statistics(total, columns_reference(ref, cols), cols)
