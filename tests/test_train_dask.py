@@ -109,7 +109,7 @@ def test_nan_in_a_partition_names_partition_row_and_column(client):
     with pytest.raises(InputError) as exc:
         AnytimeRegressor(GROUPS, COSTS).fit(da.from_array(X, chunks=(500, 12)), y)
     msg = str(exc.value)
-    assert msg == ("partition 2: X contains NaN or Inf at row 1234 (row 234 of the partition), column 7; "
+    assert msg == ("partition 2: X contains NaN or Inf at row 1234 (row 234 of partition 2), column 7; "
                    "clean or impute it first")
     y2 = y.copy()
     y2[1600] = np.inf

@@ -82,30 +82,32 @@ def _row_blocks(X, y):
     return list(zip(xs, ys, starts.tolist(), [int(c) for c in X.chunks[0]])), int(X.shape[1])
 
 
-def _probe(xb, yb, cols, d: int) -> Reference:
+def _probe(xb, yb, cols, d: int, name: str) -> Reference:
     """Runs where partition 0 lives: only the chosen shift (2·D numbers) comes back."""
     xb = np.asarray(xb)
-    _check_block_shape(xb, 0, d, None)
+    _check_block_shape(xb, name, d, None)
     return probe_reference(xb, yb, cols)
 
 
-def _check_block_shape(xb, k: int, d: int, rows: int | None) -> None:
+def _check_block_shape(xb, k: str, d: int, rows: int | None) -> None:
     if xb.ndim != 2 or xb.shape[1] != d:
-        raise InputError(f"partition {k} has shape {xb.shape}: expected {d} columns like the others")
+        raise InputError(f"{k} has shape {xb.shape}: expected {d} columns like the others")
     if rows is not None and xb.shape[0] != rows:
-        raise InputError(f"partition {k} has {xb.shape[0]} rows, its dask chunk declared {rows}")
+        raise InputError(f"{k} has {xb.shape[0]} rows, its dask chunk declared {rows}")
 
 
-def partition_statistics(xb, yb, cols, ref: Reference, k: int, start: int, rows: int, d: int):
+def partition_statistics(xb, yb, cols, ref: Reference, k, start: int, rows: int, d: int):
     """Statistics of partition `k` (rows start..start+rows-1) in `ref`'s frame; runs on the worker.
 
-    A non-finite value is reported here, where the rows are, by partition, global row and column.
+    `k` is the partition's number or its name (e.g. its shard file) for messages. A non-finite value is
+    reported here, where the rows are, by partition, global row and column.
     """
+    k = k if isinstance(k, str) else f"partition {k}"
     xb = np.asarray(xb)
     _check_block_shape(xb, k, d, rows)
     if not np.issubdtype(xb.dtype, np.number) or np.issubdtype(xb.dtype, np.complexfloating):
-        raise InputError(f"partition {k}: X must be real numbers, got dtype {xb.dtype}")
-    total, _ = shifted_statistics(_iter_array_chunks(xb, yb, None), cols, ref, what=f"partition {k} chunk")
+        raise InputError(f"{k}: X must be real numbers, got dtype {xb.dtype}")
+    total, _ = shifted_statistics(_iter_array_chunks(xb, yb, None), cols, ref, what=f"{k}, chunk")
     if total is not None:
         xbad = ~(np.isfinite(total.x_mean) & np.isfinite(np.diag(total.xx)))
         if xbad.any() or not (np.isfinite(total.y_mean).all() and np.isfinite(np.diag(total.yy)).all()):
@@ -113,7 +115,7 @@ def partition_statistics(xb, yb, cols, ref: Reference, k: int, start: int, rows:
     return total
 
 
-def _report_non_finite(xb, yb, cols, k: int, start: int):
+def _report_non_finite(xb, yb, cols, k: str, start: int):
     used = xb if cols is None else xb[:, cols]
     with np.errstate(invalid="ignore", over="ignore"):
         bad_rows = np.flatnonzero(~np.isfinite(used).all(axis=1))
@@ -121,13 +123,13 @@ def _report_non_finite(xb, yb, cols, k: int, start: int):
             r = int(bad_rows[0])
             c = int(np.flatnonzero(~np.isfinite(used[r]))[0])
             col = c if cols is None else int(cols[c])
-            raise InputError(f"partition {k}: X contains NaN or Inf at row {start + r} (row {r} of the "
-                             f"partition), column {col}; clean or impute it first")
+            raise InputError(f"{k}: X contains NaN or Inf at row {start + r} (row {r} of {k}), column "
+                             f"{col}; clean or impute it first")
         ybad = np.flatnonzero(~np.isfinite(_as_2d_y(yb, xb.shape[0])).all(axis=1))
         if ybad.size:
-            raise InputError(f"partition {k}: y contains NaN or Inf at row {start + int(ybad[0])}; every "
+            raise InputError(f"{k}: y contains NaN or Inf at row {start + int(ybad[0])}; every "
                              f"target must be a finite number")
-    raise InputError(f"partition {k}: X has values too large to square in column(s) "
+    raise InputError(f"{k}: X has values too large to square in column(s) "
                      f"{np.flatnonzero(~np.isfinite((used.astype(np.float64) ** 2).sum(0)))[:10].tolist()}")
 
 
@@ -152,7 +154,8 @@ def tree_reduce(parts: list, merge):
     return parts[0]
 
 
-def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None) -> SufficientStats:
+def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None,
+                               names=None) -> SufficientStats:
     """Sufficient statistics of a row-chunked dask array X (and y) without gathering its rows.
 
     Parameters
@@ -162,6 +165,7 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     columns : the used columns (as in :func:`edgeseq.train.stats.sufficient_statistics`).
     client : a ``distributed.Client``; default the active one, else dask's local scheduler.
     progress : callable receiving one line of text as partitions finish.
+    names : optional name of each row partition for error messages (e.g. its shard file).
     """
     _require_dask()
     check_dask_X(X)
@@ -172,34 +176,37 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     client = _active_client(client)
     say = progress or (lambda msg: None)
     P = len(blocks)
+    if names is not None and len(names) != P:
+        raise InputError(f"{len(names)} partition names for {P} partitions")
+    labels = list(names) if names is not None else [f"partition {k}" for k in range(P)]
     say(f"statistics pass over {X.shape[0]:,} rows in {P} partitions"
         + (f" on {len(client.scheduler_info().get('workers', {}))} workers" if client is not None else
            " (no distributed client: partitions computed in this process)"))
     if client is None:
-        return _local(blocks, cols, d, say)
-    return _on_cluster(client, blocks, cols, d, say)
+        return _local(blocks, cols, d, say, labels)
+    return _on_cluster(client, blocks, cols, d, say, labels)
 
 
-def _local(blocks, cols, d, say):
+def _local(blocks, cols, d, say, labels):
     import dask
 
     x0, y0, _, _ = blocks[0]
-    ref = _probe(*dask.compute(x0, y0), cols, d)
+    ref = _probe(*dask.compute(x0, y0), cols, d, labels[0])
     parts = []
     for k, (xb, yb, start, rows) in enumerate(blocks):
-        parts.append(partition_statistics(*dask.compute(xb, yb), cols, ref, k, start, rows, d))
+        parts.append(partition_statistics(*dask.compute(xb, yb), cols, ref, labels[k], start, rows, d))
         say(f"statistics: partition {k + 1}/{len(blocks)} done")
     return _finish(tree_reduce(parts, merge_pair), ref, cols)
 
 
-def _on_cluster(client, blocks, cols, d, say):
+def _on_cluster(client, blocks, cols, d, say, labels):
     """One graph: probe, one statistics task per partition, the merge tree; blocks are freed as used."""
     from dask import delayed
     from distributed import as_completed
 
     x0, y0, _, _ = blocks[0]
-    ref = delayed(_probe, pure=True)(x0, y0, cols, d)
-    parts = [delayed(partition_statistics, pure=True)(xb, yb, cols, ref, k, start, rows, d)
+    ref = delayed(_probe, pure=True)(x0, y0, cols, d, labels[0])
+    parts = [delayed(partition_statistics, pure=True)(xb, yb, cols, ref, labels[k], start, rows, d)
              for k, (xb, yb, start, rows) in enumerate(blocks)]
     root = tree_reduce(list(parts), delayed(merge_pair, pure=True))
     *part_futs, root_fut, ref_fut = client.compute([*parts, root, ref])  # released when these go out of scope
