@@ -136,3 +136,6 @@ def test_bad_dask_inputs_fail_before_any_task():
         AnytimeRegressor(GROUPS, COSTS).fit(da.from_array(X, chunks=(50, 12)), da.from_array(y[:90]))
     with pytest.raises(InputError, match="dask array"):
         AnytimeRegressor(GROUPS, COSTS).fit(X, y, client=object())
+    from edgeseq import AnytimeClassifier
+    with pytest.raises(InputError, match="does not fit dask arrays yet"):  # rather than gathering every row
+        AnytimeClassifier(GROUPS, COSTS).fit(da.from_array(X, chunks=(50, 12)), (y > 0).astype(int))

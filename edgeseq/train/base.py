@@ -13,6 +13,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from edgeseq.errors import InputError, InputTypeError, NotFittedError
+from edgeseq.train.dask_stats import is_dask_array
 from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.train.selection import METHODS
 from edgeseq.sequence import FittedSequence
@@ -46,6 +47,12 @@ class AnytimeBase(BaseEstimator):
         for name in ("whiten", "doubling"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def _refuse_dask(self, X) -> None:
+        """For estimators without a cluster path: validation would silently gather every row here."""
+        if is_dask_array(X):
+            raise InputError(f"{type(self).__name__} does not fit dask arrays yet (AnytimeRegressor does); "
+                             "compute X into memory or a np.memmap first")
 
     def _validate_fit_X(self, X, y):
         X, y = _wrap_validation(lambda: validate_data(
