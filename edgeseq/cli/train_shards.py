@@ -44,9 +44,10 @@ def cluster_client(scheduler: str | None, workers: int | None):
 
 def fit_shards(est, shards, spec, client, say):
     """Statistics pass over the shards (one partition each) where they are read, then the selection."""
-    from edgeseq.train.dask_stats import dask_sufficient_statistics
+    from edgeseq.train.dask_stats import partitioned_statistics
 
-    X, y = shards.arrays(client)
-    stats = dask_sufficient_statistics(X, y, columns=np.concatenate(spec.columns), client=client,
-                                       progress=say, names=shards.names())
+    parts = shards.partitions(client)
+    stats = partitioned_statistics(parts, sum(p[2] for p in parts), shards.n_features,
+                                   columns=np.concatenate(spec.columns), client=client, progress=say,
+                                   names=shards.names())
     return est.fit_from_stats(stats, n_features=shards.n_features, progress=say)

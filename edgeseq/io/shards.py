@@ -1,8 +1,8 @@
-"""Training data split over many files ("shards"), read as one row-chunked dask array.
+"""Training data split over many files ("shards"), each one partition of a Dask statistics pass.
 
 Why: data larger than one machine's memory usually already lives as many files. Each shard becomes
-one partition, loaded by the worker that processes it, so only the statistics travel (see
-:mod:`edgeseq.train.dask_stats`). The client reads nothing but file headers: the .npy header (shape,
+one partition whose statistics task reads the file itself, on its worker, so only the statistics
+travel (see :mod:`edgeseq.train.dask_stats`). The client reads nothing but file headers: the .npy header (shape,
 dtype) or the CSV header line; CSV row counts are counted by the workers.
 
 Shards are a directory (every ``*.npy`` or ``*.csv`` in it) or a glob pattern, in sorted name order
@@ -97,19 +97,25 @@ class ShardSet:
                 raise InputError(f"shard {empty[0]} has a header but no data rows")
         return self.rows
 
-    def arrays(self, client=None):
-        """(X, y) as dask arrays, one row partition per shard, loaded where each partition is processed."""
-        import dask.array as da
-        from dask import delayed
-
+    def partitions(self, client=None) -> list:
+        """[(loader, first row, rows)] per shard: each statistics task reads its own shard on its worker."""
         rows = self.count_rows(client)
-        load = _load_npy if self.kind == ".npy" else _load_csv
-        xs, ys = [], []
-        for path, n in zip(self.paths, rows):
-            pair = delayed(load, pure=True, nout=2)(str(path), self.target, self.n_cols)
-            xs.append(da.from_delayed(pair[0], shape=(n, self.n_features), dtype=self.dtype))
-            ys.append(da.from_delayed(pair[1], shape=(n,), dtype=np.float64))
-        return da.concatenate(xs), da.concatenate(ys)
+        starts = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(int).tolist()
+        return [(ShardLoader(str(p), self.kind, self.target, self.n_cols), a, n)
+                for p, a, n in zip(self.paths, starts, rows)]
+
+
+@dataclass(frozen=True)
+class ShardLoader:
+    """Reads one shard as (X, y) where it is called (a few bytes to send; the rows stay on the worker)."""
+
+    path: str
+    kind: str
+    target: int | str
+    n_cols: int
+
+    def __call__(self):
+        return (_load_npy if self.kind == ".npy" else _load_csv)(self.path, self.target, self.n_cols)
 
 
 def open_shards(source, target: str | None) -> ShardSet:

@@ -64,7 +64,7 @@ def check_dask_X(X) -> tuple[int, int]:
 
 
 def _row_blocks(X, y):
-    """Delayed (X, y) blocks, one per row partition, with each partition's first row and length."""
+    """One (source, first row, length) per row partition; the source is the pair of delayed blocks."""
     import dask.array as da
 
     if len(X.chunks[1]) > 1:
@@ -79,11 +79,17 @@ def _row_blocks(X, y):
     xs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
-    return list(zip(xs, ys, starts.tolist(), [int(c) for c in X.chunks[0]])), int(X.shape[1])
+    return list(zip(zip(xs, ys), starts.tolist(), [int(c) for c in X.chunks[0]])), int(X.shape[1])
 
 
-def _probe(xb, yb, cols, d: int, name: str) -> Reference:
+def _open(source):
+    """A partition's rows: a loader (called here, on the worker) or an (X block, y block) pair."""
+    return source() if callable(source) else source
+
+
+def _probe(source, cols, d: int, name: str) -> Reference:
     """Runs where partition 0 lives: only the chosen shift (2·D numbers) comes back."""
+    xb, yb = _open(source)
     xb = np.asarray(xb)
     _check_block_shape(xb, name, d, None)
     return probe_reference(xb, yb, cols)
@@ -96,13 +102,16 @@ def _check_block_shape(xb, k: str, d: int, rows: int | None) -> None:
         raise InputError(f"{k} has {xb.shape[0]} rows, its dask chunk declared {rows}")
 
 
-def partition_statistics(xb, yb, cols, ref: Reference, k, start: int, rows: int, d: int):
+def partition_statistics(source, cols, ref: Reference, k, start: int, rows: int, d: int):
     """Statistics of partition `k` (rows start..start+rows-1) in `ref`'s frame; runs on the worker.
 
-    `k` is the partition's number or its name (e.g. its shard file) for messages. A non-finite value is
-    reported here, where the rows are, by partition, global row and column.
+    `source` is the (X block, y block) pair or a loader that reads them where the task runs (shards:
+    then no row ever moves between processes). `k` is the partition's number or its name (e.g. its
+    shard file) for messages. A non-finite value is reported here, where the rows are, by partition,
+    global row and column.
     """
     k = k if isinstance(k, str) else f"partition {k}"
+    xb, yb = _open(source)
     xb = np.asarray(xb)
     _check_block_shape(xb, k, d, rows)
     if not np.issubdtype(xb.dtype, np.number) or np.issubdtype(xb.dtype, np.complexfloating):
@@ -168,9 +177,18 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     names : optional name of each row partition for error messages (e.g. its shard file).
     """
     _require_dask()
-    check_dask_X(X)
-    cols = None if columns is None else np.asarray(columns, dtype=np.int64)
+    n, _ = check_dask_X(X)
     blocks, d = _row_blocks(X, y)
+    return partitioned_statistics(blocks, n, d, columns=columns, client=client, progress=progress, names=names)
+
+
+def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None, progress=None, names=None):
+    """The pass over `blocks` = [(source, first row, rows)], source a loader or an (X, y) block pair.
+
+    Loaders (e.g. one per shard file) make each task read its own rows on its worker.
+    """
+    _require_dask()
+    cols = None if columns is None else np.asarray(columns, dtype=np.int64)
     if cols is not None and cols.size and not (0 <= cols.min() and cols.max() < d):
         raise InputError(f"columns must be indices in 0..{d - 1}")
     client = _active_client(client)
@@ -179,7 +197,7 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     if names is not None and len(names) != P:
         raise InputError(f"{len(names)} partition names for {P} partitions")
     labels = list(names) if names is not None else [f"partition {k}" for k in range(P)]
-    say(f"statistics pass over {X.shape[0]:,} rows in {P} partitions"
+    say(f"statistics pass over {n:,} rows in {P} partitions"
         + (f" on {len(client.scheduler_info().get('workers', {}))} workers" if client is not None else
            " (no distributed client: partitions computed in this process)"))
     if client is None:
@@ -190,11 +208,13 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
 def _local(blocks, cols, d, say, labels):
     import dask
 
-    x0, y0, _, _ = blocks[0]
-    ref = _probe(*dask.compute(x0, y0), cols, d, labels[0])
+    def rows_of(source):
+        return source if callable(source) else dask.compute(*source)
+
+    ref = _probe(rows_of(blocks[0][0]), cols, d, labels[0])
     parts = []
-    for k, (xb, yb, start, rows) in enumerate(blocks):
-        parts.append(partition_statistics(*dask.compute(xb, yb), cols, ref, labels[k], start, rows, d))
+    for k, (source, start, rows) in enumerate(blocks):
+        parts.append(partition_statistics(rows_of(source), cols, ref, labels[k], start, rows, d))
         say(f"statistics: partition {k + 1}/{len(blocks)} done")
     return _finish(tree_reduce(parts, merge_pair), ref, cols)
 
@@ -204,10 +224,9 @@ def _on_cluster(client, blocks, cols, d, say, labels):
     from dask import delayed
     from distributed import as_completed
 
-    x0, y0, _, _ = blocks[0]
-    ref = delayed(_probe, pure=True)(x0, y0, cols, d, labels[0])
-    parts = [delayed(partition_statistics, pure=True)(xb, yb, cols, ref, labels[k], start, rows, d)
-             for k, (xb, yb, start, rows) in enumerate(blocks)]
+    ref = delayed(_probe, pure=True)(blocks[0][0], cols, d, labels[0])
+    parts = [delayed(partition_statistics, pure=True)(source, cols, ref, labels[k], start, rows, d)
+             for k, (source, start, rows) in enumerate(blocks)]
     root = tree_reduce(list(parts), delayed(merge_pair, pure=True))
     *part_futs, root_fut, ref_fut = client.compute([*parts, root, ref])  # released when these go out of scope
     for done, fut in enumerate(as_completed(part_futs), start=1):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.chunk_moments import Reference, chunk_moments
+from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, chunk_moments
 
 _CHUNK_BYTES = 64 * 2**20  # bound on the rows read at a time (the chunk itself is used in place)
 
@@ -167,8 +167,9 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
 def probe_reference(xc, yc, cols=None) -> Reference:
     """The frame `shifted_statistics` would choose from this first chunk (for passes split over workers)."""
     view, _ = _column_plan(cols)
-    xc = np.asarray(view(_as_2d_chunk(xc, "chunk 0")), dtype=np.float64)
-    return Reference.from_probe(xc, _as_2d_y(yc, xc.shape[0]))
+    xc = _as_2d_chunk(xc, "chunk 0")
+    yc = _as_2d_y(yc, xc.shape[0])[:PROBE_ROWS]
+    return Reference.from_probe(np.asarray(view(xc[:PROBE_ROWS]), dtype=np.float64), yc)
 
 
 def columns_reference(ref: Reference, cols=None) -> Reference:
