@@ -139,3 +139,34 @@ def test_bad_dask_inputs_fail_before_any_task():
     from edgeseq import AnytimeClassifier
     with pytest.raises(InputError, match="does not fit dask arrays yet"):  # rather than gathering every row
         AnytimeClassifier(GROUPS, COSTS).fit(da.from_array(X, chunks=(50, 12)), (y > 0).astype(int))
+
+
+class _DiesOnce:
+    """A partition loader that kills its worker process the first time it runs (a marker file remembers)."""
+
+    def __init__(self, X, y, marker):
+        self.X, self.y, self.marker = X, y, str(marker)
+
+    def __call__(self):
+        import os
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)  # the worker process dies mid-pass, without any cleanup
+        return self.X, self.y
+
+
+def test_a_worker_killed_mid_pass_is_retried_and_the_result_is_unchanged(client, tmp_path):
+    """Runs last in this module: the cluster continues with the worker its nanny restarted."""
+    X, y = _data(7, n=1200)
+    marker = tmp_path / "died"
+    blocks = [((X[:400], y[:400]), 0, 400), (_DiesOnce(X[400:800], y[400:800], marker), 400, 400),
+              ((X[800:], y[800:]), 800, 400)]
+    s = dask_stats.partitioned_statistics(blocks, 1200, 12, client=client)
+    assert marker.exists()  # the worker really died
+    calm = [((X[a:a + 400], y[a:a + 400]), a, 400) for a in (0, 400, 800)]
+    same = dask_stats.partitioned_statistics(calm, 1200, 12, client=client)
+    assert s.fingerprint() == same.fingerprint()  # bit for bit: the retried task computed the same thing
+    ref = sufficient_statistics(X, y)
+    np.testing.assert_allclose(s.x_mean, ref.x_mean, rtol=1e-12, atol=1e-15)
+    d = np.sqrt(np.diag(ref.xx))
+    np.testing.assert_allclose(s.xx / np.outer(d, d), ref.xx / np.outer(d, d), atol=1e-11)
