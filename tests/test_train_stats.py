@@ -202,3 +202,14 @@ def test_float32_and_memmap_chunks_use_the_same_kernel(tmp_path):
     X, Y = _offset_data(11, n=600)
     X32 = X[:, 2:].astype(np.float32)
     _check_against_numpy(sufficient_statistics(X32, Y, chunk_rows=128), X32.astype(np.float64), Y)
+
+
+def test_progress_by_tenth_of_the_rows_and_by_chunk():
+    X, Y = _data(12, n=1000)
+    lines = []
+    sufficient_statistics(X, Y, chunk_rows=30, progress=lines.append)
+    assert len(lines) == 10 and lines[-1] == "statistics: 1,000/1,000 rows"
+    assert lines[0] == "statistics: 120/1,000 rows"  # the first chunk boundary past a tenth
+    lines.clear()
+    sufficient_statistics([(X[:600], Y[:600]), (X[600:], Y[600:])], progress=lines.append)
+    assert lines == ["statistics: 600 rows", "statistics: 1,000 rows"]

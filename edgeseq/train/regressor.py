@@ -69,7 +69,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         used = np.concatenate(spec.columns)
         if progress is not None:
             progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
-        stats = sufficient_statistics(X, y, columns=used)
+        stats = sufficient_statistics(X, y, columns=used, progress=progress)
         return self._fit_stats(stats, spec, n_features=X.shape[1], y_was_1d=np.ndim(y) == 1,
                                progress=progress)
 

@@ -98,13 +98,16 @@ def _iter_array_chunks(X, y, chunk_rows: int | None):
         yield X[start:start + rows], y2[start:start + rows]
 
 
-def sufficient_statistics(data, y=None, *, columns=None, chunk_rows: int | None = None) -> SufficientStats:
+def sufficient_statistics(data, y=None, *, columns=None, chunk_rows: int | None = None,
+                          progress=None) -> SufficientStats:
     """Means and centred co-moments of X[:, columns] and y in one chunked pass.
 
     `data` is either an array-like X (ndarray or np.memmap; rows are read `chunk_rows` at a time and
     used in place, so memory stays O(d²) plus one chunk) together with `y`, or an iterable of
     `(X_chunk, y_chunk)` pairs (then `y` must be None) for data that does not fit in memory or arrives
-    in pieces. Non-finite values are detected and reported by column.
+    in pieces. Non-finite values are detected and reported by column. `progress` (a callable taking
+    one line of text) hears about every tenth of the rows of an array X, or about every chunk of an
+    iterable.
     """
     if y is not None:
         X = data
@@ -116,10 +119,25 @@ def sufficient_statistics(data, y=None, *, columns=None, chunk_rows: int | None 
     else:
         chunks = data
     cols = None if columns is None else np.asarray(columns, dtype=np.int64)
-    total, ref = shifted_statistics(chunks, cols)
+    on_chunk = None if progress is None else _row_reporter(progress, X.shape[0] if y is not None else None)
+    total, ref = shifted_statistics(chunks, cols, on_chunk=on_chunk)
     if total is None:
         raise InputError("no data: X has no rows")
     return finish_statistics(total, ref, cols)
+
+
+def _row_reporter(progress, n_rows: int | None):
+    """on_chunk callback: a line per tenth of `n_rows` (or per chunk when the total is unknown)."""
+    seen = [0, 0]  # rows so far, tenths reported
+
+    def on_chunk(rows: int) -> None:
+        seen[0] += rows
+        if n_rows is None:
+            progress(f"statistics: {seen[0]:,} rows")
+        elif seen[0] * 10 // n_rows > seen[1]:
+            seen[1] = seen[0] * 10 // n_rows
+            progress(f"statistics: {seen[0]:,}/{n_rows:,} rows")
+    return on_chunk
 
 
 def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None, *, fast: bool = True,
