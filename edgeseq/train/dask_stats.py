@@ -20,7 +20,7 @@ import numpy as np
 
 from edgeseq.errors import InputError
 from edgeseq.train.chunk_moments import Reference
-from edgeseq.train.stats import (SufficientStats, _as_2d_y, _iter_array_chunks, columns_reference,
+from edgeseq.train.stats import (SufficientStats, as_2d_y, iter_array_chunks, columns_reference,
                                  finish_statistics, probe_reference, shifted_statistics)
 
 
@@ -74,7 +74,7 @@ def _row_blocks(X, y):
             raise InputError(f"X has {X.shape[0]} rows but y has {y.shape[0]}; they must match")
         y = y.rechunk((X.chunks[0],) + tuple((s,) for s in y.shape[1:]))
     else:
-        y = _as_2d_y(y, X.shape[0])
+        y = as_2d_y(y, X.shape[0])
         y = da.from_array(y, chunks=(X.chunks[0], y.shape[1]))
     xs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
@@ -116,7 +116,7 @@ def partition_statistics(source, cols, ref: Reference, k, start: int, rows: int,
     _check_block_shape(xb, k, d, rows)
     if not np.issubdtype(xb.dtype, np.number) or np.issubdtype(xb.dtype, np.complexfloating):
         raise InputError(f"{k}: X must be real numbers, got dtype {xb.dtype}")
-    total, _ = shifted_statistics(_iter_array_chunks(xb, yb, None), cols, ref, what=f"{k}, chunk")
+    total, _ = shifted_statistics(iter_array_chunks(xb, yb, None), cols, ref, what=f"{k}, chunk")
     if total is not None:
         xbad = ~(np.isfinite(total.x_mean) & np.isfinite(np.diag(total.xx)))
         if xbad.any() or not (np.isfinite(total.y_mean).all() and np.isfinite(np.diag(total.yy)).all()):
@@ -134,7 +134,7 @@ def _report_non_finite(xb, yb, cols, k: str, start: int):
             col = c if cols is None else int(cols[c])
             raise InputError(f"{k}: X contains NaN or Inf at row {start + r} (row {r} of {k}), column "
                              f"{col}; clean or impute it first")
-        ybad = np.flatnonzero(~np.isfinite(_as_2d_y(yb, xb.shape[0])).all(axis=1))
+        ybad = np.flatnonzero(~np.isfinite(as_2d_y(yb, xb.shape[0])).all(axis=1))
         if ybad.size:
             raise InputError(f"{k}: y contains NaN or Inf at row {start + int(ybad[0])}; every "
                              f"target must be a finite number")

@@ -79,7 +79,8 @@ class SufficientStats:
         return h.hexdigest()[:16]
 
 
-def _as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
+def as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
+    """y as float64 (n, P), checked against the row count of X."""
     y = np.asarray(y, dtype=np.float64)
     if y.ndim == 1:
         y = y[:, None]
@@ -90,9 +91,10 @@ def _as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
     return y
 
 
-def _iter_array_chunks(X, y, chunk_rows: int | None):
+def iter_array_chunks(X, y, chunk_rows: int | None):
+    """(X rows, y rows) views of an array X, a bounded number of bytes at a time."""
     n, d = X.shape
-    y2 = _as_2d_y(y, n)
+    y2 = as_2d_y(y, n)
     rows = chunk_rows or max(1, _CHUNK_BYTES // (8 * max(1, d + y2.shape[1])))
     for start in range(0, n, rows):
         yield X[start:start + rows], y2[start:start + rows]
@@ -115,7 +117,7 @@ def sufficient_statistics(data, y=None, *, columns=None, chunk_rows: int | None 
             X = np.asarray(X)
         if X.ndim != 2:
             raise InputError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-        chunks: Iterable = _iter_array_chunks(X, y, chunk_rows)
+        chunks: Iterable = iter_array_chunks(X, y, chunk_rows)
     else:
         chunks = data
     cols = None if columns is None else np.asarray(columns, dtype=np.int64)
@@ -166,7 +168,7 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
         if xc.shape[0] == 0:
             continue
         xc = np.asarray(view(xc), dtype=np.float64)  # a view when possible; float32 input is widened here
-        yc = _as_2d_y(yc, xc.shape[0])
+        yc = as_2d_y(yc, xc.shape[0])
         if total is not None and yc.shape[1] != total.y_mean.shape[0]:
             raise InputError(f"{what} {i}: y has {yc.shape[1]} outputs, earlier {what}s had "
                              f"{total.y_mean.shape[0]}")
@@ -186,7 +188,7 @@ def probe_reference(xc, yc, cols=None) -> Reference:
     """The frame `shifted_statistics` would choose from this first chunk (for passes split over workers)."""
     view, _ = _column_plan(cols)
     xc = _as_2d_chunk(xc, "chunk 0")
-    yc = _as_2d_y(yc, xc.shape[0])[:PROBE_ROWS]
+    yc = as_2d_y(yc, xc.shape[0])[:PROBE_ROWS]
     return Reference.from_probe(np.asarray(view(xc[:PROBE_ROWS]), dtype=np.float64), yc)
 
 
