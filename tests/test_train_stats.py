@@ -105,12 +105,13 @@ def test_bad_chunks():
 
 
 # ---------------------------------------------------------------- the copy-free chunk kernel
-def _offset_data(seed=7, n=3000):
+def _offset_data(seed=7, n=3000, plain=8):
     """Columns a raw Gram cannot handle: offset 1e6 with spread 1e-3, offset 1e4 with spread 1, and plain ones."""
     rng = np.random.default_rng(seed)
-    Z = rng.normal(size=(n, 5))
+    Z = rng.normal(size=(n, 5 + plain))
     Z[:, 1] += 0.5 * Z[:, 0]  # correlated, so cross moments matter too
-    X = Z * [1e-3, 1e-3, 1.0, 1.0, 1e2] + [1e6, -1e6, 1e4, 0.5, 3.0]
+    Z[:, 3] += 0.3 * Z[:, 1]
+    X = Z * ([1e-3, 1e-3, 1.0, 1.0, 1e2] + [1.0] * plain) + ([1e6, -1e6, 1e4, 0.5, 3.0] + [0.0] * plain)
     Y = np.column_stack([Z[:, 0] + 0.1 * rng.normal(size=n), 1e5 + Z[:, 2]])
     return X, Y
 
@@ -147,6 +148,17 @@ def test_offset_columns_match_brute_force_on_the_shifted_path(chunk_rows, monkey
     assert paths and set(paths) == {"shift"}  # the fast path really ran, on every chunk
     ref = cm.Reference.from_probe(X, Y)
     assert ref.cols.tolist() == [0, 1, 2]  # only the offset columns are copied
+
+
+def test_mostly_offset_columns_take_the_exact_copy(monkeypatch):
+    """3 offset columns of 5: shifting them apart would cost more than one copy of the chunk."""
+    import edgeseq.train.chunk_moments as cm
+    paths = []
+    copy = cm._centred_copy
+    monkeypatch.setattr(cm, "_centred_copy", lambda *a: paths.append("copy") or copy(*a))
+    X, Y = _offset_data(plain=0)
+    _close_to_brute(sufficient_statistics(X, Y, chunk_rows=1000), X, Y)
+    assert paths == ["copy"] * 3
 
 
 def test_rank_one_correction_of_a_raw_gram_is_not_enough():
@@ -200,7 +212,7 @@ def test_column_spans_and_reorderings(cols):
 
 def test_float32_and_memmap_chunks_use_the_same_kernel(tmp_path):
     X, Y = _offset_data(11, n=600)
-    X32 = X[:, 2:].astype(np.float32)
+    X32 = X[:, 3:].astype(np.float32)
     _check_against_numpy(sufficient_statistics(X32, Y, chunk_rows=128), X32.astype(np.float64), Y)
 
 

@@ -13,6 +13,8 @@ away, so the shift must happen before it -- but only where it matters:
 * one syrk on the chunk in place, one gemm of the chunk against the shifted offset columns, one gemm
   against ``[y - ref_y, 1]`` (cross products and column sums in the same pass), then the rank-one
   correction to centre on the chunk's own mean;
+* when more than a quarter of the columns are offset columns, their extra products would cost more
+  than a copy of the chunk, so the chunk is centred in a copy (the exact path below);
 * if the chunk's mean has drifted more than ``DRIFT_RATIO`` standard deviations from the reference in
   any column (or the computed variance is not trustworthy), the chunk is recomputed exactly by
   centring it in a copy. The check is sound: a variance garbled by cancellation is at most
@@ -82,13 +84,15 @@ def _centred_copy(xc, yc, ref: Reference):
 
 
 def _shifted(xc, yc, ref: Reference):
+    B = ref.cols
+    if 4 * B.size > xc.shape[1]:  # many offset columns: their extra products would cost more than one copy
+        return None
     n, P = xc.shape[0], yc.shape[1]
     ys = np.empty((n, P + 1))
     np.subtract(yc, ref.y_ref, out=ys[:, :P])
     ys[:, P] = 1.0
     G = xc.T @ xc  # numpy runs syrk for a transposed pair of the same buffer: no copy of the chunk
     XY = xc.T @ ys  # cross products with y and the column sums, one pass
-    B = ref.cols
     if B.size:
         xb = xc[:, B] - ref.x_shift[B]  # the only copy: offset columns
         GB = xc.T @ xb
