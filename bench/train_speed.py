@@ -122,12 +122,26 @@ def interleaved(steps: dict, rounds: int):
     return wall, cpu, outs
 
 
+def interleaved_steps(X, y, groups, costs, used, rounds):
+    return interleaved({
+        "gram": lambda: X.T @ X,
+        "stats": lambda: sufficient_statistics(X, y, columns=used),
+        "stats_centred_copy": lambda: centred_copy_pass(X, y, used),
+        "omp_fit": lambda: AnytimeRegressor(groups, costs, method="omp").fit(X, y),
+        "fr_fit": lambda: AnytimeRegressor(groups, costs, method="fr").fit(X, y),
+    }, rounds)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=500_000)
     ap.add_argument("--d", type=int, default=500)
     ap.add_argument("--group-size", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="limit BLAS to this many threads for every step (default: BLAS's own choice). On a "
+                         "machine whose load exceeds its cores, threaded BLAS timings swing by 2x from run "
+                         "to run; --threads 1 gives ratios that do not")
     ap.add_argument("--naive-rows", type=int, default=20_000)
     ap.add_argument("--naive-steps", type=int, default=8)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "train_speed.json"))
@@ -140,13 +154,9 @@ def main():
     X, y, groups, costs = make_problem(args.n, args.d, args.group_size)
     used = np.concatenate(groups)
 
-    best, cpu, outs = interleaved({
-        "gram": lambda: X.T @ X,
-        "stats": lambda: sufficient_statistics(X, y, columns=used),
-        "stats_centred_copy": lambda: centred_copy_pass(X, y, used),
-        "omp_fit": lambda: AnytimeRegressor(groups, costs, method="omp").fit(X, y),
-        "fr_fit": lambda: AnytimeRegressor(groups, costs, method="fr").fit(X, y),
-    }, args.rounds)
+    with threadpool_limits(limits=args.threads, user_api="blas"):
+        best, cpu, outs = interleaved_steps(X, y, groups, costs, used, args.rounds)
+
     t_gram, t_stats, t_copy, t_omp, t_fr = (best[k] for k in
                                             ("gram", "stats", "stats_centred_copy", "omp_fit", "fr_fit"))
     omp, fr, stats = outs["omp_fit"], outs["fr_fit"], outs["stats"]
@@ -190,7 +200,8 @@ def main():
     result = {
         "command": "python bench/train_speed.py " + " ".join(sys.argv[1:]),
         "n": args.n, "D": args.d, "groups": len(groups), "group_size": args.group_size, "rounds": args.rounds,
-        "machine": machine_info() | {"numpy": np.__version__, "blas_threads": "default (all cores)"},
+        "machine": machine_info() | {"numpy": np.__version__,
+                                     "blas_threads": args.threads or "default (all cores)"},
         "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
         "seconds": {"gram": t_gram, "statistics_pass": t_stats, "statistics_pass_centred_copy": t_copy,
                     "omp_fit": t_omp, "fr_fit": t_fr, "omp_selection": sel_omp, "fr_selection": sel_fr,
