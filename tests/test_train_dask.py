@@ -155,6 +155,28 @@ class _DiesOnce:
         return self.X, self.y
 
 
+class _AlwaysDies(_DiesOnce):
+    def __call__(self):
+        import os
+        os._exit(1)
+
+
+def test_a_partition_that_always_kills_its_worker_is_one_clear_error(client, tmp_path):
+    """What an out-of-memory partition looks like to Dask: its worker dies every time the task runs."""
+    scheduler = client.cluster.scheduler
+    allowed = scheduler.allowed_failures
+    scheduler.allowed_failures = 1  # give up after the second death (the default retries 3 times)
+    try:
+        X, y = _data(8, n=600)
+        blocks = [((X[:300], y[:300]), 0, 300), (_AlwaysDies(X[300:], y[300:], tmp_path / "m"), 300, 300)]
+        with pytest.raises(InputError, match=r"^partition 1 \(300 rows\) killed its worker each time it ran, most "
+                                             r"likely by running out of memory: use smaller partitions"):
+            dask_stats.partitioned_statistics(blocks, 600, 12, client=client)
+    finally:
+        scheduler.allowed_failures = allowed
+    client.wait_for_workers(2, timeout=60)  # the nannies restart the workers for the next test
+
+
 def test_a_worker_killed_mid_pass_is_retried_and_the_result_is_unchanged(client, tmp_path):
     """Runs last in this module: the cluster continues with the worker its nanny restarted."""
     X, y = _data(7, n=1200)

@@ -229,11 +229,22 @@ def _on_cluster(client, blocks, cols, d, say, labels):
              for k, (source, start, rows) in enumerate(blocks)]
     root = tree_reduce(list(parts), delayed(merge_pair, pure=True))
     *part_futs, root_fut, ref_fut = client.compute([*parts, root, ref])  # released when these go out of scope
+    index = {fut.key: k for k, fut in enumerate(part_futs)}
     for done, fut in enumerate(as_completed(part_futs), start=1):
         if fut.status == "error":
-            fut.result()  # raises the worker's error (e.g. the partition and row holding a NaN)
+            _raise_partition_error(fut, blocks[index[fut.key]][2], labels[index[fut.key]])
         say(f"statistics: partition {done}/{len(part_futs)} done")
     return _finish(root_fut.result(), ref_fut.result(), cols)
+
+
+def _raise_partition_error(fut, rows: int, label: str):
+    """The worker's own error (e.g. the row holding a NaN), or what a repeatedly killed worker means."""
+    exc = fut.exception()
+    if type(exc).__name__ == "KilledWorker":  # the task took its worker down every time it ran
+        raise InputError(f"{label} ({rows:,} rows) killed its worker each time it ran, most likely by running "
+                         f"out of memory: use smaller partitions (fewer rows each) or give the workers more "
+                         f"memory") from None
+    fut.result()  # re-raises the worker's exception here
 
 
 def _finish(total, ref, cols):
