@@ -100,6 +100,7 @@ def main():
     ap.add_argument("--skip-hessian", action="store_true", help="skip the FR curvature measurement")
     ap.add_argument("--skip-speed", action="store_true", help="only the FR curvature measurement")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--out", default=None, help="write the speed figures as JSON (e.g. bench/results/glm_speed.json)")
     args = ap.parse_args()
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cpus, "
           f"load {os.getloadavg()[0]:.1f}, python {platform.python_version()}, numpy {np.__version__}")
@@ -126,6 +127,39 @@ def speed(args):
           f"{t_fr:.1f} s, cpu {c_fr:.1f} s; FR/OMP = {t_fr / t_omp:.2f} wall, {c_fr / c_omp:.2f} cpu (target <= 3)")
     print(f"sequences agree on the first {np.argmin(np.r_[omp.sequence_ == fr.sequence_, False])} groups; "
           f"final train accuracy OMP {omp.train_accuracy_[-1]:.4f} FR {fr.train_accuracy_[-1]:.4f}")
+    if args.out:
+        write_json(args, X, omp, fr, (t_omp, c_omp, t_fr, c_fr))
+
+
+def write_json(args, X, omp, fr, times):
+    """The figures of this run, with the passes over the rows per selection step and the peak memory."""
+    import json
+    import resource
+    import sys
+
+    from edgeseq.extractors.calibrate import machine_info
+
+    t_omp, c_omp, t_fr, c_fr = times
+
+    def per_method(clf, wall, cpu):
+        passes = clf.n_evals_[1:]  # refits of prefixes 1..J (prefix 0 is the prior)
+        return {"wall_seconds": wall, "cpu_seconds": cpu, "steps": int(passes.size),
+                "seconds_per_step": wall / max(1, passes.size),
+                "passes_per_step_mean": float(passes.mean()), "passes_per_step_max": int(passes.max()),
+                "final_train_accuracy": float(clf.train_accuracy_[-1])}
+
+    result = {
+        "command": "python bench/glm_speed.py " + " ".join(a for a in sys.argv[1:]),
+        "n": args.n, "D": int(X.shape[1]), "groups": args.groups, "dim": args.dim, "classes": args.classes,
+        "X_bytes": int(X.nbytes),
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "machine": machine_info(), "load_average_end": list(os.getloadavg()),
+        "omp": per_method(omp, t_omp, c_omp), "fr": per_method(fr, t_fr, c_fr),
+    }
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=1)
+        fh.write("\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

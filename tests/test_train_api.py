@@ -154,5 +154,7 @@ def test_progress_reports_every_step(data):
     lines = []
     est = AnytimeRegressor(GROUPS, COSTS, group_names=["a", "b", "c"]).fit(*data, progress=lines.append)
     assert lines[0].startswith("statistics pass over 120 rows")
+    rows = [ln for ln in lines[1:] if ln.startswith("statistics: ")]
+    assert rows and rows[-1] == "statistics: 120/120 rows"  # the pass, by chunk
     names = ["a", "b", "c"]
-    assert lines[1:] == [f"selection step {j + 1}/3: {names[g]}" for j, g in enumerate(est.sequence_)]
+    assert lines[1 + len(rows):] == [f"selection step {j + 1}/3: {names[g]}" for j, g in enumerate(est.sequence_)]

@@ -102,3 +102,126 @@ def test_bad_chunks():
         sufficient_statistics([(np.ones((3, 2)), np.ones(3)), (np.ones((3, 3)), np.ones(3))])
     with pytest.raises(InputError, match="rows but y has"):
         sufficient_statistics([(np.ones((3, 2)), np.ones(4))])
+
+
+# ---------------------------------------------------------------- the copy-free chunk kernel
+def _offset_data(seed=7, n=3000, plain=8):
+    """Columns a raw Gram cannot handle: offset 1e6 with spread 1e-3, offset 1e4 with spread 1, and plain ones."""
+    rng = np.random.default_rng(seed)
+    Z = rng.normal(size=(n, 5 + plain))
+    Z[:, 1] += 0.5 * Z[:, 0]  # correlated, so cross moments matter too
+    Z[:, 3] += 0.3 * Z[:, 1]
+    X = Z * ([1e-3, 1e-3, 1.0, 1.0, 1e2] + [1.0] * plain) + ([1e6, -1e6, 1e4, 0.5, 3.0] + [0.0] * plain)
+    Y = np.column_stack([Z[:, 0] + 0.1 * rng.normal(size=n), 1e5 + Z[:, 2]])
+    return X, Y
+
+
+def _brute(X, Y):
+    """Two-pass float64 reference: centre with the exact mean (math.fsum), then multiply."""
+    import math
+    mx = np.array([math.fsum(c) / len(c) for c in X.T])
+    my = np.array([math.fsum(c) / len(c) for c in Y.T])
+    Xc, Yc = X - mx, Y - my
+    return mx, Xc.T @ Xc, Xc.T @ Yc, Yc.T @ Yc
+
+
+def _close_to_brute(s, X, Y, tol=1e-9):
+    mx, xx, xy, yy = _brute(X, Y)
+    np.testing.assert_allclose(s.x_mean, mx, rtol=1e-13)
+    d = np.sqrt(np.diag(xx))
+    np.testing.assert_allclose(s.xx / np.outer(d, d), xx / np.outer(d, d), atol=tol)  # correlation scale
+    e = np.sqrt(np.diag(yy))
+    np.testing.assert_allclose(s.xy / np.outer(d, e), xy / np.outer(d, e), atol=tol)
+    np.testing.assert_allclose(s.yy, yy, rtol=1e-12)
+
+
+@pytest.mark.parametrize("chunk_rows", [97, 1000, 5000])
+def test_offset_columns_match_brute_force_on_the_shifted_path(chunk_rows, monkeypatch):
+    import edgeseq.train.chunk_moments as cm
+    paths = []
+    shifted, copy = cm._shifted, cm._centred_copy
+    monkeypatch.setattr(cm, "_shifted", lambda *a: paths.append("shift") or shifted(*a))
+    monkeypatch.setattr(cm, "_centred_copy", lambda *a: paths.append("copy") or copy(*a))
+    X, Y = _offset_data()
+    s = sufficient_statistics(X, Y, chunk_rows=chunk_rows)
+    _close_to_brute(s, X, Y)
+    assert paths and set(paths) == {"shift"}  # the fast path really ran, on every chunk
+    ref = cm.Reference.from_probe(X, Y)
+    assert ref.cols.tolist() == [0, 1, 2]  # only the offset columns are copied
+
+
+def test_mostly_offset_columns_take_the_exact_copy(monkeypatch):
+    """3 offset columns of 5: shifting them apart would cost more than one copy of the chunk."""
+    import edgeseq.train.chunk_moments as cm
+    paths = []
+    copy = cm._centred_copy
+    monkeypatch.setattr(cm, "_centred_copy", lambda *a: paths.append("copy") or copy(*a))
+    X, Y = _offset_data(plain=0)
+    _close_to_brute(sufficient_statistics(X, Y, chunk_rows=1000), X, Y)
+    assert paths == ["copy"] * 3
+
+
+def test_rank_one_correction_of_a_raw_gram_is_not_enough():
+    """Negative control: the tolerance above rejects the copy-free shortcut without the per-column shift."""
+    X, Y = _offset_data()
+    n = X.shape[0]
+    m = X.mean(0)
+    raw = X.T @ X - n * np.outer(m, m)
+    _, xx, _, _ = _brute(X, Y)
+    d = np.sqrt(np.diag(xx))
+    assert np.abs(raw / np.outer(d, d) - xx / np.outer(d, d)).max() > 1e-3
+
+
+def test_drifting_chunks_fall_back_to_the_exact_copy(monkeypatch):
+    """Rows sorted so later chunks sit thousands of deviations from the first chunk's reference."""
+    import edgeseq.train.chunk_moments as cm
+    paths = []
+    copy = cm._centred_copy
+    monkeypatch.setattr(cm, "_centred_copy", lambda *a: paths.append("copy") or copy(*a))
+    rng = np.random.default_rng(8)
+    X = np.column_stack([np.repeat([0.0, 1e7, -3e4], 400) + rng.normal(size=1200) * 1e-2,
+                         rng.normal(size=1200)])
+    Y = rng.normal(size=(1200, 1))
+    s = sufficient_statistics(X, Y, chunk_rows=400)
+    _close_to_brute(s, X, Y)
+    assert len(paths) == 2  # chunks 2 and 3 drifted; chunk 1 took the fast path
+
+
+@pytest.mark.parametrize("offsets", [False, True])
+def test_equals_the_centred_copy_implementation(offsets):
+    """The fast path and the previous algorithm (centre every chunk in a copy) agree to rounding."""
+    from edgeseq.train.stats import finish_statistics, shifted_statistics
+    X, Y = _offset_data(9, n=2000) if offsets else _data(9, n=2000)
+    pieces = [(X[i:i + 300], Y[i:i + 300]) for i in range(0, len(X), 300)]
+    old = finish_statistics(*shifted_statistics(pieces, fast=False))
+    new = sufficient_statistics(X, Y, chunk_rows=300)
+    np.testing.assert_allclose(new.x_mean, old.x_mean, rtol=1e-14)
+    d = np.sqrt(np.diag(old.xx))
+    np.testing.assert_allclose(new.xx / np.outer(d, d), old.xx / np.outer(d, d), atol=1e-10)
+    np.testing.assert_allclose(new.yy, old.yy, rtol=1e-12)
+
+
+@pytest.mark.parametrize("cols", [[1, 2, 3], [3, 1, 2, 0], [0, 5], [5, 4, 3, 2, 1, 0]])
+def test_column_spans_and_reorderings(cols):
+    X, Y = _data(10, d=6)
+    s = sufficient_statistics(X, Y, columns=cols, chunk_rows=50)
+    _check_against_numpy(s, X[:, cols], Y)
+    with pytest.raises(InputError, match="indices in 0..5"):
+        sufficient_statistics(X, Y, columns=[0, 6])
+
+
+def test_float32_and_memmap_chunks_use_the_same_kernel(tmp_path):
+    X, Y = _offset_data(11, n=600)
+    X32 = X[:, 3:].astype(np.float32)
+    _check_against_numpy(sufficient_statistics(X32, Y, chunk_rows=128), X32.astype(np.float64), Y)
+
+
+def test_progress_by_tenth_of_the_rows_and_by_chunk():
+    X, Y = _data(12, n=1000)
+    lines = []
+    sufficient_statistics(X, Y, chunk_rows=30, progress=lines.append)
+    assert len(lines) == 10 and lines[-1] == "statistics: 1,000/1,000 rows"
+    assert lines[0] == "statistics: 120/1,000 rows"  # the first chunk boundary past a tenth
+    lines.clear()
+    sufficient_statistics([(X[:600], Y[:600]), (X[600:], Y[600:])], progress=lines.append)
+    assert lines == ["statistics: 600 rows", "statistics: 1,000 rows"]

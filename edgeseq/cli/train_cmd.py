@@ -51,8 +51,9 @@ def _refuse_ambiguous_target(y) -> None:
 
 
 @main.command("train")
-@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--target", help="Target column (CSV). .npz files carry the target as array 'y'.")
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option("--target", help="Target column (CSV; for .npy shards a column index, default the last). "
+                               ".npz files carry the target as array 'y'.")
 @click.option("--groups", "groups_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help='GROUPS.json: {"groups": [{"name": ..., "columns": [names or 0-based indices], "cost": ...}]}')
 @click.option("--method", type=click.Choice(METHOD_CHOICES), default="omp", show_default=True,
@@ -66,35 +67,57 @@ def _refuse_ambiguous_target(y) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Model file to write (pickle with a format version; load it with edgeseq.io.model_io.load_model).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no sequence table).")
-def train_command(data, target, groups_path, method, doubling, no_whiten, l2, task, output, quiet):
+@click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler to run the statistics pass on "
+              "(DATA is then shards: a directory or glob of .npy/CSV files). Needs edgeseq[dask].")
+@click.option("--workers", type=int, help="Run the statistics pass over the shards on a local Dask "
+              "cluster of N worker processes. Needs edgeseq[dask].")
+def train_command(data, target, groups_path, method, doubling, no_whiten, l2, task, output, quiet,
+                  scheduler, workers):
     """Learn the group order and one linear model per prefix; write MODEL.pkl.
 
     Progress (stages with elapsed time) goes to stderr, the sequence table to stdout.
 
     \b
     edgeseq train data.csv --target y --groups groups.json -o model.pkl
+    edgeseq train 'shards/part-*.npy' --groups groups.json --workers 4 -o model.pkl
     """
     from edgeseq.io.data import read_data, read_groups
     from edgeseq.io.model_io import save_model
     from edgeseq.cli.progress import Progress
 
+    from edgeseq.io.shards import is_shard_source, open_shards
+    from edgeseq.cli.train_shards import cluster_client, fit_shards
+
     progress = Progress(quiet)
+    sharded = is_shard_source(data) or scheduler is not None or workers is not None
+    if sharded and task not in (None, "regression"):
+        raise InputError("training on shards (--scheduler/--workers, a directory or glob) supports "
+                         "--task regression only for now")
     with progress.stage("read data", str(data)):
-        ds = read_data(data, target, task or "regression")
-    if task is None:
+        ds = open_shards(data, target) if sharded else read_data(data, target, task or "regression")
+    if task is None and not sharded:
         _refuse_ambiguous_target(ds.y)
-        task = "regression"
-    progress.say(f"data: {ds.X.shape[0]} rows x {ds.X.shape[1]} feature columns")
-    spec = read_groups(groups_path, ds)
+    task = task or "regression"
+    if sharded:
+        progress.say(f"data: {len(ds.paths)} {ds.kind} shards, {ds.n_features} feature columns")
+    else:
+        progress.say(f"data: {ds.X.shape[0]} rows x {ds.X.shape[1]} feature columns")
+    layout = ds.layout() if sharded else ds
+    spec = read_groups(groups_path, layout)
     n_used = sum(len(c) for c in spec.columns)
     progress.say(f"groups: {len(spec.names)} groups over {n_used} columns ({groups_path})")
     params = {} if l2 is None else {"l2": l2}
     est = _estimator(task, groups=spec.columns, costs=spec.costs, method=method, whiten=not no_whiten,
-                     doubling=doubling, group_names=spec.names, feature_names=ds.feature_names,
+                     doubling=doubling, group_names=spec.names, feature_names=layout.feature_names,
                      cost_provenance=spec.cost_provenance, **params)
+    rows = f"{len(ds.paths)} shards" if sharded else f"{ds.X.shape[0]} rows"
     with progress.stage("fit", f"{type(est).__name__} (method {method}): statistics pass over "
-                               f"{ds.X.shape[0]} rows, then {len(spec.names)} selection steps"):
-        est.fit(ds.X, ds.y, progress=progress.say)
+                               f"{rows}, then {len(spec.names)} selection steps"):
+        if sharded:
+            with cluster_client(scheduler, workers) as client:
+                fit_shards(est, ds, spec, client, progress.say)
+        else:
+            est.fit(ds.X, ds.y, progress=progress.say)
     seq = est.fitted_sequence_
     with progress.stage("save", str(output)):
         save_model(est, output)

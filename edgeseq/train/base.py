@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from edgeseq.errors import InputError, InputTypeError, NotFittedError
+from edgeseq.train.dask_stats import is_dask_array
 from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.format import METHODS
 from edgeseq.io.cost_provenance import read_cost_provenance
@@ -93,6 +94,12 @@ class AnytimeBase(BaseEstimator):
                 or len(set(names)) != len(names):
             raise InputError(f"feature_names must be {seq.n_features_in} distinct strings, one per column of X")
         return dataclasses.replace(seq, feature_names=tuple(str(n) for n in names))  # np.str_ -> str
+
+    def _refuse_dask(self, X) -> None:
+        """For estimators without a cluster path: validation would silently gather every row here."""
+        if is_dask_array(X):
+            raise InputError(f"{type(self).__name__} does not fit dask arrays yet (AnytimeRegressor does); "
+                             "compute X into memory or a np.memmap first")
 
     def _validate_fit_X(self, X, y):
         X, y = _wrap_validation(lambda: validate_data(

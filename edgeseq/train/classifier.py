@@ -114,6 +114,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         (['no', 'yes'], [1, 0], 1.0)
         """
         self._check_params()
+        self._refuse_dask(X)
         X, y = _wrap_validation(lambda: validate_data(
             self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
             multi_output=False, y_numeric=False, ensure_min_samples=1))

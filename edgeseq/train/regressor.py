@@ -9,6 +9,7 @@ from sklearn.base import RegressorMixin
 
 from edgeseq.train.functional import fit_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
+from edgeseq.train.dask_stats import check_dask_X, dask_sufficient_statistics, is_dask_array
 from edgeseq.errors import EdgeseqWarning, InputError
 from edgeseq.train.groups import GroupSpec
 from edgeseq.train.stats import SufficientStats, sufficient_statistics
@@ -73,16 +74,21 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         tags.target_tags.single_output = True
         return tags
 
-    def fit(self, X, y, *, progress=None):
+    def fit(self, X, y, *, progress=None, client=None):
         """One statistics pass over X (chunked; np.memmap works), then selection in D-space.
 
-        `progress`: optional callable receiving one line of text per stage and selection step.
+        `X` may also be a row-chunked ``dask.array`` (optional extra ``edgeseq[dask]``): each partition
+        is reduced to its statistics where it lives and the results are merged as a tree, on `client`
+        (a ``distributed.Client``), else on the active client, else partition by partition here.
+        `progress`: optional callable receiving one line of text per stage, partition and selection step.
 
         Parameters
         ----------
         X : array (n, D)
         y : array (n,) or (n, P)
         progress : callable, optional
+        client : distributed.Client, optional
+            Where to reduce a dask array's partitions.
 
         Returns
         -------
@@ -106,14 +112,28 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         'selection step 3/3: g1'
         """
         self._check_params()
+        if is_dask_array(X):
+            return self._fit_dask(X, y, progress=progress, client=client)
+        if client is not None:
+            raise InputError("client= is for fitting a dask array; X here is an in-memory array")
         X, y = self._validate_fit_X(X, y)
         spec = self._group_spec(X.shape[1])
         used = np.concatenate(spec.columns)
         if progress is not None:
             progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
-        stats = sufficient_statistics(X, y, columns=used)
+        stats = sufficient_statistics(X, y, columns=used, progress=progress)
         return self._fit_stats(stats, spec, n_features=X.shape[1], y_was_1d=np.ndim(y) == 1,
                                progress=progress)
+
+    def _fit_dask(self, X, y, *, progress, client):
+        n, d = check_dask_X(X)
+        spec = self._group_spec(d)
+        self.n_features_in_ = d
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        stats = dask_sufficient_statistics(X, y, columns=np.concatenate(spec.columns), client=client,
+                                           progress=progress)
+        return self._fit_stats(stats, spec, n_features=d, y_was_1d=np.ndim(y) == 1, progress=progress)
 
     def fit_from_stats(self, stats: SufficientStats, n_features: int, *, y_was_1d: bool = True, progress=None):
         """Fit from precomputed statistics (see `edgeseq.train.stats.sufficient_statistics`).

@@ -1,0 +1,114 @@
+"""Moments of one chunk of rows at the speed of a bare Gram, without losing precision to offsets.
+
+Why this module exists: centring a chunk in a copy before ``X.T @ X`` is exact but costs a full
+extra memory pass (the statistics pass took ~1.9x a bare Gram). The raw Gram with a rank-one
+correction, ``X.T @ X - n m mᵀ``, needs no copy but cancels catastrophically when a column's mean
+is large against its spread (relative error ~ eps·(mean/std)²: useless for an offset of 1e6 and a
+spread of 1e-3). A correction applied *after* the product cannot recover what the product rounded
+away, so the shift must happen before it -- but only where it matters:
+
+* a :class:`Reference` is taken once from the first rows: columns whose mean exceeds
+  ``SHIFT_RATIO`` standard deviations ("offset columns") get shifted by that mean, in a copy of just
+  those columns; every other column is used in place (its error, eps·SHIFT_RATIO², is negligible);
+* one syrk on the chunk in place, one gemm of the chunk against the shifted offset columns, one gemm
+  against ``[y - ref_y, 1]`` (cross products and column sums in the same pass), then the rank-one
+  correction to centre on the chunk's own mean;
+* when more than a quarter of the columns are offset columns, their extra products would cost more
+  than a copy of the chunk, so the chunk is centred in a copy (the exact path below);
+* if the chunk's mean has drifted more than ``DRIFT_RATIO`` standard deviations from the reference in
+  any column (or the computed variance is not trustworthy), the chunk is recomputed exactly by
+  centring it in a copy. The check is sound: a variance garbled by cancellation is at most
+  ~eps·mean², far below mean²/DRIFT_RATIO², so it always triggers.
+
+Means are returned *relative to the reference* (the "shifted frame"): Chan's merge of chunk means
+that are stored as 1e6 + 1e-5 would round the small part away (float64 keeps ~1e-10 of it), so
+chunks are merged in the shifted frame and the reference is added back once at the end
+(`edgeseq.train.stats`). Co-moments do not depend on the frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SHIFT_RATIO = 8.0  # |mean| / std above which a column is shifted in a copy (error eps·64 otherwise)
+DRIFT_RATIO = 32.0  # |chunk mean - reference| / std above which a chunk is centred in a full copy
+PROBE_ROWS = 1024  # rows of the first chunk used to choose the reference
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Per-column shift chosen from a probe of the first rows: offset columns and their shift."""
+
+    cols: np.ndarray  # indices of the offset columns (shifted in a copy)
+    x_shift: np.ndarray  # shift of every column: the probe's mean on offset columns, zero elsewhere
+    y_ref: np.ndarray  # shift of every target
+
+    @classmethod
+    def from_probe(cls, xc: np.ndarray, yc: np.ndarray) -> "Reference":
+        probe, yprobe = xc[:PROBE_ROWS], yc[:PROBE_ROWS]
+        with np.errstate(invalid="ignore", over="ignore"):
+            mean, std = probe.mean(axis=0), probe.std(axis=0)
+            offset = np.abs(mean) > SHIFT_RATIO * std  # NaN compares False: it is reported later
+            return cls(cols=np.flatnonzero(offset), x_shift=np.where(offset, mean, 0.0),
+                       y_ref=yprobe.mean(axis=0))
+
+    def take(self, idx) -> "Reference":
+        """The reference of a subset (or reordering) of the columns."""
+        shift = self.x_shift[idx]
+        return Reference(cols=np.flatnonzero(shift), x_shift=shift, y_ref=self.y_ref)
+
+
+def chunk_moments(xc: np.ndarray, yc: np.ndarray, ref: Reference, *, fast: bool = True):
+    """(n, x_mean, y_mean, xx, xy, yy) of one float64 chunk: means in `ref`'s shifted frame, co-moments
+    centred on the chunk's own mean.
+
+    `fast=False` (and any drifted chunk) takes the exact path through a centred copy.
+    """
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # non-finite input is reported later
+        if fast:
+            out = _shifted(xc, yc, ref)
+            if out is not None:
+                return out
+        return _centred_copy(xc, yc, ref)
+
+
+def _centred_copy(xc, yc, ref: Reference):
+    n = xc.shape[0]
+    xs, ys = xc - ref.x_shift, yc - ref.y_ref  # the one copy
+    mx, my = xs.mean(axis=0), ys.mean(axis=0)
+    xs -= mx
+    ys -= my
+    return n, mx, my, xs.T @ xs, xs.T @ ys, ys.T @ ys
+
+
+def _shifted(xc, yc, ref: Reference):
+    B = ref.cols
+    if 4 * B.size > xc.shape[1]:  # many offset columns: their extra products would cost more than one copy
+        return None
+    n, P = xc.shape[0], yc.shape[1]
+    ys = np.empty((n, P + 1))
+    np.subtract(yc, ref.y_ref, out=ys[:, :P])
+    ys[:, P] = 1.0
+    G = xc.T @ xc  # numpy runs syrk for a transposed pair of the same buffer: no copy of the chunk
+    XY = xc.T @ ys  # cross products with y and the column sums, one pass
+    if B.size:
+        xb = xc[:, B] - ref.x_shift[B]  # the only copy: offset columns
+        GB = xc.T @ xb
+        G[:, B] = GB
+        G[B, :] = GB.T
+        G[np.ix_(B, B)] = xb.T @ xb
+        XY[B] = xb.T @ ys
+    sums, y_sums = XY[:, P], ys[:, :P].sum(axis=0)
+    xx = G - np.outer(sums, sums / n)
+    xy = XY[:, :P] - np.outer(sums, y_sums / n)
+    ym = y_sums / n
+    yc0 = ys[:, :P] - ym
+    yy = yc0.T @ yc0
+    dx, var_x = sums / n, np.diag(xx) / n
+    dy, var_y = ym, np.diag(yy) / n
+    drifted = (dx * dx > DRIFT_RATIO**2 * var_x).any() or (dy * dy > DRIFT_RATIO**2 * var_y).any()
+    if drifted:
+        return None
+    return n, dx, dy, xx, xy, yy

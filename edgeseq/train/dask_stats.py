@@ -1,0 +1,253 @@
+"""The statistics pass over a row-chunked ``dask.array``: one task per partition, a tree of merges.
+
+Why: squared-loss training needs only the sufficient statistics, and statistics of disjoint row sets
+merge exactly (Chan's update, :meth:`SufficientStats.merge`). So each worker reduces the partitions
+it holds to D×D numbers, and only those travel: no row leaves its worker. Partial results are merged
+pairwise (a tree of depth ⌈log2 P⌉ over P partitions), on the workers as well.
+
+The per-column reference that keeps the pass copy-free and exact with large offsets
+(:mod:`edgeseq.train.chunk_moments`) is chosen on the worker holding partition 0 and sent to every
+partition task (2·D numbers), so all partitions share one frame, exactly as the in-memory pass does.
+
+Where it runs: the `client` given, else the active ``distributed`` client, else (no cluster at all)
+partition by partition in this process through dask's own scheduler. Dask is an optional extra:
+this module imports it only when a dask array is actually passed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgeseq.errors import InputError
+from edgeseq.train.chunk_moments import Reference
+from edgeseq.train.stats import (SufficientStats, as_2d_y, iter_array_chunks, columns_reference,
+                                 finish_statistics, probe_reference, shifted_statistics)
+
+
+def is_dask_array(X) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "chunks") and hasattr(X, "to_delayed")
+
+
+def _require_dask():
+    try:
+        import dask  # noqa: F401
+        import dask.array  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - only without the extra
+        raise InputError("fitting a dask array needs the optional extra: pip install 'edgeseq[dask]'") from exc
+
+
+def _active_client(client):
+    """The client to run on: the one given, else the active distributed client, else None."""
+    if client is not None:
+        return client
+    try:
+        from distributed import default_client
+        return default_client()
+    except (ImportError, ValueError):  # no distributed installed, or no client started
+        return None
+
+
+def check_dask_X(X) -> tuple[int, int]:
+    """Shape checks a dask array needs before any task runs: 2-D, real numbers, known row chunks."""
+    if X.ndim != 2:
+        raise InputError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        raise InputError(f"X must be real numbers, got dtype {X.dtype}")
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise InputError("X has partitions of unknown length (e.g. from a dask DataFrame); call "
+                         "X.compute_chunk_sizes() first")
+    n, d = (int(s) for s in X.shape)
+    if n < 2:
+        raise InputError(f"n_samples={n}: need at least 2 samples to fit")
+    return n, d
+
+
+def _row_blocks(X, y):
+    """One (source, first row, length) per row partition; the source is the pair of delayed blocks."""
+    import dask.array as da
+
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})  # one block per row partition: the Gram needs whole rows
+    if is_dask_array(y):
+        if y.shape[0] != X.shape[0]:
+            raise InputError(f"X has {X.shape[0]} rows but y has {y.shape[0]}; they must match")
+        y = y.rechunk((X.chunks[0],) + tuple((s,) for s in y.shape[1:]))
+    else:
+        y = as_2d_y(y, X.shape[0])
+        y = da.from_array(y, chunks=(X.chunks[0], y.shape[1]))
+    xs = X.to_delayed().ravel()
+    ys = y.to_delayed().ravel()
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    return list(zip(zip(xs, ys), starts.tolist(), [int(c) for c in X.chunks[0]])), int(X.shape[1])
+
+
+def _open(source):
+    """A partition's rows: a loader (called here, on the worker) or an (X block, y block) pair."""
+    return source() if callable(source) else source
+
+
+def _probe(source, cols, d: int, name: str) -> Reference:
+    """Runs where partition 0 lives: only the chosen shift (2·D numbers) comes back."""
+    xb, yb = _open(source)
+    xb = np.asarray(xb)
+    _check_block_shape(xb, name, d, None)
+    return probe_reference(xb, yb, cols)
+
+
+def _check_block_shape(xb, k: str, d: int, rows: int | None) -> None:
+    if xb.ndim != 2 or xb.shape[1] != d:
+        raise InputError(f"{k} has shape {xb.shape}: expected {d} columns like the others")
+    if rows is not None and xb.shape[0] != rows:
+        raise InputError(f"{k} has {xb.shape[0]} rows, its dask chunk declared {rows}")
+
+
+def partition_statistics(source, cols, ref: Reference, k, start: int, rows: int, d: int):
+    """Statistics of partition `k` (rows start..start+rows-1) in `ref`'s frame; runs on the worker.
+
+    `source` is the (X block, y block) pair or a loader that reads them where the task runs (shards:
+    then no row ever moves between processes). `k` is the partition's number or its name (e.g. its
+    shard file) for messages. A non-finite value is reported here, where the rows are, by partition,
+    global row and column.
+    """
+    k = k if isinstance(k, str) else f"partition {k}"
+    xb, yb = _open(source)
+    xb = np.asarray(xb)
+    _check_block_shape(xb, k, d, rows)
+    if not np.issubdtype(xb.dtype, np.number) or np.issubdtype(xb.dtype, np.complexfloating):
+        raise InputError(f"{k}: X must be real numbers, got dtype {xb.dtype}")
+    total, _ = shifted_statistics(iter_array_chunks(xb, yb, None), cols, ref, what=f"{k}, chunk")
+    if total is not None:
+        xbad = ~(np.isfinite(total.x_mean) & np.isfinite(np.diag(total.xx)))
+        if xbad.any() or not (np.isfinite(total.y_mean).all() and np.isfinite(np.diag(total.yy)).all()):
+            _report_non_finite(xb, yb, cols, k, start)
+    return total
+
+
+def _report_non_finite(xb, yb, cols, k: str, start: int):
+    used = xb if cols is None else xb[:, cols]
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad_rows = np.flatnonzero(~np.isfinite(used).all(axis=1))
+        if bad_rows.size:
+            r = int(bad_rows[0])
+            c = int(np.flatnonzero(~np.isfinite(used[r]))[0])
+            col = c if cols is None else int(cols[c])
+            raise InputError(f"{k}: X contains NaN or Inf at row {start + r} (row {r} of {k}), column "
+                             f"{col}; clean or impute it first")
+        ybad = np.flatnonzero(~np.isfinite(as_2d_y(yb, xb.shape[0])).all(axis=1))
+        if ybad.size:
+            raise InputError(f"{k}: y contains NaN or Inf at row {start + int(ybad[0])}; every "
+                             f"target must be a finite number")
+    raise InputError(f"{k}: X has values too large to square in column(s) "
+                     f"{np.flatnonzero(~np.isfinite((used.astype(np.float64) ** 2).sum(0)))[:10].tolist()}")
+
+
+def merge_pair(a: SufficientStats | None, b: SufficientStats | None):
+    """One node of the reduction tree (empty partitions are None)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a.merge(b)
+
+
+def tree_reduce(parts: list, merge):
+    """Pairwise reduction: ⌈log2 P⌉ levels; `merge(a, b)` builds one node (a task or a value)."""
+    if not parts:
+        raise InputError("no data: X has no rows")
+    while len(parts) > 1:
+        nxt = [merge(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    return parts[0]
+
+
+def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None,
+                               names=None) -> SufficientStats:
+    """Sufficient statistics of a row-chunked dask array X (and y) without gathering its rows.
+
+    Parameters
+    ----------
+    X : dask.array.Array, (n, D), chunked along rows (column chunks are joined first).
+    y : numpy or dask array, (n,) or (n, P); a numpy y is split to match X's row partitions.
+    columns : the used columns (as in :func:`edgeseq.train.stats.sufficient_statistics`).
+    client : a ``distributed.Client``; default the active one, else dask's local scheduler.
+    progress : callable receiving one line of text as partitions finish.
+    names : optional name of each row partition for error messages (e.g. its shard file).
+    """
+    _require_dask()
+    n, _ = check_dask_X(X)
+    blocks, d = _row_blocks(X, y)
+    return partitioned_statistics(blocks, n, d, columns=columns, client=client, progress=progress, names=names)
+
+
+def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None, progress=None, names=None):
+    """The pass over `blocks` = [(source, first row, rows)], source a loader or an (X, y) block pair.
+
+    Loaders (e.g. one per shard file) make each task read its own rows on its worker.
+    """
+    _require_dask()
+    cols = None if columns is None else np.asarray(columns, dtype=np.int64)
+    if cols is not None and cols.size and not (0 <= cols.min() and cols.max() < d):
+        raise InputError(f"columns must be indices in 0..{d - 1}")
+    client = _active_client(client)
+    say = progress or (lambda msg: None)
+    P = len(blocks)
+    if names is not None and len(names) != P:
+        raise InputError(f"{len(names)} partition names for {P} partitions")
+    labels = list(names) if names is not None else [f"partition {k}" for k in range(P)]
+    say(f"statistics pass over {n:,} rows in {P} partitions"
+        + (f" on {len(client.scheduler_info().get('workers', {}))} workers" if client is not None else
+           " (no distributed client: partitions computed in this process)"))
+    if client is None:
+        return _local(blocks, cols, d, say, labels)
+    return _on_cluster(client, blocks, cols, d, say, labels)
+
+
+def _local(blocks, cols, d, say, labels):
+    import dask
+
+    def rows_of(source):
+        return source if callable(source) else dask.compute(*source)
+
+    ref = _probe(rows_of(blocks[0][0]), cols, d, labels[0])
+    parts = []
+    for k, (source, start, rows) in enumerate(blocks):
+        parts.append(partition_statistics(rows_of(source), cols, ref, labels[k], start, rows, d))
+        say(f"statistics: partition {k + 1}/{len(blocks)} done")
+    return _finish(tree_reduce(parts, merge_pair), ref, cols)
+
+
+def _on_cluster(client, blocks, cols, d, say, labels):
+    """One graph: probe, one statistics task per partition, the merge tree; blocks are freed as used."""
+    from dask import delayed
+    from distributed import as_completed
+
+    ref = delayed(_probe, pure=True)(blocks[0][0], cols, d, labels[0])
+    parts = [delayed(partition_statistics, pure=True)(source, cols, ref, labels[k], start, rows, d)
+             for k, (source, start, rows) in enumerate(blocks)]
+    root = tree_reduce(list(parts), delayed(merge_pair, pure=True))
+    *part_futs, root_fut, ref_fut = client.compute([*parts, root, ref])  # released when these go out of scope
+    index = {fut.key: k for k, fut in enumerate(part_futs)}
+    for done, fut in enumerate(as_completed(part_futs), start=1):
+        if fut.status == "error":
+            _raise_partition_error(fut, blocks[index[fut.key]][2], labels[index[fut.key]])
+        say(f"statistics: partition {done}/{len(part_futs)} done")
+    return _finish(root_fut.result(), ref_fut.result(), cols)
+
+
+def _raise_partition_error(fut, rows: int, label: str):
+    """The worker's own error (e.g. the row holding a NaN), or what a repeatedly killed worker means."""
+    exc = fut.exception()
+    if type(exc).__name__ == "KilledWorker":  # the task took its worker down every time it ran
+        raise InputError(f"{label} ({rows:,} rows) killed its worker each time it ran, most likely by running "
+                         f"out of memory: use smaller partitions (fewer rows each) or give the workers more "
+                         f"memory") from None
+    fut.result()  # re-raises the worker's exception here
+
+
+def _finish(total, ref, cols):
+    if total is None:
+        raise InputError("no data: X has no rows")
+    return finish_statistics(total, columns_reference(ref, cols), cols)
