@@ -26,14 +26,13 @@ import math
 import os
 import pickle
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from edgeseq.extractors.calibrate import machine_info
+from _results import command_line, write_result
 from edgeseq.io.shards import open_shards
 from edgeseq.train.dask_stats import partitioned_statistics
 from edgeseq.train.stats import sufficient_statistics
@@ -85,7 +84,6 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dir", type=Path, default=Path(f"/tmp/edgeseq-dask-bench-{os.getpid()}"))
     ap.add_argument("--keep", action="store_true", help="keep the shards afterwards")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "dask_speed.json"))
     args = ap.parse_args()
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -136,11 +134,10 @@ def main():
     t_merge = (time.perf_counter() - t0) / reps
     P = len(paths)
     result = {
-        "command": "python bench/dask_speed.py " + " ".join(sys.argv[1:]),
         "rows": args.rows, "D": args.d, "dtype": "float32", "shards": P, "shard_rows": args.shard_rows,
         "workers": args.workers, "threads_per_worker": 1,
         "data_bytes": data_bytes, "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-        "machine": machine_info(), "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
+        "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
         "seconds": {"write_shards": t_write, "single_process_pass_1_thread": t_single,
                     "single_process_pass_default_threads": t_single_mt, "cluster_pass": t_cluster},
         "rows_per_second": {"single_process_1_thread": args.rows / t_single,
@@ -156,13 +153,22 @@ def main():
                        "merges": P - 1},
         "max_relative_difference_cluster_vs_single": err,
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=1)
-        fh.write("\n")
+    rps, cm = result["rows_per_second"], result["cost_model"]
+    result["tables"] = [
+        {"title": f"Statistics pass over {args.rows:,} x {args.d} float32 rows in {P} .npy shards",
+         "columns": ["where", "seconds", "rows per second"],
+         "rows": [["one process, 1 BLAS thread", f"{t_single:.3g}", f"{rps['single_process_1_thread']:.3g}"],
+                  ["one process, default BLAS threads", f"{t_single_mt:.3g}",
+                   f"{rps['single_process_default_threads']:.3g}"],
+                  [f"LocalCluster, {args.workers} workers (per worker)", f"{t_cluster:.3g}",
+                   f"{rps['cluster_per_worker']:.3g}"]]},
+        {"title": "Cost model of the tree reduction (what crosses the network per partition, and the merge)",
+         "columns": ["statistics bytes per partition", "merge seconds", "reduction depth", "merges"],
+         "rows": [[cm["statistics_bytes_per_partition"], f"{cm['merge_seconds']:.3g}", cm["reduction_depth"],
+                   cm["merges"]]]}]
     print(json.dumps({k: result[k] for k in ("rows_per_second", "cost_model", "peak_rss_bytes_per_worker")},
                      indent=1))
-    print(f"wrote {args.out}")
+    print(f"wrote {write_result('dask_speed', result, command_line())}")
     if not args.keep:
         shutil.rmtree(args.dir)
 

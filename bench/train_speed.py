@@ -14,10 +14,8 @@ go to bench/results/train_speed.json with n, D, the machine and the load average
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import sys
 import time
 import tracemalloc
 
@@ -25,7 +23,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from edgeseq import AnytimeRegressor
-from edgeseq.extractors.calibrate import machine_info
+from _results import command_line, write_result
+from _results import machine_info as bench_machine
 from edgeseq.train.basis import build_working_problem
 from edgeseq.train.selection import select_sequence
 from edgeseq.train.stats import finish_statistics, shifted_statistics, sufficient_statistics
@@ -144,7 +143,6 @@ def main():
                          "to run; --threads 1 gives ratios that do not")
     ap.add_argument("--naive-rows", type=int, default=20_000)
     ap.add_argument("--naive-steps", type=int, default=8)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "train_speed.json"))
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
@@ -198,10 +196,7 @@ def main():
     print(f"per-candidate-refit FR / CS-G-FR: {naive_extrap / t_fr:.0f}x (extrapolated)")
     print(f"same sequence OMP vs FR: {omp.sequence_.tolist() == fr.sequence_.tolist()}")
     result = {
-        "command": "python bench/train_speed.py " + " ".join(sys.argv[1:]),
         "n": args.n, "D": args.d, "groups": len(groups), "group_size": args.group_size, "rounds": args.rounds,
-        "machine": machine_info() | {"numpy": np.__version__,
-                                     "blas_threads": args.threads or "default (all cores)"},
         "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
         "seconds": {"gram": t_gram, "statistics_pass": t_stats, "statistics_pass_centred_copy": t_copy,
                     "omp_fit": t_omp, "fr_fit": t_fr, "omp_selection": sel_omp, "fr_selection": sel_fr,
@@ -214,11 +209,20 @@ def main():
         "fr_peak_traced_mib": peak / 2**20,
         "gram_rows_per_second": args.n / t_gram, "statistics_rows_per_second": args.n / t_stats,
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=1)
-        fh.write("\n")
-    say(f"wrote {args.out}")
+    result["tables"] = [{
+        "title": f"Training speed at n = {args.n:,}, D = {args.d} ({len(groups)} groups of {args.group_size}): "
+                 f"fastest of {args.rounds} interleaved rounds, BLAS threads {args.threads or 'default'}; "
+                 "targets: statistics pass <= 1.2x, CS-G-FR fit <= 1.4x a bare Gram",
+        "columns": ["step", "wall s", "wall / Gram", "CPU s", "CPU / Gram"],
+        "rows": [[name, f"{result['seconds'][key]:.3g}", f"{result['seconds'][key] / t_gram:.2f}",
+                  f"{cpu[ck]:.3g}" if ck in cpu else "", f"{cpu[ck] / cpu['gram']:.2f}" if ck in cpu else ""]
+                 for name, key, ck in (("bare X.T @ X", "gram", "gram"),
+                                       ("statistics pass", "statistics_pass", "stats"),
+                                       ("previous centred-copy pass", "statistics_pass_centred_copy", "copy"),
+                                       ("CS-G-OMP whole fit", "omp_fit", "omp_fit"),
+                                       ("CS-G-FR whole fit", "fr_fit", "fr_fit"))]}]
+    machine = bench_machine() | {"blas_threads": args.threads or "default (all cores)"}
+    say(f"wrote {write_result('train_speed', result, command_line(), machine=machine)}")
 
 
 if __name__ == "__main__":

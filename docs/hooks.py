@@ -94,7 +94,7 @@ def render_one(name: str, script: Path | None, result: Path | None, expected: Pa
     if result is None:
         lines += [f"**Not yet measured**: there is no `{rel}`."]
         if default_cmd and writes_results(script):
-            lines += ["", "Produce it with:", "", "```bash", default_cmd, "```", ""]
+            lines += ["", f"Produce it with `{default_cmd}`.", ""]
         elif default_cmd:
             lines += [f"This benchmark prints its figures but does not write `{rel}` yet; run "
                       f"`{default_cmd}` to see them.", ""]

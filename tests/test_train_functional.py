@@ -29,9 +29,11 @@ def test_sequence_from_gram_equals_the_estimator(method, whiten):
                              x_mean=X.mean(0), y_mean=y.mean(), method=method, whiten=whiten)
     ref = est.fitted_sequence_
     assert seq.order.tolist() == ref.order.tolist()
+    # two float64 routes to the same covariances (two-pass here, the estimator's shifted one-pass):
+    # agreement to ~1e-8 of the largest coefficient, far inside what any selection decision notices
     for a, b in zip(seq.coefs, ref.coefs):
-        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(seq.intercepts, ref.intercepts, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-8 * max(1.0, float(np.abs(b).max(initial=0.0))))
+    np.testing.assert_allclose(seq.intercepts, ref.intercepts, rtol=1e-7, atol=1e-8)
 
 
 def test_sequence_from_gram_refuses_bad_arrays():
