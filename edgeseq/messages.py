@@ -16,6 +16,15 @@ def brief(value, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS) -> str:
 
     Sequences (list, tuple, 1-D array) are summarised without converting the whole of them, so the
     cost is bounded by `max_items`, not by the value's length.
+
+    Examples
+    --------
+    >>> brief(list(range(1000)))
+    '[0, 1, 2, 3, 4, 5, 6, 7, ... 992 more]'
+    >>> brief((1, "a"))
+    "(1, 'a')"
+    >>> len(brief("x" * 10**6)) < 300            # a megabyte of text stays one short line
+    True
     """
     import numpy as np  # here: the command line quotes values without loading numpy at start-up
 
@@ -42,6 +51,14 @@ def brief(value, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS) -> str:
 
 
 def clip(text: str, max_chars: int = MAX_CHARS) -> str:
-    """`text` itself (no quotes added), cut to `max_chars` with a note of how much was left out."""
+    """`text` itself (no quotes added), cut to `max_chars` with a note of how much was left out.
+
+    Examples
+    --------
+    >>> clip("short")
+    'short'
+    >>> clip("abcdefghij", max_chars=4)
+    'abcd... (6 more characters)'
+    """
     text = str(text)
     return text if len(text) <= max_chars else f"{text[:max_chars]}... ({len(text) - max_chars} more characters)"
