@@ -56,7 +56,19 @@ def sample_rows(n_features: int, n: int, *, mean=None, std=None, seed: int = 0,
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
-    """Numerically stable logistic function."""
+    """Numerically stable logistic function.
+
+    ``1 / (1 + exp(-z))`` overflows ``exp`` for very negative z; this form never does.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.array([-2.0, 0.0, 3.0])
+    >>> bool(np.allclose(sigmoid(z), 1 / (1 + np.exp(-z))))
+    True
+    >>> sigmoid(np.array([-1000.0, 1000.0])).tolist()   # no overflow warning, no nan
+    [0.0, 1.0]
+    """
     z = np.asarray(z, dtype=np.float64)
     out = np.empty_like(z)
     pos = z >= 0
@@ -67,14 +79,38 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
-    """Row-wise softmax with the max subtracted first (no overflow)."""
+    """Row-wise softmax with the max subtracted first (no overflow).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.array([[0.0, 1.0, 2.0]])
+    >>> bool(np.allclose(softmax(z), np.exp(z) / np.exp(z).sum()))
+    True
+    >>> softmax(np.array([[1000.0, 1000.0]])).tolist()
+    [[0.5, 0.5]]
+    """
     z = np.asarray(z, dtype=np.float64)
     e = np.exp(z - z.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
 
 def apply_link(link: str, z: np.ndarray) -> np.ndarray:
-    """Map linear outputs (n, P) to predictions: identity, or class probabilities (n, n_classes)."""
+    """Map linear outputs (n, P) to predictions: identity, or class probabilities (n, n_classes).
+
+    A sigmoid model has one linear output (the log-odds of ``classes[1]``) but predicts two columns,
+    so every link returns one column per class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> z = np.array([[0.0], [2.0]])
+    >>> apply_link("identity", z) is z
+    True
+    >>> p = apply_link("sigmoid", z)
+    >>> p.shape, bool(np.allclose(p.sum(axis=1), 1.0)), bool(np.allclose(p[:, 1], sigmoid(z[:, 0])))
+    ((2, 2), True, True)
+    """
     if link == "identity":
         return z
     if link == "sigmoid":
@@ -143,35 +179,140 @@ class FittedSequence:
     # ----------------------------------------------------------------- structure
     @property
     def n_groups(self) -> int:
+        """Number of feature groups J (in their original index order, not computation order).
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> seq.n_groups, len(seq.order)
+        (2, 2)
+        """
         return len(self.group_names)
 
     @property
     def n_prefixes(self) -> int:
-        """J + 1: prefix 0 (nothing computed) to prefix J (all groups)."""
+        """J + 1: prefix 0 (nothing computed) to prefix J (all groups).
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> seq.n_prefixes == seq.n_groups + 1 == len(seq.coefs)
+        True
+        """
         return len(self.order) + 1
 
     @property
     def n_outputs(self) -> int:
+        """Number P of linear outputs per row (1 for regression on one target and for sigmoid).
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> seq.n_outputs, seq.linear(np.ones((4, 3)), 2).shape
+        (1, (4, 1))
+        """
         return int(self.intercepts.shape[1])
 
     @property
     def cum_cost(self) -> np.ndarray:
-        """Cumulative cost of each prefix, starting at 0.0 (length J + 1)."""
+        """Cumulative cost of each prefix, starting at 0.0 (length J + 1).
+
+        Costs are summed in computation order (``order``), not in the groups' index order.
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> seq.cum_cost.tolist()                    # group "b" (cost 4) is computed first
+        [0.0, 4.0, 5.0]
+        """
         return np.concatenate([[0.0], np.cumsum(self.costs[self.order])])
 
     @property
     def group_sizes(self) -> np.ndarray:
+        """Number of raw columns in each group, by original group index.
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> seq.group_sizes.tolist()
+        [1, 2]
+        """
         return np.array([len(c) for c in self.group_columns], dtype=np.int64)
 
     def prefix_columns(self, j: int) -> np.ndarray:
-        """Raw column indices used by prefix j, in the row order of ``coefs[j]``."""
+        """Raw column indices used by prefix j, in the row order of ``coefs[j]``.
+
+        Raises
+        ------
+        InputError
+            When `j` is not a prefix index.
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> seq.prefix_columns(1).tolist(), seq.prefix_columns(2).tolist()
+        ([1, 2], [1, 2, 0])
+        >>> all(len(seq.prefix_columns(j)) == seq.coefs[j].shape[0] for j in range(seq.n_prefixes))
+        True
+        """
         self._check_prefix(j)
         if j == 0:
             return np.zeros(0, dtype=np.int64)
         return np.concatenate([self.group_columns[g] for g in self.order[:j]])
 
     def prefix_for_budget(self, budget: float) -> int:
-        """Longest prefix whose cumulative cost is <= budget (inclusive)."""
+        """Longest prefix whose cumulative cost is <= budget (inclusive).
+
+        The same rule as `edgeseq.budget.resolve_prefix`, which every runtime uses.
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> [seq.prefix_for_budget(b) for b in (0.0, 3.9, 4.0, 100.0)]
+        [0, 0, 1, 2]
+        """
         return resolve_prefix(self.cum_cost, budget=budget)
 
     def validate(self) -> None:
@@ -180,7 +321,28 @@ class FittedSequence:
         Called as ``FittedSequence.validate(seq)`` (never ``seq.validate()``) on objects rebuilt from
         files, so an instance cannot bring its own. Types are checked before values (a file can put
         anything in any field), every size is checked against the arrays that carry it, and messages
-        quote values only through `brief`. Raises InputError naming the field.
+        quote values only through `brief`.
+
+        Raises
+        ------
+        InputError
+            Naming the first field that breaks an invariant.
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> FittedSequence.validate(seq)              # a valid object: nothing happens
+        >>> seq.order = np.array([0, 0])
+        >>> FittedSequence.validate(seq)
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.InputError: FittedSequence.order must be a permutation of the 2 groups, got [...]
         """
         _validate(self)
 
@@ -189,17 +351,64 @@ class FittedSequence:
 
     # ----------------------------------------------------------------- prediction
     def linear_from_prefix_features(self, j: int, x_prefix: np.ndarray) -> np.ndarray:
-        """Linear output of prefix j from the concatenated prefix features (n, d_j) -> (n, P)."""
+        """Linear output of prefix j from the concatenated prefix features (n, d_j) -> (n, P).
+
+        For callers that only ever computed the prefix's groups (the anytime runtimes): the columns
+        must be in the order of `prefix_columns`.
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> x_b = np.array([[1.0, 1.0]])              # group "b" only: raw columns 1 and 2
+        >>> seq.linear_from_prefix_features(1, x_b).tolist()   # 2*1 + 3*1 + 0
+        [[5.0]]
+        """
         self._check_prefix(j)
         x_prefix = np.asarray(x_prefix, dtype=np.float64)
         return x_prefix @ self.coefs[j] + self.intercepts[j]
 
     def linear(self, X: np.ndarray, j: int) -> np.ndarray:
-        """Linear output of prefix j from full raw rows X (n, D) -> (n, P)."""
+        """Linear output of prefix j from full raw rows X (n, D) -> (n, P).
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> X = np.array([[10.0, 1.0, 1.0]])
+        >>> seq.linear(X, 0).tolist(), seq.linear(X, 2).tolist()   # prior; then 2*1 + 3*1 + 1*10
+        ([[0.5]], [[15.0]])
+        >>> bool(np.allclose(seq.linear(X, 1), X[:, [1, 2]] @ seq.coefs[1] + seq.intercepts[1]))
+        True
+        """
         return self.linear_from_prefix_features(j, np.asarray(X)[:, self.prefix_columns(j)])
 
     def apply_link(self, z: np.ndarray) -> np.ndarray:
-        """Map linear outputs to predictions: identity, or class probabilities (n, n_classes)."""
+        """Map linear outputs to predictions: identity, or class probabilities (n, n_classes).
+
+        Examples
+        --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
+    ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
+    ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
+    ...     coefs=(np.zeros((0, 1)), np.array([[2.0], [3.0]]), np.array([[2.0], [3.0], [1.0]])),
+    ...     intercepts=[[0.5], [0.0], [0.0]], output_names=("y",))
+    >>> z = seq.linear(np.ones((2, 3)), 2)
+        >>> seq.apply_link(z) is z                  # identity link: the linear output is the prediction
+        True
+        """
         return apply_link(self.link, z)
 
 
@@ -214,7 +423,24 @@ def _is_int(v) -> bool:
 
 def check_name(name, what: str, max_bytes: int = MAX_NAME_BYTES, allow_empty: bool = False) -> None:
     """A name that every emitter can write: a str (non-empty unless `allow_empty`), valid Unicode,
-    no NUL, at most `max_bytes` of UTF-8."""
+    no NUL, at most `max_bytes` of UTF-8.
+
+    Names become JSON strings, ONNX names and C string literals, so anything that one of those
+    cannot carry is refused here, once, rather than by each emitter.
+
+    Raises
+    ------
+    InputError
+        Saying which rule `name` breaks, with `what` naming it.
+
+    Examples
+    --------
+    >>> check_name("temperature", "group name")
+    >>> check_name("a" + chr(0) + "b", "group name")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: group name ... contains a NUL character
+    """
     if type(name) is not str or not (name or allow_empty):
         raise InputError(f"{what} must be a non-empty string, got {brief(name)}")
     try:
