@@ -26,7 +26,36 @@ __all__ = ["ClassifierPrediction", "ExportedModel"]
 
 @dataclass
 class ClassifierPrediction:
-    """Classifier output of one prefix: labels (from the manifest's classes) and probabilities."""
+    """Classifier output of one prefix: labels (from the manifest's classes) and probabilities.
+
+    Attributes
+    ----------
+    label : ndarray, shape (N,)
+        Predicted labels, as the original class labels (``classes[label_index]``).
+    proba : ndarray of float32, shape (N, n_classes)
+        Class probabilities, in the order of the manifest's ``classes``.
+    label_index : ndarray of int64, shape (N,)
+        Index of the predicted class into ``classes`` (the argmax of `proba`).
+    prefix : int
+        The prefix that produced the prediction.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(60, 2)); y = np.where(X[:, 1] > 0, "up", "down")
+    >>> est = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0], group_names=["a", "b"]).fit(X, y)
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> pred = ExportedModel(out).predict({"a": X[:5, [0]], "b": X[:5, [1]]})
+    >>> isinstance(pred, ClassifierPrediction), pred.prefix, pred.proba.shape
+    (True, 2, (5, 2))
+    >>> bool((pred.label == np.array(["down", "up"])[pred.label_index]).all())
+    True
+    >>> bool((pred.label_index == pred.proba.argmax(axis=1)).all())
+    True
+    """
 
     label: np.ndarray        # (N,) original class labels
     proba: np.ndarray        # (N, n_classes) float32
@@ -111,11 +140,43 @@ class ExportedModel:
     # ------------------------------------------------------------------ structure
     @property
     def n_prefixes(self) -> int:
-        """J + 1 (prefix 0 predicts without any group)."""
+        """J + 1 (prefix 0 predicts without any group).
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> model = ExportedModel(out)
+        >>> model.n_prefixes, len(model.group_names) + 1, len(model.cum_cost)
+        (3, 3, 3)
+        """
         return len(self._runners)
 
     def prefix_for_budget(self, budget) -> int:
-        """Longest prefix whose cumulative cost is <= budget (inclusive, exact: the estimator's rule)."""
+        """Longest prefix whose cumulative cost is <= budget (inclusive, exact: the estimator's rule).
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> model = ExportedModel(out)
+        >>> model.cum_cost.tolist()
+        [0.0, 1.0, 3.0]
+        >>> [model.prefix_for_budget(b) for b in (0.5, 1.0, 2.9, 3.0)]
+        [0, 1, 1, 2]
+        >>> all(model.prefix_for_budget(b) == est.fitted_sequence_.prefix_for_budget(b) for b in (0.5, 1.0, 3.0))
+        True
+        """
         return resolve_prefix(self.cum_cost, budget=budget)
 
     def _resolve_prefix(self, budget, prefix) -> int:
@@ -132,6 +193,32 @@ class ExportedModel:
         (d_g,) for one row); float32 (N, d_g) arrays skip the conversion step.
         Returns (N,) for a regression trained on 1-D y, (N, P) otherwise, and a
         `ClassifierPrediction` for classifiers.
+
+        Raises
+        ------
+        RuntimeInputError
+            For a missing or unknown group, a wrong width, different row counts or non-finite values.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> model = ExportedModel(out)
+        >>> feats = {"a": X[:4, [0]], "b": X[:4, 1:]}
+        >>> yb = model.predict(feats, budget=1.0)            # prefix 1: group "a" only
+        >>> bool(np.allclose(yb, est.predict(X[:4], prefix=1), atol=1e-5))   # float32 vs float64
+        True
+        >>> model.predict({"a": X[:4, [0]]}, prefix=1).shape  # later groups are not needed
+        (4,)
+        >>> model.predict({"a": X[:4, [0]]}, prefix=2)
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.RuntimeInputError: ...
         """
         if budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
             j = prefix  # the common case, without the general checks

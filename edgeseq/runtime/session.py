@@ -79,6 +79,48 @@ class AnytimeSession(ExportedModel):
         with `deadline_s` (seconds from this call) the run returns on time even if an extractor
         overruns. An extractor that raises or returns bad data ends the run; the last committed
         prediction is returned and the report says what happened. Never raises for extractor faults.
+
+        Parameters
+        ----------
+        extractors : dict
+            Group name -> callable taking `inputs` and returning that group's features.
+        budget : float, optional
+            Cost units the run may spend; ``None`` allows every group.
+        deadline_s : float, optional
+            Wall-clock seconds from this call; the run returns on time even if an extractor overruns.
+        inputs : object, optional
+            Passed as the only argument to every extractor (the raw sample).
+
+        Returns
+        -------
+        RunResult
+            The last committed prediction, its prefix, the cost spent, why the loop stopped and one
+            `GroupReport` per group.
+
+        Raises
+        ------
+        RuntimeInputError
+            For arguments that are wrong before any extractor runs (unknown group, not callable).
+        SessionBusyError
+            Without a deadline, while an extractor from an earlier run is still running.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> model = AnytimeSession(out)
+        >>> def broken(row):
+        ...     raise ValueError("sensor unplugged")
+        >>> r = model.run({"a": lambda row: row[:1], "b": broken}, inputs=X[0])
+        >>> r.prefix, r.stopped_by, [g.status for g in r.report]      # prefix 1 is still an answer
+        (1, 'error', ['ok', 'error'])
+        >>> bool(np.allclose(r.prediction, est.predict(X[:1], prefix=1), atol=1e-5))
+        True
         """
         if not isinstance(extractors, dict):
             raise RuntimeInputError(f"extractors must be a dict mapping group name -> callable, "
@@ -149,17 +191,89 @@ class AnytimeSession(ExportedModel):
 
     @property
     def busy(self) -> bool:
-        """True while an extractor that overran an earlier deadline is still running."""
+        """True while an extractor that overran an earlier deadline is still running.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> model = AnytimeSession(out)
+        >>> import threading
+        >>> release = threading.Event()
+        >>> slow = lambda row: release.wait(5) and row[1:]
+        >>> r = model.run({"a": lambda row: row[:1], "b": slow}, deadline_s=0.2, inputs=X[0])
+        >>> r.stopped_by, model.busy                 # "b" overran the deadline and still runs
+        ('timeout', True)
+        >>> release.set(); model.wait_idle(5), model.busy
+        (True, False)
+        >>> model.close()
+        """
         return self._worker is not None and self._worker.busy
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait until no overrunning extractor is running; True if idle."""
+        """Wait until no overrunning extractor is running; True if idle.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns
+        -------
+        bool
+            True when the session is idle, False when `timeout` passed first.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> model = AnytimeSession(out)
+        >>> model.wait_idle(0.0)                     # nothing ever overran: idle at once
+        True
+        >>> import threading
+        >>> release = threading.Event()
+        >>> r = model.run({"a": lambda row: release.wait(5) and row[:1]}, deadline_s=0.2, inputs=X[0])
+        >>> model.wait_idle(0.01)                    # the overrunning extractor still holds the worker
+        False
+        >>> release.set(); model.wait_idle(5)
+        True
+        >>> model.close()
+        """
         return self._worker is None or self._worker.wait_idle(timeout)
 
     def close(self) -> None:
         """Stop the worker thread (it exits as soon as any still-running extractor returns).
 
-        `predict` keeps working; `run` raises afterwards."""
+        `predict` keeps working; `run` raises afterwards. ``with AnytimeSession(...)`` calls it on exit.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> model = AnytimeSession(out)
+        >>> model.close()
+        >>> model.predict({"a": X[:2, [0]]}, prefix=1).shape
+        (2,)
+        >>> model.run({"a": lambda row: row[:1]}, inputs=X[0])
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.EdgeseqError: this AnytimeSession is closed; create a new one to run the anytime loop
+        """
         self._closed = True
         if self._finalizer is not None:
             self._finalizer()
