@@ -255,7 +255,35 @@ def _check_size(size: int, max_bytes, what: str) -> None:
 def loads_model(data: bytes, max_bytes: int | None = None):
     """Restricted-unpickle `data` and return the estimator or FittedSequence inside.
 
-    `max_bytes`: refuse larger data (default MAX_MODEL_BYTES, or the EDGESEQ_MAX_MODEL_BYTES env var)."""
+    `max_bytes`: refuse larger data (default MAX_MODEL_BYTES, or the EDGESEQ_MAX_MODEL_BYTES env var).
+
+    For model bytes that do not come from a file (a database, a network message); `load_model`
+    reads a file and calls this.
+
+    Raises
+    ------
+    ModelFormatError
+        For oversized, corrupt or foreign data, an unsupported format version, or any global
+        outside the allowlist (raised before it is called).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> loads_model(pickle.dumps(seq)).n_prefixes              # a bare pickle is accepted too
+    3
+    >>> loads_model(pickle.dumps(seq), max_bytes=100)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: ...
+    >>> loads_model(pickle.dumps(print))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: ...
+    """
     _check_size(len(data), max_bytes, "model data")
     try:
         obj = _RestrictedUnpickler(data).load()
@@ -366,7 +394,28 @@ def save_model(est, path) -> None:
 
 
 def as_sequence(obj) -> FittedSequence:
-    """The FittedSequence of a loaded model (the estimator's `fitted_sequence_`)."""
+    """The FittedSequence of a loaded model (the estimator's `fitted_sequence_`).
+
+    Lets commands accept either a saved estimator or a saved FittedSequence.
+
+    Raises
+    ------
+    ModelFormatError
+        When `obj` is an estimator that was never fitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> est = AnytimeRegressor().fit(X, X[:, 0])
+    >>> as_sequence(est) is est.fitted_sequence_, as_sequence(est.fitted_sequence_) is est.fitted_sequence_
+    (True, True)
+    >>> as_sequence(AnytimeRegressor())
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: the AnytimeRegressor in the model file is not fitted; ...
+    """
     seq = obj if isinstance(obj, FittedSequence) else vars(obj).get("fitted_sequence_")
     if seq is None:
         raise ModelFormatError(f"the {type(obj).__name__} in the model file is not fitted; "

@@ -45,7 +45,26 @@ NOT_REACHED = "not_reached"    # not started: the run ended at an earlier group
 
 @dataclass
 class GroupReport:
-    """What happened to one group in one run."""
+    """What happened to one group in one run.
+
+    `status` is one of the module's status constants (``"ok"``, ``"error"``, ``"invalid"``,
+    ``"timeout"``, ``"over_budget"``, ``"deadline"``, ``"busy"``, ``"no_extractor"``,
+    ``"not_reached"``); `message` says why in words and `exception` keeps what an extractor raised.
+
+    Examples
+    --------
+    >>> from edgeseq.runtime.loop import Step, anytime_loop
+    >>> steps = [Step("a", 1, 1.0), Step("b", 2, 2.0)]
+    >>> commit = lambda j, rows: sum(float(r.sum()) for r in rows)   # a stand-in for the prefix models
+    >>> extractors = {"a": lambda x: [x], "b": lambda x: [x, 2 * x]}
+    >>> def bad(x):
+    ...     raise OSError("camera busy")
+    >>> r = anytime_loop(steps, commit, 0.0, {"a": extractors["a"], "b": bad}, inputs=1.0)
+    >>> [(g.name, g.status) for g in r.report]
+    [('a', 'ok'), ('b', 'error')]
+    >>> type(r.report[1].exception).__name__
+    'OSError'
+    """
 
     name: str
     status: str
@@ -63,6 +82,19 @@ class RunResult:
     or (1, P) for regression, a `ClassifierPrediction` with one row for classifiers.
     `budget_affords_nothing` is True when the budget was below the first group's cost, so the
     answer is the prior by construction rather than because something went wrong.
+
+    Examples
+    --------
+    >>> from edgeseq.runtime.loop import Step, anytime_loop
+    >>> steps = [Step("a", 1, 1.0), Step("b", 2, 2.0)]
+    >>> commit = lambda j, rows: sum(float(r.sum()) for r in rows)   # a stand-in for the prefix models
+    >>> extractors = {"a": lambda x: [x], "b": lambda x: [x, 2 * x]}
+    >>> r = anytime_loop(steps, commit, 0.0, extractors, inputs=1.0)
+    >>> r.prediction, r.prefix, r.spent_cost, r.stopped_by        # 1 + (1 + 2)
+    (4.0, 2, 3.0, 'complete')
+    >>> r = anytime_loop(steps, commit, 0.0, extractors, inputs=1.0, budget=0.5)
+    >>> r.prediction, r.prefix, r.stopped_by, r.budget_affords_nothing
+    (0.0, 0, 'budget', True)
     """
 
     prediction: object
@@ -76,12 +108,46 @@ class RunResult:
 
     @property
     def timed_out(self) -> bool:
+        """True when the run ended because time ran out (deadline passed, extractor overran, or busy).
+
+        Examples
+        --------
+        >>> from edgeseq.runtime.loop import Step, anytime_loop
+        >>> steps = [Step("a", 1, 1.0), Step("b", 2, 2.0)]
+        >>> commit = lambda j, rows: sum(float(r.sum()) for r in rows)   # a stand-in for the prefix models
+        >>> extractors = {"a": lambda x: [x], "b": lambda x: [x, 2 * x]}
+        >>> anytime_loop(steps, commit, 0.0, extractors, inputs=1.0).timed_out
+        False
+        >>> from edgeseq.runtime.loop import RunResult
+        >>> RunResult(0.0, 0, 0.0, 0.0, 0.01, stopped_by="deadline").timed_out
+        True
+        """
         return self.stopped_by in (TIMEOUT, DEADLINE, BUSY)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One group of the sequence as the loop sees it."""
+    """One group of the sequence as the loop sees it.
+
+    Attributes
+    ----------
+    name : str
+        The group's name (the key of its extractor).
+    dim : int
+        Number of features the extractor must return.
+    cost : float
+        The group's cost in the model's cost units.
+
+    Examples
+    --------
+    >>> from edgeseq.runtime.loop import Step, anytime_loop
+    >>> steps = [Step("a", 1, 1.0), Step("b", 2, 2.0)]
+    >>> commit = lambda j, rows: sum(float(r.sum()) for r in rows)   # a stand-in for the prefix models
+    >>> extractors = {"a": lambda x: [x], "b": lambda x: [x, 2 * x]}
+    >>> r = anytime_loop(steps, commit, 0.0, {"a": lambda x: [x, x]}, inputs=1.0)   # 2 values, dim 1
+    >>> r.prefix, r.report[0].status
+    (0, 'invalid')
+    """
 
     name: str
     dim: int
@@ -152,6 +218,39 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
 
     The budget decides how far the loop may go with the one budget rule (`resolve_prefix` on the
     steps' cumulative costs), so a run stops exactly where `predict(budget=...)` would.
+
+    Parameters
+    ----------
+    steps : list of Step
+        The groups in computation order.
+    commit : callable
+        ``commit(j, rows)`` returns the prediction of prefix j from the validated rows of its groups.
+    prefix0_prediction : object
+        The answer before any group is computed (the prior).
+    extractors : dict
+        Group name -> callable taking `inputs`.
+    inputs : object, optional
+        Passed to every extractor.
+    budget : float, optional
+        Cost units the run may spend.
+    deadline_s : float, optional
+        Wall-clock seconds from the start; needs `worker`.
+    worker : ExtractorWorker, optional
+        The idle thread extractors run on when there is a deadline.
+
+    Returns
+    -------
+    RunResult
+
+    Examples
+    --------
+    >>> from edgeseq.runtime.loop import Step, anytime_loop
+    >>> steps = [Step("a", 1, 1.0), Step("b", 2, 2.0)]
+    >>> commit = lambda j, rows: sum(float(r.sum()) for r in rows)   # a stand-in for the prefix models
+    >>> extractors = {"a": lambda x: [x], "b": lambda x: [x, 2 * x]}
+    >>> r = anytime_loop(steps, commit, "prior", extractors, inputs=1.0, budget=2.5)
+    >>> r.prediction, r.prefix, r.stopped_by, [g.status for g in r.report]
+    (1.0, 1, 'budget', ['ok', 'over_budget'])
     """
     clock = clock or _Clock(deadline_s)
     cum_cost = np.concatenate([[0.0], np.cumsum([s.cost for s in steps])])
