@@ -37,7 +37,16 @@ MAX_UNUSED_TRAILING = 1024
 
 
 def prefix_file(j: int, n_prefixes: int) -> str:
-    """File name of prefix j's ONNX graph: zero-padded to at least 3 digits, so names sort in order."""
+    """File name of prefix j's ONNX graph: zero-padded to at least 3 digits, so names sort in order.
+
+    Examples
+    --------
+    >>> prefix_file(2, 5), prefix_file(7, 1500)
+    ('prefix_002.onnx', 'prefix_0007.onnx')
+    >>> names = [prefix_file(j, 12) for j in range(12)]
+    >>> sorted(names) == names                   # lexical order is prefix order
+    True
+    """
     width = max(3, len(str(n_prefixes - 1)))
     return f"prefix_{j:0{width}d}.onnx"
 
@@ -58,6 +67,17 @@ def _depth(obj) -> int:
 
 
 def sha256_file(path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks (an ONNX graph can be large).
+
+    Examples
+    --------
+    >>> import hashlib, tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "f.bin"
+    >>> _ = p.write_bytes(b"edgeseq")
+    >>> sha256_file(p) == hashlib.sha256(b"edgeseq").hexdigest()
+    True
+    """
     import hashlib  # here and below: loading OpenSSL is not free, and imports stay cheap
 
     h = hashlib.sha256()
@@ -68,12 +88,35 @@ def sha256_file(path) -> str:
 
 
 def canonical_json(obj) -> bytes:
-    """Sorted keys, no whitespace, UTF-8, finite numbers only: the bytes the checksum covers."""
+    r"""Sorted keys, no whitespace, UTF-8, finite numbers only: the bytes the checksum covers.
+
+    One form for one content, so a checksum does not depend on how a writer ordered its keys.
+
+    Examples
+    --------
+    >>> canonical_json({"b": 1, "a": [1.5, "é"]})
+    b'{"a":[1.5,"\xc3\xa9"],"b":1}'
+    >>> canonical_json({"x": float("nan")})
+    Traceback (most recent call last):
+    ...
+    ValueError: Out of range float values are not JSON compliant...
+    """
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
 
 
 def manifest_checksum(manifest: dict) -> str:
+    """The sha256 (hex) of the canonical JSON of everything in `manifest` but ``manifest_sha256``.
+
+    Examples
+    --------
+    >>> import hashlib
+    >>> m = {"format": "edgeseq-export", "manifest_sha256": "ignored"}
+    >>> manifest_checksum(m) == hashlib.sha256(b'{"format":"edgeseq-export"}').hexdigest()
+    True
+    >>> manifest_checksum({**m, "manifest_sha256": "other"}) == manifest_checksum(m)
+    True
+    """
     body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
     import hashlib
 
@@ -81,12 +124,30 @@ def manifest_checksum(manifest: dict) -> str:
 
 
 def dump_manifest(manifest: dict) -> bytes:
-    """The exact bytes of manifest.json (readers re-serialise and compare, so no byte is free)."""
+    r"""The exact bytes of manifest.json (readers re-serialise and compare, so no byte is free).
+
+    Examples
+    --------
+    >>> import json
+    >>> raw = dump_manifest({"b": 1, "a": "é"})
+    >>> raw
+    b'{\n  "a": "\\u00e9",\n  "b": 1\n}\n'
+    >>> dump_manifest(json.loads(raw)) == raw      # what a reader checks
+    True
+    """
     return (json.dumps(manifest, sort_keys=True, indent=2, ensure_ascii=True, allow_nan=False)
             + "\n").encode("ascii")
 
 
 def load_schema() -> dict:
+    """The manifest's JSON Schema (Draft 2020-12), as shipped inside the package.
+
+    Examples
+    --------
+    >>> schema = load_schema()
+    >>> schema["type"], "manifest_sha256" in schema["properties"]
+    ('object', True)
+    """
     from importlib import resources
 
     text = resources.files("edgeseq.schema").joinpath("manifest.schema.json").read_text("utf-8")
@@ -108,7 +169,26 @@ def validate_manifest(manifest: dict) -> None:
 
     A manifest whose checksums were recomputed after an edit passes the sha256 checks, so everything a
     runtime indexes or trusts (lengths, columns, costs, outputs, file list) is checked for consistency
-    here; each violation is an IntegrityError naming the field."""
+    here; each violation is an IntegrityError naming the field.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
+    >>> out = Path(tempfile.mkdtemp()) / "out"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> manifest = json.loads((out / "manifest.json").read_text())
+    >>> validate_manifest(manifest)                 # a fresh export: nothing to say
+    >>> validate_manifest({**manifest, "format": "other"})
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: manifest.json does not match the schema at format: ...
+    """
     _check_schema(manifest)
     check_cross_fields(manifest)
 
@@ -124,7 +204,27 @@ def _check_schema(manifest: dict) -> None:
 
 
 def check_cross_fields(manifest: dict) -> None:
-    """The rules between fields of a schema-valid manifest."""
+    """The rules between fields of a schema-valid manifest.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
+    >>> out = Path(tempfile.mkdtemp()) / "out"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> manifest = json.loads((out / "manifest.json").read_text())
+    >>> check_cross_fields(manifest)
+    >>> manifest["prefixes"][1]["cum_cost"] = 99.0     # schema-valid, but not the sum of the costs
+    >>> check_cross_fields(manifest)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: ...
+    """
     _check_prefixes(manifest)
     _check_features(manifest)
     _check_groups(manifest)
@@ -247,14 +347,63 @@ def _check_files(m: dict) -> None:
 
 
 def listed_files(manifest: dict) -> list[dict]:
-    """Every (file, sha256) entry the manifest vouches for: the prefix graphs and the other files."""
+    """Every (file, sha256) entry the manifest vouches for: the prefix graphs and the other files.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
+    >>> out = Path(tempfile.mkdtemp()) / "out"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> manifest = json.loads((out / "manifest.json").read_text())
+    >>> files = [e["file"] for e in listed_files(manifest)]
+    >>> files[:3]
+    ['prefix_000.onnx', 'prefix_001.onnx', 'prefix_002.onnx']
+    >>> all(sha256_file(out / e["file"]) == e["sha256"] for e in listed_files(manifest))
+    True
+    """
     return ([{"file": p["file"], "sha256": p["sha256"]} for p in manifest["prefixes"]]
             + list(manifest["files"]))
 
 
 def read_verified(out_dir) -> dict:
-    """See `_read_verified`; a manifest nested too deeply for the JSON reader, or holding a lone
-    surrogate, is one IntegrityError too."""
+    """The manifest of export directory `out_dir`, after every check; IntegrityError otherwise.
+
+    Checks: valid JSON in canonical layout, schema, the manifest's own checksum, the cross-field
+    rules of `validate_manifest`, every listed file present with the right sha256, and no unlisted
+    file or directory. A manifest nested too deeply for the JSON reader, or holding a lone
+    surrogate, is one IntegrityError too.
+
+    Raises
+    ------
+    IntegrityError
+        Naming the file and the problem.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
+    >>> out = Path(tempfile.mkdtemp()) / "out"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> manifest = json.loads((out / "manifest.json").read_text())
+    >>> read_verified(out) == manifest
+    True
+    >>> _ = (out / "notes.txt").write_text("hi")    # any unlisted file is refused
+    >>> read_verified(out)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: ...notes.txt...
+    """
     try:
         return _read_verified(out_dir)
     except RecursionError:
