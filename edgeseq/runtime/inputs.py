@@ -22,6 +22,25 @@ def as_group_array(name: str, value, dim: int, *, one_row: bool = False) -> np.n
 
     A 1-D array of length `dim` counts as one row. With `one_row`, exactly one row is required
     (the anytime loop handles one sample at a time).
+
+    Raises
+    ------
+    RuntimeInputError
+        Naming the group: not numeric, wrong shape, no rows, NaN/Inf or values beyond float32.
+
+    Examples
+    --------
+    >>> a = as_group_array("audio", [1, 2, 3], 3)
+    >>> a.dtype.name, a.shape, a.flags["C_CONTIGUOUS"]
+    ('float32', (1, 3), True)
+    >>> as_group_array("audio", [[1.0, float("nan"), 3.0]], 3)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.RuntimeInputError: features of group 'audio': 1 value(s) are NaN/Inf ...
+    >>> as_group_array("audio", [1e300, 0, 0], 3)        # finite in float64, not in float32
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.RuntimeInputError: ...overflows float32...
     """
     try:
         arr = np.asarray(value)
@@ -57,7 +76,30 @@ def as_group_array(name: str, value, dim: int, *, one_row: bool = False) -> np.n
 
 
 def check_group_keys(given, known: dict, needed) -> None:
-    """Unknown keys and missing needed groups are errors that list the offending names."""
+    """Unknown keys and missing needed groups are errors that list the offending names.
+
+    Parameters
+    ----------
+    given : Mapping
+        What the caller passed, keyed by group name.
+    known : dict
+        The model's group names (only membership is used).
+    needed : iterable of str
+        Groups the requested prefix reads.
+
+    Examples
+    --------
+    >>> known = {"a": 0, "b": 1}
+    >>> check_group_keys({"a": [1.0]}, known, ["a"])          # "b" is not needed: fine
+    >>> check_group_keys({"a": [1.0], "c": [2.0]}, known, ["a"])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.RuntimeInputError: unknown group name(s) 'c'; the model's groups are 'a', 'b'
+    >>> check_group_keys({"a": [1.0]}, known, ["a", "b"])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.RuntimeInputError: missing features for group(s) 'b', ...
+    """
     if not isinstance(given, Mapping):
         raise RuntimeInputError(
             f"features must be a dict mapping group name -> array, got {type(given).__name__}")
@@ -84,5 +126,15 @@ def _nonnegative(value, what: str, allow_inf: bool) -> float:
 
 
 def check_deadline(deadline_s) -> float | None:
-    """None, or a finite number of seconds >= 0."""
+    """None, or a finite number of seconds >= 0.
+
+    Examples
+    --------
+    >>> check_deadline(None), check_deadline(1), check_deadline(0.25)
+    (None, 1.0, 0.25)
+    >>> check_deadline(float("inf"))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.RuntimeInputError: deadline_s (seconds) must be a finite number >= 0, got inf
+    """
     return None if deadline_s is None else _nonnegative(deadline_s, "deadline_s (seconds)", False)

@@ -20,13 +20,33 @@ WITHDRAWN = "withdrawn"  # the job had not started: it was removed and will neve
 
 
 def clamp_timeout(timeout: float | None) -> float | None:
-    """A far timeout (a deadline of 1e10 s) means "no limit" rather than an OverflowError."""
+    """A far timeout (a deadline of 1e10 s) means "no limit" rather than an OverflowError.
+
+    Examples
+    --------
+    >>> import threading
+    >>> clamp_timeout(None), clamp_timeout(0.5)
+    (None, 0.5)
+    >>> clamp_timeout(1e300) == threading.TIMEOUT_MAX
+    True
+    """
     return None if timeout is None else min(timeout, threading.TIMEOUT_MAX)
 
 
 @dataclass
 class JobOutcome:
-    """What a finished job produced: its value, or the exception it raised."""
+    """What a finished job produced: its value, or the exception it raised.
+
+    Examples
+    --------
+    >>> import threading
+    >>> from edgeseq.runtime.worker import ExtractorWorker
+    >>> w = ExtractorWorker("doc-worker")
+    >>> out = w.wait(w.submit(lambda x: 1 / x, 0, "div"), 5)
+    >>> out.ok, type(out.value).__name__, out.elapsed_s >= 0
+    (False, 'ZeroDivisionError', True)
+    >>> w.close()
+    """
 
     ok: bool
     value: object  # the return value, or the exception when not ok
@@ -34,7 +54,26 @@ class JobOutcome:
 
 
 class ExtractorWorker:
-    """A daemon thread that runs one callable at a time on behalf of a session."""
+    """A daemon thread that runs one callable at a time on behalf of a session.
+
+    Examples
+    --------
+    >>> import threading
+    >>> from edgeseq.runtime.worker import ExtractorWorker
+    >>> w = ExtractorWorker("doc-worker")
+    >>> w.wait(w.submit(str.upper, "ab", "upper"), 5).value
+    'AB'
+    >>> started, release = threading.Event(), threading.Event()
+    >>> t = w.submit(lambda _: started.set() or release.wait(5), None, "slow")
+    >>> started.wait(5)
+    True
+    >>> w.wait(t, 0.05), w.busy                # gave up: the job runs on, its result will be dropped
+    ('abandoned', True)
+    >>> release.set(); w.wait_idle(5)
+    True
+    >>> w.close(); w.join(5); w.alive
+    False
+    """
 
     def __init__(self, name: str = "edgeseq-extractor"):
         self._cv = threading.Condition()
@@ -50,18 +89,77 @@ class ExtractorWorker:
     # ------------------------------------------------------------------ caller side
     @property
     def busy(self) -> bool:
+        """True while a job is queued or running (an abandoned one included).
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> w.busy
+        False
+        >>> release = threading.Event()
+        >>> _ = w.submit(release.wait, 5, "slow")
+        >>> w.busy
+        True
+        >>> release.set(); w.wait_idle(5), w.busy
+        (True, False)
+        >>> w.close()
+        """
         with self._cv:
             return self._job is not None or self._running is not None
 
     def running_job(self) -> tuple[str, float] | None:
-        """(label, seconds it has been running) of the current job, or None when idle."""
+        """(label, seconds it has been running) of the current job, or None when idle.
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> w.running_job() is None
+        True
+        >>> started, release = threading.Event(), threading.Event()
+        >>> _ = w.submit(lambda _: started.set() or release.wait(5), None, "camera")
+        >>> started.wait(5)
+        True
+        >>> label, age = w.running_job(); label, age >= 0
+        ('camera', True)
+        >>> release.set(); w.close()
+        """
         with self._cv:
             if self._running is None:
                 return None
             return self._running[1], time.perf_counter() - self._running[2]
 
     def submit(self, fn, arg, label: str) -> int:
-        """Start `fn(arg)` on the worker; the caller must have checked it is idle."""
+        """Start `fn(arg)` on the worker; the caller must have checked it is idle.
+
+        Returns
+        -------
+        int
+            The ticket to pass to `wait`.
+
+        Raises
+        ------
+        RuntimeError
+            When the worker is closed or busy (one job at a time).
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> release = threading.Event()
+        >>> ticket = w.submit(release.wait, 5, "slow")
+        >>> w.submit(print, "x", "second")
+        Traceback (most recent call last):
+        ...
+        RuntimeError: extractor worker is busy
+        >>> release.set(); w.wait(ticket, 5).value
+        True
+        >>> w.close()
+        """
         with self._cv:
             if self._closed:
                 raise RuntimeError("extractor worker is closed")
@@ -75,7 +173,21 @@ class ExtractorWorker:
 
     def wait(self, ticket: int, timeout: float | None) -> JobOutcome | str:
         """The job's outcome, or, if it did not finish within `timeout`, WITHDRAWN (it had not
-        started and never will) or ABANDONED (it is running; its result will be dropped)."""
+        started and never will) or ABANDONED (it is running; its result will be dropped).
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> w.wait(w.submit(len, "abc", "len"), 5)
+        JobOutcome(ok=True, value=3, elapsed_s=...)
+        >>> started, release = threading.Event(), threading.Event()
+        >>> t = w.submit(lambda _: started.set() or release.wait(5), None, "slow")
+        >>> started.wait(5), w.wait(t, 0.05)     # it was running: it finishes alone, unheard
+        (True, 'abandoned')
+        >>> release.set(); w.close()
+        """
         with self._cv:
             done = self._cv.wait_for(
                 lambda: self._outcome is not None and self._outcome[0] == ticket, clamp_timeout(timeout))
@@ -92,21 +204,74 @@ class ExtractorWorker:
             return outcome
 
     def wait_idle(self, timeout: float | None) -> bool:
-        """Block until no job is running (True) or the timeout passes (False)."""
+        """Block until no job is running (True) or the timeout passes (False).
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> w.wait_idle(0)
+        True
+        >>> release = threading.Event()
+        >>> _ = w.submit(release.wait, 5, "slow")
+        >>> w.wait_idle(0.01)
+        False
+        >>> release.set(); w.wait_idle(5)
+        True
+        >>> w.close()
+        """
         with self._cv:
             return self._cv.wait_for(lambda: self._job is None and self._running is None, clamp_timeout(timeout))
 
     def close(self) -> None:
-        """Ask the thread to exit once its current job (if any) returns; does not block."""
+        """Ask the thread to exit once its current job (if any) returns; does not block.
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> w.close(); w.join(5); w.alive
+        False
+        >>> w.submit(len, "abc", "len")
+        Traceback (most recent call last):
+        ...
+        RuntimeError: extractor worker is closed
+        """
         with self._cv:
             self._closed = True
             self._cv.notify_all()
 
     @property
     def alive(self) -> bool:
+        """True until the thread has exited (after `close` and the end of its current job).
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> w.alive
+        True
+        >>> w.close(); w.join(5); w.alive
+        False
+        """
         return self._thread.is_alive()
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to exit (at most `timeout` seconds); call `close` first.
+
+        Examples
+        --------
+        >>> import threading
+        >>> from edgeseq.runtime.worker import ExtractorWorker
+        >>> w = ExtractorWorker("doc-worker")
+        >>> w.close()
+        >>> w.join(5)
+        >>> w.alive
+        False
+        """
         self._thread.join(timeout)
 
     # ------------------------------------------------------------------ worker side
