@@ -23,7 +23,19 @@ from edgeseq.format import PREFIX0_INPUT  # float32 [N, 1] ([N, 0] in format 1):
 
 
 def session_options() -> ort.SessionOptions:
-    """Options for low-latency single-threaded inference (shared with the benchmark's bare baseline)."""
+    """Options for low-latency single-threaded inference (shared with the benchmark's bare baseline).
+
+    One thread and no spinning: on a device the feature extractors need the other cores more than
+    a tiny linear graph does.
+
+    Examples
+    --------
+    >>> so = session_options()
+    >>> so.intra_op_num_threads, so.inter_op_num_threads
+    (1, 1)
+    >>> so.get_session_config_entry("session.intra_op.allow_spinning")
+    '0'
+    """
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
@@ -36,7 +48,29 @@ def session_options() -> ort.SessionOptions:
 
 
 def load_verified_bytes(path: Path, sha256: str) -> bytes:
-    """The file's bytes, re-checked against the manifest, so the graph we run is the one verified."""
+    """The file's bytes, re-checked against the manifest, so the graph we run is the one verified.
+
+    Closes the window between `read_verified` hashing a file and onnxruntime loading it.
+
+    Raises
+    ------
+    IntegrityError
+        When the bytes no longer match `sha256`.
+
+    Examples
+    --------
+    >>> import hashlib, tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "g.onnx"
+    >>> _ = p.write_bytes(b"graph")
+    >>> load_verified_bytes(p, hashlib.sha256(b"graph").hexdigest())
+    b'graph'
+    >>> _ = p.write_bytes(b"graph, edited")
+    >>> load_verified_bytes(p, hashlib.sha256(b"graph").hexdigest())
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: ...sha256 changed after verification...
+    """
     data = Path(path).read_bytes()
     import hashlib  # at load time, not import time
 
@@ -67,7 +101,17 @@ def all_finite(y: np.ndarray) -> bool:
 
     Up to `_SUM_MAX` values: the float64 sum of the values as Python floats (it cannot overflow, so
     it is finite exactly when every value is), several times cheaper than numpy's ufunc + reduction
-    machinery on a handful of values."""
+    machinery on a handful of values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> big = np.float32(3e38)
+    >>> all_finite(np.array([big, big], np.float32))         # the sum overflows float32, not float64
+    True
+    >>> all_finite(np.array([1, np.nan], np.float32)), all_finite(np.ones(100, np.float32))
+    (False, True)
+    """
     if y.size <= _SUM_MAX:
         return math.isfinite(sum(y.ravel().tolist()))
     return bool(np.isfinite(y).all())
@@ -124,6 +168,29 @@ class PrefixRunner:
     wraps every input and output in new OrtValues on every call. The buffers make a runner stateful,
     so they are guarded by a lock; a call that finds it taken (another thread) takes `run` instead
     of waiting. With `squeeze`, the first output (one column) is returned as (N,).
+
+    Raises
+    ------
+    IntegrityError
+        When the bytes are not a loadable graph, or its inputs/outputs differ from the manifest's.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
+    >>> out = Path(tempfile.mkdtemp()) / "out"
+    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][2]
+    >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
+    ...                       p["file"], squeeze=True)
+    >>> (y,), finite = runner.run([X[:5, [0]], X[:5, 1:]])
+    >>> finite, bool(np.allclose(y, est.predict(X[:5]), atol=1e-4))
+    (True, True)
     """
 
     def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str,
@@ -161,7 +228,32 @@ class PrefixRunner:
         self._lock = threading.Lock()
 
     def call(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
-        """Outputs for float32 (n, d_g) arrays in input order, and whether the first is all finite."""
+        """Outputs for float32 (n, d_g) arrays in input order, and whether the first is all finite.
+
+        The caller has already checked shapes and dtype (`ExportedModel.predict`); nothing is
+        re-checked here, which is what makes the call cheap.
+
+        Examples
+        --------
+        >>> import json, tempfile
+        >>> from pathlib import Path
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
+        >>> out = Path(tempfile.mkdtemp()) / "out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][2]
+        >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
+        ...                       p["file"], squeeze=True)
+        >>> (y,), finite = runner.call([X[:3, [0]], X[:3, 1:]], 3)
+        >>> y.shape, finite, bool(np.allclose(y, est.predict(X[:3]), atol=1e-4))
+        ((3,), True, True)
+        >>> (big,), _ = runner.call([X[:100, [0]], X[:100, 1:]], 100)   # above BIND_MAX_ROWS: plain run
+        >>> bool(np.allclose(big[:3], y))
+        True
+        """
         if self.batch is not None and n != self.batch:
             return self._call_in_batches(arrays, n)
         if n <= BIND_MAX_ROWS and self._lock.acquire(False):  # (non-blocking)
@@ -180,14 +272,52 @@ class PrefixRunner:
         return outs, all_finite(outs[0])
 
     def run(self, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], bool]:
-        """`call` for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list)."""
+        """`call` for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list).
+
+        Examples
+        --------
+        >>> import json, tempfile
+        >>> from pathlib import Path
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
+        >>> out = Path(tempfile.mkdtemp()) / "out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][2]
+        >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
+        ...                       p["file"], squeeze=True)
+        >>> (y,), finite = runner.run([X[:1, [0]], X[:1, 1:]])
+        >>> y.shape, finite
+        ((1,), True)
+        """
         if not arrays:
             outs = self.run_rows(1)
             return outs, all_finite(outs[0])
         return self.call(arrays, arrays[0].shape[0])
 
     def run_rows(self, n: int) -> list[np.ndarray]:
-        """Prefix 0 for n rows (its only input carries the batch size)."""
+        """Prefix 0 for n rows (its only input carries the batch size).
+
+        Examples
+        --------
+        >>> import json, tempfile
+        >>> from pathlib import Path
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.writer import export_model
+        >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
+        >>> out = Path(tempfile.mkdtemp()) / "out"
+        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][0]
+        >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
+        ...                       p["file"], squeeze=True)
+        >>> (y,) = runner.run_rows(4)
+        >>> y.shape, bool(np.allclose(y, est.predict(X[:4], prefix=0), atol=1e-5))   # the prior, 4 times
+        ((4,), True)
+        """
         width = self._dims[0]  # 1, or 0 in a format 1 export: the graph says which
         rows = n if self.batch is None else self.batch
         outs = self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((rows, width), np.float32)}, None))
