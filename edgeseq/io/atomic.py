@@ -57,6 +57,22 @@ def atomic_output(path, mode: str = "wb", *, make_parents: bool = False, **open_
 
     Any exception inside the block (or while flushing) removes the temporary file and leaves `path`
     as it was; OSErrors become one OutputError line. `make_parents` creates missing directories.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> d = Path(tempfile.mkdtemp()); p = d / "report.txt"
+    >>> with atomic_output(p, "w") as f:
+    ...     _ = f.write("v1")
+    >>> try:
+    ...     with atomic_output(p, "w") as f:
+    ...         _ = f.write("half of v2")
+    ...         raise RuntimeError("crash while writing")
+    ... except RuntimeError:
+    ...     pass
+    >>> p.read_text(), os.listdir(d)              # the old file, whole; no temporary left
+    ('v1', ['report.txt'])
     """
     path = Path(path)
     try:
@@ -84,11 +100,33 @@ def atomic_output(path, mode: str = "wb", *, make_parents: bool = False, **open_
 
 
 def atomic_write_bytes(path, data: bytes, *, make_parents: bool = False) -> None:
+    r"""Write `data` to `path` atomically (see `atomic_output`): the old file or the new, never half.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "sub" / "model.pkl"
+    >>> atomic_write_bytes(p, b"\x80\x05", make_parents=True)
+    >>> p.read_bytes() == bytes([0x80, 0x05])
+    True
+    """
     with atomic_output(path, "wb", make_parents=make_parents) as f:
         f.write(data)
 
 
 def atomic_write_text(path, text: str, *, encoding: str = "utf-8", make_parents: bool = False) -> None:
+    r"""Write `text` to `path` atomically, with no newline translation (what you pass is what lands).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "pred.csv"
+    >>> atomic_write_text(p, "y\r\n1.5\r\n")
+    >>> p.read_bytes()                            # CRLF kept as given, on every platform
+    b'y\r\n1.5\r\n'
+    """
     with atomic_output(path, "w", encoding=encoding, newline="", make_parents=make_parents) as f:
         f.write(text)
 
@@ -100,7 +138,19 @@ def _tag(out: Path, kind: str) -> str:
 
 def temp_dir_for(out: Path) -> Path:
     """A fresh hidden directory beside `out`, named after this process so `recover_dir` can tell a
-    live writer's temporary from one a crash left behind."""
+    live writer's temporary from one a crash left behind.
+
+    Beside `out` (same filesystem), so `replace_dir` can rename it into place.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> out = Path(tempfile.mkdtemp()) / "export"
+    >>> tmp = temp_dir_for(out)
+    >>> tmp.parent == out.parent, tmp.name.startswith(f".export.tmp-{os.getpid()}-"), tmp.is_dir()
+    (True, True, True)
+    """
     return Path(tempfile.mkdtemp(prefix=f"{_tag(out, 'tmp')}{os.getpid()}-", dir=out.parent))
 
 
@@ -129,7 +179,26 @@ def _leftovers(out: Path, kind: str):
 
 def recover_dir(out) -> None:
     """Undo what a crash during `replace_dir` left: restore a parked old directory if `out` is
-    missing, then delete dead writers' temporaries (a parked copy once `out` exists again)."""
+    missing, then delete dead writers' temporaries (a parked copy once `out` exists again).
+
+    Temporaries of processes that still run (this one included) are left alone.
+
+    Examples
+    --------
+    A writer (here a finished child process) crashed after parking the old export and before
+    moving the new one in:
+
+    >>> import os, subprocess, sys, tempfile
+    >>> from pathlib import Path
+    >>> child = subprocess.Popen([sys.executable, "-c", "pass"]); _ = child.wait()
+    >>> root = Path(tempfile.mkdtemp()); out = root / "export"
+    >>> parked = root / f".export.old-{child.pid}-x" / "dir"
+    >>> parked.mkdir(parents=True); _ = (parked / "manifest.json").write_text("{}")
+    >>> (root / f".export.tmp-{child.pid}-y").mkdir()     # its half-built new version
+    >>> recover_dir(out)
+    >>> sorted(os.listdir(root)), (out / "manifest.json").read_text()
+    (['export'], '{}')
+    """
     out = Path(out).absolute()
     if not out.parent.is_dir():
         return
@@ -162,7 +231,21 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def replace_dir(tmp: Path, out: Path) -> None:
-    """Put the finished directory `tmp` at `out`, replacing an existing `out` (see module doc)."""
+    """Put the finished directory `tmp` at `out`, replacing an existing `out` (see module doc).
+
+    Readers of `out` see the old directory or the new one, never a mix.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> out = Path(tempfile.mkdtemp()) / "export"
+    >>> out.mkdir(); _ = (out / "v").write_text("old")
+    >>> tmp = temp_dir_for(out); _ = (tmp / "v").write_text("new")
+    >>> replace_dir(tmp, out)
+    >>> (out / "v").read_text(), os.listdir(out.parent)    # the old version is gone as well
+    ('new', ['export'])
+    """
     if not os.path.lexists(out):
         os.replace(tmp, out)
         _fsync_dir(out.parent)
