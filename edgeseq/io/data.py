@@ -28,6 +28,32 @@ from edgeseq.messages import brief, clip
 
 @dataclass
 class Dataset:
+    r"""Training data as read from a file: features, target and where the columns came from.
+
+    Attributes
+    ----------
+    X : ndarray of float64, shape (n, D)
+        The feature columns (every column but the target).
+    y : ndarray, shape (n,)
+        The target: float64 for regression; labels for classification.
+    feature_names : tuple of str or None
+        Names of the columns of `X`, when the file has them.
+    source_columns : tuple of str or None
+        CSV only: the whole header, target included (GROUPS.json indices refer to it).
+    target_index : int or None
+        CSV only: position of the target in the header.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "train.csv"
+    >>> _ = p.write_text("ax,y,ay\n1.0,10,2.0\n3.0,20,4.0\n")
+    >>> ds = read_csv(p, "y")
+    >>> ds.X.tolist(), ds.y.tolist(), ds.feature_names, ds.target_index
+    ([[1.0, 2.0], [3.0, 4.0]], [10.0, 20.0], ('ax', 'ay'), 1)
+    """
+
     X: np.ndarray  # (n, D) float64
     y: np.ndarray  # (n,) float64 or labels
     feature_names: tuple[str, ...] | None
@@ -43,14 +69,40 @@ _CANONICAL_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})", re.ASCII)
 
 
 def parse_float(text: str, where: str) -> float:
+    r"""`text` as a float, accepting only ASCII decimal notation (and inf/nan); InputError naming `where`.
+
+    Python's `float` also reads ``"1_000"`` and non-ASCII digits, which a data file should not
+    silently turn into numbers.
+
+    Examples
+    --------
+    >>> parse_float("-1.5e3", "data.csv, line 2")
+    -1500.0
+    >>> float("1_000"), float("\uff11")            # what float() alone would accept
+    (1000.0, 1.0)
+    >>> parse_float("1_000", "data.csv, line 2")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: data.csv, line 2: '1_000' is not a number (ASCII decimal, e.g. -1.5e3)
+    """
     if not _NUMBER.fullmatch(text):
         raise InputError(f"{where}: {brief(text)} is not a number (ASCII decimal, e.g. -1.5e3)")
     return float(text)
 
 
 def csv_rows(path) -> list[tuple[int, list[str]]]:
-    """(physical line number, fields) of every non-empty row, so errors name the line a user sees;
-    a UTF-8 byte-order mark is ignored (as in GROUPS.json)."""
+    r"""(physical line number, fields) of every non-empty row, so errors name the line a user sees;
+    a UTF-8 byte-order mark is ignored (as in GROUPS.json).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "d.csv"
+    >>> _ = p.write_bytes('\ufeffa,b\n\n"x\ny",2\n'.encode("utf-8"))   # BOM, empty line, quoted newline
+    >>> csv_rows(p)
+    [(1, ['a', 'b']), (4, ['x\ny', '2'])]
+    """
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
@@ -74,7 +126,35 @@ def _target_values(cells: list[str], task: str, path) -> np.ndarray:
 
 
 def read_csv(path, target: str, task: str = "regression") -> Dataset:
-    """CSV with a header row; every column except `target` must be numeric."""
+    r"""CSV with a header row; every column except `target` must be numeric.
+
+    Parameters
+    ----------
+    path : str or Path
+    target : str
+        Header name of the target column (it may be anywhere in the row).
+    task : {"regression", "classification"}
+        Classification keeps labels as written, or as int64 when all are canonical integers.
+
+    Raises
+    ------
+    InputError
+        Naming the line and column of the first bad value.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "train.csv"
+    >>> _ = p.write_text("ax,y,ay\n1.0,10,2.0\n3.0,20,4.0\n")
+    >>> read_csv(p, "y", task="classification").y.tolist()
+    [10, 20]
+    >>> _ = p.write_text("ax,y\n1.0,10\noops,20\n")
+    >>> read_csv(p, "y")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: ...line 3, column 'ax': 'oops' is not a number ...
+    """
     path = Path(path)
     numbered = csv_rows(path)
     lines, rows = [n for n, _ in numbered], [r for _, r in numbered]
@@ -105,7 +185,23 @@ def read_csv(path, target: str, task: str = "regression") -> Dataset:
 
 
 def read_npz(path, target: str | None = None) -> Dataset:
-    """.npz with arrays X (n, D), y (n,) and optionally feature_names (D,); never unpickles."""
+    """.npz with arrays X (n, D), y (n,) and optionally feature_names (D,); never unpickles.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "d.npz"
+    >>> np.savez(p, X=np.eye(2), y=np.array([0.5, 1.5]), feature_names=np.array(["a", "b"]))
+    >>> ds = read_npz(p)
+    >>> ds.X.dtype.name, ds.y.tolist(), ds.feature_names
+    ('float64', [0.5, 1.5], ('a', 'b'))
+    >>> np.savez(p, X=np.array([None, 1], dtype=object), y=np.zeros(2))
+    >>> read_npz(p)                                     # object arrays would need pickle: refused
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: cannot read ... as .npz without pickles: ...
+    """
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -137,7 +233,21 @@ def read_npz(path, target: str | None = None) -> Dataset:
 
 
 def read_data(path, target: str | None = None, task: str = "regression") -> Dataset:
-    """Dispatch on the suffix: .csv (needs `target`) or .npz."""
+    r"""Dispatch on the suffix: .csv (needs `target`) or .npz.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "train.csv"
+    >>> _ = p.write_text("ax,y,ay\n1.0,10,2.0\n3.0,20,4.0\n")
+    >>> read_data(p, target="y").X.shape
+    (2, 2)
+    >>> read_data(p)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: ...: give the target column of the CSV with --target COL
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file {path} does not exist")
@@ -153,6 +263,22 @@ def read_data(path, target: str | None = None, task: str = "regression") -> Data
 
 @dataclass
 class GroupsFile:
+    r"""A checked GROUPS.json: per group its columns of ``Dataset.X``, cost and name.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "train.csv"
+    >>> _ = p.write_text("ax,y,ay\n1.0,10,2.0\n3.0,20,4.0\n")
+    >>> g = Path(p.parent / "GROUPS.json")
+    >>> _ = g.write_text('{"groups": [{"name": "x", "columns": ["ax"], "cost": 1},'
+    ...                  ' {"name": "z", "columns": [2], "cost": 3}], "cost_unit": "ms"}')
+    >>> spec = read_groups(g, read_csv(p, "y"))
+    >>> spec.columns, spec.costs, spec.names, spec.cost_provenance
+    ([[0], [1]], [1.0, 3.0], ['x', 'z'], {'cost_unit': 'ms'})
+    """
+
     columns: list[list[int]]  # indices into Dataset.X
     costs: list[float]
     names: list[str]
@@ -216,7 +342,32 @@ def _column_index(ref, ds: Dataset, gname: str) -> int:
 
 
 def read_groups(path, ds: Dataset) -> GroupsFile:
-    """Parse and check GROUPS.json against the data set's columns."""
+    r"""Parse and check GROUPS.json against the data set's columns.
+
+    Columns are header names or 0-based indices into the file's columns (the CSV header, target
+    included), mapped here to columns of ``ds.X``.
+
+    Raises
+    ------
+    GroupSpecError
+        Naming the group and the problem, with a "did you mean" hint for mistyped names.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "train.csv"
+    >>> _ = p.write_text("ax,y,ay\n1.0,10,2.0\n3.0,20,4.0\n")
+    >>> g = Path(p.parent / "GROUPS.json")
+    >>> _ = g.write_text('{"groups": [{"name": "x", "columns": ["ay", 0], "cost": 2.5}]}')
+    >>> read_groups(g, read_csv(p, "y")).columns    # "ay" is X's column 1; header index 0 is X's 0
+    [[1, 0]]
+    >>> _ = g.write_text('{"groups": [{"name": "x", "columns": ["ayy"], "cost": 1}]}')
+    >>> read_groups(g, read_csv(p, "y"))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.GroupSpecError: group 'x': unknown column 'ayy'; did you mean 'ay'?
+    """
     path = Path(path)
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a BOM is ignored, as in CSV
