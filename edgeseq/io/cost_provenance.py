@@ -26,7 +26,24 @@ def read_cost_provenance(doc: dict, where) -> dict:
     `measured_on`, when present, must be a JSON object naming the machine (a non-empty string
     "machine"), or a hand-written non-empty string, kept as ``{"machine": text}``; `cost_unit`, when
     present, a non-empty string. Non-finite numbers are refused because the export manifest is strict
-    JSON."""
+    JSON.
+
+    Raises
+    ------
+    GroupSpecError
+        Naming `where` and the field.
+
+    Examples
+    --------
+    >>> read_cost_provenance({"measured_on": "my laptop", "cost_unit": "ms"}, "GROUPS.json")
+    {'costs_measured_on': {'machine': 'my laptop'}, 'cost_unit': 'ms'}
+    >>> read_cost_provenance({}, "GROUPS.json")                  # costs as given
+    {'costs_measured_on': None, 'cost_unit': None}
+    >>> read_cost_provenance({"measured_on": {"cpu": "x86"}}, "GROUPS.json")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.GroupSpecError: GROUPS.json: 'measured_on' must name the machine ...
+    """
     measured, unit = doc.get("measured_on"), doc.get("cost_unit")
     if isinstance(measured, str) and measured.strip():
         measured = {"machine": measured}
@@ -57,13 +74,34 @@ def _clean(text) -> str:
 
 
 def cost_unit_of(provenance) -> str:
-    """The cost unit recorded in a model's provenance, or "" when none was given."""
+    r"""The cost unit recorded in a model's provenance, or "" when none was given.
+
+    The text is cleaned to one printable line (a hostile file cannot inject terminal escapes).
+
+    Examples
+    --------
+    >>> cost_unit_of({"cost_unit": "ms per\nframe"}), cost_unit_of({}), cost_unit_of(None)
+    ('ms per frame', '', '')
+    """
     unit = provenance.get(COST_UNIT) if isinstance(provenance, dict) else None
     return _clean(unit) if isinstance(unit, str) else ""
 
 
 def cost_summary(provenance) -> str:
-    """"costs: <unit>, measured on <cpu>, <machine> (<date>)", or "costs: as given (not measured)"."""
+    """"costs: <unit>, measured on <cpu>, <machine> (<date>)", or "costs: as given (not measured)".
+
+    The one line `edgeseq inspect` and `edgeseq report` print, so a reader knows whether costs
+    are measurements and on what.
+
+    Examples
+    --------
+    >>> prov = read_cost_provenance({"measured_on": {"machine": "pi4", "cpu": "Cortex-A72",
+    ...                                              "date": "2026-01-02"}, "cost_unit": "ms"}, "G")
+    >>> cost_summary(prov)
+    'costs: ms, measured on Cortex-A72, pi4 (2026-01-02)'
+    >>> cost_summary({"cost_unit": "ms"})
+    'costs: ms, as given (not measured)'
+    """
     unit = cost_unit_of(provenance)
     measured = provenance.get(MEASURED_ON) if isinstance(provenance, dict) else None
     if not isinstance(measured, dict) or not isinstance(measured.get("machine"), str):

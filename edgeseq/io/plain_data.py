@@ -25,7 +25,18 @@ _KEY_TYPES = (str, int, float, bool, type(None))
 
 
 def plain_dtype(dt) -> bool:
-    """A dtype whose values are bytes only: no Python objects, no fields, no sub-arrays."""
+    """A dtype whose values are bytes only: no Python objects, no fields, no sub-arrays.
+
+    Only such arrays can come from a model file without running code when they are read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> plain_dtype(np.dtype("float32")), plain_dtype(np.dtype("<U5"))
+    (True, True)
+    >>> plain_dtype(np.dtype(object)), plain_dtype(np.dtype([("a", "f8")])), plain_dtype("float32")
+    (False, False, False)
+    """
     return isinstance(dt, np.dtype) and not dt.hasobject and dt.subdtype is None and dt.names is None
 
 
@@ -67,6 +78,20 @@ def check_plain(obj, is_data_class, root: str = "model") -> None:
     `is_data_class(type)` says which classes are edgeseq's own data classes (their instances are
     walked attribute by attribute). Shared references are walked once; cycles are refused (a cyclic
     structure would send later recursive code into infinite recursion).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_plain({"w": np.zeros(3), "names": ("a", "b"), "n": 3}, lambda cls: False)
+    >>> check_plain({"hook": print}, lambda cls: False)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: model file: ... refusing to load it
+    >>> loop = []; loop.append(loop)
+    >>> check_plain(loop, lambda cls: False)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: ...
     """
     stack = [(obj, 0, root, False)]
     on_path: set[int] = set()
