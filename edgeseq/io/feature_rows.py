@@ -21,6 +21,29 @@ from edgeseq.messages import brief
 
 @dataclass
 class FeatureRows:
+    r"""Inference rows in the model's raw column order, and the file they came from.
+
+    Attributes
+    ----------
+    X : ndarray of float64, shape (n, D)
+        NaN marks a value that is missing (a group not computed for that row).
+    source : str
+        The file name, for messages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> manifest = {"n_features_in": 3, "feature_names": ["ax", "ay", "mic"],
+    ...             "groups": [{"name": "imu", "columns": [0, 1]}, {"name": "audio", "columns": [2]}]}
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "rows.csv"
+    >>> _ = p.write_text("id,mic,ay,ax\n7,0.5,2,1\n8,,4,3\n")   # any order, an extra column, a gap
+    >>> rows = read_feature_rows(p, manifest)
+    >>> rows.X.tolist(), rows.source == str(p)
+    ([[1.0, 2.0, 0.5], [3.0, 4.0, nan]], True)
+    """
+
     X: np.ndarray  # (n, D) float64 in the model's raw column order; NaN = missing / not computed
     source: str
 
@@ -103,9 +126,33 @@ def _read_npz(path: Path, manifest: dict) -> np.ndarray:
 
 
 def read_feature_rows(path, manifest: dict, ignore=()) -> FeatureRows:
-    """Rows of DATA (.csv with a header, or .npz with X [and feature_names]) in the model's column order.
+    r"""Rows of DATA (.csv with a header, or .npz with X [and feature_names]) in the model's column order.
 
-    `ignore`: CSV columns left out before columns are matched by position (target, ids)."""
+    `ignore`: CSV columns left out before columns are matched by position (target, ids).
+
+    Columns are matched by header name when the manifest has feature names (extra columns are
+    ignored), else by position. Empty cells and "nan" are kept as NaN: "not computed".
+
+    Raises
+    ------
+    InputError
+        For a missing file or column, or a cell that is not a number (naming line and column).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> manifest = {"n_features_in": 3, "feature_names": ["ax", "ay", "mic"],
+    ...             "groups": [{"name": "imu", "columns": [0, 1]}, {"name": "audio", "columns": [2]}]}
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "rows.csv"
+    >>> _ = p.write_text("id,mic,ay,ax\n7,0.5,2,1\n8,,4,3\n")   # any order, an extra column, a gap
+    >>> read_feature_rows(p, manifest).X[:, 2].tolist()
+    [0.5, nan]
+    >>> by_position = {**manifest, "feature_names": None}
+    >>> read_feature_rows(p, by_position, ignore=["id"]).X[0].tolist()   # file order: mic, ay, ax
+    [0.5, 2.0, 1.0]
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"data file {path} does not exist")
@@ -122,13 +169,39 @@ def read_feature_rows(path, manifest: dict, ignore=()) -> FeatureRows:
 
 
 def group_arrays(manifest: dict, X: np.ndarray) -> dict:
-    """{group name: X[:, its columns]} for every group of the manifest."""
+    """{group name: X[:, its columns]} for every group of the manifest.
+
+    The input `ExportedModel.predict` takes, from rows in raw column order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> manifest = {"n_features_in": 3, "feature_names": ["ax", "ay", "mic"],
+    ...             "groups": [{"name": "imu", "columns": [0, 1]}, {"name": "audio", "columns": [2]}]}
+    >>> X = np.array([[1.0, 2.0, 3.0]])
+    >>> {k: v.tolist() for k, v in group_arrays(manifest, X).items()}
+    {'imu': [[1.0, 2.0]], 'audio': [[3.0]]}
+    """
     return {g["name"]: X[:, g["columns"]] for g in manifest["groups"]}
 
 
 def available_prefix(manifest: dict, X: np.ndarray) -> np.ndarray:
     """Per row, the longest prefix whose groups are all present (no NaN): a missing value in a group
-    means the device had not computed that group yet."""
+    means the device had not computed that group yet.
+
+    The manifest's groups are in computation order, so prefix k needs groups 0..k-1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> manifest = {"n_features_in": 3, "feature_names": ["ax", "ay", "mic"],
+    ...             "groups": [{"name": "imu", "columns": [0, 1]}, {"name": "audio", "columns": [2]}]}
+    >>> X = np.array([[1.0, 2.0, 3.0],          # everything computed
+    ...               [1.0, 2.0, np.nan],       # audio not yet
+    ...               [np.nan, 2.0, 3.0]])      # imu incomplete: audio alone buys nothing
+    >>> available_prefix(manifest, X).tolist()
+    [2, 1, 0]
+    """
     prefix = np.full(X.shape[0], len(manifest["groups"]), dtype=np.int64)
     for k in range(len(manifest["groups"]) - 1, -1, -1):
         missing = np.isnan(X[:, manifest["groups"][k]["columns"]]).any(axis=1)
