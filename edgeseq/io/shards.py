@@ -32,13 +32,42 @@ MAX_SHARDS = 100_000  # bounds the task graph a bad glob could build
 
 
 def is_shard_source(source) -> bool:
-    """A directory, a glob pattern or a single .npy file: read as shards (single .csv/.npz: not)."""
+    """A directory, a glob pattern or a single .npy file: read as shards (single .csv/.npz: not).
+
+    Decided from the text alone (plus whether a directory exists), before anything is read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> is_shard_source(tempfile.mkdtemp()), is_shard_source("data/part_*.npy"), is_shard_source("x.npy")
+    (True, True, True)
+    >>> is_shard_source("train.csv"), is_shard_source("train.npz")
+    (False, False)
+    """
     text = str(source)
     return Path(text).is_dir() or any(c in text for c in "*?[") or Path(text).suffix.lower() == ".npy"
 
 
 def find_shards(source) -> list[Path]:
-    """The shard files of a directory or glob pattern, sorted by name, all of one kind."""
+    r"""The shard files of a directory or glob pattern, sorted by name, all of one kind.
+
+    Raises
+    ------
+    InputError
+        When nothing matches, too many files match, or .npy and .csv are mixed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> d = Path(tempfile.mkdtemp())
+    >>> for name in ("p10.csv", "p02.csv", "notes.txt"):
+    ...     _ = (d / name).write_text("x,t\n1,2\n")
+    >>> [p.name for p in find_shards(d)]          # name order (zero-pad numbers); other files ignored
+    ['p02.csv', 'p10.csv']
+    >>> [p.name for p in find_shards(d / "p1*.csv")]
+    ['p10.csv']
+    """
     text = str(source)
     p = Path(text)
     if p.is_dir():
@@ -61,7 +90,20 @@ def find_shards(source) -> list[Path]:
 
 @dataclass
 class ShardSet:
-    """What the headers say: the files, their kind, columns, dtype and (once known) row counts."""
+    """What the headers say: the files, their kind, columns, dtype and (once known) row counts.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> d = Path(tempfile.mkdtemp())
+    >>> np.save(d / "part_0.npy", np.arange(6.0).reshape(2, 3))      # 2 rows: 2 features + target
+    >>> np.save(d / "part_1.npy", np.arange(6.0, 15.0).reshape(3, 3))
+    >>> shards = open_shards(d, None)
+    >>> shards.kind, shards.n_cols, shards.target, shards.rows         # .npy rows come from the headers
+    ('.npy', 3, 2, [2, 3])
+    """
 
     paths: list[Path]
     kind: str  # ".npy" or ".csv"
@@ -73,10 +115,37 @@ class ShardSet:
 
     @property
     def n_features(self) -> int:
+        """Feature columns per shard: every column but the target.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> import numpy as np
+        >>> d = Path(tempfile.mkdtemp())
+        >>> np.save(d / "part_0.npy", np.arange(6.0).reshape(2, 3))      # 2 rows: 2 features + target
+        >>> np.save(d / "part_1.npy", np.arange(6.0, 15.0).reshape(3, 3))
+        >>> shards = open_shards(d, None)
+        >>> shards.n_features
+        2
+        """
         return self.n_cols - 1
 
     def layout(self) -> Dataset:
-        """A row-less Dataset with the column layout, for checking GROUPS.json (io.data.read_groups)."""
+        r"""A row-less Dataset with the column layout, for checking GROUPS.json (io.data.read_groups).
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = (d / "a.csv").write_text("x,y,t\n1,2,3\n")
+        >>> _ = (d / "b.csv").write_text("x,y,t\n4,5,6\n7,8,9\n")
+        >>> shards = open_shards(d, "t")
+        >>> ds = shards.layout()
+        >>> ds.X.shape, ds.feature_names, ds.source_columns, ds.target_index
+        ((0, 2), ('x', 'y'), ('x', 'y', 't'), 2)
+        """
         if self.kind == ".csv":
             t = self.header.index(self.target)
             names = tuple(h for i, h in enumerate(self.header) if i != t)
@@ -84,10 +153,42 @@ class ShardSet:
         return Dataset(np.empty((0, self.n_features)), np.empty(0), None, None, None)
 
     def names(self) -> list[str]:
+        r"""One label per shard ("shard <path>"), for messages about a partition.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = (d / "a.csv").write_text("x,y,t\n1,2,3\n")
+        >>> _ = (d / "b.csv").write_text("x,y,t\n4,5,6\n7,8,9\n")
+        >>> shards = open_shards(d, "t")
+        >>> [n.rsplit("/", 1)[-1] for n in shards.names()]
+        ['a.csv', 'b.csv']
+        >>> shards.names()[0].startswith("shard ")
+        True
+        """
         return [f"shard {p}" for p in self.paths]
 
     def count_rows(self, client=None) -> list[int]:
-        """.npy: from the headers. CSV: each worker counts its shards' data rows (nothing else returns)."""
+        r""".npy: from the headers. CSV: each worker counts its shards' data rows (nothing else returns).
+
+        Parameters
+        ----------
+        client : dask.distributed.Client, optional
+            Counts on the workers; without one, counted here.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = (d / "a.csv").write_text("x,y,t\n1,2,3\n")
+        >>> _ = (d / "b.csv").write_text("x,y,t\n4,5,6\n7,8,9\n")
+        >>> shards = open_shards(d, "t")
+        >>> shards.rows is None, shards.count_rows(), shards.rows
+        (True, [1, 2], [1, 2])
+        """
         if self.rows is None:
             paths = [str(p) for p in self.paths]
             self.rows = client.gather(client.map(_count_csv_rows, paths)) if client is not None \
@@ -98,7 +199,23 @@ class ShardSet:
         return self.rows
 
     def partitions(self, client=None) -> list:
-        """[(loader, first row, rows)] per shard: each statistics task reads its own shard on its worker."""
+        r"""[(loader, first row, rows)] per shard: each statistics task reads its own shard on its worker.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = (d / "a.csv").write_text("x,y,t\n1,2,3\n")
+        >>> _ = (d / "b.csv").write_text("x,y,t\n4,5,6\n7,8,9\n")
+        >>> shards = open_shards(d, "t")
+        >>> parts = shards.partitions()
+        >>> [(start, n) for _, start, n in parts]
+        [(0, 1), (1, 2)]
+        >>> X, y = parts[1][0]()                       # what a worker does
+        >>> X.tolist(), y.tolist()
+        ([[4.0, 5.0], [7.0, 8.0]], [6.0, 9.0])
+        """
         rows = self.count_rows(client)
         starts = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(int).tolist()
         return [(ShardLoader(str(p), self.kind, self.target, self.n_cols), a, n)
@@ -107,7 +224,22 @@ class ShardSet:
 
 @dataclass(frozen=True)
 class ShardLoader:
-    """Reads one shard as (X, y) where it is called (a few bytes to send; the rows stay on the worker)."""
+    """Reads one shard as (X, y) where it is called (a few bytes to send; the rows stay on the worker).
+
+    Examples
+    --------
+    >>> import pickle, tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> p = Path(tempfile.mkdtemp()) / "s.npy"
+    >>> np.save(p, np.array([[1.0, 9.0, 2.0]]))
+    >>> loader = ShardLoader(str(p), ".npy", 1, 3)                    # target: column 1
+    >>> len(pickle.dumps(loader)) < 300                             # cheap to send to a worker
+    True
+    >>> X, y = loader()
+    >>> X.tolist(), y.tolist()
+    ([[1.0, 2.0]], [9.0])
+    """
 
     path: str
     kind: str
@@ -119,7 +251,37 @@ class ShardLoader:
 
 
 def open_shards(source, target: str | None) -> ShardSet:
-    """Find the shards and check their headers agree; no rows are read here."""
+    r"""Find the shards and check their headers agree; no rows are read here.
+
+    Parameters
+    ----------
+    source : str or Path
+        A directory or a glob pattern (or one .npy file).
+    target : str or None
+        .npy: the target's column index as text (default: the last column); .csv: its header name.
+
+    Raises
+    ------
+    InputError
+        Naming the first shard whose kind, columns or dtype disagree with the first one.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> d = Path(tempfile.mkdtemp())
+    >>> np.save(d / "part_0.npy", np.arange(6.0).reshape(2, 3))      # 2 rows: 2 features + target
+    >>> np.save(d / "part_1.npy", np.arange(6.0, 15.0).reshape(3, 3))
+    >>> shards = open_shards(d, None)
+    >>> open_shards(d, "0").target                 # the target may be any column
+    0
+    >>> np.save(d / "part_2.npy", np.zeros((1, 4)))
+    >>> open_shards(d, None)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: shard ...part_2.npy has 4 columns, shard ...part_0.npy has 3
+    """
     paths = find_shards(source)
     return _open_npy(paths, target) if paths[0].suffix.lower() == ".npy" else _open_csv(paths, target)
 
