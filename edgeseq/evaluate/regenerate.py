@@ -27,8 +27,51 @@ def _same(shipped: Path, expected: bytes, what: str) -> None:
 
 
 def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
-    """Regenerate the C model into `c_dir` and every prefix graph in memory; IntegrityError unless the
-    files in `out_dir` are byte-identical. `seq` is the sequence read from the verified export."""
+    r"""Regenerate the C model into `c_dir` and every prefix graph in memory; IntegrityError unless the
+    files in `out_dir` are byte-identical. `seq` is the sequence read from the verified export.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        A verified export directory.
+    manifest : dict
+        Its manifest (from `read_verified`).
+    seq : FittedSequence
+        The sequence rebuilt from the export (``sequence_from_export``).
+    c_dir : str or Path
+        Where the regenerated C files are written (the only C that is ever compiled).
+
+    Raises
+    ------
+    IntegrityError
+        Naming the first shipped file that differs from what edgeseq generates.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.manifest import read_verified, sequence_from_export
+    >>> from edgeseq.export.writer import export_model
+    >>> from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> out = Path(tempfile.mkdtemp()) / "out"
+    >>> _ = export_model(AnytimeRegressor([[0], [1]], [1.0, 2.0]).fit(X, X[:, 0]).fitted_sequence_, out)
+    >>> check_generated_files(out, read_verified(out), sequence_from_export(out), tempfile.mkdtemp())
+    >>> src = out / "edgeseq_model.c"                  # an edit, with every checksum recomputed
+    >>> _ = src.write_text(src.read_text() + "\n/* extra code */\n")
+    >>> import json
+    >>> m = json.loads((out / "manifest.json").read_text())
+    >>> next(f for f in m["files"] if f["file"] == src.name)["sha256"] = sha256_file(src)
+    >>> m["manifest_sha256"] = manifest_checksum(m)
+    >>> _ = (out / "manifest.json").write_bytes(dump_manifest(m))
+    >>> m = read_verified(out)                          # the checksums cannot tell
+    >>> check_generated_files(out, m, sequence_from_export(out), tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: ...edgeseq_model.c differs from the C model edgeseq generates...
+    """
     out, c_dir = Path(out_dir), Path(c_dir)
     write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
     for name in (C_HEADER, C_SOURCE):
