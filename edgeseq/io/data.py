@@ -32,9 +32,9 @@ class Dataset:
 
     Attributes
     ----------
-    X : ndarray of float64, shape (n, D)
+    X : float64 ndarray of shape (n, D)
         The feature columns (every column but the target).
-    y : ndarray, shape (n,)
+    y : ndarray of shape (n,)
         The target: float64 for regression; labels for classification.
     feature_names : tuple of str or None
         Names of the columns of `X`, when the file has them.

@@ -25,7 +25,7 @@ class FeatureRows:
 
     Attributes
     ----------
-    X : ndarray of float64, shape (n, D)
+    X : float64 ndarray of shape (n, D)
         NaN marks a value that is missing (a group not computed for that row).
     source : str
         The file name, for messages.

@@ -30,11 +30,11 @@ class ClassifierPrediction:
 
     Attributes
     ----------
-    label : ndarray, shape (N,)
+    label : ndarray of shape (N,)
         Predicted labels, as the original class labels (``classes[label_index]``).
-    proba : ndarray of float32, shape (N, n_classes)
+    proba : float32 ndarray of shape (N, n_classes)
         Class probabilities, in the order of the manifest's ``classes``.
-    label_index : ndarray of int64, shape (N,)
+    label_index : int64 ndarray of shape (N,)
         Index of the predicted class into ``classes`` (the argmax of `proba`).
     prefix : int
         The prefix that produced the prediction.
