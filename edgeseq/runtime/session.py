@@ -205,10 +205,10 @@ class AnytimeSession(ExportedModel):
         >>> model = AnytimeSession(out)
         >>> import threading
         >>> release = threading.Event()
-        >>> slow = lambda row: release.wait(5) and row[1:]
-        >>> r = model.run({"a": lambda row: row[:1], "b": slow}, deadline_s=0.2, inputs=X[0])
-        >>> r.stopped_by, model.busy                 # "b" overran the deadline and still runs
-        ('timeout', True)
+        >>> slow = lambda row: release.wait(5) and row[:1]
+        >>> r = model.run({"a": slow}, deadline_s=0.2, inputs=X[0])
+        >>> r.stopped_by, r.prefix, model.busy       # "a" overran the deadline and still runs
+        ('timeout', 0, True)
         >>> release.set(); model.wait_idle(5), model.busy
         (True, False)
         >>> model.close()
