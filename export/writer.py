@@ -369,14 +369,13 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
 
     Examples
     --------
-    The export reads back through the runtime and predicts what the fitted sequence predicts:
+    One ONNX graph per prefix; writing again into the same directory needs `force`:
 
     >>> import numpy as np
     >>> from edgeseq import AnytimeRegressor
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
     >>> from edgeseq.export.writer import export_model
-    >>> from edgeseq.runtime.model import ExportedModel
     >>> m = export_model(seq, "demo_export")
     >>> [p["file"] for p in m["prefixes"]]
     ['prefix_000.onnx', 'prefix_001.onnx', 'prefix_002.onnx']
