@@ -32,7 +32,15 @@ QEMU_TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class ArmTarget:
-    """A Cortex-M core: compiler flags and the qemu board that emulates it."""
+    """A Cortex-M core: compiler flags and the qemu board that emulates it.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_arm import TARGETS
+    >>> m3 = TARGETS["cortex-m3"]
+    >>> m3.machine, "-mfloat-abi=soft" in m3.cpu_flags  # no FPU: IEEE soft-float
+    ('mps2-an385', True)
+    """
 
     name: str
     cpu_flags: tuple
@@ -48,11 +56,29 @@ TARGETS = {
 
 
 def qemu_dir() -> Path:
+    """Directory of the qemu start-up file and linker script (``runtime_c/tests/qemu``).
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_arm import qemu_dir
+    >>> sorted(p.name for p in qemu_dir().iterdir() if p.name in ("startup.c", "mps2.ld"))
+    ['mps2.ld', 'startup.c']
+    """
     return runtime_dir() / "tests" / "qemu"
 
 
 def missing_tools(run: bool = True) -> str | None:
-    """Why Cortex-M builds (and, with `run`, emulated runs) cannot happen here, or None if they can."""
+    """Why Cortex-M builds (and, with `run`, emulated runs) cannot happen here, or None if they can.
+
+    Tests and benchmarks use it to skip with a reason (naming the Debian packages) instead of failing.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_arm import missing_tools
+    >>> reason = missing_tools()
+    >>> reason is None or "not installed" in reason or "cannot run" in reason
+    True
+    """
     tools = [ARM_CC, ARM_SIZE] + ([QEMU] if run else [])
     absent = [t for t in tools if shutil.which(t) is None]
     if absent:
@@ -68,7 +94,29 @@ def missing_tools(run: bool = True) -> str | None:
 
 
 def build_arm(sources, out_path, target: ArmTarget, *, include_dirs=(), defines=(), opt="-O2") -> Path:
-    """Cross-compile `sources` + the qemu start-up into a bare-metal ELF with semihosting I/O."""
+    r"""Cross-compile `sources` + the qemu start-up into a bare-metal ELF with semihosting I/O.
+
+    Returns
+    -------
+    pathlib.Path
+        `out_path`.
+
+    Raises
+    ------
+    CCompilerError
+        If the compiler fails (warnings are errors).
+
+    Examples
+    --------
+    A program built for the Cortex-M3 prints through semihosting on the emulated board:
+
+    >>> import pathlib
+    >>> from edgeseq.export.c_arm import TARGETS, build_arm, run_qemu
+    >>> _ = pathlib.Path("hello.c").write_text('#include <stdio.h>\nint main(void) { printf("%d\\n", 6 * 7); return 0; }\n')
+    >>> elf = build_arm([pathlib.Path("hello.c")], "hello.elf", TARGETS["cortex-m3"])
+    >>> run_qemu(elf, TARGETS["cortex-m3"]).stdout
+    '42\n'
+    """
     qdir = qemu_dir()
     return compile_c([qdir / "startup.c", *sources], out_path, include_dirs=[qdir, *include_dirs], defines=defines,
                      compiler=ARM_CC, flags=STRICT_FLAGS,
@@ -78,10 +126,26 @@ def build_arm(sources, out_path, target: ArmTarget, *, include_dirs=(), defines=
 
 def run_qemu(elf, target: ArmTarget, args=(), *, cwd=None, timeout: float = QEMU_TIMEOUT_S,
              check: bool = True, extra=()) -> subprocess.CompletedProcess:
-    """Run `elf` on the emulated core; argv[0] is the ELF's name, `args` follow (no commas).
+    r"""Run `elf` on the emulated core; argv[0] is the ELF's name, `args` follow (no commas).
 
     Host files named in `args` are opened relative to `cwd` through semihosting. CCompilerError when
     the run exceeds `timeout` seconds or (with `check`) exits non-zero.
+
+    Returns
+    -------
+    subprocess.CompletedProcess
+        With the program's printf output in ``stdout``.
+
+    Examples
+    --------
+    The exit status and argv arrive through semihosting:
+
+    >>> import pathlib
+    >>> from edgeseq.export.c_arm import TARGETS, build_arm, run_qemu
+    >>> _ = pathlib.Path("argc.c").write_text("int main(int argc, char **argv) { (void)argv; return argc; }\n")
+    >>> elf = build_arm([pathlib.Path("argc.c")], "argc.elf", TARGETS["cortex-m4f"])
+    >>> run_qemu(elf, TARGETS["cortex-m4f"], ["x", "y"], check=False).returncode
+    3
     """
     semi = ",".join(["enable=on", "target=native", f"arg={Path(elf).name}", *(f"arg={a}" for a in args)])
     cmd = [QEMU, "-M", target.machine, "-cpu", target.qemu_cpu, "-nographic", "-monitor", "none", "-serial", "none",
@@ -97,7 +161,22 @@ def run_qemu(elf, target: ArmTarget, args=(), *, cwd=None, timeout: float = QEMU
 
 
 def build_driver_arm(model_dir, build_dir, target: ArmTarget) -> Path:
-    """runtime + the model in `model_dir` + tests/driver.c as a bare-metal ELF for `target`."""
+    """runtime + the model in `model_dir` + tests/driver.c as a bare-metal ELF for `target`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
+    ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
+    ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
+    ...                      intercepts=np.ones((3, 1)), output_names=("y",))
+    >>> from edgeseq.export.c_arm import TARGETS, build_driver_arm
+    >>> _ = write_c_model(seq, "arm_model", "demo")
+    >>> build_driver_arm("arm_model", "arm_model", TARGETS["cortex-m4f"]).name
+    'driver_cortex-m4f.elf'
+    """
     model_dir, rdir = Path(model_dir), runtime_dir()
     return build_arm([rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "tests" / "driver.c"],
                      Path(build_dir) / f"driver_{target.name}.elf", target, include_dirs=[model_dir, rdir],
@@ -106,7 +185,33 @@ def build_driver_arm(model_dir, build_dir, target: ArmTarget) -> Path:
 
 def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tuple[CRun, CSweep | None]:
     """Every prefix of every row on the emulated core (as `c_harness.run_c_model`), and with
-    `budgets` the firmware loop's answer for every row and budget (as `driver sweep`)."""
+    `budgets` the firmware loop's answer for every row and budget (as `driver sweep`).
+
+    Returns
+    -------
+    tuple of (CRun, CSweep or None)
+
+    Examples
+    --------
+    Prefix 2 of the model below is 1 + 2a + 3b; the emulated M4F computes exactly that, and a budget
+    of 1 buys group "a" only:
+
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
+    ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
+    ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
+    ...                      intercepts=np.ones((3, 1)), output_names=("y",))
+    >>> from edgeseq.export.c_arm import TARGETS, run_driver_arm
+    >>> _ = write_c_model(seq, "arm_driver", "demo")
+    >>> X = np.array([[1.0, 2.0], [0.5, -1.0]])
+    >>> run, sweep = run_driver_arm("arm_driver", X, TARGETS["cortex-m4f"], budgets=[0.0, 1.0, 3.0])
+    >>> run.predictions[2].ravel().tolist(), (1 + 2 * X[:, 0] + 3 * X[:, 1]).tolist()
+    ([9.0, -1.0], [9.0, -1.0])
+    >>> sweep.prefix.tolist()
+    [[0, 1, 2], [0, 1, 2]]
+    """
     consts = model_consts(model_dir)
     with tempfile.TemporaryDirectory(prefix="edgeseq_arm_") as tmp:
         X = write_rows(model_dir, X_groups, Path(tmp) / "rows.bin")
@@ -122,7 +227,35 @@ def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tupl
 
 
 def run_budgets_arm(seqs, budgets, target: ArmTarget) -> np.ndarray:
-    """`c_harness.run_c_budgets` on the emulated core: (rule, loop) prefixes per budget."""
+    """`c_harness.run_c_budgets` on the emulated core: (rule, loop) prefixes per budget.
+
+    The budget rule must pick the same prefix on a soft-float core as in Python; this checks it.
+
+    Parameters
+    ----------
+    seqs : list of FittedSequence
+    budgets : list of array-like
+        ``budgets[i]`` are the budgets asked of model i.
+    target : ArmTarget
+
+    Returns
+    -------
+    numpy.ndarray
+        (n_queries, 2): the prefix of the C budget rule and of the firmware loop.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
+    ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
+    ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
+    ...                      intercepts=np.ones((3, 1)), output_names=("y",))
+    >>> from edgeseq.export.c_arm import TARGETS, run_budgets_arm
+    >>> run_budgets_arm([seq], [np.array([0.5, 1.0, 2.9, 3.0])], TARGETS["cortex-m3"]).tolist()
+    [[0, 0], [1, 1], [1, 1], [2, 2]]
+    """
     with tempfile.TemporaryDirectory(prefix="edgeseq_armbudget_") as tmp:
         elf = build_arm(budget_program_sources(seqs, tmp), Path(tmp) / "budget_parity.elf", target,
                         include_dirs=[runtime_dir()])
@@ -131,7 +264,20 @@ def run_budgets_arm(seqs, budgets, target: ArmTarget) -> np.ndarray:
 
 
 def section_sizes(paths) -> dict:
-    """{file name: {"text", "data", "bss"}} from arm-none-eabi-size (Berkeley format)."""
+    r"""{file name: {"text", "data", "bss"}} from arm-none-eabi-size (Berkeley format).
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> from edgeseq.export.c_arm import ARM_CC, TARGETS, section_sizes
+    >>> from edgeseq.export.c_harness import compile_c
+    >>> _ = pathlib.Path("table.c").write_text("const int table[4] = {1, 2, 3, 4};\nint counter;\n")
+    >>> obj = compile_c([pathlib.Path("table.c")], "table.o", compiler=ARM_CC,
+    ...                 extra=("-c", *TARGETS["cortex-m3"].cpu_flags), libs=())
+    >>> sizes = section_sizes([obj])["table.o"]
+    >>> sizes["text"] >= 16, sizes["bss"] + sizes["data"] < 16
+    (True, True)
+    """
     proc = subprocess.run([ARM_SIZE, *map(str, paths)], capture_output=True, text=True, check=True)
     sizes = {}
     for line in proc.stdout.splitlines()[1:]:
@@ -144,7 +290,28 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     """Flash and RAM of runtime + model in a minimal firmware image (runtime_c/examples/m4_footprint.c:
     static state, one anytime pass, an interrupt-style read), built -Os with nano newlib and
     --gc-sections, as `arm-none-eabi-size` reports them: flash = text + data, RAM = data + bss.
-    `identity_only` builds the runtime with -DES_IDENTITY_ONLY (regression: no expf, no libm)."""
+    `identity_only` builds the runtime with -DES_IDENTITY_ONLY (regression: no expf, no libm).
+
+    Returns
+    -------
+    dict
+        ``runtime_text``, ``model_flash``, ``image_flash`` and ``image_ram``, in bytes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
+    ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
+    ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
+    ...                      intercepts=np.ones((3, 1)), output_names=("y",))
+    >>> from edgeseq.export.c_arm import TARGETS, footprint
+    >>> _ = write_c_model(seq, "arm_fp", "demo")
+    >>> fp = footprint("arm_fp", TARGETS["cortex-m4f"], "arm_fp/build", identity_only=True)
+    >>> sorted(fp), fp["model_flash"] < fp["image_flash"] < 16384
+    (['image_flash', 'image_ram', 'model_flash', 'runtime_text'], True)
+    """
     model_dir, rdir, build = Path(model_dir), runtime_dir(), Path(build_dir)
     build.mkdir(parents=True, exist_ok=True)
     flags = (*target.cpu_flags, "-Os", "-ffunction-sections", "-fdata-sections")

@@ -32,7 +32,26 @@ _PER_LINE = 6
 
 
 def validate_c_prefix(prefix: str) -> str:
-    """Return `prefix` if it can start every generated symbol, else raise InputError saying why."""
+    """Return `prefix` if it can start every generated symbol, else raise InputError saying why.
+
+    The prefix namespaces every symbol so several models link into one firmware; it must stay short
+    (C99 guarantees only 31 significant characters) and clear of the runtime's own ``es_*`` names.
+
+    Raises
+    ------
+    InputError
+        If it is not an identifier, too long, a C keyword or starts with ``es_``.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_codegen import validate_c_prefix
+    >>> validate_c_prefix("robot_arm")
+    'robot_arm'
+    >>> validate_c_prefix("es_arm")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: C prefix 'es_arm' would collide with the runtime's es_* symbols; ...
+    """
     if not isinstance(prefix, str) or not _IDENT.match(prefix):
         raise InputError(f"C prefix {prefix!r} must be a C identifier starting with a letter "
                          "(letters, digits, underscores), e.g. 'robot_arm'")
@@ -47,7 +66,16 @@ def validate_c_prefix(prefix: str) -> str:
 
 
 def default_c_prefix(model_name: str | None) -> str:
-    """A valid prefix derived from a model name (e.g. the model file's stem): 'My model-2' -> 'my_model_2'."""
+    """A valid prefix derived from a model name (e.g. the model file's stem): 'My model-2' -> 'my_model_2'.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_codegen import default_c_prefix, validate_c_prefix
+    >>> default_c_prefix("My model-2"), default_c_prefix("es thing"), default_c_prefix(None)
+    ('my_model_2', 'm_es_thing', 'model')
+    >>> all(validate_c_prefix(default_c_prefix(n)) for n in ("int", "2x", "a" * 40, "__"))
+    True
+    """
     ident = re.sub(r"_+", "_", c_identifier(str(model_name or "model")).lower()).strip("_")
     if not ident or not ident[0].isalpha():
         ident = "m_" + ident
@@ -60,7 +88,29 @@ def default_c_prefix(model_name: str | None) -> str:
 
 
 def c_float(value) -> str:
-    """C literal of the float32 value of `value` that the compiler reads back bit-exactly."""
+    """C literal of the float32 value of `value` that the compiler reads back bit-exactly.
+
+    Nine significant digits round-trip every float32, so the device holds exactly the weights
+    Python checked.
+
+    Raises
+    ------
+    ExportError
+        If the value is not finite in float32.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_codegen import c_float
+    >>> c_float(0.1), c_float(2)
+    ('0.100000001f', '2.0f')
+    >>> bool(np.float32(float(c_float(0.1)[:-1])) == np.float32(0.1))
+    True
+    >>> c_float(float("inf"))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ExportError: value inf is not finite in float32; the model cannot be exported to C
+    """
     v = np.float32(value)
     if not np.isfinite(v):
         raise ExportError(f"value {value!r} is not finite in float32; the model cannot be exported to C")
@@ -76,6 +126,17 @@ def c_double(value) -> str:
     C99 6.4.4.2 converts a hexadecimal floating constant exactly when the type can represent it,
     which binary64 always can for a binary64 value; a decimal literal would depend on the compiler
     rounding correctly. This is what makes C's budget comparisons identical to Python's.
+
+    Raises
+    ------
+    ExportError
+        If the value is NaN or infinite.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_codegen import c_double
+    >>> c_double(0.1), float.fromhex(c_double(0.1)) == 0.1
+    ('0x1.999999999999ap-4', True)
     """
     v = float(value)
     if not np.isfinite(v):
@@ -225,6 +286,37 @@ def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | N
 
     `prefix` starts every C symbol and macro (validated); `model_name` (default: prefix) is stored
     as the descriptor's name string. Raises ExportError when a weight overflows float32.
+
+    Returns
+    -------
+    list of str
+        ``["edgeseq_model.h", "edgeseq_model.c"]``, relative to `out_dir`.
+
+    Raises
+    ------
+    InputError
+        If `prefix` is not a valid C prefix.
+    ExportError
+        If a weight overflows float32 or the model name cannot be stored.
+
+    Examples
+    --------
+    The generated source compiles against the runtime's header:
+
+    >>> import pathlib, subprocess
+    >>> import numpy as np
+    >>> import edgeseq.runtime_c
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> write_c_model(seq, "c_demo", "demo")
+    ['edgeseq_model.h', 'edgeseq_model.c']
+    >>> "extern const es_model demo_model;" in pathlib.Path("c_demo/edgeseq_model.h").read_text()
+    True
+    >>> inc = str(pathlib.Path(edgeseq.runtime_c.__file__).parent)
+    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", inc, "c_demo/edgeseq_model.c", "-o", "c_demo/m.o"]).returncode
+    0
     """
     validate_c_prefix(prefix)
     FittedSequence.validate(seq)  # through the class: an instance cannot bring its own

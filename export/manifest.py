@@ -17,7 +17,39 @@ from edgeseq.sequence import FittedSequence
 
 
 def sequence_from_export(out_dir) -> FittedSequence:
-    """Rebuild the FittedSequence of a verified export (weights are the float32 values, upcast)."""
+    """Rebuild the FittedSequence of a verified export (weights are the float32 values, upcast).
+
+    This is the independent reading `edgeseq verify` compares every runtime against: it trusts
+    only what the files say, after their checksums were verified.
+
+    Parameters
+    ----------
+    out_dir : str or path-like
+        An export written by `edgeseq.export.writer.export_model`.
+
+    Returns
+    -------
+    FittedSequence
+
+    Raises
+    ------
+    IntegrityError
+        If a file fails its checksum or the graphs disagree with the manifest.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> manifest = export_model(seq, "manifest_demo")
+    >>> from edgeseq.export.manifest import sequence_from_export
+    >>> back = sequence_from_export("manifest_demo")
+    >>> back.n_prefixes == seq.n_prefixes, all(np.array_equal(b, s.astype(np.float32))
+    ...                                        for b, s in zip(back.coefs, seq.coefs))
+    (True, True)
+    """
     import onnx
 
     out = Path(out_dir)

@@ -23,6 +23,20 @@ def prefix_feed(manifest: dict, X, j: int) -> dict:
     """{input name: float32 (N, d_g) array} for prefix `j` of a verified export, from raw rows X (N, D).
 
     Prefix 0 gets its batch-carrying input `n` of the width the export's format version declares.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> manifest = export_model(seq, "feed_demo")
+    >>> from edgeseq.export.onnx_runners import prefix_feed
+    >>> {name: a.shape for name, a in prefix_feed(manifest, X[:3], 2).items()}
+    {'g0': (3, 1), 'g1': (3, 1)}
+    >>> list(prefix_feed(manifest, X[:3], 0))
+    ['n']
     """
     X = np.asarray(X)
     groups = manifest["groups"][:j]
@@ -78,7 +92,33 @@ _RUNNERS = {"onnxruntime": _onnxruntime, "onnx-reference": _reference, "openvino
 def run_graph(runtime: str, path, feed: dict) -> dict:
     """Outputs of the graph at `path` for `feed` in `runtime` (one of RUNTIMES).
 
-    RuntimeUnavailable when that runtime's package is missing."""
+    RuntimeUnavailable when that runtime's package is missing.
+
+    Raises
+    ------
+    ValueError
+        If `runtime` is not one of RUNTIMES.
+    RuntimeUnavailable
+        If that runtime's package is not installed.
+
+    Examples
+    --------
+    onnxruntime and the ONNX reference implementation agree with each other and with float64:
+
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> manifest = export_model(seq, "runner_demo")
+    >>> from edgeseq.export.onnx_runners import prefix_feed, run_graph
+    >>> feed = prefix_feed(manifest, X[:4], 2)
+    >>> ort_y = run_graph("onnxruntime", "runner_demo/prefix_002.onnx", feed)["y"]
+    >>> ref_y = run_graph("onnx-reference", "runner_demo/prefix_002.onnx", feed)["y"]
+    >>> z64 = seq.linear_from_prefix_features(2, X[:4][:, seq.prefix_columns(2)])
+    >>> np.allclose(ort_y, ref_y, atol=1e-6), np.allclose(ort_y, z64, atol=1e-5)
+    (True, True)
+    """
     if runtime not in _RUNNERS:
         raise ValueError(f"unknown runtime {runtime!r}; expected one of {RUNTIMES}")
     return _RUNNERS[runtime](Path(path), feed)

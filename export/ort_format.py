@@ -28,6 +28,38 @@ def write_ort_files(export_dir, onnx_files: list[str]) -> tuple[list[str], str]:
     Returns (ORT file names in the same order, the operator config's name). The conversion runs in
     a scratch directory, so only these files reach `export_dir`; the config's comment lines name the
     models without the scratch path, so an export does not depend on where it was made.
+
+    Parameters
+    ----------
+    export_dir : str or path-like
+        Directory holding the ONNX files; the ORT files and the config are written there.
+    onnx_files : list of str
+        File names in `export_dir`.
+
+    Returns
+    -------
+    tuple of (list of str, str)
+
+    Raises
+    ------
+    ExportError
+        If this onnxruntime has no converter or the conversion fails.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> manifest = export_model(seq, "ort_demo")
+    >>> from edgeseq.export.ort_format import write_ort_files
+    >>> write_ort_files("ort_demo", ["prefix_001.onnx", "prefix_002.onnx"])
+    (['prefix_001.ort', 'prefix_002.ort'], 'required_operators.config')
+    >>> import pathlib  # the config names the models without the scratch directory's path
+    >>> [line for line in pathlib.Path("ort_demo/required_operators.config").read_text().splitlines()
+    ...  if line.startswith("# -")]
+    ['# - prefix_001.ort', '# - prefix_002.ort']
     """
     try:
         from onnxruntime.tools.convert_onnx_models_to_ort import OptimizationStyle, convert_onnx_models_to_ort

@@ -35,13 +35,44 @@ MAX_SAMPLE_VALUES = 1 << 22
 
 
 def sample_count(n: int, n_features: int) -> int:
-    """How many of `n` requested sample rows of `n_features` values fit MAX_SAMPLE_VALUES (>= 8)."""
+    """How many of `n` requested sample rows of `n_features` values fit MAX_SAMPLE_VALUES (>= 8).
+
+    A very wide model gets fewer check rows rather than an allocation far larger than the model.
+
+    Examples
+    --------
+    >>> from edgeseq.export.writer import sample_count, MAX_SAMPLE_VALUES
+    >>> sample_count(512, 10)
+    512
+    >>> sample_count(512, MAX_SAMPLE_VALUES // 100), sample_count(512, 10**9)
+    (100, 8)
+    """
     return max(8, min(n, MAX_SAMPLE_VALUES // max(n_features, 1)))
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_float32(seq: FittedSequence) -> None:
-    """Refuse weights that are not finite or do not fit float32 (they would become inf on export)."""
+    """Refuse weights that are not finite or do not fit float32 (they would become inf on export).
+
+    Raises
+    ------
+    ExportError
+        Naming the prefix and whether coefficients or intercept are at fault.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> from edgeseq.export.writer import check_float32
+    >>> check_float32(seq)  # an ordinary model passes silently
+    >>> seq.coefs[1][...] = 1e39
+    >>> check_float32(seq)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ExportError: prefix 1 has coefficients of magnitude 1e+39, beyond float32's 3.4e+38; ...
+    """
     for j in range(seq.n_prefixes):
         for what, arr in (("coefficients", seq.coefs[j]), ("intercept", seq.intercepts[j])):
             if arr.size and not np.all(np.isfinite(arr)):
@@ -55,7 +86,34 @@ def check_float32(seq: FittedSequence) -> None:
 
 def sample_inputs(seq: FittedSequence, check_stats=None, n: int = N_CHECK_ROWS) -> np.ndarray:
     """Rows for the float32 check: `check_stats` rows if given, else N(mean, std) of the training data
-    (standard normal when the sequence has no statistics). Seeded, so exports are reproducible."""
+    (standard normal when the sequence has no statistics). Seeded, so exports are reproducible.
+
+    Parameters
+    ----------
+    seq : FittedSequence
+    check_stats : array-like, optional
+        Finite (n, n_features_in) rows to use instead of drawn ones.
+    n : int
+        Rows to draw (reduced by `sample_count` for wide models).
+
+    Raises
+    ------
+    ExportError
+        If `check_stats` has the wrong shape or non-finite values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> from edgeseq.export.writer import sample_inputs
+    >>> rows = sample_inputs(seq, n=16)
+    >>> rows.shape, np.array_equal(rows, sample_inputs(seq, n=16))
+    ((16, 2), True)
+    >>> sample_inputs(seq, check_stats=X[:3]).shape
+    (3, 2)
+    """
     if check_stats is not None:
         X = np.asarray(check_stats, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != seq.n_features_in or not np.all(np.isfinite(X)):
@@ -69,6 +127,28 @@ def float32_diffs(seq: FittedSequence, X: np.ndarray) -> list[float]:
     """Worst |float32 - float64| prediction (after the link) per prefix, on sample rows X.
 
     The float32 side rounds inputs and weights to float32 and accumulates in float32, as a device does.
+    The numbers go into the manifest so a user sees how much precision the device build gives up.
+
+    Returns
+    -------
+    list of float
+        One worst absolute difference per prefix.
+
+    Raises
+    ------
+    ExportError
+        If a prefix overflows float32 on these rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> from edgeseq.export.writer import float32_diffs
+    >>> d = float32_diffs(seq, X)
+    >>> len(d) == seq.n_prefixes, max(d) < 1e-5
+    (True, True)
     """
     diffs = []
     X32 = X.astype(np.float32)
@@ -114,7 +194,44 @@ def _c_generator():
 
 def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size=None,
                    ort=None) -> dict:
-    """The manifest dict (with its checksum) for files already written."""
+    """The manifest dict (with its checksum) for files already written.
+
+    Parameters
+    ----------
+    seq : FittedSequence
+    model_name : str
+    input_names : list of str
+        ONNX input name of each group.
+    prefix_files : list of (str, str)
+        (file name, sha256) of each prefix graph.
+    diffs : list of float
+        `float32_diffs` per prefix.
+    c_files : list of dict
+        ``{"file", "sha256"}`` of the other files.
+    c_prefix : str
+    batch_size : int, optional
+    ort : dict, optional
+        The ORT-format entry, if written.
+
+    Returns
+    -------
+    dict
+        Validated manifest, including ``manifest_sha256``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> from edgeseq.export.names import onnx_input_names
+    >>> from edgeseq.export.writer import build_manifest
+    >>> files = [(f"prefix_{j}.onnx", "0" * 64) for j in range(seq.n_prefixes)]
+    >>> m = build_manifest(seq, "demo", onnx_input_names(seq.group_names), files, [0.0] * seq.n_prefixes,
+    ...                    [{"file": f, "sha256": "0" * 64} for f in ("edgeseq_model.h", "edgeseq_model.c")], "demo")
+    >>> m["model_name"], len(m["prefixes"]) == seq.n_prefixes, len(m["manifest_sha256"])
+    ('demo', True, 64)
+    """
     cum = seq.cum_cost
     fnames = seq.feature_names
     groups = []
@@ -236,6 +353,38 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     node of a graph with a dynamic dimension); edgeseq's runtime then pads and splits batches to it.
     `ort`: also write each graph in ORT format and the operator config of a minimal onnxruntime
     build (see ort_format).
+
+    Returns
+    -------
+    dict
+        The manifest, as written to ``manifest.json``.
+
+    Raises
+    ------
+    ExportError
+        If the model cannot be exported as asked (weights beyond float32, bad name or batch size, a
+        non-empty `out_dir` that is not an earlier export).
+    OutputError
+        If the files cannot be written; an earlier export in `out_dir` is then unchanged.
+
+    Examples
+    --------
+    One ONNX graph per prefix; writing again into the same directory needs `force`:
+
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> X = np.random.default_rng(0).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+    >>> from edgeseq.export.writer import export_model
+    >>> m = export_model(seq, "demo_export")
+    >>> [p["file"] for p in m["prefixes"]]
+    ['prefix_000.onnx', 'prefix_001.onnx', 'prefix_002.onnx']
+    >>> export_model(seq, "demo_export")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ExportError: ...demo_export is not empty; choose another directory or pass --force to replace it
+    >>> export_model(seq, "demo_export", force=True)["model_name"]
+    'demo_export'
     """
     if not isinstance(seq, FittedSequence):
         raise ExportError(f"export_model needs a FittedSequence, got {type(seq).__name__}")

@@ -75,6 +75,19 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
     Learned attributes: ``stage_model_`` (`TreeStageModel`, the fitted object), ``classes_``,
     ``n_features_in_``, ``cum_cost_``, ``stage_groups_`` (group indices each stage adds),
     ``C_`` (final C per problem), ``n_trees_``, ``holdout_accuracy_`` (O accuracy per block).
+
+    Examples
+    --------
+    Two groups, the second four times as costly; stage 0 is the prior, each later stage pays one group:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.afr import AFRClassifier
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+    >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
+    >>> clf.cum_cost_.tolist(), clf.stage_groups_
+    ([0.0, 1.0, 5.0], [[], [0], [1]])
+    >>> clf.score(X, y) > 0.9
+    True
     """
 
     def __init__(self, groups=None, costs=None, group_names=None, n_dims=4, n_trees=4, max_depth=2,
@@ -118,7 +131,38 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
             raise InputError(f"C_step must be a finite number >= 0, got {self.C_step!r}")
 
     def fit(self, X, y):
-        """Learn the representation, the per-stage readouts and the stage sequence."""
+        """Learn the representation, the per-stage readouts and the stage sequence.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            At least 10 rows (the data are split 50/40/10); columns of the groups must be finite.
+        y : array-like of shape (n_samples,)
+            Class labels, at least two classes.
+
+        Returns
+        -------
+        AFRClassifier
+            self.
+
+        Raises
+        ------
+        InputError
+            On invalid parameters, too few rows, a single class or non-finite used columns.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.afr import AFRClassifier
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+        >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
+        >>> clf.n_trees_ == clf.stage_model_.ensemble.n_trees, clf.classes_.tolist()
+        (True, [0, 1])
+        >>> AFRClassifier().fit(X[:5], y[:5])
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.InputError: n_samples=5: AFR splits the data 50/40/10 and needs at least 10 rows
+        """
         self._check_params()
         X, y = _wrap_validation(lambda: validate_data(
             self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
@@ -157,30 +201,95 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         return model.check_rows(X, k)
 
     def decision_function(self, X, budget=None, stage=None):
-        """Readout of the chosen stage: (n,) logit of classes_[1] (binary) or (n, n_classes)."""
+        """Readout of the chosen stage: (n,) logit of classes_[1] (binary) or (n, n_classes).
+
+        Examples
+        --------
+        For two classes the sigmoid of the logit is the probability of ``classes_[1]``:
+
+        >>> import numpy as np
+        >>> from edgeseq.train.afr import AFRClassifier
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+        >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
+        >>> z = clf.decision_function(X[:5])
+        >>> np.allclose(1 / (1 + np.exp(-z)), clf.predict_proba(X[:5])[:, 1])
+        True
+        """
         model = self._model()
         k = model.resolve_stage(budget, stage)
         z = model.decision(self._rows(X, model, k), k)
         return z[:, 0] if model.link == "sigmoid" else z
 
     def predict_proba(self, X, budget=None, stage=None):
-        """Class probabilities (n, n_classes) of the last stage within `budget`, or of `stage`."""
+        """Class probabilities (n, n_classes) of the last stage within `budget`, or of `stage`.
+
+        Columns of groups the chosen stage does not need may be NaN (not extracted).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.afr import AFRClassifier
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+        >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
+        >>> p = clf.predict_proba(X[:3], budget=1.0)
+        >>> p.shape, np.allclose(p.sum(axis=1), 1)
+        ((3, 2), True)
+        >>> X_cheap = X[:3].copy(); X_cheap[:, 2:] = np.nan  # the costly group not extracted
+        >>> np.allclose(clf.predict_proba(X_cheap, budget=1.0), p)
+        True
+        """
         model = self._model()
         k = model.resolve_stage(budget, stage)
         return model.apply_link(model.decision(self._rows(X, model, k), k))
 
     def predict(self, X, budget=None, stage=None):
+        """Most probable class of the last stage within `budget`, or of `stage` (default: the last).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.afr import AFRClassifier
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+        >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
+        >>> np.array_equal(clf.predict(X, stage=1), clf.classes_[clf.predict_proba(X, stage=1).argmax(axis=1)])
+        True
+        """
         proba = self.predict_proba(X, budget=budget, stage=stage)
         return self.classes_[np.argmax(proba, axis=1)]
 
     def staged_predict_proba(self, X):
-        """Yield the class probabilities of stage 0, 1, ..., K (the state carried across stages)."""
+        """Yield the class probabilities of stage 0, 1, ..., K (the state carried across stages).
+
+        Every tree is evaluated once, so this is the cheap way to get an anytime curve.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.afr import AFRClassifier
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+        >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
+        >>> staged = list(clf.staged_predict_proba(X[:4]))
+        >>> len(staged) == len(clf.cum_cost_), all(np.allclose(p, clf.predict_proba(X[:4], stage=k))
+        ...                                         for k, p in enumerate(staged))
+        (True, True)
+        """
         model = self._model()
         X = self._rows(X, model, len(model.stages) - 1)
         for z in model.staged_decision(X):
             yield model.apply_link(z)
 
     def staged_predict(self, X):
+        """Yield the predicted classes of stage 0, 1, ..., K.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.afr import AFRClassifier
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
+        >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
+        >>> [float(np.mean(p == y)) for p in clf.staged_predict(X)]  # training accuracy per stage
+        [0.575, 0.8625, 0.9875]
+        """
         for proba in self.staged_predict_proba(X):
             yield self.classes_[np.argmax(proba, axis=1)]
 

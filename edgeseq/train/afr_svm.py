@@ -40,7 +40,18 @@ MAX_NEWTON = 100
 
 @dataclass
 class SVMSolution:
-    """The optimum (w, b) and the active set's KKT matrix (factorised) that the gradients reuse."""
+    """The optimum (w, b) and the active set's KKT matrix (factorised) that the gradients reuse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
+    >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
+    >>> sol = fit_svm(Phi, y, beta, C=1.0)
+    >>> sol.w.shape, int(sol.active.sum()) <= 30, sol.M.shape
+    ((2,), True, (3, 3))
+    """
 
     w: np.ndarray
     b: float
@@ -50,12 +61,46 @@ class SVMSolution:
     n_newton: int
 
     def decision(self, Phi: np.ndarray) -> np.ndarray:
+        """The SVM's score ``Phi @ w + b`` of every row.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+        >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
+        >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
+        >>> sol = fit_svm(Phi, y, beta, C=1.0)
+        >>> bool(np.all(sol.active == (y * sol.decision(Phi) < 1)))
+        True
+        """
         return Phi @ self.w + self.b
 
 
 def kkt_system(Phi, y, beta, C, active):
     """M and z of the active set (see the module docstring); a tiny ridge on b keeps M invertible
-    when the active set is empty (then b is not determined by the objective)."""
+    when the active set is empty (then b is not determined by the objective).
+
+    Returns
+    -------
+    M : numpy.ndarray
+        (S+1, S+1) symmetric matrix.
+    z : numpy.ndarray
+        (S+1,) right-hand side.
+
+    Examples
+    --------
+    At the optimum, the system of its own active set returns the optimum itself:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
+    >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
+    >>> sol = fit_svm(Phi, y, beta, C=1.0)
+    >>> from edgeseq.train.afr_svm import kkt_system
+    >>> M, z = kkt_system(Phi, y, beta, 1.0, sol.active)
+    >>> np.allclose(np.linalg.solve(M, z), np.append(sol.w, sol.b))
+    True
+    """
     Pa = Phi[active]
     ba = beta[active]
     S = Phi.shape[1]
@@ -69,6 +114,18 @@ def kkt_system(Phi, y, beta, C, active):
 
 
 def svm_objective(Phi, y, beta, C, w, b) -> float:
+    """½‖w‖² + ½ C Σ β ξ², ξ = max(0, 1 − y f): the inner problem's objective.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.afr_svm import svm_objective
+    >>> Phi = np.array([[1.0], [-1.0]]); y = np.array([1.0, -1.0])
+    >>> svm_objective(Phi, y, np.ones(2), 1.0, np.array([1.0]), 0.0)  # both on the margin: ½‖w‖²
+    0.5
+    >>> svm_objective(Phi, y, np.ones(2), 2.0, np.array([0.0]), 0.0)  # ξ = 1 for both
+    2.0
+    """
     xi = np.maximum(0.0, 1.0 - y * (Phi @ w + b))
     return 0.5 * float(w @ w) + 0.5 * C * float(beta @ xi ** 2)
 
@@ -81,7 +138,40 @@ def _solve(M, z):
 
 
 def fit_svm(Phi, y, beta, C: float, warm: SVMSolution | None = None) -> SVMSolution:
-    """Exact minimiser of the class-weighted squared-hinge SVM (finite Newton with line search)."""
+    """Exact minimiser of the class-weighted squared-hinge SVM (finite Newton with line search).
+
+    Parameters
+    ----------
+    Phi : numpy.ndarray
+        Representation of the rows, (n, S).
+    y : numpy.ndarray
+        Labels in {-1, +1}.
+    beta : numpy.ndarray
+        Row (class) weights.
+    C : float
+        Loss weight.
+    warm : SVMSolution, optional
+        A previous solution to start from (few Newton steps when the data changed little).
+
+    Returns
+    -------
+    SVMSolution
+
+    Examples
+    --------
+    The same optimum as a general-purpose minimiser of `svm_objective`, in a few Newton steps:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
+    >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
+    >>> sol = fit_svm(Phi, y, beta, C=1.0)
+    >>> from scipy.optimize import minimize
+    >>> ref = minimize(lambda th: svm_objective(Phi, y, beta, 1.0, th[:2], th[2]), np.zeros(3), method="BFGS",
+    ...                options={"gtol": 1e-10})
+    >>> np.allclose(np.append(sol.w, sol.b), ref.x, atol=1e-5), sol.n_newton < 10
+    (True, True)
+    """
     Phi = np.asarray(Phi, dtype=np.float64)
     S = Phi.shape[1]
     theta = np.zeros(S + 1)
@@ -110,12 +200,52 @@ def fit_svm(Phi, y, beta, C: float, warm: SVMSolution | None = None) -> SVMSolut
 
 
 def outer_loss(f, y, beta, a: float) -> float:
-    """L = Σ β σ(−a y f): a smooth count of (weighted) validation errors."""
+    """L = Σ β σ(−a y f): a smooth count of (weighted) validation errors.
+
+    Smooth, so it has the gradients `outer_gradients` computes; a larger `a` makes it closer to a
+    0/1 count.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.afr_svm import outer_loss
+    >>> y = np.array([1.0, 1.0])
+    >>> round(outer_loss(np.array([3.0, -3.0]), y, np.ones(2), a=10.0), 6)  # one error
+    1.0
+    >>> outer_loss(np.array([0.0, 0.0]), y, np.ones(2), a=10.0)  # on the boundary: half each
+    1.0
+    """
     return float(beta @ sigmoid(-a * y * f))
 
 
 def outer_gradients(sol: SVMSolution, Phi_T, y_T, beta_T, Phi_V, y_V, beta_V, a: float):
-    """∂L/∂φ on T (n_T, S) and V (n_V, S), and ∂L/∂C, at the SVM optimum `sol` (module docstring)."""
+    """∂L/∂φ on T (n_T, S) and V (n_V, S), and ∂L/∂C, at the SVM optimum `sol` (module docstring).
+
+    Returns
+    -------
+    dT : numpy.ndarray
+        (n_T, S) gradient at the training rows (zero outside the active set).
+    dV : numpy.ndarray
+        (n_V, S) gradient at the validation rows.
+    dC : float
+        Derivative with respect to C.
+
+    Examples
+    --------
+    ∂L/∂C agrees with a finite difference of the re-solved SVM:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
+    >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
+    >>> sol = fit_svm(Phi, y, beta, C=1.0)
+    >>> from edgeseq.train.afr_svm import outer_gradients, outer_loss
+    >>> PV = rng.normal(size=(10, 2)); yV = np.sign(PV[:, 0]); bV = np.ones(10)
+    >>> dT, dV, dC = outer_gradients(sol, Phi, y, beta, PV, yV, bV, a=5.0)
+    >>> L = lambda C: outer_loss(fit_svm(Phi, y, beta, C).decision(PV), yV, bV, 5.0)
+    >>> dT.shape, dV.shape, bool(np.isclose(dC, (L(1 + 1e-5) - L(1 - 1e-5)) / 2e-5, rtol=1e-5))
+    ((30, 2), (10, 2), True)
+    """
     w, b = sol.w, sol.b
     f_V = Phi_V @ w + b
     s = sigmoid(a * y_V * f_V)
@@ -136,6 +266,16 @@ def platt(f: np.ndarray, y01: np.ndarray, n_iter: int = 50) -> tuple[float, floa
     """Platt scaling: (A, B) with P(y=1 | f) = σ(A f + B), fitted by Newton on Platt's smoothed targets.
 
     The smoothed targets ((n₊+1)/(n₊+2), 1/(n₋+2)) keep A finite on separable scores.
+
+    Examples
+    --------
+    Perfectly separated, symmetric scores: A stays finite and B is zero by symmetry:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.afr_svm import platt
+    >>> A, B = platt(np.array([-2.0, -1.0, 1.0, 2.0]), np.array([0, 0, 1, 1]))
+    >>> 0 < A < 10, abs(B) < 1e-9
+    (True, True)
     """
     n_pos = float(y01.sum())
     n_neg = float(y01.size - n_pos)

@@ -39,7 +39,20 @@ PROBE_ROWS = 1024  # rows of the first chunk used to choose the reference
 
 @dataclass(frozen=True)
 class Reference:
-    """Per-column shift chosen from a probe of the first rows: offset columns and their shift."""
+    """Per-column shift chosen from a probe of the first rows: offset columns and their shift.
+
+    Only columns whose mean exceeds ``SHIFT_RATIO`` standard deviations are shifted: those are the
+    ones where the raw Gram would cancel catastrophically.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.chunk_moments import Reference
+    >>> X = np.column_stack([np.arange(5.0), 1e6 + np.arange(5.0)]); y = np.ones((5, 1))
+    >>> ref = Reference.from_probe(X, y)
+    >>> ref.cols.tolist(), ref.x_shift.tolist(), ref.y_ref.tolist()
+    ([1], [0.0, 1000002.0], [1.0])
+    """
 
     cols: np.ndarray  # indices of the offset columns (shifted in a copy)
     x_shift: np.ndarray  # shift of every column: the probe's mean on offset columns, zero elsewhere
@@ -47,6 +60,24 @@ class Reference:
 
     @classmethod
     def from_probe(cls, xc: np.ndarray, yc: np.ndarray) -> "Reference":
+        """The reference chosen from the first ``PROBE_ROWS`` rows of a chunk.
+
+        Parameters
+        ----------
+        xc : numpy.ndarray
+            Chunk of X, (n, D).
+        yc : numpy.ndarray
+            Its targets, (n, P).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.chunk_moments import Reference
+        >>> X = np.array([[0.0, 100.0], [2.0, 101.0]]); y = np.array([[1.0], [3.0]])
+        >>> ref = Reference.from_probe(X, y)
+        >>> ref.cols.tolist(), ref.x_shift.tolist(), ref.y_ref.tolist()
+        ([1], [0.0, 100.5], [2.0])
+        """
         probe, yprobe = xc[:PROBE_ROWS], yc[:PROBE_ROWS]
         with np.errstate(invalid="ignore", over="ignore"):
             mean, std = probe.mean(axis=0), probe.std(axis=0)
@@ -55,7 +86,17 @@ class Reference:
                        y_ref=yprobe.mean(axis=0))
 
     def take(self, idx) -> "Reference":
-        """The reference of a subset (or reordering) of the columns."""
+        """The reference of a subset (or reordering) of the columns.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.chunk_moments import Reference
+        >>> ref = Reference(cols=np.array([1]), x_shift=np.array([0.0, 5.0, 0.0]), y_ref=np.zeros(1))
+        >>> sub = ref.take([2, 1])
+        >>> sub.cols.tolist(), sub.x_shift.tolist()
+        ([1], [0.0, 5.0])
+        """
         shift = self.x_shift[idx]
         return Reference(cols=np.flatnonzero(shift), x_shift=shift, y_ref=self.y_ref)
 
@@ -65,6 +106,38 @@ def chunk_moments(xc: np.ndarray, yc: np.ndarray, ref: Reference, *, fast: bool 
     centred on the chunk's own mean.
 
     `fast=False` (and any drifted chunk) takes the exact path through a centred copy.
+
+    Parameters
+    ----------
+    xc : numpy.ndarray
+        Chunk of X, float64 (n, D).
+    yc : numpy.ndarray
+        Its targets, float64 (n, P).
+    ref : Reference
+        The shift shared by all chunks of the pass.
+    fast : bool
+        Use the in-place Gram with a rank-one correction when it is accurate.
+
+    Returns
+    -------
+    tuple
+        (n, x_mean - ref.x_shift, y_mean - ref.y_ref, xx, xy, yy).
+
+    Examples
+    --------
+    A column with offset 1e6 and spread 1e-3 keeps its variance, which a raw Gram would lose:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.chunk_moments import Reference, chunk_moments
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([rng.normal(size=50), 1e6 + 1e-3 * rng.normal(size=50)]); y = rng.normal(size=(50, 1))
+    >>> ref = Reference.from_probe(X, y)
+    >>> n, mx, my, xx, xy, yy = chunk_moments(X, y, ref)
+    >>> Xc = X - X.mean(axis=0)
+    >>> n, np.allclose(mx + ref.x_shift, X.mean(axis=0)), np.allclose(xx, Xc.T @ Xc, rtol=1e-9, atol=0)
+    (50, True, True)
+    >>> np.allclose(chunk_moments(X, y, ref, fast=False)[3], xx, rtol=1e-9, atol=0)
+    True
     """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # non-finite input is reported later
         if fast:

@@ -24,7 +24,27 @@ import numpy as np
 
 
 class Binner:
-    """Per-column float32 split candidates and the bin code of each row (bin k ⟺ edge[k-1] < x <= edge[k])."""
+    """Per-column float32 split candidates and the bin code of each row (bin k ⟺ edge[k-1] < x <= edge[k]).
+
+    Parameters
+    ----------
+    X : numpy.ndarray
+        Training rows; candidates are their distinct float32 values (at most ``max_bins - 1`` per
+        column, by quantile), never the largest one (its right side would be empty).
+    columns : array-like of int
+        Columns to bin.
+    max_bins : int
+        Bins per column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+    >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
+    >>> b = Binner(X, [0, 1], max_bins=8)
+    >>> [e.tolist() for e in b.edges]
+    [[0.0, 1.0, 2.0], [5.0]]
+    """
 
     def __init__(self, X: np.ndarray, columns: np.ndarray, max_bins: int = 32):
         X32 = np.asarray(X, dtype=np.float32)
@@ -40,7 +60,21 @@ class Binner:
         self.n_bins = max(max_bins, 2)
 
     def codes(self, X: np.ndarray) -> np.ndarray:
-        """Bin codes (n, n_columns) uint8/uint16 of any rows, by float32 ``x <= edge`` comparisons."""
+        """Bin codes (n, n_columns) uint8/uint16 of any rows, by float32 ``x <= edge`` comparisons.
+
+        The comparison is the evaluator's, so "bin <= k" is exactly "x <= edges[k]" at prediction time.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+        >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
+        >>> b = Binner(X, [0, 1], max_bins=8)
+        >>> b.codes(X).tolist()
+        [[0, 0], [1, 0], [2, 1], [3, 1]]
+        >>> b.codes(np.array([[1.5, 4.0]])).tolist()
+        [[2, 0]]
+        """
         X32 = np.asarray(X, dtype=np.float32)
         out = np.empty((X32.shape[0], self.columns.size), dtype=np.uint16)
         for j, (c, e) in enumerate(zip(self.columns.tolist(), self.edges)):
@@ -50,7 +84,19 @@ class Binner:
 
 @dataclass
 class FittedTree:
-    """One tree in the local layout of `TreeEnsemble` (root 0, children after parents) + the groups it paid."""
+    """One tree in the local layout of `TreeEnsemble` (root 0, children after parents) + the groups it paid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+    >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
+    >>> b = Binner(X, [0, 1], max_bins=8)
+    >>> tree = fit_cost_tree(b, b.codes(X), t, np.array([0, 1]), np.array([1.0, 1.0]), paid=(), lam=0.0,
+    ...                      max_depth=1, min_samples_leaf=1)
+    >>> tree.feature.tolist(), tree.threshold.tolist(), tree.value.tolist(), tree.new_groups
+    ([0, -1, -1], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], (0,))
+    """
 
     feature: np.ndarray
     threshold: np.ndarray
@@ -61,6 +107,18 @@ class FittedTree:
 
     @property
     def n_splits(self) -> int:
+        """Number of split (non-leaf) nodes; 0 means the tree is a single leaf and adds nothing.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+        >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
+        >>> b = Binner(X, [0, 1], max_bins=8)
+        >>> fit_cost_tree(b, b.codes(X), t, np.array([0, 1]), np.ones(2), paid=(), lam=0.0,
+        ...               max_depth=2, min_samples_leaf=1).n_splits
+        1
+        """
         return int(np.sum(self.feature >= 0))
 
 
@@ -78,6 +136,29 @@ def fit_cost_tree(binner: Binner, codes: np.ndarray, target: np.ndarray, column_
     lam : λ ≥ 0; a split on an unpaid group must remove more than λ·c_g of the target's total
         sum of squares (as a fraction) to be taken. Nodes are expanded breadth-first, so within a
         tree the first split on a group pays for it and later splits on it are free.
+
+    Returns
+    -------
+    FittedTree
+        With the groups it paid for in ``new_groups``.
+
+    Examples
+    --------
+    Both columns separate the target perfectly; without a penalty the first column wins the tie,
+    with one the cheap group is chosen, and a penalty above every gain leaves a single leaf:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+    >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
+    >>> b = Binner(X, [0, 1], max_bins=8)
+    >>> codes, groups = b.codes(X), np.array([0, 1])
+    >>> def fit(costs, lam):
+    ...     return fit_cost_tree(b, codes, t, groups, np.array(costs), paid=(), lam=lam, max_depth=1, min_samples_leaf=1)
+    >>> fit([1.0, 0.1], 0.0).new_groups, fit([1.0, 0.1], 0.5).new_groups, fit([20.0, 20.0], 0.5).n_splits
+    ((0,), (1,), 0)
+    >>> fit_cost_tree(b, codes, t, groups, np.array([20.0, 20.0]), paid={0}, lam=0.5, max_depth=1,
+    ...               min_samples_leaf=1).feature.tolist()  # group 0 already paid: free
+    [0, -1, -1]
     """
     target = np.asarray(target, dtype=np.float64)
     n = target.shape[0]

@@ -25,7 +25,18 @@ from edgeseq.train.stats import (SufficientStats, as_2d_y, iter_array_chunks, co
 
 
 def is_dask_array(X) -> bool:
-    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    """True for a ``dask.array.Array`` (checked without importing dask).
+
+    Not importing dask keeps the check free for users who do not have the extra installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> from edgeseq.train.dask_stats import is_dask_array
+    >>> is_dask_array(da.zeros((4, 2), chunks=2)), is_dask_array(np.zeros((4, 2)))
+    (True, False)
+    """
     return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "chunks") and hasattr(X, "to_delayed")
 
 
@@ -49,7 +60,29 @@ def _active_client(client):
 
 
 def check_dask_X(X) -> tuple[int, int]:
-    """Shape checks a dask array needs before any task runs: 2-D, real numbers, known row chunks."""
+    """Shape checks a dask array needs before any task runs: 2-D, real numbers, known row chunks.
+
+    Returns
+    -------
+    tuple of int
+        (n rows, D columns).
+
+    Raises
+    ------
+    InputError
+        If X is not 2-D, not real numbers, has unknown chunk sizes or fewer than 2 rows.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from edgeseq.train.dask_stats import check_dask_X
+    >>> check_dask_X(da.zeros((10, 3), chunks=(4, 3)))
+    (10, 3)
+    >>> check_dask_X(da.zeros(10, chunks=4))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: ...
+    """
     if X.ndim != 2:
         raise InputError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
     if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
@@ -109,6 +142,21 @@ def partition_statistics(source, cols, ref: Reference, k, start: int, rows: int,
     then no row ever moves between processes). `k` is the partition's number or its name (e.g. its
     shard file) for messages. A non-finite value is reported here, where the rows are, by partition,
     global row and column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import probe_reference
+    >>> from edgeseq.train.dask_stats import partition_statistics
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
+    >>> ref = probe_reference(X, y)
+    >>> partition_statistics((X[5:], y[5:]), None, ref, 1, 5, 7, 3).n
+    7
+    >>> X[6, 1] = np.nan
+    >>> partition_statistics(lambda: (X[5:], y[5:]), None, ref, "shard_1.npy", 5, 7, 3)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: shard_1.npy: X contains NaN or Inf at row 6 (row 1 of shard_1.npy), column 1; clean or impute it first
     """
     k = k if isinstance(k, str) else f"partition {k}"
     xb, yb = _open(source)
@@ -143,7 +191,18 @@ def _report_non_finite(xb, yb, cols, k: str, start: int):
 
 
 def merge_pair(a: SufficientStats | None, b: SufficientStats | None):
-    """One node of the reduction tree (empty partitions are None)."""
+    """One node of the reduction tree (empty partitions are None).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.dask_stats import merge_pair
+    >>> X = np.arange(8.0).reshape(4, 2); y = np.arange(4.0)
+    >>> a, b = sufficient_statistics(X[:2], y[:2]), sufficient_statistics(X[2:], y[2:])
+    >>> merge_pair(a, None) is a, merge_pair(None, None), merge_pair(a, b).n
+    (True, None, 4)
+    """
     if a is None:
         return b
     if b is None:
@@ -152,7 +211,23 @@ def merge_pair(a: SufficientStats | None, b: SufficientStats | None):
 
 
 def tree_reduce(parts: list, merge):
-    """Pairwise reduction: ⌈log2 P⌉ levels; `merge(a, b)` builds one node (a task or a value)."""
+    """Pairwise reduction: ⌈log2 P⌉ levels; `merge(a, b)` builds one node (a task or a value).
+
+    A balanced tree keeps the critical path short on a cluster (a left fold would be P levels).
+
+    Raises
+    ------
+    InputError
+        If `parts` is empty.
+
+    Examples
+    --------
+    >>> from edgeseq.train.dask_stats import tree_reduce
+    >>> tree_reduce([1, 2, 3, 4, 5], lambda a, b: (a, b))
+    (((1, 2), (3, 4)), 5)
+    >>> tree_reduce(list(range(10)), lambda a, b: a + b) == sum(range(10))
+    True
+    """
     if not parts:
         raise InputError("no data: X has no rows")
     while len(parts) > 1:
@@ -175,6 +250,24 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     client : a ``distributed.Client``; default the active one, else dask's local scheduler.
     progress : callable receiving one line of text as partitions finish.
     names : optional name of each row partition for error messages (e.g. its shard file).
+
+    Returns
+    -------
+    SufficientStats
+        The same statistics `edgeseq.train.stats.sufficient_statistics` computes in memory.
+
+    Examples
+    --------
+    Without a distributed client the partitions are computed in this process:
+
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.dask_stats import dask_sufficient_statistics
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
+    >>> s = dask_sufficient_statistics(da.from_array(X, chunks=(5, 3)), y)
+    >>> s.n, np.allclose(s.xx, sufficient_statistics(X, y).xx), np.allclose(s.xy, sufficient_statistics(X, y).xy)
+    (12, True, True)
     """
     _require_dask()
     n, _ = check_dask_X(X)
@@ -186,6 +279,30 @@ def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None,
     """The pass over `blocks` = [(source, first row, rows)], source a loader or an (X, y) block pair.
 
     Loaders (e.g. one per shard file) make each task read its own rows on its worker.
+
+    Parameters
+    ----------
+    blocks : list of (source, int, int)
+        Per partition: an (X, y) pair or a zero-argument loader returning one, its first global row
+        and its row count.
+    n, d : int
+        Total rows and columns.
+    columns, client, progress, names
+        As in `dask_sufficient_statistics`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.dask_stats import partitioned_statistics
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
+    >>> blocks = [((X[:5], y[:5]), 0, 5), (lambda: (X[5:], y[5:]), 5, 7)]
+    >>> s = partitioned_statistics(blocks, 12, 3, progress=print)
+    statistics pass over 12 rows in 2 partitions (no distributed client: partitions computed in this process)
+    statistics: partition 1/2 done
+    statistics: partition 2/2 done
+    >>> np.allclose(s.xx, sufficient_statistics(X, y).xx)
+    True
     """
     _require_dask()
     cols = None if columns is None else np.asarray(columns, dtype=np.int64)

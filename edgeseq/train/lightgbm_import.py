@@ -44,6 +44,27 @@ def from_lightgbm(model, groups, costs, group_names=None) -> TreeStageModel:
     -------
     TreeStageModel whose last stage reproduces the model's predictions (raw score, or class
     probabilities through the sigmoid/softmax link).
+
+    Raises
+    ------
+    InputTypeError
+        If `model` is not a trained LightGBM Booster or estimator.
+    ModelFormatError, GroupSpecError
+        As `from_lightgbm_dump`.
+
+    Examples
+    --------
+    The last stage predicts exactly what LightGBM predicts (here the first tree already splits on
+    both groups, so there is a single paid stage):
+
+    >>> import numpy as np
+    >>> import lightgbm
+    >>> from edgeseq.train.lightgbm_import import from_lightgbm
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
+    >>> lgbm = lightgbm.LGBMRegressor(n_estimators=10, num_leaves=4, verbose=-1).fit(X, y)
+    >>> model = from_lightgbm(lgbm, groups=[[0, 1], [2]], costs=[1.0, 3.0])
+    >>> model.cum_cost.tolist(), np.allclose(model.predict(X)[:, 0], lgbm.predict(X))
+    ([0.0, 4.0], True)
     """
     booster = getattr(model, "booster_", model)
     if not hasattr(booster, "dump_model"):
@@ -53,7 +74,49 @@ def from_lightgbm(model, groups, costs, group_names=None) -> TreeStageModel:
 
 
 def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None) -> TreeStageModel:
-    """`from_lightgbm` on an already dumped model (the dict ``Booster.dump_model()`` returns)."""
+    """`from_lightgbm` on an already dumped model (the dict ``Booster.dump_model()`` returns).
+
+    Needs no LightGBM installation, so a model trained elsewhere can be imported from its JSON.
+
+    Parameters
+    ----------
+    dump : dict
+        ``Booster.dump_model()``'s result (or its JSON, parsed).
+    groups, costs, group_names
+        The feature groups and their costs, as for `from_lightgbm`.
+    classes : array-like, optional
+        Class labels of a classifier (default ``0..n_classes-1``).
+
+    Returns
+    -------
+    TreeStageModel
+
+    Raises
+    ------
+    ModelFormatError
+        On content that is not supported or not a well-formed tree (categorical or zero-as-missing
+        splits, linear leaves, random forests, NaN thresholds, cycles, too deep or too many trees).
+    GroupSpecError
+        If a tree splits on a feature in none of the groups.
+
+    Examples
+    --------
+    A hand-written dump of two stumps, one per group; a stage closes when a tree first uses a group:
+
+    >>> from edgeseq.train.lightgbm_import import from_lightgbm_dump
+    >>> leaf = lambda v: {"leaf_value": v}
+    >>> dump = {"max_feature_idx": 1, "objective": "regression", "tree_info": [
+    ...     {"tree_structure": {"split_feature": 0, "threshold": 0.5, "left_child": leaf(-1.0), "right_child": leaf(1.0)}},
+    ...     {"tree_structure": {"split_feature": 1, "threshold": 0.0, "left_child": leaf(-0.5), "right_child": leaf(0.5)}}]}
+    >>> model = from_lightgbm_dump(dump, groups=[[0], [1]], costs=[1.0, 2.0])
+    >>> model.cum_cost.tolist(), [model.predict([[1.0, 1.0]], stage=k).item() for k in range(3)]
+    ([0.0, 1.0, 3.0], [0.0, 1.0, 1.5])
+    >>> dump["tree_info"][0]["tree_structure"]["decision_type"] = "=="
+    >>> from_lightgbm_dump(dump, groups=[[0], [1]], costs=[1.0, 2.0])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: LightGBM tree 0: categorical split ('==') is not supported; ...
+    """
     if not isinstance(dump, dict) or not isinstance(dump.get("tree_info"), list):
         raise ModelFormatError("not a LightGBM model dump (no 'tree_info' list)")
     n_features = _int(dump.get("max_feature_idx"), "max_feature_idx", 0, MAX_NODES) + 1

@@ -22,7 +22,29 @@ _CHUNK_BYTES = 64 * 2**20  # bound on the rows read at a time (the chunk itself 
 
 @dataclass
 class SufficientStats:
-    """Counts, means and centred co-moment sums of the used columns of X and of y."""
+    """Counts, means and centred co-moment sums of the used columns of X and of y.
+
+    For squared loss everything the selection needs is a function of these numbers, so they are
+    all the training pass has to keep (O(d²) memory, whatever the row count).
+
+    Parameters
+    ----------
+    n : int
+        Number of rows.
+    x_mean, y_mean : numpy.ndarray
+        Column means of X, shape (d,), and of y, shape (P,).
+    xx, xy, yy : numpy.ndarray
+        Centred co-moment sums (not yet divided by `n`), shapes (d, d), (d, P), (P, P).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> X = np.array([[1.0, 2.0], [3.0, 1.0], [5.0, 4.0]]); y = np.array([1.0, 0.0, 2.0])
+    >>> s = sufficient_statistics(X, y)
+    >>> s.n, np.allclose(s.x_mean, X.mean(axis=0)), np.allclose(s.xx, (X - X.mean(0)).T @ (X - X.mean(0)))
+    (3, True, True)
+    """
 
     n: int
     x_mean: np.ndarray  # (d,)
@@ -33,18 +55,77 @@ class SufficientStats:
 
     @property
     def cov_xx(self) -> np.ndarray:
+        """Population covariance of X, ``xx / n`` (shape (d, d)).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.array([[1.0, 2.0], [3.0, 1.0], [5.0, 4.0]])
+        >>> np.allclose(sufficient_statistics(X, np.zeros(3)).cov_xx, np.cov(X.T, bias=True))
+        True
+        """
         return self.xx / self.n
 
     @property
     def cov_xy(self) -> np.ndarray:
+        """Population cross-covariance of X and y, ``xy / n`` (shape (d, P)).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.array([[1.0], [2.0], [4.0]]); y = np.array([2.0, 1.0, 6.0])
+        >>> bool(np.isclose(sufficient_statistics(X, y).cov_xy[0, 0], np.cov(X[:, 0], y, bias=True)[0, 1]))
+        True
+        """
         return self.xy / self.n
 
     @property
     def var_y(self) -> np.ndarray:
+        """Population variance of each output, ``diag(yy) / n`` (shape (P,)).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> y = np.array([2.0, 1.0, 6.0])
+        >>> np.allclose(sufficient_statistics(np.ones((3, 1)), y).var_y, y.var())
+        True
+        """
         return np.diag(self.yy) / self.n
 
     def merge(self, other: "SufficientStats") -> "SufficientStats":
-        """Combine statistics of two disjoint row sets (Chan et al.'s parallel update)."""
+        """Combine statistics of two disjoint row sets (Chan et al.'s parallel update).
+
+        This is how chunks, files or machines are combined: exact, and stable because it never
+        forms raw (uncentred) sums of squares.
+
+        Parameters
+        ----------
+        other : SufficientStats
+            Statistics of other rows with the same columns.
+
+        Returns
+        -------
+        SufficientStats
+            The statistics of both row sets together.
+
+        Raises
+        ------
+        InputError
+            If the two have different numbers of X columns or outputs.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(10, 3)); y = rng.normal(size=10)
+        >>> both = sufficient_statistics(X[:4], y[:4]).merge(sufficient_statistics(X[4:], y[4:]))
+        >>> whole = sufficient_statistics(X, y)
+        >>> both.n, np.allclose(both.xx, whole.xx), np.allclose(both.xy, whole.xy)
+        (10, True, True)
+        """
         if other.n == 0:
             return self
         if self.n == 0:
@@ -65,13 +146,47 @@ class SufficientStats:
         )
 
     def take(self, idx) -> "SufficientStats":
-        """Statistics of a subset (or reordering) of the columns: they are just the matching entries."""
+        """Statistics of a subset (or reordering) of the columns: they are just the matching entries.
+
+        Parameters
+        ----------
+        idx : array-like of int
+            Column indices of X, in the order wanted.
+
+        Returns
+        -------
+        SufficientStats
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(6, 3)); y = rng.normal(size=6)
+        >>> sub = sufficient_statistics(X, y).take([2, 0])
+        >>> np.allclose(sub.xx, sufficient_statistics(X[:, [2, 0]], y).xx)
+        True
+        """
         idx = np.asarray(idx, dtype=np.int64)
         return SufficientStats(n=self.n, x_mean=self.x_mean[idx], y_mean=self.y_mean,
                                xx=self.xx[np.ix_(idx, idx)], xy=self.xy[idx], yy=self.yy)
 
     def fingerprint(self) -> str:
-        """Short hash of the statistics: identifies the training data without storing it."""
+        """Short hash of the statistics: identifies the training data without storing it.
+
+        Returns
+        -------
+        str
+            16 hexadecimal characters of a SHA-256 over n, the means and the co-moments.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.array([[1.0, 2.0], [3.0, 1.0]]); y = np.array([0.0, 1.0])
+        >>> a = sufficient_statistics(X, y).fingerprint()
+        >>> len(a), a == sufficient_statistics(X.copy(), y).fingerprint(), a == sufficient_statistics(X, 1 - y).fingerprint()
+        (16, True, False)
+        """
         h = hashlib.sha256()
         h.update(np.int64(self.n).tobytes())
         for a in (self.x_mean, self.y_mean, self.xx, self.xy, self.yy):
@@ -80,7 +195,35 @@ class SufficientStats:
 
 
 def as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
-    """y as float64 (n, P), checked against the row count of X."""
+    """y as float64 (n, P), checked against the row count of X.
+
+    Parameters
+    ----------
+    y : array-like
+        1-D (one output) or 2-D targets.
+    n_rows : int, optional
+        Row count of X, if it should be checked.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n, P).
+
+    Raises
+    ------
+    InputError
+        If y has more than two dimensions or the wrong number of rows.
+
+    Examples
+    --------
+    >>> from edgeseq.train.stats import as_2d_y
+    >>> as_2d_y([1, 2, 3]).shape
+    (3, 1)
+    >>> as_2d_y([1, 2], n_rows=3)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: X has 3 rows but y has 2; they must match
+    """
     y = np.asarray(y, dtype=np.float64)
     if y.ndim == 1:
         y = y[:, None]
@@ -92,7 +235,29 @@ def as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
 
 
 def iter_array_chunks(X, y, chunk_rows: int | None):
-    """(X rows, y rows) views of an array X, a bounded number of bytes at a time."""
+    """(X rows, y rows) views of an array X, a bounded number of bytes at a time.
+
+    Parameters
+    ----------
+    X : numpy.ndarray
+        2-D array (a memmap is read chunk by chunk).
+    y : array-like
+        Targets, 1-D or 2-D.
+    chunk_rows : int or None
+        Rows per chunk; None picks a count that keeps a chunk near 64 MiB.
+
+    Yields
+    ------
+    tuple of numpy.ndarray
+        ``(X[start:stop], y2[start:stop])`` with y as 2-D.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import iter_array_chunks
+    >>> [(xc.shape, yc.shape) for xc, yc in iter_array_chunks(np.zeros((5, 2)), np.zeros(5), 2)]
+    [((2, 2), (2, 1)), ((2, 2), (2, 1)), ((1, 2), (1, 1))]
+    """
     n, d = X.shape
     y2 = as_2d_y(y, n)
     rows = chunk_rows or max(1, _CHUNK_BYTES // (8 * max(1, d + y2.shape[1])))
@@ -110,6 +275,44 @@ def sufficient_statistics(data, y=None, *, columns=None, chunk_rows: int | None 
     in pieces. Non-finite values are detected and reported by column. `progress` (a callable taking
     one line of text) hears about every tenth of the rows of an array X, or about every chunk of an
     iterable.
+
+    Parameters
+    ----------
+    data : array-like or iterable of (X_chunk, y_chunk)
+        The feature matrix, or chunks of rows with their targets.
+    y : array-like, optional
+        Targets when `data` is an array; must be None for an iterable.
+    columns : array-like of int, optional
+        Only these columns of X (in this order); all columns if None.
+    chunk_rows : int, optional
+        Rows read at a time from an array X.
+    progress : callable, optional
+        Receives one line of text now and then.
+
+    Returns
+    -------
+    SufficientStats
+
+    Raises
+    ------
+    InputError
+        On no rows, mismatched shapes or non-finite values (naming the columns).
+
+    Examples
+    --------
+    An array and the same rows as chunks give the same statistics:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(1); X = rng.normal(size=(9, 3)); y = rng.normal(size=9)
+    >>> a = sufficient_statistics(X, y, columns=[0, 2])
+    >>> b = sufficient_statistics(((X[i:i + 4], y[i:i + 4]) for i in range(0, 9, 4)), columns=[0, 2])
+    >>> np.allclose(a.xx, b.xx), np.allclose(a.x_mean, X[:, [0, 2]].mean(axis=0))
+    (True, True)
+    >>> sufficient_statistics(np.array([[1.0], [np.nan]]), [0.0, 1.0])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: X contains NaN or Inf (or values too large to square) in column(s) [0]; clean or impute them first
     """
     if y is not None:
         X = data
@@ -149,6 +352,20 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
     Returns (statistics or None when there were no rows, reference): the partial result a worker sends
     to a reduction. `what`/`first` name the pieces in error messages; `on_chunk(rows)` is told each
     chunk's row count (progress).
+
+    The shift (a reference row near the data) keeps the co-moments accurate when the means are large
+    compared with the spread; `finish_statistics` undoes it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import shifted_statistics, finish_statistics, sufficient_statistics
+    >>> rng = np.random.default_rng(2); X = rng.normal(size=(8, 2)) + 1e6; y = rng.normal(size=8)
+    >>> part, ref = shifted_statistics([(X[:5], y[:5]), (X[5:], y[5:])])
+    >>> np.allclose(finish_statistics(part, ref).xx, sufficient_statistics(X, y).xx)
+    True
+    >>> shifted_statistics([])
+    (None, None)
     """
     view, take = _column_plan(cols)
     total: SufficientStats | None = None
@@ -185,7 +402,21 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
 
 
 def probe_reference(xc, yc, cols=None) -> Reference:
-    """The frame `shifted_statistics` would choose from this first chunk (for passes split over workers)."""
+    """The frame `shifted_statistics` would choose from this first chunk (for passes split over workers).
+
+    Every worker must shift by the same reference for their partial statistics to merge, so the
+    reference is chosen once from the first chunk and handed out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import probe_reference, shifted_statistics
+    >>> rng = np.random.default_rng(3); X = rng.normal(size=(6, 2)); y = rng.normal(size=6)
+    >>> ref = probe_reference(X, y)
+    >>> _, chosen = shifted_statistics([(X, y)])
+    >>> np.array_equal(ref.x_shift, chosen.x_shift)
+    True
+    """
     view, _ = _column_plan(cols)
     xc = _as_2d_chunk(xc, "chunk 0")
     yc = as_2d_y(yc, xc.shape[0])[:PROBE_ROWS]
@@ -193,13 +424,50 @@ def probe_reference(xc, yc, cols=None) -> Reference:
 
 
 def columns_reference(ref: Reference, cols=None) -> Reference:
-    """`probe_reference`'s frame expressed on `cols` in their order (what `finish_statistics` needs)."""
+    """`probe_reference`'s frame expressed on `cols` in their order (what `finish_statistics` needs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import probe_reference, columns_reference
+    >>> rng = np.random.default_rng(3); X = rng.normal(size=(6, 4)); y = rng.normal(size=6)
+    >>> cols = np.array([3, 1])
+    >>> ref = columns_reference(probe_reference(X, y, cols), cols)
+    >>> ref.x_shift.shape
+    (2,)
+    >>> columns_reference(ref) is ref
+    True
+    """
     _, take = _column_plan(cols)
     return ref if take is None else ref.take(take)
 
 
 def finish_statistics(total: SufficientStats, ref: Reference, cols=None) -> SufficientStats:
-    """Leave the shifted frame (add the reference back to the means) and check every value is finite."""
+    """Leave the shifted frame (add the reference back to the means) and check every value is finite.
+
+    Parameters
+    ----------
+    total : SufficientStats
+        Merged statistics in the shifted frame.
+    ref : Reference
+        The shift they were computed in.
+    cols : numpy.ndarray, optional
+        Column indices, only to name bad columns in the error.
+
+    Raises
+    ------
+    InputError
+        If any column of X or y had a NaN or Inf.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import shifted_statistics, finish_statistics
+    >>> X = np.array([[10.0], [12.0]]); y = np.array([1.0, 3.0])
+    >>> s = finish_statistics(*shifted_statistics([(X, y)]))
+    >>> float(s.x_mean[0]), float(s.y_mean[0])
+    (11.0, 2.0)
+    """
     total = SufficientStats(n=total.n, x_mean=total.x_mean + ref.x_shift, y_mean=total.y_mean + ref.y_ref,
                             xx=total.xx, xy=total.xy, yy=total.yy)
     _check_finite(total, cols)

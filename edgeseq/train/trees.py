@@ -40,7 +40,45 @@ MAX_NODES = 1 << 24  # bounds memory and generated-code size of one ensemble
 
 @dataclass(frozen=True)
 class TreeEnsemble:
-    """A validated ensemble of regression trees; see the module docstring for the layout."""
+    """A validated ensemble of regression trees; see the module docstring for the layout.
+
+    Every index an emitter or runtime will follow is checked on construction, so a corrupted or
+    crafted model is refused here rather than making generated code read outside its arrays.
+
+    Parameters
+    ----------
+    feature, threshold, left, right, value : array-like
+        Per-node split feature (-1 at leaves), float32 threshold, child indices and leaf value.
+    roots, target : array-like
+        Per tree: first node and the state dimension it adds to.
+    n_features, n_targets : int
+        Raw feature count and state dimension.
+
+    Raises
+    ------
+    ModelFormatError
+        If any invariant of the layout does not hold.
+
+    Examples
+    --------
+    Tree 0 splits on feature 0 at 0.5 (leaves 1 and 2); tree 1 is a single leaf worth 10:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble
+    >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+    ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+    ...                    target=[0, 0], n_features=2, n_targets=1)
+    >>> ens.predict(np.array([[0.0, 0.0], [0.5, 0.0], [0.7, 0.0]])).ravel().tolist()
+    [11.0, 11.0, 12.0]
+    >>> TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[2, -1, -1], right=[1, -1, -1],
+    ...              value=[0, 1, 2], roots=[0], target=[0], n_features=1, n_targets=1).n_trees
+    1
+    >>> TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[0, -1, -1], right=[2, -1, -1],
+    ...              value=[0, 1, 2], roots=[0], target=[0], n_features=1, n_targets=1)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: tree ensemble: a left child points backwards or outside its tree ...
+    """
 
     feature: np.ndarray  # int32 (n_nodes,), -1 for leaves
     threshold: np.ndarray  # float32 (n_nodes,), 0 for leaves
@@ -77,25 +115,88 @@ class TreeEnsemble:
 
     @property
     def n_trees(self) -> int:
+        """Number of trees.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> ens.n_trees
+        2
+        """
         return int(self.roots.shape[0])
 
     @property
     def n_nodes(self) -> int:
+        """Number of nodes of all trees together.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> ens.n_nodes
+        4
+        """
         return int(self.feature.shape[0])
 
     def tree_range(self, t: int) -> tuple[int, int]:
-        """Node index range [start, stop) of tree t."""
+        """Node index range [start, stop) of tree t.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> ens.tree_range(0), ens.tree_range(1)
+        ((0, 3), (3, 4))
+        """
         stop = int(self.roots[t + 1]) if t + 1 < self.n_trees else self.n_nodes
         return int(self.roots[t]), stop
 
     def features_of_trees(self, trees) -> np.ndarray:
-        """Sorted distinct raw feature indices split on by the given trees."""
+        """Sorted distinct raw feature indices split on by the given trees.
+
+        This is what decides which feature groups a stage needs extracted.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> ens.features_of_trees([0]).tolist(), ens.features_of_trees([1]).tolist()
+        ([0], [])
+        """
         used = [self.feature[slice(*self.tree_range(t))] for t in trees]
         used = np.concatenate(used) if used else np.zeros(0, np.int32)
         return np.unique(used[used >= 0]).astype(np.int64)
 
     def select(self, trees) -> "TreeEnsemble":
-        """A new ensemble made of the given trees (in the given order), node indices renumbered."""
+        """A new ensemble made of the given trees (in the given order), node indices renumbered.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> sub = ens.select([1, 0])
+        >>> sub.roots.tolist(), sub.n_nodes
+        ([0, 1], 4)
+        >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
+        >>> np.array_equal(sub.predict(X), ens.predict(X))
+        True
+        """
         parts, roots, offset = [], [], 0
         for t in trees:
             a, b = self.tree_range(int(t))
@@ -116,6 +217,18 @@ class TreeEnsemble:
 
         X is cast to float32 before comparing (as ONNX and LightGBM do); rows must be finite in the
         features the trees read (the caller validates inputs; NaN would silently go right here).
+
+        Examples
+        --------
+        The split is ``x <= threshold`` after float32 rounding, as in ONNX and LightGBM:
+
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> ens.tree_outputs(np.array([[0.5, 0.0], [0.50000001, 0.0], [0.6, 0.0]])).tolist()
+        [[1.0, 10.0], [1.0, 10.0], [2.0, 10.0]]
         """
         X32 = _as_rows(X, self.n_features)
         trees = range(self.n_trees) if trees is None else trees
@@ -133,7 +246,21 @@ class TreeEnsemble:
         return np.column_stack(out) if out else np.zeros((X32.shape[0], 0))
 
     def predict(self, X, trees=None) -> np.ndarray:
-        """Sum of the trees' outputs into their target dimensions: (n, n_targets), float64."""
+        """Sum of the trees' outputs into their target dimensions: (n, n_targets), float64.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
+        >>> np.array_equal(ens.predict(X)[:, 0], ens.tree_outputs(X).sum(axis=1))
+        True
+        >>> ens.predict(X, trees=[1]).ravel().tolist()
+        [10.0, 10.0]
+        """
         trees = np.arange(self.n_trees) if trees is None else np.asarray(list(trees), dtype=np.int64)
         leaves = self.tree_outputs(X, trees)
         out = np.zeros((leaves.shape[0], self.n_targets))
@@ -213,6 +340,14 @@ class TreeStage:
 
     State update s_k = s_{k-1} + Σ_{trees t of this stage} tree_t(x); prediction link(s_kᵀ W + b).
     ``trees`` is the half-open range [tree_start, tree_stop) of the ensemble (boosting order).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeStage
+    >>> s = TreeStage(new_groups=(0,), cost=1.0, tree_start=0, tree_stop=3, W=np.ones((1, 1)), b=np.zeros(1))
+    >>> s.tree_stop - s.tree_start
+    3
     """
 
     new_groups: tuple[int, ...]
@@ -230,6 +365,30 @@ class TreeStageModel:
     Stage 0 requires no group and holds no tree (prediction link(b_0), the prior). Every stage may
     only split on features of groups required by it or by earlier stages; this is checked, so a
     runtime following the stages can never read a group that was not extracted.
+
+    Examples
+    --------
+    Two groups; stage 1 (cost 1) adds tree 0, which splits on group "a"; stage 2 (cost 2) adds tree 1:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+    ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+    ...                    target=[0, 0], n_features=2, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+    ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+    ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+    ...     link="identity", output_names=("y",))
+    >>> X = np.array([[0.0, 5.0], [1.0, 5.0]])
+    >>> [model.predict(X, stage=k).ravel().tolist() for k in range(3)]
+    [[0.0, 0.0], [1.0, 2.0], [11.0, 12.0]]
+    >>> TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0], ensemble=ens,
+    ...     stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((1,), 2.0, 0, 2, one, zero)),
+    ...     link="identity", output_names=("y",))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: tree model: stage 1 splits on feature 0, which belongs to no group computed by then
     """
 
     group_names: tuple[str, ...]
@@ -252,20 +411,96 @@ class TreeStageModel:
 
     @property
     def n_outputs(self) -> int:
+        """Number of readout outputs P.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.n_outputs
+        1
+        """
         return int(self.stages[0].b.shape[0])
 
     @property
     def cum_cost(self) -> np.ndarray:
+        """Cumulative cost after each stage (stage 0 costs nothing).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.cum_cost.tolist()
+        [0.0, 1.0, 3.0]
+        """
         return np.cumsum([s.cost for s in self.stages])
 
     def stage_for_budget(self, budget: float) -> int:
-        """The last stage whose cumulative cost is <= budget (the anytime rule)."""
+        """The last stage whose cumulative cost is <= budget (the anytime rule).
+
+        Raises
+        ------
+        InputError
+            If `budget` is not a number >= 0.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> [model.stage_for_budget(b) for b in (0, 0.5, 1.0, 2.9, 3.0, 100)]
+        [0, 0, 1, 1, 2, 2]
+        """
         if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or np.isnan(budget) or budget < 0:
             raise InputError(f"budget must be a number >= 0 (cost units), got {budget!r}")
         return longest_affordable_prefix(self.cum_cost, float(budget))
 
     def resolve_stage(self, budget=None, stage=None) -> int:
-        """The stage to use: `stage` itself, the last one within `budget`, or (neither) the last."""
+        """The stage to use: `stage` itself, the last one within `budget`, or (neither) the last.
+
+        Raises
+        ------
+        InputError
+            If both are given or `stage` is out of range.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.resolve_stage(), model.resolve_stage(budget=1.5), model.resolve_stage(stage=0)
+        (2, 1, 0)
+        """
         if budget is not None and stage is not None:
             raise InputError("give either budget or stage, not both")
         if stage is not None:
@@ -278,15 +513,70 @@ class TreeStageModel:
         return len(self.stages) - 1
 
     def groups_required(self, k: int) -> list[int]:
-        """Groups computed once stage k has run, in extraction order."""
+        """Groups computed once stage k has run, in extraction order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> [model.groups_required(k) for k in range(3)]
+        [[], [0], [0, 1]]
+        """
         return [g for s in self.stages[:k + 1] for g in s.new_groups]
 
     def columns_required(self, k: int) -> np.ndarray:
+        """Raw feature columns of the groups stage k requires (the ones that must be finite).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.columns_required(0).tolist(), model.columns_required(2).tolist()
+        ([], [0, 1])
+        """
         gs = self.groups_required(k)
         return np.concatenate([self.group_columns[g] for g in gs]) if gs else np.zeros(0, np.int64)
 
     def validate(self) -> None:
-        """Stage/ensemble consistency, readout shapes, and 'reads only extracted groups'."""
+        """Stage/ensemble consistency, readout shapes, and 'reads only extracted groups'.
+
+        Called on construction; exposed so a loader can re-check an object it did not build.
+
+        Raises
+        ------
+        ModelFormatError
+            Naming the first inconsistency found.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.validate()  # silent when consistent
+        """
         J, ens = len(self.group_names), self.ensemble
         if self.link not in LINKS:
             raise ModelFormatError(f"unknown link {self.link!r}; expected one of {LINKS}")
@@ -332,7 +622,25 @@ class TreeStageModel:
 
     # ------------------------------------------------------------------ prediction
     def staged_decision(self, X):
-        """Yield the readout (n, P) of stages 0..K, carrying the state across stages."""
+        """Yield the readout (n, P) of stages 0..K, carrying the state across stages.
+
+        One pass evaluates every tree once, which is cheaper than asking `decision` per stage.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> [z.ravel().tolist() for z in model.staged_decision(np.array([[1.0, 0.0]]))]
+        [[0.0], [2.0], [12.0]]
+        """
         state = np.zeros((np.asarray(X).shape[0], self.ensemble.n_targets))
         for s in self.stages:
             if s.tree_stop > s.tree_start:
@@ -340,7 +648,23 @@ class TreeStageModel:
             yield state @ s.W + s.b
 
     def decision(self, X, k: int) -> np.ndarray:
-        """Readout of stage k (n, P)."""
+        """Readout of stage k (n, P).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.decision(np.array([[0.0, 0.0]]), 1).tolist()
+        [[1.0]]
+        """
         for j, z in enumerate(self.staged_decision(X)):
             if j == k:
                 return z
@@ -351,12 +675,52 @@ class TreeStageModel:
 
         Only the columns of the groups the stage requires must be finite; the others may be NaN
         (not extracted).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.predict(np.array([[1.0, np.nan]]), budget=1.0).tolist()  # group "b" not extracted
+        [[2.0]]
         """
         k = self.resolve_stage(budget, stage)
         return self.apply_link(self.decision(self.check_rows(X, k), k))
 
     def check_rows(self, X, k: int) -> np.ndarray:
-        """X as float64 (n, n_features), refused when a column stage k reads is NaN or Inf."""
+        """X as float64 (n, n_features), refused when a column stage k reads is NaN or Inf.
+
+        Raises
+        ------
+        InputError
+            On a wrong shape or a non-finite value in a column stage k needs.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.check_rows([[1.0, np.nan]], 1).dtype
+        dtype('float64')
+        >>> model.check_rows([[1.0, np.nan]], 2)
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.InputError: X contains NaN or Inf in columns this stage uses; clean or impute them first
+        """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.ensemble.n_features:
             raise InputError(f"X must have shape (n, {self.ensemble.n_features}), got {X.shape}")
@@ -366,5 +730,21 @@ class TreeStageModel:
         return X
 
     def apply_link(self, z: np.ndarray) -> np.ndarray:
-        """Readout -> prediction: identity, or class probabilities (n, n_classes)."""
+        """Readout -> prediction: identity, or class probabilities (n, n_classes).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
+        ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
+        ...                    target=[0, 0], n_features=2, n_targets=1)
+        >>> one, zero = np.ones((1, 1)), np.zeros(1)
+        >>> model = TreeStageModel(group_names=("a", "b"), group_columns=([0], [1]), costs=[1.0, 2.0],
+        ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+        ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
+        ...     link="identity", output_names=("y",))
+        >>> model.apply_link(np.array([[3.0]])).tolist()
+        [[3.0]]
+        """
         return apply_link(self.link, z)
