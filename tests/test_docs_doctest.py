@@ -75,6 +75,10 @@ def _all_modules() -> list[str]:
 @pytest.mark.parametrize("module", _all_modules())
 def test_every_example_in_the_package_runs(module, tmp_path, monkeypatch):
     """Not only the public entry points: any Examples section anywhere must stay true."""
+    if module == "edgeseq.export.c_arm":
+        from edgeseq.export.c_arm import missing_tools
+        if missing_tools():  # its examples build and run firmware on an emulated core
+            pytest.skip(missing_tools())
     monkeypatch.chdir(tmp_path)
     result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS, report=True)
     assert result.failed == 0, result
@@ -89,15 +93,13 @@ def test_a_wrong_example_fails():
 
 # Modules whose every public class, function and method must carry a runnable Examples section
 # (issue 10). Extend this list as more modules are brought up to the standard.
-EXAMPLES_EVERYWHERE = [
-    *(f"edgeseq.train.{m}" for m in ("basis", "groups", "glm_fit", "glm_select", "kernel", "fold", "functional",
-                                     "selection", "sparse", "base", "regressor", "classifier")),
-    *(f"edgeseq.evaluate.{m}" for m in ("anytime", "curves", "timeliness", "report", "verify")),
-    "edgeseq.extractors", *(f"edgeseq.extractors.{m}" for m in ("calibrate", "datasets", "digits", "mnist")),
-    "edgeseq.cli.progress",
-    *(f"edgeseq.export.{m}" for m in ("onnx_graphs", "names", "c_harness")),
-    "edgeseq.errors",
-]
+def _enforced_modules() -> list[str]:
+    """Every module of edgeseq and edgeseq.export, except the click command modules (documented by the
+    generated CLI reference) and the skl2onnx registration shim."""
+    return [m for m in _all_modules() if not m.startswith("edgeseq.cli.") or m == "edgeseq.cli.progress"]
+
+
+EXAMPLES_EVERYWHERE = _enforced_modules()
 
 
 def _has_examples(obj) -> bool:
