@@ -25,12 +25,11 @@ import numbers
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.model_selection import train_test_split
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
-from edgeseq.errors import InputError, NotFittedError
+from edgeseq.errors import InputError
 from edgeseq.train.afr_svm import fit_svm, outer_gradients, outer_loss, platt
-from edgeseq.train.base import _wrap_validation
+from edgeseq.train.base import _wrap_validation, classification_targets, fitted_attribute
 from edgeseq.train.cost_cart import Binner, fit_cost_tree
 from edgeseq.train.groups import check_groups
 from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
@@ -164,15 +163,8 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         edgeseq.errors.InputError: n_samples=5: AFR splits the data 50/40/10 and needs at least 10 rows
         """
         self._check_params()
-        X, y = _wrap_validation(lambda: validate_data(
-            self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
-            y_numeric=False, ensure_min_samples=1))
-        _wrap_validation(lambda: check_classification_targets(y))
-        if X.shape[0] < 10:
-            raise InputError(f"n_samples={X.shape[0]}: AFR splits the data 50/40/10 and needs at least 10 rows")
-        classes, k = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise InputError(f"y has a single class ({classes[0]!r}); a classifier needs at least 2 classes")
+        X, y, classes, k = classification_targets(
+            self, X, y, min_samples=10, why="AFR splits the data 50/40/10 and needs at least 10 rows")
         spec = check_groups(self.groups, self.costs, self.group_names, X.shape[1])
         used = np.concatenate(spec.columns)
         if not np.all(np.isfinite(X[:, used])):
@@ -189,11 +181,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ prediction
     def _model(self) -> TreeStageModel:
-        try:
-            check_is_fitted(self, "stage_model_")
-        except Exception as exc:
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(X, y) first") from exc
-        return self.stage_model_
+        return fitted_attribute(self, "stage_model_")
 
     def _rows(self, X, model: TreeStageModel, k: int) -> np.ndarray:
         X = _wrap_validation(lambda: validate_data(self, X, accept_sparse=False, ensure_all_finite=False,

@@ -32,6 +32,52 @@ def _wrap_validation(call):
         raise (InputTypeError if isinstance(exc, TypeError) else InputError)(str(exc)) from exc
 
 
+def classification_targets(est, X, y, min_samples: int = 2, why: str = "need at least 2 samples to fit"):
+    """Validated (X, y, classes, class index of each row) for a classifier's `fit`.
+
+    Shared by AnytimeClassifier and AFRClassifier, so both refuse the same inputs with the same words.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.base import BaseEstimator
+    >>> X, y, classes, k = classification_targets(BaseEstimator(), np.zeros((3, 1)), ["b", "a", "b"])
+    >>> classes.tolist(), k.tolist()
+    (['a', 'b'], [1, 0, 1])
+    """
+    from sklearn.utils.multiclass import check_classification_targets
+
+    X, y = _wrap_validation(lambda: validate_data(
+        est, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
+        multi_output=False, y_numeric=False, ensure_min_samples=1))
+    _wrap_validation(lambda: check_classification_targets(y))
+    if X.shape[0] < min_samples:
+        raise InputError(f"n_samples={X.shape[0]}: {why}")
+    classes, k = np.unique(y, return_inverse=True)
+    if classes.size < 2:
+        raise InputError(f"y has a single class ({classes[0]!r}); a classifier needs at least 2 classes")
+    return X, y, classes, k
+
+
+def fitted_attribute(est, name: str):
+    """`est.<name>`, or edgeseq's NotFittedError (also scikit-learn's) before `fit`.
+
+    Examples
+    --------
+    >>> from edgeseq import AnytimeRegressor
+    >>> try:
+    ...     fitted_attribute(AnytimeRegressor(), "fitted_sequence_")
+    ... except NotFittedError as exc:
+    ...     print(str(exc).split(";")[0])
+    this AnytimeRegressor is not fitted yet
+    """
+    try:
+        check_is_fitted(est, name)
+    except Exception as exc:
+        raise NotFittedError(f"this {type(est).__name__} is not fitted yet; call fit(X, y) first") from exc
+    return getattr(est, name)
+
+
 def step_reporter(progress, spec: GroupSpec):
     """Adapt a text progress callback to the selections' (step, n_steps, group, ...) calls.
 
@@ -120,11 +166,7 @@ class AnytimeBase(BaseEstimator):
 
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self) -> FittedSequence:
-        try:
-            check_is_fitted(self, "fitted_sequence_")
-        except Exception as exc:
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(X, y) first") from exc
-        return self.fitted_sequence_
+        return fitted_attribute(self, "fitted_sequence_")
 
     def _resolve_prefix(self, seq: FittedSequence, budget, prefix) -> int:
         j = resolve_prefix(seq.cum_cost, budget, prefix)

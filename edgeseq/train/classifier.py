@@ -6,12 +6,10 @@ import warnings
 
 import numpy as np
 from sklearn.base import ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
 from threadpoolctl import threadpool_limits
 
 from edgeseq.train.fold import fold_sequence
-from edgeseq.train.base import AnytimeBase, _wrap_validation, step_reporter
+from edgeseq.train.base import AnytimeBase, classification_targets, step_reporter
 from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
 from edgeseq.train.glm_fit import GRAD_TOL
@@ -115,15 +113,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         """
         self._check_params()
         self._refuse_dask(X)
-        X, y = _wrap_validation(lambda: validate_data(
-            self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
-            multi_output=False, y_numeric=False, ensure_min_samples=1))
-        _wrap_validation(lambda: check_classification_targets(y))
-        if X.shape[0] < 2:
-            raise InputError(f"n_samples={X.shape[0]}: need at least 2 samples to fit")
-        classes, k = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise InputError(f"y has a single class ({classes[0]!r}); a classifier needs at least 2 classes")
+        X, y, classes, k = classification_targets(self, X, y)
         link = "sigmoid" if classes.size == 2 else "softmax"
         Y = (k == 1).astype(np.float64)[:, None] if link == "sigmoid" else np.eye(classes.size)[k]
         spec = self._group_spec(X.shape[1])
