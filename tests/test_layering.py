@@ -90,12 +90,13 @@ def _import_seconds(statement: str) -> float:
 def test_runtime_import_time_is_close_to_onnxruntime():
     ours, bare = [], []
     _import_seconds("import edgeseq.runtime")  # warm-up: writes the bytecode cache
-    for _ in range(5):  # interleaved: a burst of load hits both
+    for _ in range(7):  # interleaved: a burst of load hits both
         bare.append(_import_seconds("import onnxruntime"))
         ours.append(_import_seconds("import edgeseq.runtime"))
-    ratio = statistics.median(ours) / statistics.median(bare)
-    assert ratio <= 1.3, f"import edgeseq.runtime {statistics.median(ours):.3f} s vs onnxruntime " \
-                         f"{statistics.median(bare):.3f} s: {ratio:.2f}x"
+    # the fastest of each (a neighbour's burst only slows runs down, never speeds them up)
+    ratio = min(ours) / min(bare)
+    assert ratio <= 1.3, f"import edgeseq.runtime {min(ours):.3f} s vs onnxruntime " \
+                         f"{min(bare):.3f} s: {ratio:.2f}x"
 
 
 def _help_seconds(args: list[str]) -> float:
