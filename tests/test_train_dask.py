@@ -190,7 +190,12 @@ def test_a_worker_killed_mid_pass_is_retried_and_the_result_is_unchanged(client,
     assert marker.exists()  # the worker really died
     calm = [((X[a:a + 400], y[a:a + 400]), a, 400) for a in (0, 400, 800)]
     same = dask_stats.partitioned_statistics(calm, 1200, 12, client=client)
-    assert s.fingerprint() == same.fingerprint()  # bit for bit: the retried task computed the same thing
+    # the retried partition is counted once, not lost and not doubled
+    assert s.n == same.n == 1200
+    # Equal to rounding, not bit for bit: BLAS sums in an order that depends on where the pickled block
+    # lands in memory and on the worker's threads, so two clean runs may differ in the last bits too
+    for a, b in ((s.x_mean, same.x_mean), (s.xx, same.xx), (s.xy, same.xy), (s.yy, same.yy)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
     ref = sufficient_statistics(X, y)
     np.testing.assert_allclose(s.x_mean, ref.x_mean, rtol=1e-12, atol=1e-15)
     d = np.sqrt(np.diag(ref.xx))
