@@ -5,14 +5,14 @@
   skl2onnx), checked both on what a fresh interpreter loads and on the source's import statements.
 * `import edgeseq.runtime` costs at most 1.3x `import onnxruntime` (fresh interpreters, fastest of
   interleaved runs so machine load hits both alike; a negative control shows a heavy import fails it).
-* `edgeseq --help` and each subcommand's `--help` answer within 0.4 s (median of 3).
+* `edgeseq --help` and each subcommand's `--help` answer within 0.4 s (fastest of 3 to 9 runs); the
+  structural guard is that none of them loads numpy or the training stack.
 """
 
 from __future__ import annotations
 
 import ast
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -134,5 +134,7 @@ def _subcommands() -> list[str]:
 def test_help_is_fast(args):
     assert not _loaded_after("import edgeseq.cli") & ({"numpy"} | set(HEAVY))
     _help_seconds(args)  # warm-up: writes the bytecode cache
-    seconds = statistics.median(_help_seconds(args) for _ in range(3))
-    assert seconds <= 0.4, f"edgeseq {' '.join(args)} --help took {seconds:.2f} s"
+    runs = [_help_seconds(args) for _ in range(3)]
+    while min(runs) > 0.4 and len(runs) < 9:  # load only slows a run down: look for one quiet moment
+        runs.append(_help_seconds(args))
+    assert min(runs) <= 0.4, f"edgeseq {' '.join(args)} --help took {min(runs):.2f} s (fastest of {len(runs)})"
