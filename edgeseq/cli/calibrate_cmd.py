@@ -155,8 +155,14 @@ def write_features(X, header: list[str], f, csv_format: bool) -> None:
 @click.option("--features-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the features of all SAMPLES: .npy, or .csv with a header row "
                    "<group>_<k> (columns as in GROUPS.json).")
+@click.option("--from-device", "device_log", type=click.Path(dir_okay=False, path_type=Path),
+              help="Instead of timing here: read the EDGESEQ_COSTS line a board printed "
+                   "(runtime_c/edgeseq_costs.h) and write --groups with the board's costs.")
+@click.option("--groups", "groups_in", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --from-device: the GROUPS.json whose costs the device measured.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
-def calibrate_command(bank_spec, samples, builtin, output, repeats, warmup, max_samples, features_out, quiet):
+def calibrate_command(bank_spec, samples, builtin, output, repeats, warmup, max_samples, features_out, device_log,
+                      groups_in, quiet):
     """Time every extractor of a bank single-threaded and write GROUPS.json.
 
     \b
@@ -164,10 +170,19 @@ def calibrate_command(bank_spec, samples, builtin, output, repeats, warmup, max_
     edgeseq calibrate path/to/features.py:BANK samples.npy -o groups.json
     edgeseq calibrate --bank digits -o groups.json
     edgeseq calibrate --bank digits my_images.npy -o groups.json
+    edgeseq calibrate --from-device board.log --groups groups.json -o groups.board.json
 
     A dotted MODULE is imported with the current directory first on sys.path, a .py file with its
-    own directory first (so it can import sibling modules).
+    own directory first (so it can import sibling modules). With --from-device nothing is timed
+    here: the costs are those the board measured, and measured_on names the board.
     """
+    if device_log is not None or groups_in is not None:
+        if device_log is None or groups_in is None:
+            raise InputError("--from-device and --groups go together: the board's log and the GROUPS.json it measured")
+        if bank_spec or samples or builtin or features_out:
+            raise InputError("--from-device takes no bank, samples or --features-out: the board did the timing")
+        _from_device(device_log, groups_in, output, quiet)
+        return
     bank_spec, samples = resolve_inputs(bank_spec, samples, builtin)
     if max_samples < 1:
         raise InputError("--max-samples must be >= 1")
@@ -207,3 +222,32 @@ def _calibrate(bank_spec, samples, builtin, output, repeats, warmup, max_samples
     if not quiet:
         click.echo(f"wrote {output}: {len(doc['groups'])} groups, measured on "
                    f"{doc['measured_on']['cpu']} ({doc['cost_unit']})", err=True)
+
+
+MAX_GROUPS_BYTES = 16 << 20  # a GROUPS.json is small; a larger file is refused unread
+
+
+def _from_device(device_log: Path, groups_in: Path, output: Path, quiet: bool) -> None:
+    """GROUPS.json with the costs a board measured; the input file is never modified."""
+    import json
+
+    from edgeseq.extractors.calibrate import write_groups_json
+    from edgeseq.io.cost_provenance import read_cost_provenance
+    from edgeseq.io.device_costs import apply_device_costs, read_device_log
+    from edgeseq.messages import clip
+
+    device = read_device_log(device_log)
+    try:
+        if groups_in.stat().st_size > MAX_GROUPS_BYTES:
+            raise InputError(f"{groups_in} is larger than {MAX_GROUPS_BYTES:,} bytes; is it a GROUPS.json?")
+        doc = json.loads(groups_in.read_text(encoding="utf-8-sig"))
+    except OSError as exc:
+        raise InputError(f"cannot read {groups_in}: {clip(exc)}") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"{groups_in} is not valid JSON: {clip(exc)}") from None
+    new = apply_device_costs(doc, device)
+    read_cost_provenance(new, output)  # what `edgeseq train` will check
+    write_groups_json(new, output)
+    if not quiet:
+        click.echo(f"wrote {output}: {len(new['groups'])} groups, costs measured on {device.machine} "
+                   f"({device.unit})", err=True)

@@ -303,7 +303,17 @@ def closest(word: str, known, n: int = 3) -> list[str]:
     return difflib.get_close_matches(str(word), [str(k) for k in known], n=n, cutoff=0.6)
 
 
-def _did_you_mean(word, known) -> str:
+def did_you_mean(word, known) -> str:
+    """The "; did you mean ...?" tail of an error message, or "" when nothing is close.
+
+    One wording for every "unknown name" error (GROUPS.json keys and columns, device cost names).
+
+    Examples
+    --------
+    >>> from edgeseq.io.data import did_you_mean
+    >>> did_you_mean("nmae", ["name", "columns"]), did_you_mean("zzz", ["name"])
+    ("; did you mean 'name'?", '')
+    """
     near = closest(word, known)
     return f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
 
@@ -312,7 +322,7 @@ def _check_keys(obj: dict, allowed, where: str) -> None:
     unknown = [k for k in obj if k not in allowed]
     if unknown:
         k = unknown[0]
-        raise GroupSpecError(f"{where}: unknown key {str(k)[:80]!r}{_did_you_mean(k, allowed)} "
+        raise GroupSpecError(f"{where}: unknown key {str(k)[:80]!r}{did_you_mean(k, allowed)} "
                              f"(allowed: {', '.join(allowed)})")
 
 
@@ -327,7 +337,7 @@ def _column_index(ref, ds: Dataset, gname: str) -> int:
             if cols is None:
                 hint = " (the file has no column names: use 0-based indices)"
             else:
-                hint = _did_you_mean(ref, cols) or f" (the data has {len(cols)} columns, none named like it)"
+                hint = did_you_mean(ref, cols) or f" (the data has {len(cols)} columns, none named like it)"
             raise GroupSpecError(f"group {brief(gname)}: unknown column {brief(ref)}{hint}")
         idx = cols.index(ref)
     else:
