@@ -124,8 +124,63 @@ def test_bad_shards_name_the_shard_and_write_nothing(tmp_path):
     np.save(shards / "part-001.npy", good.astype(np.float32))
     _one_error(_run(shards, "--groups", groups, "-o", out), "part-001.npy has dtype float32", out)
     np.save(shards / "part-001.npy", good)
-    _one_error(_run(tmp_path / "nothing-*.npy", "--groups", groups, "-o", out), "no .npy or .csv shards", out)
+    _one_error(_run(tmp_path / "nothing-*.npy", "--groups", groups, "-o", out), "no .npy, .csv or .parquet shards", out)
     _one_error(_run(shards, "--groups", groups, "--target", "x", "-o", out), "must be a column index", out)
     _one_error(_run(shards, "--groups", groups, "--task", "classification", "-o", out), "regression only", out)
     r = _run(shards, "--groups", groups, "-o", out)  # negative control: the repaired shards train
+    assert r.exit_code == 0, r.output
+
+
+def _parquet_shards(tmp_path, X, y, sizes=(250, 200, 250), types=None):
+    pa = pytest.importorskip("pyarrow", reason="the optional 'parquet' extra is not installed")
+    import pyarrow.parquet as pq
+    d = tmp_path / "pq"
+    d.mkdir(exist_ok=True)
+    start = 0
+    for i, m in enumerate(sizes):
+        cols = {"target": y[start:start + m]} | {f"f{j}": X[start:start + m, j] for j in range(X.shape[1])}
+        pq.write_table(pa.table({k: pa.array(v, type=(types or {}).get(k)) for k, v in cols.items()}),
+                       d / f"part-{i:03d}.parquet")
+        start += m
+    return d
+
+
+def test_parquet_shards_on_a_scheduler_equal_the_in_memory_fit(tmp_path, scheduler):
+    X, y = _data(4, n=700)
+    header = [f"f{j}" for j in range(8)]
+    out = tmp_path / "m.pkl"
+    r = _run(_parquet_shards(tmp_path, X, y), "--target", "target", "--groups", _groups(tmp_path, header),
+             "--scheduler", scheduler, "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "statistics: partition 3/3 done" in r.output
+    _check_equal(out, X, y)
+
+
+def test_bad_parquet_shards_name_the_shard_and_write_nothing(tmp_path):
+    pa = pytest.importorskip("pyarrow", reason="the optional 'parquet' extra is not installed")
+    import pyarrow.parquet as pq
+    X, y = _data(5, n=600)
+    header = [f"f{j}" for j in range(8)]
+    groups, out = _groups(tmp_path, header), tmp_path / "m.pkl"
+    shards = _parquet_shards(tmp_path, X, y, (200, 200, 200))
+    part = shards / "part-001.parquet"
+    good = pq.read_table(part)
+    with_null = good.set_column(7, "f6", pa.array([None if i == 37 else v for i, v in enumerate(X[200:400, 6])]))
+    pq.write_table(with_null, part)
+    _one_error(_run(shards, "--target", "target", "--groups", groups, "-o", out),
+               f"shard {part}: X contains NaN or Inf at row 237 (row 37 of shard", out)
+    pq.write_table(good.drop_columns(["f7"]), part)
+    _one_error(_run(shards, "--target", "target", "--groups", groups, "-o", out), "part-001.parquet has columns", out)
+    pq.write_table(good.set_column(1, "f0", good.column("f0").cast(pa.float32())), part)
+    _one_error(_run(shards, "--target", "target", "--groups", groups, "-o", out),
+               "part-001.parquet: column 'f0' is float, in shard", out)
+    pq.write_table(good.set_column(1, "f0", pa.array(["x"] * 200)), part)
+    _one_error(_run(shards, "--target", "target", "--groups", groups, "-o", out), "column 'f0' has type string", out)
+    pq.write_table(good, part)
+    _one_error(_run(shards, "--groups", groups, "-o", out), "give the target column of the Parquet shards", out)
+    _one_error(_run(shards, "--target", "y", "--groups", groups, "-o", out), "target column 'y' is not among", out)
+    (shards / "part-002.parquet").write_bytes(b"not parquet at all")
+    _one_error(_run(shards, "--target", "target", "--groups", groups, "-o", out), "as Parquet", out)
+    pq.write_table(good, shards / "part-002.parquet")
+    r = _run(shards, "--target", "target", "--groups", groups, "-o", out)  # negative control: repaired, it trains
     assert r.exit_code == 0, r.output

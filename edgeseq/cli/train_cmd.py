@@ -52,7 +52,7 @@ def _refuse_ambiguous_target(y) -> None:
 
 @main.command("train")
 @click.argument("data", type=click.Path(path_type=Path))
-@click.option("--target", help="Target column (CSV; for .npy shards a column index, default the last). "
+@click.option("--target", help="Target column (CSV, Parquet; for .npy shards a column index, default the last). "
                                ".npz files carry the target as array 'y'.")
 @click.option("--groups", "groups_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help='GROUPS.json: {"groups": [{"name": ..., "columns": [names or 0-based indices], "cost": ...}]}')
@@ -68,7 +68,7 @@ def _refuse_ambiguous_target(y) -> None:
               help="Model file to write (pickle with a format version; load it with edgeseq.io.model_io.load_model).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no sequence table).")
 @click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler to run the statistics pass on "
-              "(DATA is then shards: a directory or glob of .npy/CSV files). Needs edgeseq[dask].")
+              "(DATA is then shards: a directory or glob of .npy/CSV/Parquet files). Needs edgeseq[dask].")
 @click.option("--workers", type=int, help="Run the statistics pass over the shards on a local Dask "
               "cluster of N worker processes. Needs edgeseq[dask].")
 def train_command(data, target, groups_path, method, doubling, no_whiten, l2, task, output, quiet,

@@ -1,4 +1,4 @@
-"""`edgeseq train` on shards (a directory or glob of .npy/CSV files) on a Dask cluster.
+"""`edgeseq train` on shards (a directory or glob of .npy/CSV/Parquet files) on a Dask cluster.
 
 Kept apart from the single-file path: it needs the optional dask extra, a cluster to talk to and
 shard-by-shard error messages, none of which the in-memory path has.

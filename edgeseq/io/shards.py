@@ -5,7 +5,7 @@ one partition whose statistics task reads the file itself, on its worker, so onl
 travel (see :mod:`edgeseq.train.dask_stats`). The client reads nothing but file headers: the .npy header (shape,
 dtype) or the CSV header line; CSV row counts are counted by the workers.
 
-Shards are a directory (every ``*.npy`` or ``*.csv`` in it) or a glob pattern, in sorted name order
+Shards are a directory (every ``*.npy``, ``*.csv`` or ``*.parquet`` in it) or a glob pattern, in sorted name order
 (zero-pad shard numbers). All shards have the same kind, columns and dtype; the first mismatch is one
 error naming the shard.
 
@@ -13,6 +13,9 @@ error naming the shard.
   last column). GROUPS.json column indices count the *feature* columns (the target removed).
 * ``.csv``: a header row, the same header in every shard; ``--target NAME``; GROUPS.json refers to
   header names or header indices, as for a single CSV file.
+* ``.parquet`` (the optional ``parquet`` extra, pyarrow): numeric columns, the same names and types in
+  every shard; ``--target NAME``; GROUPS.json as for CSV. Row counts and the schema come from each
+  file's footer, so the client reads no rows; a null cell is reported like a NaN (shard, row, column).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ import numpy as np
 
 from edgeseq.errors import InputError
 from edgeseq.io.data import Dataset, read_csv
+from edgeseq.messages import brief, clip
 
-SUFFIXES = (".npy", ".csv")
+SUFFIXES = (".npy", ".csv", ".parquet")
 MAX_SHARDS = 100_000  # bounds the task graph a bad glob could build
 
 
@@ -45,7 +49,7 @@ def is_shard_source(source) -> bool:
     (False, False)
     """
     text = str(source)
-    return Path(text).is_dir() or any(c in text for c in "*?[") or Path(text).suffix.lower() == ".npy"
+    return Path(text).is_dir() or any(c in text for c in "*?[") or Path(text).suffix.lower() in (".npy", ".parquet")
 
 
 def find_shards(source) -> list[Path]:
@@ -54,7 +58,7 @@ def find_shards(source) -> list[Path]:
     Raises
     ------
     InputError
-        When nothing matches, too many files match, or .npy and .csv are mixed.
+        When nothing matches, too many files match, or kinds (.npy, .csv, .parquet) are mixed.
 
     Examples
     --------
@@ -78,7 +82,7 @@ def find_shards(source) -> list[Path]:
         files = sorted(Path(f) for f in glob.glob(text) if Path(f).is_file()
                        and Path(f).suffix.lower() in SUFFIXES)
     if not files:
-        raise InputError(f"no .npy or .csv shards in {text}")
+        raise InputError(f"no .npy, .csv or .parquet shards in {text}")
     if len(files) > MAX_SHARDS:
         raise InputError(f"{text} matches {len(files)} shards; at most {MAX_SHARDS} are supported "
                          "(join small files into fewer shards)")
@@ -106,11 +110,11 @@ class ShardSet:
     """
 
     paths: list[Path]
-    kind: str  # ".npy" or ".csv"
+    kind: str  # ".npy", ".csv" or ".parquet"
     n_cols: int  # columns per shard, target included
     dtype: np.dtype
     target: int | str  # .npy: column index; .csv: header name
-    header: tuple[str, ...] | None  # .csv only
+    header: tuple[str, ...] | None  # column names (.csv, .parquet)
     rows: list[int] | None = None
 
     @property
@@ -146,7 +150,7 @@ class ShardSet:
         >>> ds.X.shape, ds.feature_names, ds.source_columns, ds.target_index
         ((0, 2), ('x', 'y'), ('x', 'y', 't'), 2)
         """
-        if self.kind == ".csv":
+        if self.header is not None:
             t = self.header.index(self.target)
             names = tuple(h for i, h in enumerate(self.header) if i != t)
             return Dataset(np.empty((0, self.n_features)), np.empty(0), names, self.header, t)
@@ -247,7 +251,7 @@ class ShardLoader:
     n_cols: int
 
     def __call__(self):
-        return (_load_npy if self.kind == ".npy" else _load_csv)(self.path, self.target, self.n_cols)
+        return _LOADERS[self.kind](self.path, self.target, self.n_cols)
 
 
 def open_shards(source, target: str | None) -> ShardSet:
@@ -283,7 +287,8 @@ def open_shards(source, target: str | None) -> ShardSet:
     edgeseq.errors.InputError: shard ...part_2.npy has 4 columns, shard ...part_0.npy has 3
     """
     paths = find_shards(source)
-    return _open_npy(paths, target) if paths[0].suffix.lower() == ".npy" else _open_csv(paths, target)
+    opener = {".npy": _open_npy, ".csv": _open_csv, ".parquet": _open_parquet}[paths[0].suffix.lower()]
+    return opener(paths, target)
 
 
 def _npy_header(path: Path):
@@ -358,6 +363,58 @@ def _open_csv(paths: list[Path], target) -> ShardSet:
     return ShardSet(paths, ".csv", len(header), np.dtype(np.float64), target, header)
 
 
+def _parquet():
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError("Parquet shards need pyarrow: pip install 'edgeseq[parquet]'") from None
+    return pq
+
+
+def _parquet_schema(path: Path) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """(column names, type names, rows) from the file's footer; no row is read."""
+    pq = _parquet()
+    try:
+        meta = pq.ParquetFile(path).metadata
+        schema = meta.schema.to_arrow_schema()
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid/ArrowIOError derive from these
+        raise InputError(f"cannot read shard {path} as Parquet: {clip(exc)}") from None
+    import pyarrow.types as pt
+
+    for field in schema:
+        if not (pt.is_integer(field.type) or pt.is_floating(field.type)) or pt.is_float16(field.type):
+            raise InputError(f"shard {path}: column {brief(field.name)} has type {field.type}; every column must "
+                             f"be an integer or float32/float64 number")
+    return tuple(schema.names), tuple(str(f.type) for f in schema), int(meta.num_rows)
+
+
+def _open_parquet(paths: list[Path], target) -> ShardSet:
+    names, types, _ = _parquet_schema(paths[0])
+    rows = []
+    for path in paths:
+        other, other_types, n = _parquet_schema(path)
+        if other != names:
+            raise InputError(f"shard {path} has columns {list(other)[:8]}..., shard {paths[0]} has "
+                             f"{list(names)[:8]}...; every Parquet shard needs the same columns in the same order")
+        if other_types != types:
+            k = next(i for i, (a, b) in enumerate(zip(other_types, types)) if a != b)
+            raise InputError(f"shard {path}: column {brief(names[k])} is {other_types[k]}, in shard {paths[0]} "
+                             f"{types[k]}; write every shard with the same types")
+        if n == 0:
+            raise InputError(f"shard {path} has no rows")
+        rows.append(n)
+    if len(set(names)) != len(names):
+        raise InputError(f"shard {paths[0]}: column names repeat; every column needs its own name")
+    if target is None:
+        raise InputError("give the target column of the Parquet shards with --target COL")
+    if target not in names:
+        raise InputError(f"shard {paths[0]}: target column {brief(target)} is not among its columns "
+                         f"{list(names)[:12]}")
+    if len(names) < 2:
+        raise InputError(f"shard {paths[0]}: need at least one feature column and the target column")
+    return ShardSet(paths, ".parquet", len(names), np.dtype(np.float64), target, names, rows)
+
+
 # ---------------------------------------------------------------- run on the workers
 def _load_npy(path: str, t: int, n_cols: int):
     arr = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -370,6 +427,19 @@ def _load_npy(path: str, t: int, n_cols: int):
 def _load_csv(path: str, target: str, n_cols: int):
     ds = read_csv(path, target)  # its errors name the file, line and column
     return ds.X, ds.y
+
+
+def _load_parquet(path: str, target: str, n_cols: int):
+    table = _parquet().read_table(path)
+    if table.num_columns != n_cols:
+        raise InputError(f"shard {path} changed since it was opened: {table.num_columns} columns")
+    # a null becomes NaN, which the statistics pass reports by shard, row and column
+    cols = [np.asarray(c.to_numpy(zero_copy_only=False), dtype=np.float64) for c in table.columns]
+    t = table.column_names.index(target)
+    return np.column_stack([c for i, c in enumerate(cols) if i != t]), cols[t]
+
+
+_LOADERS = {".npy": _load_npy, ".csv": _load_csv, ".parquet": _load_parquet}
 
 
 def _count_csv_rows(path: str) -> int:
