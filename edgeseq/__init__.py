@@ -21,7 +21,8 @@ __version__ = "0.2.0.dev0"
 _LAZY = {"AFRClassifier": "edgeseq.train.afr",
          "AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
          "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
-         "from_lightgbm": "edgeseq.train.lightgbm_import", "sequence_from_gram": "edgeseq.train.functional"}
+         "from_lightgbm": "edgeseq.train.lightgbm_import", "sequence_from_gram": "edgeseq.train.functional",
+         "sequence_trees": "edgeseq.train.tree_sequencing"}
 __all__ = sorted(_LAZY)
 
 

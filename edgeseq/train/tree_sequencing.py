@@ -1,0 +1,207 @@
+"""Cost-sensitive sequencing of a boosted ensemble: which groups to pay for first, and which trees that buys.
+
+Why: an imported ensemble in boosting order (`from_lightgbm`) pays for a group whenever the next tree
+happens to split on it, however expensive the group and however little that tree adds. But the
+trees' sum is order-free: any subset of trees is a predictor, and a tree can be evaluated as soon as
+every group it splits on has been computed. So the order can be chosen for the budget.
+
+The greedy rule, the tree analogue of CS-G-OMP/FR: at each step, for every distinct set M of groups
+that some still-locked tree is missing, paying for M unlocks every tree whose groups are then all paid;
+score the move by the validation loss decrease it buys divided by its cost, with the readout refit for
+the unlocked trees, and take the best. A stage is one move; its trees are the ones it unlocks (kept in
+boosting order). Per stage the readout is small — per state dimension the sum of the unlocked trees'
+outputs, mapped by W_k (n_targets × P) plus b_k — refit on the validation rows: least squares with a
+ridge penalty for the identity link, the GLM refit (`edgeseq.train.glm_fit.refit`, L2 logistic or
+softmax) for classifiers. The readout corrects the scale and bias of a partial sum, which boosting
+never trained to stand alone. The last stage, where every tree is unlocked, keeps the ensemble's own
+readout, so the full budget predicts exactly what the user's model predicts.
+
+The result is an ordinary `TreeStageModel` (trees reordered by stage), so every emitter and runtime
+takes it as it takes the boosting-order import. Whether it beats boosting order is an empirical
+question the benchmark answers per data set (`bench/anytime_quality.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgeseq.errors import InputError
+from edgeseq.train.trees import TreeStage, TreeStageModel
+
+MAX_MOVES_PER_STEP = 2_000  # bounds the work of one step on a huge, fragmented ensemble
+# Candidate moves are scored with refits to this gradient tolerance (the loss is then within ~tol² of
+# its optimum, far below the differences between moves); the chosen move is refit to the GLM default.
+SCORE_TOL = 1e-3
+
+
+@dataclass
+class _Readout:
+    W: np.ndarray  # (n_targets, P)
+    b: np.ndarray  # (P,)
+    loss: float
+
+
+class _ReadoutFitter:
+    """Refits the per-stage readout on validation rows: ridge (identity) or the GLM refit (sigmoid/softmax)."""
+
+    def __init__(self, model: TreeStageModel, y, l2: float):
+        self.link, self.l2 = model.link, float(l2)
+        y = np.asarray(y)
+        if self.link == "identity":
+            Y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+            if Y.shape[1] != model.n_outputs:
+                raise InputError(f"y has {Y.shape[1]} outputs per row, the model predicts {model.n_outputs}")
+            if not np.all(np.isfinite(Y)):
+                raise InputError("y contains NaN or Inf")
+        else:
+            classes = np.asarray(model.classes)
+            index = {c: i for i, c in enumerate(classes.tolist())}
+            try:
+                k = np.array([index[v] for v in y.tolist()])
+            except (KeyError, TypeError):
+                bad = next(v for v in y.tolist() if v not in index)
+                raise InputError(f"y holds label {bad!r}, which is not one of the model's classes "
+                                 f"{classes.tolist()[:10]}") from None
+            Y = (k == 1).astype(np.float64)[:, None] if self.link == "sigmoid" else np.eye(len(classes))[k]
+        self.Y = Y
+
+    def fit(self, Z: np.ndarray, warm: _Readout | None, tol: float | None = None) -> _Readout:
+        """Readout of state Z (n, n_targets); an all-zero Z (no tree yet) gives the prior."""
+        n, m = Z.shape
+        P = self.Y.shape[1]
+        if not Z.any():
+            Z = np.zeros((n, 0))
+        if self.link == "identity":
+            b = self.Y.mean(axis=0)
+            if Z.shape[1] == 0:
+                W = np.zeros((m, P))
+                return _Readout(W, b, float(np.mean((self.Y - b) ** 2)))
+            zc, yc = Z - Z.mean(axis=0), self.Y - b
+            A = zc.T @ zc / n + self.l2 * np.eye(m)
+            W = np.linalg.solve(A, zc.T @ yc / n)
+            b = b - Z.mean(axis=0) @ W
+            return _Readout(W, b, float(np.mean((Z @ W + b - self.Y) ** 2)))
+        from edgeseq.train.glm_fit import GRAD_TOL, refit
+
+        W0 = np.zeros((Z.shape[1], P)) if warm is None or Z.shape[1] == 0 else warm.W
+        b0 = np.zeros(P) if warm is None else warm.b
+        fit = refit(Z, self.Y, Z.T @ Z / n, W0, b0, self.link, self.l2, tol=GRAD_TOL if tol is None else tol)
+        W = fit.W if Z.shape[1] else np.zeros((m, P))
+        return _Readout(W, fit.b, fit.loss)
+
+
+def _tree_groups(model: TreeStageModel) -> list[frozenset]:
+    owner = np.full(model.ensemble.n_features, -1)
+    for g, cols in enumerate(model.group_columns):
+        owner[cols] = g
+    return [frozenset(owner[model.ensemble.features_of_trees([t])].tolist()) for t in range(model.ensemble.n_trees)]
+
+
+def sequence_trees(model: TreeStageModel, X_val, y_val, *, l2: float = 1e-3, progress=None) -> TreeStageModel:
+    """Re-sequence a tree-stage model by cost: groups chosen by validation-loss decrease per cost.
+
+    Parameters
+    ----------
+    model : TreeStageModel
+        Typically ``from_lightgbm(...)`` (any tree-stage model whose trees add into the state).
+    X_val, y_val : array-like
+        Validation rows (raw feature layout) and targets (values, or class labels of ``model.classes``);
+        keep them apart from the rows the ensemble was trained on, or the refit readouts overfit.
+    l2 : float
+        Ridge penalty of the readout refits (per row, as in the GLM refit).
+    progress : callable, optional
+        Called with one line per chosen stage.
+
+    Returns
+    -------
+    TreeStageModel
+        The same trees and groups; stages in the chosen order, each with its refit readout; the last
+        stage is the whole ensemble with its own readout (the original model's prediction).
+
+    Raises
+    ------
+    InputError
+        On rows of the wrong width, non-finite features, or labels the model does not know.
+
+    Examples
+    --------
+    Group "b" is expensive and its tree adds little; boosting order pays for it first, the cost
+    rule pays for the cheap, informative group "a" first:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.lightgbm_import import from_lightgbm_dump
+    >>> from edgeseq.train.tree_sequencing import sequence_trees
+    >>> leaf = lambda v: {"leaf_value": v}
+    >>> dump = {"max_feature_idx": 1, "objective": "regression", "tree_info": [
+    ...     {"tree_structure": {"split_feature": 1, "threshold": 0.0, "left_child": leaf(-0.1), "right_child": leaf(0.1)}},
+    ...     {"tree_structure": {"split_feature": 0, "threshold": 0.0, "left_child": leaf(-1.0), "right_child": leaf(1.0)}}]}
+    >>> boosting = from_lightgbm_dump(dump, groups=[[0], [1]], costs=[1.0, 5.0], group_names=["a", "b"])
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 2)); y = np.sign(X[:, 0]) + 0.1 * np.sign(X[:, 1])
+    >>> [boosting.group_names[s.new_groups[0]] for s in boosting.stages[1:]]
+    ['b', 'a']
+    >>> costly = sequence_trees(boosting, X, y)
+    >>> [costly.group_names[s.new_groups[0]] for s in costly.stages[1:]], costly.cum_cost.tolist()
+    (['a', 'b'], [0.0, 1.0, 6.0])
+    >>> bool(np.allclose(costly.predict(X), boosting.predict(X)))   # the full budget: the same model
+    True
+    """
+    ens = model.ensemble
+    X = model.check_rows(X_val, len(model.stages) - 1)
+    if X.shape[0] != len(np.asarray(y_val)):
+        raise InputError(f"X_val has {X.shape[0]} rows, y_val {len(np.asarray(y_val))}")
+    fitter = _ReadoutFitter(model, y_val, l2)
+    outputs = ens.tree_outputs(X)  # (n, n_trees): every tree evaluated once
+    into_state = np.eye(ens.n_targets)[ens.target]  # (n_trees, n_targets): tree t adds to its target
+
+    def state_of(trees) -> np.ndarray:
+        trees = np.asarray(trees, dtype=np.int64)
+        return outputs[:, trees] @ into_state[trees]
+
+    groups_of = _tree_groups(model)
+    paid: set = set()
+    unlocked = [t for t in range(ens.n_trees) if not groups_of[t]]  # constant trees join the first stage
+    locked = [t for t in range(ens.n_trees) if groups_of[t]]
+    Z = state_of(unlocked)
+    current = fitter.fit(np.zeros_like(Z), None)
+    stages = [TreeStage((), 0.0, 0, 0, np.zeros((ens.n_targets, model.n_outputs)), current.b)]
+    order: list[int] = []
+    pending = list(unlocked)
+    while locked:
+        moves = {}
+        for t in locked:
+            moves.setdefault(groups_of[t] - paid, []).append(t)
+        best = None
+        for missing in sorted(moves, key=lambda m: (sum(model.costs[g] for g in m), sorted(m)))[:MAX_MOVES_PER_STEP]:
+            gained = [t for t in locked if groups_of[t] <= paid | missing]
+            cost = float(sum(model.costs[g] for g in missing))
+            trial = fitter.fit(Z + state_of(gained), current, SCORE_TOL)
+            score = (current.loss - trial.loss) / cost
+            if best is None or score > best[0] * (1 + 1e-12) + 1e-300:
+                best = (score, missing, gained, trial, cost)
+        score, missing, gained, trial, cost = best
+        trial = fitter.fit(Z + state_of(gained), trial)  # the chosen readout, to the full tolerance
+        paid |= missing
+        locked = [t for t in locked if t not in gained]
+        Z = Z + state_of(gained)
+        trees = sorted(pending + gained)
+        pending = []
+        new_groups = tuple(sorted(missing, key=lambda g: (model.costs[g], g)))
+        if not locked:  # the whole ensemble: the model's own readout, so the full budget is unchanged
+            last = model.stages[-1]
+            trial = _Readout(last.W, last.b, np.nan)
+        stages.append(TreeStage(new_groups, cost, len(order), len(order) + len(trees), trial.W, trial.b))
+        order.extend(trees)
+        current = trial
+        if progress is not None:
+            progress(f"tree sequencing: stage {len(stages) - 1} pays {[model.group_names[g] for g in new_groups]} "
+                     f"(cost {cost:g}), unlocks {len(trees)} trees, {len(locked)} still locked")
+    if pending:  # only constant trees: one stage that pays for nothing
+        stages.append(TreeStage((), 0.0, 0, len(pending), model.stages[-1].W, model.stages[-1].b))
+        order.extend(pending)
+    return TreeStageModel(model.group_names, model.group_columns, model.costs, ens.select(order), tuple(stages),
+                          model.link, model.output_names, classes=model.classes)
+
+
+__all__ = ["sequence_trees"]
