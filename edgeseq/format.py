@@ -320,6 +320,8 @@ def _check_tree_stages(m: dict) -> None:
         if required != names[:len(required)]:
             raise _bad(f"prefixes[{k}].new_groups", f"is {brief(p['new_groups'])}; stages must require the "
                                                    f"groups in list order, each once")
+        if k and not required:
+            raise _bad(f"prefixes[{k}]", "requires no group although it is not the prior (stage 0)")
         want = [PREFIX0_INPUT] if k == 0 else [*required, STATE_IN]
         if p["index"] != k or p["inputs"] != want:
             raise _bad(f"prefixes[{k}]", f"has index {brief(p['index'])} and inputs {brief(p['inputs'])}, "

@@ -312,6 +312,8 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         raise ExportError(f"stage 0 costs {model.stages[0].cost}; the prior must cost nothing to be exported")
     if len(model.stages) < 2:
         raise ExportError("the model has no stage beyond the prior; there is nothing to export")
+    if len(model.stages) > 1 and not model.stages[1].new_groups:
+        raise ExportError("stage 1 requires no group; a stage after the prior must read at least one group")
     input_names = tree_input_names(model.group_names)
     diffs = float32_stage_diffs(model, threshold_rows(model))
     stage_files = []
