@@ -408,8 +408,9 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     if tree_model is not None:
         from edgeseq.export.writer_trees import write_tree_export
 
+        classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
         return _write_atomically(out, force, lambda tmp: write_tree_export(
-            tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__))
+            tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes))
     return _write_atomically(out, force, lambda tmp: _write_all(seq, tmp, model_name, c_prefix, check_stats,
                                                                cgen.write_c_model, batch_size, ort))
 

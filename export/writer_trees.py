@@ -214,16 +214,22 @@ def group_order(model) -> list[int]:
     return required + [g for g in range(len(model.group_names)) if g not in set(required)]
 
 
-def _classes(model, n_classes: int) -> list:
+def _classes(model, n_classes: int, classes=None) -> list:
+    """Class labels for the manifest: the estimator's, the model's, else 0..n_classes-1."""
     if model.link == "identity":
         return None
-    if model.classes is not None:
-        return [c.item() if hasattr(c, "item") else c for c in np.asarray(model.classes).tolist()]
-    return list(range(n_classes))
+    classes = model.classes if classes is None else classes
+    if classes is None:
+        return list(range(n_classes))
+    labels = np.asarray(classes).tolist()
+    if len(labels) != n_classes:
+        raise ExportError(f"the model has {n_classes} classes but {len(labels)} class labels")
+    return labels
 
 
 def build_tree_manifest(model, model_name: str, input_names: list[str], stage_files: list, diffs: list,
-                        files: list, c: dict | None, batch_size=None, ort=None, source: str = "") -> dict:
+                        files: list, c: dict | None, batch_size=None, ort=None, source: str = "",
+                        classes=None) -> dict:
     """The manifest dict (with its checksum) of a tree-stage export whose files are written.
 
     Examples
@@ -263,7 +269,7 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
         "format": FORMAT, "format_version": FORMAT_VERSION, "model_name": model_name,
         "task": "regression" if model.link == "identity" else "classification", "link": model.link,
         "stage_kind": "trees", "state_width": model.ensemble.n_targets,
-        "outputs": {"names": list(model.output_names), "n_outputs": P, "classes": _classes(model, n_classes),
+        "outputs": {"names": list(model.output_names), "n_outputs": P, "classes": _classes(model, n_classes, classes),
                     "y_was_1d": model.link == "identity" and P == 1},
         "dtype": "float32",
         "onnx": {"opset": onnx_graphs.OPSET, "ir_version": onnx_graphs.IR_VERSION, "ml_opset": onnx_trees.ML_OPSET},
@@ -280,7 +286,7 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
 
 
 def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_size=None, ort=False,
-                      source: str = "") -> dict:
+                      source: str = "", classes=None) -> dict:
     """Write every file of a tree export into the (fresh, temporary) directory `tmp`; return the manifest.
 
     Raises
@@ -337,7 +343,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         c_files += [{"file": f, "sha256": sha256_file(tmp / f)} for f in [*ort_files, config]]
         ort_entry = {"prefixes": ort_files, "operators_config": config}
     manifest = build_tree_manifest(model, model_name, input_names, stage_files, diffs, c_files, c, batch_size,
-                                   ort_entry, source)
+                                   ort_entry, source, classes)
     atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest

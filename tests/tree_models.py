@@ -1,5 +1,5 @@
-"""Small tree-stage models for the export/runtime tests (LightGBM imports and fast AFR fits), and the
-float32 bound their ONNX stages are compared with."""
+"""Small tree-stage models for the export/runtime tests (LightGBM imports and fast AFR fits); the
+float32 bound their ONNX stages are compared with is verify's (`tree_stage_bound`, derived there)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import functools
 import numpy as np
 import pytest
 
+from edgeseq.evaluate.verify_trees import tree_stage_bound as stage_bound  # noqa: F401 (the tests' bound)
 from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 GROUPS = [[0, 1], [2, 3], [4], [5, 6, 7]]
@@ -15,7 +16,6 @@ COSTS = [1.0, 2.0, 4.0, 8.0]
 NAMES = ["cheap", "pair", "single", "costly"]
 PARAMS = dict(n_estimators=12, num_leaves=5, learning_rate=0.3, min_child_samples=5, verbose=-1,
               deterministic=True, force_row_wise=True, n_jobs=1)
-EPS32 = float(np.finfo(np.float32).eps)
 
 
 def data(n=300, seed=0):
@@ -62,31 +62,6 @@ def boundary_rows(model: TreeStageModel, X: np.ndarray, limit: int = 60) -> np.n
             r[ens.feature[i]] = float(t)
             rows.append(r)
     return np.array(rows)
-
-
-def stage_bound(model: TreeStageModel, X32: np.ndarray, k: int) -> np.ndarray:
-    """Per row and output, how far a float32 evaluation of stage k may be from the float64 one.
-
-    Each leaf is rounded to float32 (relative eps/2) and the state of one dimension sums at most T
-    leaves in float32 (each addition relative eps), so |Δs| <= (T + 1) eps A, with A the sum of the
-    reached leaves' magnitudes in that dimension. The readout (S terms plus the bias, float32
-    weights) adds (S + 2) eps (A @ |W| + |b|), and Δs reaches y through |W|. A factor 2 covers
-    the products of these first-order terms. Probabilities: the link is a contraction in the
-    max-norm (sigmoid, softmax), plus 4 eps for its own float32 evaluation.
-    """
-    ens, s = model.ensemble, model.stages[k]
-    trees = np.arange(s.tree_stop)
-    A = np.zeros((X32.shape[0], ens.n_targets))
-    if trees.size:
-        leaves = np.abs(ens.tree_outputs(X32, trees))
-        for j, t in enumerate(trees.tolist()):
-            A[:, ens.target[t]] += leaves[:, j]
-    T, S = trees.size, ens.n_targets
-    bound = 2 * (T + S + 4) * EPS32 * (A @ np.abs(s.W) + np.abs(s.b)) + 1e-37
-    if model.link == "identity":
-        return bound
-    P = 2 if model.link == "sigmoid" else s.b.shape[0]
-    return np.repeat(bound.max(axis=1, keepdims=True), P, axis=1) + 4 * EPS32
 
 
 def toy_model(link: str = "identity") -> TreeStageModel:
