@@ -310,9 +310,9 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     >>> [p["file"] for p in m["prefixes"]], m["c"]
     (['prefix_000.onnx', 'prefix_001.onnx'], None)
     """
-    from edgeseq.train.trees import TreeStageModel
+    from edgeseq.io.model_io import check_tree_model
 
-    TreeStageModel.validate(model)  # through the class: an instance cannot bring its own
+    check_tree_model(model, "the tree model")  # every construction check again, through the classes
     check_tree_float32(model)
     if model.stages[0].cost != 0:
         raise ExportError(f"stage 0 costs {model.stages[0].cost}; the prior must cost nothing to be exported")

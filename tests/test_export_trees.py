@@ -254,3 +254,32 @@ def test_an_edited_tree_manifest_with_recomputed_checksum_is_refused_on_read(tmp
     (out / "manifest.json").write_bytes(dump_manifest(m))
     with pytest.raises(IntegrityError, match="requires no group although it is not the prior"):
         read_verified(out)
+
+
+def test_export_re_checks_an_edited_model_it_did_not_build(tmp_path):
+    """A model whose arrays were changed behind the constructor's back (NaN threshold) is refused."""
+    import copy
+
+    from edgeseq.errors import ModelFormatError
+
+    model = copy.deepcopy(lightgbm_model("identity"))
+    thr = model.ensemble.threshold.copy()
+    thr[0] = np.nan
+    object.__setattr__(model.ensemble, "threshold", thr)
+    with pytest.raises(ModelFormatError, match="the tree model is inconsistent: tree ensemble: a split threshold is NaN"):
+        export_model(model, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("options", [{"batch_size": 4}, {"ort": True}])
+def test_fixed_batch_and_ort_format_tree_exports_run(tmp_path, options):
+    from edgeseq.runtime.model import ExportedModel
+
+    model = lightgbm_model("softmax")
+    m = export_model(model, tmp_path / "out", **options)
+    if options.get("ort"):
+        assert len(m["ort"]["prefixes"]) == len(model.stages)
+    X, _ = data(10, seed=4)
+    feats = {model.group_names[g]: X[:, model.group_columns[g]] for g in range(len(model.group_names))}
+    got = ExportedModel(tmp_path / "out").predict(feats).proba
+    np.testing.assert_allclose(got, model.predict(X), atol=1e-5)

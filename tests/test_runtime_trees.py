@@ -137,3 +137,40 @@ def test_state_is_really_carried_negative_control(tmp_path, monkeypatch):
     bad = sess.predict(features(model, X), prefix=k)
     ref = model.predict(X, stage=k)[:, 0]
     assert np.abs(good - ref).max() < 1e-4 and np.abs(bad - ref).max() > 1e-2
+
+
+# ----------------------------------------------------------------------------- the loop with stages
+from edgeseq.runtime.loop import Step, anytime_loop  # noqa: E402
+
+STEPS = [Step("a", 1, 1.0), Step("b", 1, 2.0), Step("c", 1, 4.0)]
+EXTRACT = {"a": lambda x: [1.0], "b": lambda x: [2.0], "c": lambda x: [4.0]}
+
+
+def _log_commit(log):
+    def commit(j, rows):
+        log.append((j, len(rows)))
+        return j
+    return commit
+
+
+@pytest.mark.parametrize("budget, want_prefix, want_commits, want_status", [
+    (None, 3, [(1, 2), (2, 2), (3, 3)], ["ok", "ok", "ok"]),  # stage 2 needs nothing new: right after 1
+    (2.9, 0, [], ["over_budget", "not_reached", "not_reached"]),  # stage 1 needs a and b (cost 3)
+    (3.0, 1, [(1, 2)], ["ok", "ok", "over_budget"]),               # stage 2 costs 0.5 more: not affordable
+    (3.5, 2, [(1, 2), (2, 2)], ["ok", "ok", "over_budget"]),
+    (7.5, 3, [(1, 2), (2, 2), (3, 3)], ["ok", "ok", "ok"]),
+])
+def test_loop_commits_each_stage_once_when_its_groups_are_done(budget, want_prefix, want_commits, want_status):
+    log = []
+    stages = [(0, 0.0), (2, 3.0), (2, 3.5), (3, 7.5)]
+    r = anytime_loop(STEPS, _log_commit(log), "prior", EXTRACT, budget=budget, stages=stages)
+    assert r.prefix == want_prefix and log == want_commits
+    assert [g.status for g in r.report] == want_status
+    assert r.prefix_cost == stages[want_prefix][1]
+
+
+def test_loop_without_stages_still_commits_every_group():
+    """Negative control: the default (affine) schedule commits after every group."""
+    log = []
+    r = anytime_loop(STEPS, _log_commit(log), "prior", EXTRACT)
+    assert log == [(1, 1), (2, 2), (3, 3)] and r.prefix == 3

@@ -166,3 +166,23 @@ def test_verify_requiring_c_on_a_tree_export_says_it_is_not_available(tmp_path):
     export_model(lightgbm_model("identity"), tmp_path / "out")
     r = CliRunner().invoke(main, ["verify", str(tmp_path / "out"), "--require-c"])
     assert r.exit_code != 0 and "not available" in r.output and "Traceback" not in r.output
+
+
+def test_cli_run_on_a_tree_export_uses_the_last_stage_each_row_completes(tmp_path):
+    model = lightgbm_model("identity")
+    export_model(model, tmp_path / "out")
+    X, _ = data(6, seed=23)
+    order = model.groups_required(len(model.stages) - 1)
+    X[1, model.group_columns[order[-1]]] = np.nan     # last group missing -> the stage before
+    X[2, model.group_columns[order[0]]] = np.nan      # first group missing -> the prior
+    np.savez(tmp_path / "rows.npz", X=X)
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "out"), str(tmp_path / "rows.npz")])
+    assert r.exit_code == 0, r.output
+    lines = [line.split(",") for line in r.output.strip().splitlines()[1:]]
+    K = len(model.stages) - 1
+    counts = np.cumsum([len(s.new_groups) for s in model.stages])
+    stage_without_last = int(np.searchsorted(counts, len(order) - 1, side="right") - 1)
+    assert [int(line[1]) for line in lines] == [K, stage_without_last, 0, K, K, K]
+    for line, x in zip(lines, X):
+        k = int(line[1])
+        assert float(line[3]) == pytest.approx(model.predict(x[None], stage=k)[0, 0], abs=1e-5)

@@ -334,13 +334,19 @@ def _tree_model_in(obj):
     return vars(obj).get("stage_model_") if not isinstance(obj, FittedSequence) and hasattr(obj, "__dict__") else None
 
 
-def check_tree_model(model) -> None:
-    """Re-establish every invariant of a TreeStageModel that was unpickled rather than built.
+def check_tree_model(model, what: str = "model file") -> None:
+    """Re-establish every invariant of a TreeStageModel that was unpickled (or edited) rather than built.
 
     Unpickling fills an object's attributes without running its checks, so the classes' own
     construction steps are run again through the classes (an instance cannot bring its own): the
     ensemble's arrays are re-converted and every index re-validated (depths recomputed), then the
     stages. A crafted file with an out-of-range child index or a NaN threshold ends here.
+
+    Parameters
+    ----------
+    model : TreeStageModel
+    what : str
+        What the model came from, for the message (the exporter passes "tree model").
 
     Raises
     ------
@@ -370,14 +376,14 @@ def check_tree_model(model) -> None:
     ens, stages = state.get("ensemble"), state.get("stages")
     if type(model) is not TreeStageModel or type(ens) is not TreeEnsemble or type(stages) is not tuple \
             or not all(type(s) is TreeStage for s in stages):
-        raise ModelFormatError("model file's tree model is not made of TreeEnsemble and TreeStage objects")
+        raise ModelFormatError(f"{what}'s tree model is not made of TreeEnsemble and TreeStage objects")
     try:
         TreeEnsemble.__post_init__(ens)
         TreeStageModel.__post_init__(model)
     except (InputError, ModelFormatError) as exc:
-        raise ModelFormatError(f"model file is inconsistent: {exc}") from None
+        raise ModelFormatError(f"{what} is inconsistent: {exc}") from None
     except (AttributeError, TypeError, ValueError, OverflowError) as exc:
-        raise ModelFormatError(f"model file's tree model is malformed ({type(exc).__name__}: {clip(exc)})") from None
+        raise ModelFormatError(f"{what}'s tree model is malformed ({type(exc).__name__}: {clip(exc)})") from None
 
 
 def _check_tree_estimator(state: dict, model) -> None:
