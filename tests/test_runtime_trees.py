@@ -174,3 +174,27 @@ def test_loop_without_stages_still_commits_every_group():
     log = []
     r = anytime_loop(STEPS, _log_commit(log), "prior", EXTRACT)
     assert log == [(1, 1), (2, 2), (3, 3)] and r.prefix == 3
+
+
+def test_a_manifest_whose_state_width_disagrees_with_the_graphs_is_refused(tmp_path):
+    import json
+
+    from hostile import reseal
+
+    from edgeseq.errors import IntegrityError
+
+    export_model(lightgbm_model("softmax"), tmp_path / "out")
+    reseal(tmp_path / "out", lambda m: m.update(state_width=m["state_width"] + 1))
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["state_width"] == 4
+    with pytest.raises(IntegrityError, match="state_in has 3 columns, the manifest's state_width is 4"):
+        ExportedModel(tmp_path / "out")
+
+
+def test_deadline_runs_on_tree_exports_commit_stages(tmp_path):
+    model = lightgbm_model("identity")
+    export_model(model, tmp_path / "out")
+    X, _ = data(2, seed=14)
+    with AnytimeSession(tmp_path / "out") as sess:
+        r = sess.run(extractors(model), deadline_s=30.0, inputs=X[0])
+    assert r.prefix == len(model.stages) - 1 and r.stopped_by == "complete"
+    assert float(np.asarray(r.prediction).ravel()[0]) == pytest.approx(model.predict(X[:1])[0, 0], abs=1e-5)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import RuntimeInputError
+from edgeseq.errors import IntegrityError, RuntimeInputError
 from edgeseq.format import STATE_OUT, read_verified, stage_group_counts, stage_kind
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
@@ -137,6 +137,10 @@ class ExportedModel:
         self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
                                       wanted + [STATE_OUT] if self._trees and j else wanted, str(out / p["file"]),
                                       self._squeeze) for j, p in enumerate(m["prefixes"])]
+        for p, r in zip(m["prefixes"][1:], self._runners[1:]) if self._trees else ():
+            if r._dims[-1] != self._state_width:
+                raise IntegrityError(f"{out / p['file']}: state_in has {r._dims[-1]} columns, the manifest's "
+                                     f"state_width is {self._state_width}")
         self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
 
     # ------------------------------------------------------------------ structure
