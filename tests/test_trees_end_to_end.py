@@ -186,3 +186,41 @@ def test_cli_run_on_a_tree_export_uses_the_last_stage_each_row_completes(tmp_pat
     for line, x in zip(lines, X):
         k = int(line[1])
         assert float(line[3]) == pytest.approx(model.predict(x[None], stage=k)[0, 0], abs=1e-5)
+
+
+@pytest.mark.parametrize("attribute, value, match", [
+    ("nodes_treeids", 10**9, "a node belongs to a tree outside"),
+    ("nodes_featureids", 10**6, "a split reads a column outside the stage's inputs"),
+    ("nodes_truenodeids", 10**6, "child points backwards or outside"),
+])
+def test_verify_refuses_crafted_tree_ids_in_a_graph_quickly(tmp_path, attribute, value, match):
+    """A resealed graph whose ids point anywhere is one IntegrityError, found before any loop over them."""
+    import time
+
+    import onnx
+
+    out = tmp_path / "out"
+    export_model(lightgbm_model("identity"), out)
+    m = json.loads((out / "manifest.json").read_text())
+    p = m["prefixes"][1]
+    g = onnx.load(str(out / p["file"]))
+    node = next(n for n in g.graph.node if n.op_type == "TreeEnsembleRegressor")
+    att = next(a for a in node.attribute if a.name == attribute)
+    att.ints[0] = value
+    (out / p["file"]).write_bytes(g.SerializeToString())
+    p["sha256"] = sha256_file(out / p["file"])
+    m["manifest_sha256"] = manifest_checksum(m)
+    (out / "manifest.json").write_bytes(dump_manifest(m))
+    t0 = time.perf_counter()
+    with pytest.raises(IntegrityError, match=match):
+        verify_export(out, use_c=False)
+    assert time.perf_counter() - t0 < 5
+
+
+def test_verify_refuses_a_manifest_whose_tree_counts_disagree_with_the_graphs(tmp_path):
+    from hostile import reseal
+
+    export_model(lightgbm_model("identity"), tmp_path / "out")
+    reseal(tmp_path / "out", lambda m: m["prefixes"][1].update(n_nodes=m["prefixes"][1]["n_nodes"] + 1))
+    with pytest.raises(IntegrityError, match="stage 1's graph holds"):
+        verify_export(tmp_path / "out", use_c=False)

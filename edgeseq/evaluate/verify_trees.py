@@ -59,40 +59,48 @@ def tree_stage_bound(model, X32: np.ndarray, k: int) -> np.ndarray:
     return np.repeat(bound.max(axis=1, keepdims=True), P, axis=1) + 4 * EPS32
 
 
-def _stage_ensemble_parts(att: dict, raw_of: np.ndarray, offset: int):
-    """One stage's trees from TreeEnsembleRegressor attributes, in the layout of `TreeEnsemble`
-    (node indices shifted by `offset`, features mapped back to raw columns with `raw_of`)."""
+def _stage_ensemble_parts(att: dict, raw_of: np.ndarray, offset: int, n_trees: int):
+    """One stage's `n_trees` trees from TreeEnsembleRegressor attributes, in the layout of `TreeEnsemble`
+    (node indices shifted by `offset`, features mapped back to raw columns with `raw_of`).
+
+    Linear in the number of nodes and bounded by what the file holds: every id is range-checked
+    before it is used, so a crafted graph cannot make this loop over ids it does not contain."""
+    keys = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
+            "nodes_truenodeids", "nodes_falsenodeids")
+    n = len(att["nodes_treeids"])
+    if any(len(att[k]) != n for k in keys):
+        raise ValueError("the node attributes have different lengths")
     tree_ids = np.asarray(att["nodes_treeids"], np.int64)
     node_ids = np.asarray(att["nodes_nodeids"], np.int64)
-    leaf_of = {(int(t), int(n)): (int(d), float(w)) for t, n, d, w in
+    if n and (tree_ids.min() < 0 or tree_ids.max() >= n_trees):
+        raise ValueError(f"a node belongs to a tree outside 0..{n_trees - 1}")
+    order = np.lexsort((node_ids, tree_ids))
+    sizes = np.bincount(tree_ids, minlength=n_trees)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    if np.any(sizes == 0) or not np.array_equal(node_ids[order], np.arange(n) - np.repeat(starts, sizes)):
+        raise ValueError("every tree's node ids must be 0..(its nodes - 1)")
+    pick = lambda k: np.asarray(att[k])[order]  # noqa: E731
+    modes, feat = pick("nodes_modes"), pick("nodes_featureids").astype(np.int64)
+    branch = modes == "BRANCH_LEQ"
+    if not np.all(branch | (modes == "LEAF")):
+        raise ValueError("a node mode is neither BRANCH_LEQ nor LEAF")
+    if np.any(branch & ((feat < 0) | (feat >= raw_of.size))):
+        raise ValueError("a split reads a column outside the stage's inputs")
+    root = offset + np.repeat(starts, sizes)
+    leaf_at = {(int(t), int(i)): (int(d), float(w)) for t, i, d, w in
                zip(att["target_treeids"], att["target_nodeids"], att["target_ids"], att["target_weights"])}
-    cols = {key: [] for key in ("feature", "threshold", "left", "right", "value")}
-    roots, targets = [], []
-    for t in range(int(tree_ids.max()) + 1 if tree_ids.size else 0):
-        idx = np.flatnonzero(tree_ids == t)
-        idx = idx[np.argsort(node_ids[idx])]
-        if not np.array_equal(node_ids[idx], np.arange(idx.size)):
-            raise ValueError(f"tree {t}'s node ids are not 0..{idx.size - 1}")
-        start = offset
-        roots.append(start)
-        dims = set()
-        for i in idx.tolist():
-            if att["nodes_modes"][i] == "LEAF":
-                d, w = leaf_of[(t, int(node_ids[i]))]
-                dims.add(d)
-                row = (-1, 0.0, -1, -1, w)
-            elif att["nodes_modes"][i] == "BRANCH_LEQ":
-                row = (int(raw_of[att["nodes_featureids"][i]]), att["nodes_values"][i],
-                       start + att["nodes_truenodeids"][i], start + att["nodes_falsenodeids"][i], 0.0)
-            else:
-                raise ValueError(f"node mode {att['nodes_modes'][i]!r} is not an edgeseq tree node")
-            for key, v in zip(cols, row):
-                cols[key].append(v)
-        if len(dims) != 1:
-            raise ValueError(f"tree {t}'s leaves add to {len(dims)} state dimensions, not one")
-        targets.append(dims.pop())
-        offset += idx.size
-    return cols, roots, targets, offset
+    values, dims = np.zeros(n), [set() for _ in range(n_trees)]
+    for j in np.flatnonzero(~branch).tolist():
+        d, w = leaf_at[(int(tree_ids[order[j]]), int(node_ids[order[j]]))]
+        values[j] = w
+        dims[int(tree_ids[order[j]])].add(d)
+    if any(len(d) != 1 for d in dims):
+        raise ValueError("a tree's leaves must add to exactly one state dimension")
+    cols = {"feature": np.where(branch, raw_of[np.where(branch, feat, 0)], -1),
+            "threshold": np.where(branch, pick("nodes_values"), 0.0),
+            "left": np.where(branch, root + pick("nodes_truenodeids"), -1),
+            "right": np.where(branch, root + pick("nodes_falsenodeids"), -1), "value": values}
+    return cols, (offset + starts).tolist(), [d.pop() for d in dims], offset + n
 
 
 def tree_model_from_export(out_dir):
@@ -125,7 +133,7 @@ def tree_model_from_export(out_dir):
     """
     import onnx
 
-    from edgeseq.export.onnx_trees import read_readout, read_stage_trees
+    from edgeseq.export.onnx_trees import read_readout, read_stage_trees, stage_facts
     from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
 
     out = Path(out_dir)
@@ -143,22 +151,28 @@ def tree_model_from_export(out_dir):
             att = read_stage_trees(graph)
             if att is not None:
                 raw_of = np.concatenate([by_input[name]["columns"] for name in p["inputs"][:-1]]).astype(np.int64)
-                part, r, t, offset = _stage_ensemble_parts(att, raw_of, offset)
+                part, r, t, offset = _stage_ensemble_parts(att, raw_of, offset, p["n_trees"])
                 for key in cols:
-                    cols[key] += part[key]
+                    cols[key].append(part[key])
                 roots += r
                 targets += t
             stop = len(roots)
             stages.append(TreeStage(tuple(by_input[n]["index"] for n in p["new_groups"]), p["cost"], n_trees, stop,
                                     np.zeros((S, P)) if W is None else W, b))
             n_trees = stop
-        ens = TreeEnsemble(**{k: np.array(v) for k, v in cols.items()}, roots=np.array(roots, np.int64),
+        ens = TreeEnsemble(**{k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()},
+                           roots=np.array(roots, np.int64),
                            target=np.array(targets, np.int64), n_features=m["n_features_in"], n_targets=S)
         by_index = sorted(m["groups"], key=lambda g: g["index"])
         classes = m["outputs"]["classes"]
-        return TreeStageModel(tuple(g["name"] for g in by_index), tuple(g["columns"] for g in by_index),
+        model = TreeStageModel(tuple(g["name"] for g in by_index), tuple(g["columns"] for g in by_index),
                               [g["cost"] for g in by_index], ens, tuple(stages), m["link"],
                               tuple(m["outputs"]["names"]), None if classes is None else np.array(classes))
+        for k, p in enumerate(m["prefixes"]):
+            facts = stage_facts(model, k)
+            if any(p[key] != v for key, v in facts.items()):
+                raise ValueError(f"stage {k}'s graph holds {facts}, the manifest says otherwise")
+        return model
     except (ModelFormatError, InputError, KeyError, IndexError, ValueError, TypeError) as exc:
         raise IntegrityError(f"{out}: the stage graphs do not match {MANIFEST} or are not edgeseq tree "
                              f"stages ({exc})") from None
