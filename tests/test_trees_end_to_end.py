@@ -123,7 +123,8 @@ def test_verify_and_inspect_on_a_tree_export(tmp_path):
     assert r.exit_code == 0 and "carried state of width 1" in r.output and "new groups" in r.output
 
 
-def test_verify_refuses_a_tampered_stage_graph_with_recomputed_checksums(tmp_path):
+def _export_with_edited_trees(tmp_path, attribute: str, edit):
+    """A tree export whose stage-1 TreeEnsembleRegressor attribute was edited, every checksum recomputed."""
     import onnx
 
     out = tmp_path / "out"
@@ -132,12 +133,19 @@ def test_verify_refuses_a_tampered_stage_graph_with_recomputed_checksums(tmp_pat
     p = m["prefixes"][1]
     g = onnx.load(str(out / p["file"]))
     node = next(n for n in g.graph.node if n.op_type == "TreeEnsembleRegressor")
-    att = next(a for a in node.attribute if a.name == "aggregate_function")
-    att.s = b"AVERAGE"  # a graph edgeseq would never write, though every tree is still readable
+    edit(next(a for a in node.attribute if a.name == attribute))
     (out / p["file"]).write_bytes(g.SerializeToString())
     p["sha256"] = sha256_file(out / p["file"])
     m["manifest_sha256"] = manifest_checksum(m)
     (out / "manifest.json").write_bytes(dump_manifest(m))
+    return out
+
+
+def test_verify_refuses_a_tampered_stage_graph_with_recomputed_checksums(tmp_path):
+    def average(att):
+        att.s = b"AVERAGE"  # a graph edgeseq would never write, though every tree is still readable
+
+    out = _export_with_edited_trees(tmp_path, "aggregate_function", average)
     with pytest.raises(IntegrityError, match="differs from the stage graph edgeseq generates"):
         verify_export(out, use_c=False)
 
@@ -197,20 +205,10 @@ def test_verify_refuses_crafted_tree_ids_in_a_graph_quickly(tmp_path, attribute,
     """A resealed graph whose ids point anywhere is one IntegrityError, found before any loop over them."""
     import time
 
-    import onnx
+    def set_first(att):
+        att.ints[0] = value
 
-    out = tmp_path / "out"
-    export_model(lightgbm_model("identity"), out)
-    m = json.loads((out / "manifest.json").read_text())
-    p = m["prefixes"][1]
-    g = onnx.load(str(out / p["file"]))
-    node = next(n for n in g.graph.node if n.op_type == "TreeEnsembleRegressor")
-    att = next(a for a in node.attribute if a.name == attribute)
-    att.ints[0] = value
-    (out / p["file"]).write_bytes(g.SerializeToString())
-    p["sha256"] = sha256_file(out / p["file"])
-    m["manifest_sha256"] = manifest_checksum(m)
-    (out / "manifest.json").write_bytes(dump_manifest(m))
+    out = _export_with_edited_trees(tmp_path, attribute, set_first)
     t0 = time.perf_counter()
     with pytest.raises(IntegrityError, match=match):
         verify_export(out, use_c=False)
