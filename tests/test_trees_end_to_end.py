@@ -222,3 +222,24 @@ def test_verify_refuses_a_manifest_whose_tree_counts_disagree_with_the_graphs(tm
     reseal(tmp_path / "out", lambda m: m["prefixes"][1].update(n_nodes=m["prefixes"][1]["n_nodes"] + 1))
     with pytest.raises(IntegrityError, match="stage 1's graph holds"):
         verify_export(tmp_path / "out", use_c=False)
+
+
+def test_readers_of_the_other_kind_refuse_clearly(tmp_path):
+    from edgeseq.export.manifest import sequence_from_export
+
+    export_model(lightgbm_model("identity"), tmp_path / "out")
+    with pytest.raises(IntegrityError, match="holds tree stages, not affine prefixes"):
+        sequence_from_export(tmp_path / "out")
+    save_model(lightgbm_model("identity"), tmp_path / "m.pkl")
+    from edgeseq.io.model_io import as_sequence
+
+    with pytest.raises(ModelFormatError, match="holds a tree model"):
+        as_sequence(load_model(tmp_path / "m.pkl"))
+
+
+def test_a_bare_tree_ensemble_is_not_a_model_file(tmp_path):
+    import pickle
+
+    (tmp_path / "ens.pkl").write_bytes(pickle.dumps(lightgbm_model("identity").ensemble))
+    with pytest.raises(ModelFormatError, match="bare TreeEnsemble"):
+        load_model(tmp_path / "ens.pkl")

@@ -531,6 +531,9 @@ def as_sequence(obj) -> FittedSequence:
     edgeseq.errors.ModelFormatError: the AnytimeRegressor in the model file is not fitted; ...
     """
     seq = obj if isinstance(obj, FittedSequence) else vars(obj).get("fitted_sequence_")
+    if seq is None and _tree_model_in(obj) is not None:
+        raise ModelFormatError(f"the model file holds a tree model ({type(obj).__name__}); this needs a linear "
+                               "edgeseq model (export, verify and run take tree models)")
     if seq is None:
         raise ModelFormatError(f"the {type(obj).__name__} in the model file is not fitted; "
                                "fit it before saving (or use `edgeseq train`)")
