@@ -28,6 +28,15 @@ METHODS = ("omp", "fr", "single", "gomp")  # selection methods a model may recor
 PREFIX0_INPUT = "n"  # prefix 0 reads no group: its only input carries the number of rows
 PREFIX0_WIDTH = 1  # columns of `n` in format 2 exports (format 1: 0, a zero-size tensor OpenVINO cannot load)
 BIAS_NAME = "b"  # the intercept initializer of every prefix graph
+STAGE_KINDS = ("affine", "trees")  # `stage_kind`; absent means affine (every export before tree stages)
+STATE_IN = "state_in"  # tree stage graphs: the carried state [N, S] in ...
+STATE_OUT = "state_out"  # ... and out (stage 0 has neither: its state is zero)
+# bounds on what a tree-stage manifest may claim, so a reader sizes nothing from an absurd number
+MAX_STATE_WIDTH = 1 << 16
+MAX_TREES = 1 << 20  # trees of one export (all stages together)
+MAX_TREE_NODES = 1 << 24  # nodes of one export (the bound of edgeseq.train.trees.MAX_NODES)
+MAX_TREE_DEPTH = 32  # comparisons on a root-to-leaf path (edgeseq.train.trees.MAX_DEPTH)
+TREE_STAGE_FIELDS = ("new_groups", "cost", "n_trees", "n_nodes", "max_depth")
 C_HEADER = "edgeseq_model.h"
 C_SOURCE = "edgeseq_model.c"
 # Without per-feature arrays (names, statistics) nothing in a model file or manifest vouches for
@@ -225,7 +234,10 @@ def check_cross_fields(manifest: dict) -> None:
     ...
     edgeseq.errors.IntegrityError: ...
     """
-    _check_prefixes(manifest)
+    if stage_kind(manifest) == "trees":
+        _check_tree_stages(manifest)
+    else:
+        _check_prefixes(manifest)
     _check_features(manifest)
     _check_groups(manifest)
     _check_costs(manifest)
@@ -233,12 +245,50 @@ def check_cross_fields(manifest: dict) -> None:
     _check_files(manifest)
 
 
+def stage_kind(manifest: dict) -> str:
+    """How the export's stages compute: ``"affine"`` (linear prefixes; also when absent) or ``"trees"``.
+
+    Exports written before tree stages existed carry no ``stage_kind``; they are affine.
+
+    Examples
+    --------
+    >>> stage_kind({}), stage_kind({"stage_kind": "trees"})
+    ('affine', 'trees')
+    """
+    return manifest.get("stage_kind", "affine")
+
+
+def stage_group_counts(manifest: dict) -> list[int]:
+    """Per stage k, how many groups (a prefix of ``groups``, in order) are computed once k has run.
+
+    Affine prefix j needs the first j groups; a tree stage needs those its own and earlier stages
+    list in ``new_groups`` (zero, one or several per stage).
+
+    Examples
+    --------
+    >>> stage_group_counts({"prefixes": [{}, {}, {}]})
+    [0, 1, 2]
+    >>> stage_group_counts({"stage_kind": "trees", "prefixes": [{"new_groups": []}, {"new_groups": ["a", "b"]},
+    ...                                                          {"new_groups": []}]})
+    [0, 2, 2]
+    """
+    if stage_kind(manifest) != "trees":
+        return list(range(len(manifest["prefixes"])))
+    counts, n = [], 0
+    for p in manifest["prefixes"]:
+        n += len(p["new_groups"])
+        counts.append(n)
+    return counts
+
 def _bad(field: str, problem: str) -> IntegrityError:
     return IntegrityError(f"{MANIFEST}: {field} {problem}")
 
 
 def _check_prefixes(m: dict) -> None:
     groups, prefixes = m["groups"], m["prefixes"]
+    stray = [f for p in prefixes for f in TREE_STAGE_FIELDS if f in p] + (["state_width"] if "state_width" in m else [])
+    if stray:
+        raise _bad("prefixes", f"carry tree-stage field(s) {brief(sorted(set(stray)))} in an affine export")
     if len(prefixes) != len(groups) + 1:
         raise _bad("prefixes", f"has {len(prefixes)} entries; {len(groups)} groups need {len(groups) + 1}")
     if sorted(g["index"] for g in groups) != list(range(len(groups))):
@@ -248,6 +298,45 @@ def _check_prefixes(m: dict) -> None:
         if p["index"] != j or p["inputs"] != want:
             raise _bad(f"prefixes[{j}]", f"has index {brief(p['index'])} and inputs {brief(p['inputs'])}, "
                                          f"expected index {j} and inputs {brief(want)}")
+
+
+def _check_tree_stages(m: dict) -> None:
+    """Tree stages: every stage describes itself fully, groups are required in list order, each once,
+    and the sizes a runtime or emitter will trust stay within the format's bounds."""
+    groups, stages = m["groups"], m["prefixes"]
+    if not isinstance(m.get("state_width"), int):
+        raise _bad("state_width", "is required in a tree-stage export")
+    if sorted(g["index"] for g in groups) != list(range(len(groups))):
+        raise _bad("groups[].index", f"must be a permutation of 0..{len(groups) - 1}")
+    names = [g["input_name"] for g in groups]
+    if STATE_IN in names or STATE_OUT in names:
+        raise _bad("groups[].input_name", f"uses {STATE_IN!r} or {STATE_OUT!r}, the state's names")
+    required, total_trees, total_nodes = [], 0, 0
+    for k, p in enumerate(stages):
+        missing = [f for f in TREE_STAGE_FIELDS if f not in p]
+        if missing:
+            raise _bad(f"prefixes[{k}]", f"lacks {brief(missing)}, which a tree stage must give")
+        required += p["new_groups"]
+        if required != names[:len(required)]:
+            raise _bad(f"prefixes[{k}].new_groups", f"is {brief(p['new_groups'])}; stages must require the "
+                                                   f"groups in list order, each once")
+        if k and not required:
+            raise _bad(f"prefixes[{k}]", "requires no group although it is not the prior (stage 0)")
+        want = [PREFIX0_INPUT] if k == 0 else [*required, STATE_IN]
+        if p["index"] != k or p["inputs"] != want:
+            raise _bad(f"prefixes[{k}]", f"has index {brief(p['index'])} and inputs {brief(p['inputs'])}, "
+                                         f"expected index {k} and inputs {brief(want)}")
+        if k == 0 and (p["new_groups"] or p["n_trees"] or p["cost"] != 0):
+            raise _bad("prefixes[0]", "must require no group, hold no tree and cost nothing")
+        if (p["n_trees"] == 0) != (p["n_nodes"] == 0) or p["n_nodes"] < p["n_trees"] \
+                or (p["n_trees"] == 0 and p["max_depth"] != 0) or p["n_nodes"] > p["n_trees"] << p["max_depth"] + 1:
+            raise _bad(f"prefixes[{k}]", f"claims {brief(p['n_trees'])} trees, {brief(p['n_nodes'])} nodes and "
+                                         f"depth {brief(p['max_depth'])}, which no set of binary trees has")
+        total_trees += p["n_trees"]
+        total_nodes += p["n_nodes"]
+    if total_trees > MAX_TREES or total_nodes > MAX_TREE_NODES:
+        raise _bad("prefixes", f"hold {total_trees} trees with {total_nodes} nodes; at most {MAX_TREES} trees "
+                               f"and {MAX_TREE_NODES} nodes are supported")
 
 
 def _check_features(m: dict) -> None:
@@ -299,9 +388,27 @@ def _check_costs(m: dict) -> None:
         if not _close(g["cum_cost"], total):
             raise _bad(f"groups[{k}].cum_cost", f"is {brief(g['cum_cost'])}, the running sum of the costs is "
                                                 f"{total}")
+    if stage_kind(m) == "trees":
+        _check_stage_costs(m)
+        return
+    for k, g in enumerate(m["groups"]):
         if not _close(prefixes[k + 1]["cum_cost"], g["cum_cost"]) or prefixes[k + 1]["cum_cost"] < prefixes[k]["cum_cost"]:
             raise _bad(f"prefixes[{k + 1}].cum_cost", f"is {brief(prefixes[k + 1]['cum_cost'])}, must equal "
                                                       f"groups[{k}].cum_cost {brief(g['cum_cost'])}")
+
+
+def _check_stage_costs(m: dict) -> None:
+    """Tree stages: cum_cost is the running sum of the stage costs, each at least its groups' costs."""
+    cost_of = {g["input_name"]: g["cost"] for g in m["groups"]}
+    total = 0.0
+    for k, p in enumerate(m["prefixes"]):
+        total += p["cost"]
+        floor = sum(cost_of[name] for name in p["new_groups"])
+        if p["cost"] < floor and not _close(p["cost"], floor):
+            raise _bad(f"prefixes[{k}].cost", f"is {brief(p['cost'])}, less than its new groups' {floor}")
+        if not _close(p["cum_cost"], total):
+            raise _bad(f"prefixes[{k}].cum_cost", f"is {brief(p['cum_cost'])}, the running sum of the stage "
+                                                  f"costs is {total}")
 
 
 def _check_outputs(m: dict) -> None:
@@ -334,7 +441,9 @@ def _check_files(m: dict) -> None:
     if len(set(names)) != len(names):
         raise _bad("files", "lists a file twice")
     listed = {f["file"] for f in m["files"]}
-    for key in ("header", "source"):
+    if m["c"] is None and stage_kind(m) != "trees":
+        raise _bad("c", "is null; only a tree-stage export may come without its C model")
+    for key in ("header", "source") if m["c"] is not None else ():
         if m["c"][key] not in listed:
             raise _bad(f"c.{key}", f"names {brief(m['c'][key])}, which is not listed in files")
     ort = m.get("ort")

@@ -54,6 +54,9 @@ def sequence_from_export(out_dir) -> FittedSequence:
 
     out = Path(out_dir)
     m = read_verified(out)
+    if m.get("stage_kind") == "trees":
+        raise IntegrityError(f"{out} holds tree stages, not affine prefixes; read it with "
+                             "edgeseq.evaluate.verify_trees.tree_model_from_export")
     groups = m["groups"]
     coefs, intercepts = [], []
     for p in m["prefixes"]:

@@ -79,7 +79,15 @@ def _batch_dim(batch_size):
     return "N" if batch_size is None else int(batch_size)
 
 
-def _tensor_input(name: str, d: int, batch_size=None):
+def tensor_input(name: str, d: int, batch_size=None):
+    """A float32 graph input (or output) [N, d], N symbolic or fixed by `batch_size`.
+
+    Examples
+    --------
+    >>> from edgeseq.export.onnx_graphs import tensor_input
+    >>> [d.dim_param or d.dim_value for d in tensor_input("a", 3).type.tensor_type.shape.dim]
+    ['N', 3]
+    """
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, [_batch_dim(batch_size), int(d)])
 
 
@@ -150,19 +158,51 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
     P = seq.n_outputs
     groups = [int(g) for g in seq.order[:j]]
     inits = [numpy_helper.from_array(seq.intercepts[j].astype(np.float32), BIAS_NAME)]
-    nodes = []
     if j == 0:
-        inputs = [_tensor_input(PREFIX0_INPUT, PREFIX0_WIDTH, batch_size)]
-        inits.append(numpy_helper.from_array(np.zeros((PREFIX0_WIDTH, P), np.float32), weight_name(PREFIX0_INPUT)))
-        terms = [(PREFIX0_INPUT, weight_name(PREFIX0_INPUT))]
+        inputs, prior_inits, terms = prefix0_parts(P, batch_size)
+        inits += prior_inits
     else:
         inputs, terms = [], []
         for g, block in zip(groups, prefix_weight_blocks(seq, j)):
             name = input_names[g]
-            inputs.append(_tensor_input(name, block.shape[0], batch_size))
+            inputs.append(tensor_input(name, block.shape[0], batch_size))
             inits.append(numpy_helper.from_array(block.astype(np.float32), weight_name(name)))
             terms.append((name, weight_name(name)))
-    acc = None
+    nodes, acc = affine_nodes(terms)
+    nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))
+    return finish_model(nodes, inputs, inits, P, seq.link, f"{model_name}_prefix_{j}",
+                        f"edgeseq prefix {j} of {seq.n_prefixes - 1}: link {seq.link}", batch_size)
+
+
+def prefix0_parts(P: int, batch_size=None) -> tuple[list, list, list]:
+    """Prefix 0's input `n` ([N, 1]), its zero weight and the one (input, weight) term to multiply.
+
+    Shared by every graph that predicts without any group (linear prefix 0, tree stage 0): the
+    zero weight times the batch-carrying input gives N rows of the bias.
+
+    Examples
+    --------
+    >>> from edgeseq.export.onnx_graphs import prefix0_parts
+    >>> inputs, inits, terms = prefix0_parts(3)
+    >>> [i.name for i in inputs], [t.name for t in inits], terms
+    (['n'], ['W/n'], [('n', 'W/n')])
+    """
+    inputs = [tensor_input(PREFIX0_INPUT, PREFIX0_WIDTH, batch_size)]
+    inits = [numpy_helper.from_array(np.zeros((PREFIX0_WIDTH, P), np.float32), weight_name(PREFIX0_INPUT))]
+    return inputs, inits, [(PREFIX0_INPUT, weight_name(PREFIX0_INPUT))]
+
+
+def affine_nodes(terms) -> tuple[list, str]:
+    """MatMul of every (input, weight) term, summed left to right; returns the nodes and the sum's name.
+
+    Examples
+    --------
+    >>> from edgeseq.export.onnx_graphs import affine_nodes
+    >>> nodes, acc = affine_nodes([("a", "W/a"), ("b", "W/b")])
+    >>> [n.op_type for n in nodes], acc
+    (['MatMul', 'MatMul', 'Add'], 'sum/1')
+    """
+    nodes, acc = [], None
     for k, (x, w) in enumerate(terms):
         out = f"mm/{k}"
         nodes.append(helper.make_node("MatMul", [x, w], [out]))
@@ -170,17 +210,41 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
             nodes.append(helper.make_node("Add", [acc, out], [f"sum/{k}"]))
             out = f"sum/{k}"
         acc = out
-    nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))
+    return nodes, acc
+
+
+def finish_model(nodes, inputs, inits, P: int, link: str, graph_name: str, doc: str, batch_size=None,
+                 extra_outputs=(), opsets=(("", OPSET),)) -> onnx.ModelProto:
+    """The model around `nodes`, which must compute ``y`` [N, P]: link outputs, pinned IR and opsets.
+
+    One place decides the outputs (``y``, then ``proba`` and ``label`` for classifiers, then
+    `extra_outputs`), the IR version and the opset imports, so linear prefixes and tree stages
+    cannot drift apart.
+
+    Examples
+    --------
+    >>> import numpy as np, onnx
+    >>> from onnx import helper, numpy_helper
+    >>> from edgeseq.export.onnx_graphs import finish_model, prefix0_parts, affine_nodes
+    >>> inputs, inits, terms = prefix0_parts(1)
+    >>> nodes, acc = affine_nodes(terms)
+    >>> nodes.append(helper.make_node("Add", [acc, "b"], ["y"]))
+    >>> inits.append(numpy_helper.from_array(np.zeros(1, np.float32), "b"))
+    >>> m = finish_model(nodes, inputs, inits, 1, "sigmoid", "demo", "a prior")
+    >>> onnx.checker.check_model(m, full_check=True)
+    >>> [o.name for o in m.graph.output], m.ir_version
+    (['y', 'proba', 'label'], 10)
+    """
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [_batch_dim(batch_size), P])]
-    n_classes = 2 if seq.link == "sigmoid" else P
-    link_nodes, link_outputs = _link_nodes(seq.link, n_classes, batch_size)
-    if seq.link == "sigmoid":
+    n_classes = 2 if link == "sigmoid" else P
+    link_nodes, link_outputs = _link_nodes(link, n_classes, batch_size)
+    if link == "sigmoid":
         inits.append(numpy_helper.from_array(np.ones((1,), np.float32), "link/one"))
-    graph = helper.make_graph(nodes + link_nodes, f"{model_name}_prefix_{j}", inputs,
-                              outputs + link_outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+    graph = helper.make_graph(nodes + link_nodes, graph_name, inputs, outputs + link_outputs + list(extra_outputs),
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],
                               ir_version=IR_VERSION, producer_name="edgeseq")
-    model.doc_string = f"edgeseq prefix {j} of {seq.n_prefixes - 1}: link {seq.link}"
+    model.doc_string = doc
     return model
 
 

@@ -340,9 +340,12 @@ def _not_an_export(out: Path) -> str | None:
     return None
 
 
-def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, model_name=None,
+def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                  check_stats=None, batch_size=None, ort=False) -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
+
+    `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
+    stages, written by `edgeseq.export.writer_trees`; `check_stats` does not apply to them).
 
     `model_name` defaults to `out_dir`'s name; `c_prefix` (a C identifier) to one derived from it.
     `check_stats`: optional (n, D) sample rows for the float32-vs-float64 check (default: rows drawn
@@ -386,13 +389,14 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     >>> export_model(seq, "demo_export", force=True)["model_name"]
     'demo_export'
     """
-    if not isinstance(seq, FittedSequence):
-        raise ExportError(f"export_model needs a FittedSequence, got {type(seq).__name__}")
-    FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
-    check_float32(seq)
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
-                                   or not 1 <= batch_size <= MAX_BATCH_SIZE):
-        raise ExportError(f"batch size must be an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
+    tree_model = _tree_model_of(seq)
+    if tree_model is None:
+        if not isinstance(seq, FittedSequence):
+            raise ExportError(f"export_model needs a FittedSequence, a TreeStageModel or a fitted AFRClassifier, "
+                              f"got {type(seq).__name__}")
+        FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
+        check_float32(seq)
+    _check_batch_size(batch_size)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
     try:
@@ -401,6 +405,34 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
         raise ExportError(f"{exc}; pass another --model-name") from None
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
+    if tree_model is not None:
+        from edgeseq.export.writer_trees import write_tree_export
+
+        classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
+        return _write_atomically(out, force, lambda tmp: write_tree_export(
+            tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes))
+    return _write_atomically(out, force, lambda tmp: _write_all(seq, tmp, model_name, c_prefix, check_stats,
+                                                               cgen.write_c_model, batch_size, ort))
+
+
+def _tree_model_of(obj):
+    """The TreeStageModel to export when `obj` is one or a fitted AFRClassifier (None otherwise)."""
+    from edgeseq.train.trees import TreeStageModel
+
+    if isinstance(obj, TreeStageModel):
+        return obj
+    model = vars(obj).get("stage_model_") if hasattr(obj, "__dict__") and not isinstance(obj, type) else None
+    return model if isinstance(model, TreeStageModel) else None
+
+
+def _check_batch_size(batch_size) -> None:
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer))
+                                   or not 1 <= batch_size <= MAX_BATCH_SIZE):
+        raise ExportError(f"batch size must be an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
+
+
+def _write_atomically(out: Path, force: bool, write) -> dict:
+    """Run `write(tmp)` in a fresh temporary directory beside `out`, then swap it into place."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         recover_dir(out)  # an earlier crash: restore a parked old export, drop dead temporaries
@@ -409,7 +441,7 @@ def export_model(seq: FittedSequence, out_dir, *, c_prefix=None, force=False, mo
     except OSError as exc:
         raise OutputError(f"cannot write the export {clip(out)}: {exc.strerror or exc}") from None
     try:
-        manifest = _write_all(seq, tmp, model_name, c_prefix, check_stats, cgen.write_c_model, batch_size, ort)
+        manifest = write(tmp)
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory

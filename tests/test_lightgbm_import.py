@@ -10,6 +10,8 @@ import pytest
 from edgeseq.errors import GroupSpecError, InputTypeError, ModelFormatError
 from edgeseq.train.lightgbm_import import from_lightgbm, from_lightgbm_dump
 
+from tree_models import boundary_rows
+
 lgb = pytest.importorskip("lightgbm", reason="LightGBM is an optional extra: pip install 'edgeseq[trees]'")
 
 GROUPS = [[0, 1], [2, 3], [4], [5, 6, 7]]
@@ -23,19 +25,6 @@ def data(n=400, seed=0):
     X = rng.normal(size=(n, 8)).round(2)  # ties: rows fall exactly on thresholds' neighbours
     score = X[:, 0] + X[:, 2] * X[:, 3] + 0.5 * X[:, 5] - X[:, 7] ** 2
     return X.astype(np.float32).astype(np.float64), score  # float32-representable, as devices see them
-
-
-def boundary_rows(model, X):
-    """Rows whose split feature sits exactly on, and one float32 step either side of, each threshold."""
-    ens = model.ensemble
-    rows = []
-    for i in np.flatnonzero(ens.feature >= 0)[:60]:
-        for t in (ens.threshold[i], np.nextafter(ens.threshold[i], np.float32(np.inf)),
-                  np.nextafter(ens.threshold[i], np.float32(-np.inf))):
-            r = X[i % X.shape[0]].copy()
-            r[ens.feature[i]] = float(t)
-            rows.append(r)
-    return np.array(rows)
 
 
 def test_regression_last_stage_reproduces_predict_and_stages_are_prefixes():

@@ -102,6 +102,33 @@ def _paths(obj, prefix=()):
 def test_resealed_mutated_manifests_read_or_fail_cleanly(export_dir, tmp_path_factory, data):
     from edgeseq.export.manifest import read_verified, sequence_from_export
 
+    _fuzz_manifest(export_dir, tmp_path_factory, data, lambda out: (read_verified(out), sequence_from_export(out)))
+
+
+@pytest.fixture(scope="module")
+def tree_export_dir(tmp_path_factory):
+    from tree_models import lightgbm_model
+
+    from edgeseq.export.writer import export_model
+
+    out = tmp_path_factory.mktemp("fuzz_tree_export") / "out"
+    export_model(lightgbm_model("softmax"), out)
+    return out
+
+
+@settings(FUZZ, max_examples=60)
+@given(st.data())
+def test_resealed_mutated_tree_manifests_read_or_fail_cleanly(tree_export_dir, tmp_path_factory, data):
+    """The same for a tree-stage export: the reader, the model rebuilt from the graphs and the runtime."""
+    from edgeseq.evaluate.verify_trees import tree_model_from_export
+    from edgeseq.runtime.model import ExportedModel
+
+    _fuzz_manifest(tree_export_dir, tmp_path_factory, data,
+                   lambda out: (tree_model_from_export(out), ExportedModel(out)))
+
+
+def _fuzz_manifest(export_dir, tmp_path_factory, data, read) -> None:
+    """Reseal a copy of `export_dir` with 1-3 random edits of its manifest; `read` it within bounds."""
     base = json.loads((export_dir / "manifest.json").read_text())
     paths = [p for p in _paths(base) if p]
     edits = data.draw(st.lists(st.tuples(st.sampled_from(paths), _json), min_size=1, max_size=3))
@@ -124,7 +151,7 @@ def test_resealed_mutated_manifests_read_or_fail_cleanly(export_dir, tmp_path_fa
     except (KeyError, IndexError):
         return
     size = (out / "manifest.json").stat().st_size
-    _bounded(lambda: (read_verified(out), sequence_from_export(out)), size, IntegrityError)
+    _bounded(lambda: read(out), size, IntegrityError)
 
 
 def test_single_bit_flips_sweep_has_both_outcomes():

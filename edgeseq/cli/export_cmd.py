@@ -31,20 +31,25 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
     stderr, the one-line summary to stdout.
     """
     from edgeseq.export.writer import export_model
-    from edgeseq.io.model_io import as_sequence, load_model
+    from edgeseq.io.model_io import as_exportable, load_model
     from edgeseq.cli.progress import Progress
 
     progress = Progress(quiet)
     with progress.stage("load model", str(model)):
-        seq = as_sequence(load_model(model))
-    with progress.stage("export", f"{seq.n_prefixes} prefix graphs, C model and manifest to {out_dir}"):
-        m = export_model(seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
+        loaded = load_model(model)
+        seq = as_exportable(loaded)
+    what = (f"{len(seq.stages)} tree-stage graphs and manifest" if hasattr(seq, "stages")
+            else f"{seq.n_prefixes} prefix graphs, C model and manifest")
+    with progress.stage("export", f"{what} to {out_dir}"):
+        m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
                          batch_size=batch_size, ort=ort)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
     worst = max(p["float32_max_abs_diff"] for p in m["prefixes"])
-    click.echo(f"wrote {out_dir}: {len(m['prefixes'])} prefix graphs, C prefix {m['c']['prefix']!r}, "
+    c_note = f"C prefix {m['c']['prefix']!r}" if m["c"] else "no C model"
+    kind = "tree-stage" if m.get("stage_kind") == "trees" else "prefix"
+    click.echo(f"wrote {out_dir}: {len(m['prefixes'])} {kind} graphs, {c_note}, "
                f"{size} bytes; worst float32-vs-float64 prediction difference {worst:.3g}")
 
 
@@ -54,13 +59,15 @@ def manifest_table(m: dict) -> list[str]:
     lines = [f"model {m['model_name']!r}: {m['task']}, link {m['link']}, {m['n_features_in']} features, "
              f"outputs {outs['names']}" + (f", classes {outs['classes']}" if outs["classes"] else ""),
              f"onnx opset {m['onnx']['opset']}, IR {m['onnx']['ir_version']}, dtype {m['dtype']}; "
-             f"C prefix {m['c']['prefix']!r} ({m['c']['header']}, {m['c']['source']})",
+             + (f"C prefix {m['c']['prefix']!r} ({m['c']['header']}, {m['c']['source']})" if m["c"] else "no C model"),
              f"batch size {m.get('batch_size') or 'dynamic'}; ORT-format files "
              + (f"yes (operators: {m['ort']['operators_config']})" if m.get("ort") else "no"),
              cost_summary(m["provenance"]),
              f"provenance: {json.dumps(m['provenance'], sort_keys=True)}"]
     if m["doubling_violations"]:
         lines.append(f"doubling violations at steps {m['doubling_violations']}")
+    if m.get("stage_kind") == "trees":
+        return lines + _tree_stage_rows(m)
     head = f"{'step':>4}  {'group':<20} {'input':<20} {'dim':>4} {'cost':>9} {'cum_cost':>9} " \
            f"{'f32 diff':>9}  {'file':<16} train"
     lines += [head, "-" * len(head)]
@@ -73,6 +80,24 @@ def manifest_table(m: dict) -> list[str]:
         lines.append(f"{j:>4}  {(g['name'] if g else '-')[:20]!s:<20} {(g['input_name'] if g else 'n')[:20]:<20} "
                      f"{(g['dim'] if g else 0):>4} {(g['cost'] if g else 0):>9.4g} {p['cum_cost']:>9.4g} "
                      f"{p['float32_max_abs_diff']:>9.2g}  {p['file']:<16} {tm}")
+    return lines
+
+
+def _tree_stage_rows(m: dict) -> list[str]:
+    """One row per tree stage: the groups it adds, its cost, its trees and their depth."""
+    lines = [f"tree stages (ai.onnx.ml opset {m['onnx'].get('ml_opset')}), carried state of width {m['state_width']}; "
+             f"{sum(p['n_trees'] for p in m['prefixes'])} trees, {sum(p['n_nodes'] for p in m['prefixes'])} nodes"]
+    head = f"{'stage':>5}  {'new groups':<30} {'cost':>9} {'cum_cost':>9} {'trees':>6} {'nodes':>7} {'depth':>5} " \
+           f"{'f32 diff':>9}  file"
+    lines += [head, "-" * len(head)]
+    names = {g["input_name"]: g["name"] for g in m["groups"]}
+    for p in m["prefixes"]:
+        new = ", ".join(names[n] for n in p["new_groups"]) or "-"
+        lines.append(f"{p['index']:>5}  {new[:30]:<30} {p['cost']:>9.4g} {p['cum_cost']:>9.4g} {p['n_trees']:>6} "
+                     f"{p['n_nodes']:>7} {p['max_depth']:>5} {p['float32_max_abs_diff']:>9.2g}  {p['file']}")
+    unused = [g["name"] for g in m["groups"][sum(len(p["new_groups"]) for p in m["prefixes"]):]]
+    if unused:
+        lines.append(f"groups no stage needs (never extracted): {', '.join(unused)}")
     return lines
 
 

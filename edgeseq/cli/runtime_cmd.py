@@ -85,6 +85,7 @@ def run_command(out_dir, data, budget, ignore, output):
 
     from edgeseq.runtime.session import AnytimeSession
     from edgeseq.budget import budget_affords_nothing
+    from edgeseq.format import stage_group_counts
     from edgeseq.io.feature_rows import available_prefix, group_arrays, read_feature_rows
 
     sess = AnytimeSession(out_dir)
@@ -95,10 +96,11 @@ def run_command(out_dir, data, budget, ignore, output):
                    "row gets the prior (prefix 0)", err=True)
     prefix = np.minimum(available_prefix(sess.manifest, rows.X), j_max)
     feats = group_arrays(sess.manifest, rows.X)
+    needs = stage_group_counts(sess.manifest)  # groups prefix (or tree stage) j reads
     lines: list = [None] * rows.X.shape[0]
     for j in np.unique(prefix).tolist():
         idx = np.nonzero(prefix == j)[0]
-        pred = sess.predict({g: a[idx] for g, a in list(feats.items())[:j]}, prefix=j)
+        pred = sess.predict({g: a[idx] for g, a in list(feats.items())[:needs[j]]}, prefix=j)
         for k, i in enumerate(idx.tolist()):
             k = k if j else 0  # prefix 0 is one constant row
             if sess.task == "regression":

@@ -82,6 +82,7 @@ class VerifyReport:
     source: str
     checks: list[PrefixCheck] = field(default_factory=list)
     c_note: str | None = None  # why the C column is missing, when it is
+    kind: str = "affine"  # the export's stage kind (what the regenerated-files line says)
 
     @property
     def ok(self) -> bool:
@@ -212,6 +213,12 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
     >>> rep.ok, [c.prefix for c in rep.checks], rep.c_note
     (True, [0, 1, 2], 'C column skipped (--no-c)')
     """
+    from edgeseq.format import read_verified, stage_kind
+
+    if stage_kind(read_verified(out_dir)) == "trees":
+        from edgeseq.evaluate.verify_trees import verify_tree_export
+
+        return verify_tree_export(out_dir, X, source=source, use_c=use_c, require_c=require_c)
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
         return _verify(out_dir, X, source, use_c, require_c, compiler, c_dir)
 
@@ -226,33 +233,63 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
     if X is None:
         X = manifest_sample_rows(m)
         source = f"{X.shape[0]} rows drawn from the stored feature statistics"
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != m["n_features_in"]:
-        raise InputError(f"verify needs rows of {m['n_features_in']} features, got shape {X.shape}")
-    X32 = X.astype(np.float32)
-    if not np.isfinite(X32).all():
-        raise InputError(f"{source}: verify needs complete rows (no missing values, NaN or Inf, and "
-                         "nothing beyond float32's range)")
-    X32 = X32.astype(np.float64)
+    X32 = checked_rows(X, m, source).astype(np.float64)
     crun, note = (None, "C column skipped (--no-c)") if not use_c else \
         c_predictions(c_dir, m, X32, require_c=require_c, compiler=compiler)
     report = VerifyReport(X.shape[0], source, c_note=note)
     feats = group_arrays(m, X32)
     for j in range(sess.n_prefixes):
         ref, bound = _reference(seq, X32, j)
-        pred = sess.predict(feats, prefix=j)
-        is_clf = isinstance(pred, ClassifierPrediction)
-        check = PrefixCheck(j, m["groups"][j - 1]["name"] if j else None, float(sess.cum_cost[j]),
-                            *_compare(pred.proba if is_clf else pred, ref, bound))
-        if is_clf:
-            check.label_mismatches = _label_mismatches(pred.label_index, ref, bound)
-        if crun is not None:
-            check.c_diff, check.c_ratio = _compare(crun.predictions[j], ref, bound)
-            if is_clf:
-                check.label_mismatches += _label_mismatches(crun.labels[j], ref, bound)
-        report.checks.append(check)
+        report.checks.append(prefix_check(j, m["groups"][j - 1]["name"] if j else None, float(sess.cum_cost[j]),
+                                          sess.predict(feats, prefix=j), ref, bound, crun))
     sess.close()
     return report
+
+
+def checked_rows(X, manifest: dict, source: str) -> np.ndarray:
+    """`X` as float32 rows of the export's width, or an InputError saying what is wrong with them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify import checked_rows
+    >>> checked_rows([[1.0, 2.0]], {"n_features_in": 2}, "demo").dtype
+    dtype('float32')
+    >>> checked_rows([[np.nan, 2.0]], {"n_features_in": 2}, "demo")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: demo: verify needs complete rows (no missing values, NaN or Inf, and nothing beyond float32's range)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != manifest["n_features_in"]:
+        raise InputError(f"verify needs rows of {manifest['n_features_in']} features, got shape {X.shape}")
+    X32 = X.astype(np.float32)
+    if not np.isfinite(X32).all():
+        raise InputError(f"{source}: verify needs complete rows (no missing values, NaN or Inf, and "
+                         "nothing beyond float32's range)")
+    return X32
+
+
+def prefix_check(j: int, group, cum_cost: float, pred, ref: np.ndarray, bound: np.ndarray, crun=None) -> PrefixCheck:
+    """How prefix (or stage) j's runtime prediction(s) compare with the reference, row bound by row bound.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify import prefix_check
+    >>> c = prefix_check(1, "a", 1.0, np.array([1.0, 2.0]), np.array([[1.0], [2.5]]), np.full((2, 1), 0.1))
+    >>> c.onnx_diff, c.ok
+    (0.5, False)
+    """
+    is_clf = isinstance(pred, ClassifierPrediction)
+    check = PrefixCheck(j, group, cum_cost, *_compare(pred.proba if is_clf else pred, ref, bound))
+    if is_clf:
+        check.label_mismatches = _label_mismatches(pred.label_index, ref, bound)
+    if crun is not None:
+        check.c_diff, check.c_ratio = _compare(crun.predictions[j], ref, bound)
+        if is_clf:
+            check.label_mismatches += _label_mismatches(crun.labels[j], ref, bound)
+    return check
 
 
 def format_report(rep: VerifyReport) -> list[str]:
@@ -267,7 +304,9 @@ def format_report(rep: VerifyReport) -> list[str]:
     'MISMATCH at prefix(es) [1]: a runtime differs from numpy beyond the float32 bound'
     """
     lines = ["generated files ok: the C model and every prefix graph are byte-identical to what edgeseq "
-             "generates from the verified weights (only that regenerated C is compiled)",
+             "generates from the verified weights (only that regenerated C is compiled)" if rep.kind != "trees" else
+             "generated files ok: every tree-stage graph is byte-identical to what edgeseq generates from the "
+             "trees and readouts read back from the export",
              f"compared numpy (float64 reference) vs onnxruntime vs C on {rep.n_rows} rows ({rep.source})"]
     if rep.c_note:
         lines.append(rep.c_note)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError
+from edgeseq.format import stage_group_counts
 from edgeseq.io.data import csv_rows, parse_float
 from edgeseq.messages import brief
 
@@ -189,7 +190,8 @@ def available_prefix(manifest: dict, X: np.ndarray) -> np.ndarray:
     """Per row, the longest prefix whose groups are all present (no NaN): a missing value in a group
     means the device had not computed that group yet.
 
-    The manifest's groups are in computation order, so prefix k needs groups 0..k-1.
+    The manifest's groups are in computation order, so prefix k needs groups 0..k-1; in a tree-stage
+    export, stage k needs the first ``stage_group_counts(manifest)[k]`` groups.
 
     Examples
     --------
@@ -201,9 +203,15 @@ def available_prefix(manifest: dict, X: np.ndarray) -> np.ndarray:
     ...               [np.nan, 2.0, 3.0]])      # imu incomplete: audio alone buys nothing
     >>> available_prefix(manifest, X).tolist()
     [2, 1, 0]
+    >>> stages = [{"new_groups": []}, {"new_groups": ["imu", "audio"]}]   # one stage needing both
+    >>> available_prefix({**manifest, "stage_kind": "trees", "prefixes": stages}, X).tolist()
+    [1, 0, 0]
     """
     prefix = np.full(X.shape[0], len(manifest["groups"]), dtype=np.int64)
     for k in range(len(manifest["groups"]) - 1, -1, -1):
         missing = np.isnan(X[:, manifest["groups"][k]["columns"]]).any(axis=1)
         prefix[missing] = k
+    if manifest.get("stage_kind") == "trees":  # groups present -> the last stage they complete
+        counts = np.asarray(stage_group_counts(manifest))
+        prefix = np.searchsorted(counts, prefix, side="right") - 1
     return prefix

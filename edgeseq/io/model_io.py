@@ -167,13 +167,15 @@ LEGACY_MODULES = {"edgeseq.regressor": "edgeseq.train.regressor", "edgeseq.class
 
 
 def _is_edgeseq_model_class(obj) -> bool:
-    """Only edgeseq's own data classes: FittedSequence, the group spec and the estimators."""
+    """Only edgeseq's own data classes: FittedSequence, the group spec, the tree-stage classes and the
+    estimators."""
     if not isinstance(obj, type) or not obj.__module__.startswith("edgeseq."):
         return False
     from sklearn.base import BaseEstimator
 
     from edgeseq.train.groups import GroupSpec
-    return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator))
+    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator, TreeEnsemble, TreeStage, TreeStageModel))
 
 
 class _RestrictedUnpickler(pickle._Unpickler):
@@ -307,7 +309,94 @@ def loads_model(data: bytes, max_bytes: int | None = None):
         _check_sequence(seq)
         if seq is not obj:
             _check_estimator(vars(obj), seq)
+    trees = _tree_model_in(obj)
+    if trees is not None:
+        check_tree_model(trees)
+        if trees is not obj:
+            _check_tree_estimator(vars(obj), trees)
+    elif _is_tree_class(type(obj)):
+        raise ModelFormatError(f"model file holds a bare {type(obj).__name__}; save the TreeStageModel or the "
+                               "fitted estimator instead")
     return obj
+
+
+def _is_tree_class(cls) -> bool:
+    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    return cls in (TreeEnsemble, TreeStage, TreeStageModel)
+
+
+def _tree_model_in(obj):
+    """The TreeStageModel `obj` is or holds as ``stage_model_`` (a fitted AFRClassifier); else None."""
+    from edgeseq.train.trees import TreeStageModel
+
+    if type(obj) is TreeStageModel:
+        return obj
+    return vars(obj).get("stage_model_") if not isinstance(obj, FittedSequence) and hasattr(obj, "__dict__") else None
+
+
+def check_tree_model(model, what: str = "model file") -> None:
+    """Re-establish every invariant of a TreeStageModel that was unpickled (or edited) rather than built.
+
+    Unpickling fills an object's attributes without running its checks, so the classes' own
+    construction steps are run again through the classes (an instance cannot bring its own): the
+    ensemble's arrays are re-converted and every index re-validated (depths recomputed), then the
+    stages. A crafted file with an out-of-range child index or a NaN threshold ends here.
+
+    Parameters
+    ----------
+    model : TreeStageModel
+    what : str
+        What the model came from, for the message (the exporter passes "tree model").
+
+    Raises
+    ------
+    ModelFormatError
+        One line naming the first inconsistency.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.io.model_io import check_tree_model
+    >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
+    ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a",), ([0],), [1.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero)), "identity", ("y",))
+    >>> check_tree_model(model)       # a model built normally passes
+    >>> object.__setattr__(ens, "left", np.array([7, -1, -1]))   # what a crafted file could hold
+    >>> check_tree_model(model)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: model file is inconsistent: tree ensemble: a left child points backwards or outside its tree ...
+    """
+    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+
+    state = vars(model)
+    ens, stages = state.get("ensemble"), state.get("stages")
+    if type(model) is not TreeStageModel or type(ens) is not TreeEnsemble or type(stages) is not tuple \
+            or not all(type(s) is TreeStage for s in stages):
+        raise ModelFormatError(f"{what}'s tree model is not made of TreeEnsemble and TreeStage objects")
+    try:
+        TreeEnsemble.__post_init__(ens)
+        TreeStageModel.__post_init__(model)
+    except (InputError, ModelFormatError) as exc:
+        raise ModelFormatError(f"{what} is inconsistent: {exc}") from None
+    except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+        raise ModelFormatError(f"{what}'s tree model is malformed ({type(exc).__name__}: {clip(exc)})") from None
+
+
+def _check_tree_estimator(state: dict, model) -> None:
+    """A fitted tree estimator's own attributes that prediction reads must agree with its model."""
+    if "n_features_in_" in state and state["n_features_in_"] != model.ensemble.n_features:
+        raise ModelFormatError("model file is inconsistent: the estimator's n_features_in_ "
+                               f"{brief(state['n_features_in_'])} differs from its tree model's "
+                               f"{model.ensemble.n_features}")
+    classes = state.get("classes_")
+    n_classes = 2 if model.link == "sigmoid" else model.n_outputs
+    if classes is not None and (type(classes) is not np.ndarray or classes.shape != (n_classes,)):
+        raise ModelFormatError(f"model file is inconsistent: the estimator's classes_ {brief(classes)} do not "
+                               f"match its tree model's {n_classes} outputs")
 
 
 def _check_estimator(state: dict, seq: FittedSequence) -> None:
@@ -369,6 +458,29 @@ def load_model(path, max_bytes: int | None = None):
     return loads_model(p.read_bytes(), max_bytes)
 
 
+def as_exportable(obj):
+    """What `export_model` writes for a loaded model: its TreeStageModel (tree models) or its
+    FittedSequence (linear estimators and sequences).
+
+    Raises
+    ------
+    ModelFormatError
+        When `obj` is an estimator that was never fitted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.io.model_io import as_exportable
+    >>> X = np.random.default_rng(0).normal(size=(40, 2))
+    >>> est = AnytimeRegressor().fit(X, X[:, 0])
+    >>> as_exportable(est) is est.fitted_sequence_
+    True
+    """
+    trees = _tree_model_in(obj)
+    return trees if trees is not None else as_sequence(obj)
+
+
 def save_model(est, path) -> None:
     """Pickle an estimator or FittedSequence together with the model format version.
 
@@ -385,8 +497,10 @@ def save_model(est, path) -> None:
     >>> load_model(path).n_prefixes
     3
     """
-    if not (isinstance(est, FittedSequence) or _is_edgeseq_model_class(type(est))):
-        raise ModelFormatError(f"save_model needs an edgeseq estimator or FittedSequence, got {type(est).__name__}")
+    if not (isinstance(est, FittedSequence) or _is_edgeseq_model_class(type(est))) or _is_tree_class(type(est)) \
+            and _tree_model_in(est) is None:
+        raise ModelFormatError(f"save_model needs an edgeseq estimator, FittedSequence or TreeStageModel, got "
+                               f"{type(est).__name__}")
     from edgeseq import __version__
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "edgeseq_version": __version__, "model": est}
@@ -417,6 +531,9 @@ def as_sequence(obj) -> FittedSequence:
     edgeseq.errors.ModelFormatError: the AnytimeRegressor in the model file is not fitted; ...
     """
     seq = obj if isinstance(obj, FittedSequence) else vars(obj).get("fitted_sequence_")
+    if seq is None and _tree_model_in(obj) is not None:
+        raise ModelFormatError(f"the model file holds a tree model ({type(obj).__name__}); this needs a linear "
+                               "edgeseq model (export, verify and run take tree models)")
     if seq is None:
         raise ModelFormatError(f"the {type(obj).__name__} in the model file is not fitted; "
                                "fit it before saving (or use `edgeseq train`)")

@@ -213,7 +213,7 @@ def _call(extractor, inputs, step: Step, worker, clock: _Clock):
 
 def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict, inputs=None,
                  budget: float | None = None, deadline_s: float | None = None, worker=None,
-                 clock: _Clock | None = None) -> RunResult:
+                 clock: _Clock | None = None, stages=None) -> RunResult:
     """Run the loop; `worker` must be given (and idle) when `deadline_s` is.
 
     The budget decides how far the loop may go with the one budget rule (`resolve_prefix` on the
@@ -237,6 +237,11 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
         Wall-clock seconds from the start; needs `worker`.
     worker : ExtractorWorker, optional
         The idle thread extractors run on when there is a deadline.
+    stages : list of (int, float), optional
+        Per stage 0..K: how many of `steps` it needs computed, and its cumulative cost. Default: one
+        stage per group (affine prefixes). A tree stage may need several new groups or none; it is
+        committed as soon as its last group is done, and a group is started only when the stage
+        it completes is affordable (the budget rule on the stages' cumulative costs).
 
     Returns
     -------
@@ -251,9 +256,23 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
     >>> r = anytime_loop(steps, commit, "prior", extractors, inputs=1.0, budget=2.5)
     >>> r.prediction, r.prefix, r.stopped_by, [g.status for g in r.report]
     (1.0, 1, 'budget', ['ok', 'over_budget'])
+
+    With stages, one stage needing both groups (cost 3) and a second needing nothing new:
+
+    >>> r = anytime_loop(steps, commit, "prior", extractors, inputs=1.0, stages=[(0, 0.0), (2, 3.0), (2, 3.5)])
+    >>> r.prediction, r.prefix, r.prefix_cost, r.stopped_by
+    (4.0, 2, 3.5, 'complete')
+    >>> r = anytime_loop(steps, commit, "prior", extractors, inputs=1.0, budget=2.5, stages=[(0, 0.0), (2, 3.0)])
+    >>> r.prediction, [g.status for g in r.report]      # group "a" alone would complete no stage
+    ('prior', ['over_budget', 'not_reached'])
     """
     clock = clock or _Clock(deadline_s)
-    cum_cost = np.concatenate([[0.0], np.cumsum([s.cost for s in steps])])
+    if stages is None:
+        counts = list(range(len(steps) + 1))
+        cum_cost = np.concatenate([[0.0], np.cumsum([s.cost for s in steps])])
+    else:
+        counts = [int(c) for c, _ in stages]
+        cum_cost = np.array([float(c) for _, c in stages])
     limit = resolve_prefix(cum_cost, budget=budget)
     prediction, prefix, spent = prefix0_prediction, 0, 0.0
     rows: list = []
@@ -261,9 +280,10 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
     stopped = "complete"
     for k, step in enumerate(steps):
         rep = report[k]
-        if k + 1 > limit:
+        if k + 1 > counts[limit]:
             rep.status, stopped = OVER_BUDGET, "budget"
-            rep.message = f"cost {step.cost:g} exceeds the remaining budget {max(budget - spent, 0.0):g}"
+            rep.message = f"cost {step.cost:g} exceeds the remaining budget {max(budget - spent, 0.0):g}" \
+                if stages is None else f"the stage it belongs to does not fit in the budget {budget:g}"
             break
         if step.name not in extractors:
             rep.status, stopped = NO_EXTRACTOR, NO_EXTRACTOR
@@ -293,7 +313,8 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
             break
         rows.append(value)
         try:
-            prediction, prefix = commit(k + 1, rows), k + 1
+            while prefix < limit and counts[prefix + 1] <= k + 1:  # every stage this group completes
+                prediction, prefix = commit(prefix + 1, rows), prefix + 1
         except EdgeseqError as exc:  # e.g. the prefix overflows float32 on these values
             rep.status, stopped, rep.message = INVALID, INVALID, str(exc)
             break

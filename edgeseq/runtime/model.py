@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import RuntimeInputError
-from edgeseq.format import read_verified
+from edgeseq.errors import IntegrityError, RuntimeInputError
+from edgeseq.format import STATE_OUT, read_verified, stage_group_counts, stage_kind
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
@@ -122,10 +122,11 @@ class ExportedModel:
         self.group_names = tuple(g.name for g in self.groups)
         self._by_name = {g.name: k for k, g in enumerate(self.groups)}
         self._name_set = frozenset(self._by_name)
-        self._needed = [frozenset(self.group_names[:j]) for j in range(len(self.groups) + 1)]
-        self._plan = [tuple((g.name, g.dim) for g in self.groups[:j])
-                      for j in range(len(self.groups) + 1)]
+        self._trees = stage_kind(m) == "trees"  # tree stages carry a float32 state from stage to stage
+        self._counts = stage_group_counts(m)  # groups computed once stage j has run (a prefix of groups)
+        self._plan = [tuple((g.name, g.dim) for g in self.groups[:c]) for c in self._counts]
         self._shapes: list[dict] = [{} for _ in self._plan]  # per prefix: first group's shape -> shapes
+        self._state_width = int(m.get("state_width") or 0)
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
         self.output_names = tuple(outs["names"])
@@ -134,7 +135,12 @@ class ExportedModel:
         self._squeeze = bool(outs.get("y_was_1d", False)) and self.task == "regression"
         wanted = ["y"] if self.task == "regression" else ["y", "proba", "label"]
         self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
-                                      wanted, str(out / p["file"]), self._squeeze) for p in m["prefixes"]]
+                                      wanted + [STATE_OUT] if self._trees and j else wanted, str(out / p["file"]),
+                                      self._squeeze) for j, p in enumerate(m["prefixes"])]
+        for p, r in zip(m["prefixes"][1:], self._runners[1:]) if self._trees else ():
+            if r._dims[-1] != self._state_width:
+                raise IntegrityError(f"{out / p['file']}: state_in has {r._dims[-1]} columns, the manifest's "
+                                     f"state_width is {self._state_width}")
         self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
 
     # ------------------------------------------------------------------ structure
@@ -243,11 +249,14 @@ class ExportedModel:
             if not arrays:
                 arrays = self._checked_arrays(features_by_group, j)
         except (KeyError, TypeError, IndexError):
-            check_group_keys(features_by_group, self._by_name, self.group_names[:j])  # the clear error
+            check_group_keys(features_by_group, self._by_name, [g for g, _ in self._plan[j]])  # the clear error
             raise
-        if len(features_by_group) > j and not self._name_set.issuperset(features_by_group):
+        if len(features_by_group) > len(arrays) and not self._name_set.issuperset(features_by_group):
             check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
-        outs, finite = self._runners[j].call(arrays, arrays[0].shape[0])
+        if self._trees:
+            outs, finite = self.run_stages(arrays, j)
+        else:
+            outs, finite = self._runners[j].call(arrays, arrays[0].shape[0])
         if not finite:
             self._explain_nonfinite(features_by_group, j, outs[0])
         return outs[0] if self._regression else self._format(outs, j)
@@ -288,15 +297,52 @@ class ExportedModel:
 
         NaN/Inf inputs always reach `y` (NaN*w and Inf*0 are NaN, nothing skips a weight), so one
         check on the small output replaces a check on every input; this finds the culprit."""
-        for g in self.groups[:j]:
-            as_group_array(g.name, features_by_group[g.name], g.dim)  # raises for NaN/Inf/overflow
+        for name, dim in self._plan[j]:
+            as_group_array(name, features_by_group[name], dim)  # raises for NaN/Inf/overflow
         row = int(np.argwhere(~np.isfinite(y))[0][0])
         raise RuntimeInputError(
             f"prefix {j} overflows float32 at row {row} (the features are finite but too large for the "
             f"model's weights); rescale the features as in training")
 
+    def run_stages(self, arrays: list[np.ndarray], j: int) -> tuple[list[np.ndarray], bool]:
+        """Tree exports: run stages 1..j in turn, each stage's ``state_out`` fed to the next one's
+        ``state_in``; returns stage j's outputs (``y`` first, the state last) and whether all is finite.
+
+        `arrays` are the float32 (N, d_g) arrays of the groups stage j needs, in manifest order;
+        stage i reads the first of them that it needs. A tree routes NaN like any number (it goes
+        right), so unlike an affine prefix a NaN input need not reach the output: the inputs are
+        checked here, not only the output.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> import lightgbm
+        >>> from edgeseq import from_lightgbm
+        >>> from edgeseq.export.writer import export_model
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
+        >>> model = from_lightgbm(lightgbm.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, y),
+        ...                       groups=[[0, 1], [2]], costs=[1.0, 3.0], group_names=["a", "b"])
+        >>> out = tempfile.mkdtemp() + "/out"
+        >>> _ = export_model(model, out)
+        >>> exported = ExportedModel(out)
+        >>> feats = {"a": X[:4, :2].astype(np.float32), "b": X[:4, 2:].astype(np.float32)}
+        >>> last = exported.n_prefixes - 1
+        >>> outs, finite = exported.run_stages([feats[name] for name in exported.group_names], last)
+        >>> finite, bool(np.allclose(outs[0], model.predict(X[:4])[:, 0], atol=1e-5)), outs[-1].shape
+        (True, True, (4, 1))
+        """
+        n = arrays[0].shape[0]
+        finite = all(bool(np.isfinite(a).all()) for a in arrays)
+        state = np.zeros((n, self._state_width), np.float32)
+        outs = None
+        for i in range(1, j + 1):
+            outs, ok = self._runners[i].call(arrays[:self._counts[i]] + [state], n)
+            state = outs[-1]
+            finite = finite and ok
+        return outs, finite
+
     def _format(self, outs: list[np.ndarray], j: int):
         if self.task == "regression":
             return outs[0]  # (N,) when trained on 1-D y: the runners squeeze it
-        _, proba, idx = outs
+        proba, idx = outs[1], outs[2]  # (a tree stage's state follows them)
         return ClassifierPrediction(self.classes[idx], proba, idx, j)

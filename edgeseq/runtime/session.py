@@ -21,6 +21,8 @@ import dataclasses
 import threading
 import weakref
 
+import numpy as np
+
 from edgeseq.errors import EdgeseqError, RuntimeInputError, SessionBusyError
 from edgeseq.runtime.inputs import check_deadline, check_group_keys
 from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, _Clock, anytime_loop
@@ -64,7 +66,8 @@ class AnytimeSession(ExportedModel):
 
     def __init__(self, out_dir):
         super().__init__(out_dir)
-        self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups]
+        self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups[:self._counts[-1]]]  # groups some stage needs
+        self._stages = list(zip(self._counts, self.cum_cost.tolist())) if self._trees else None
         self._run_lock = threading.Lock()
         self._worker: ExtractorWorker | None = None
         self._finalizer = None
@@ -144,8 +147,8 @@ class AnytimeSession(ExportedModel):
                 label, age = worker.running_job() or ("?", 0.0)
                 return self._busy_result(clock, f"the extractor of group {label!r} from an earlier run is "
                                                 f"still running ({age:.3g} s); its result will be discarded")
-            return self._finish(anytime_loop(self._steps, self._commit, self._prefix0, extractors,
-                                             inputs, budget, deadline_s, worker, clock))
+            return self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
+                                             inputs, budget, deadline_s, worker, clock, self._stages))
         finally:
             self._run_lock.release()
 
@@ -157,12 +160,17 @@ class AnytimeSession(ExportedModel):
                     f"the extractor of group {label!r} overran an earlier run's deadline and is still "
                     f"running ({age:.3g} s); extractors of one session never run concurrently. Call "
                     f"wait_idle(timeout) first, or pass deadline_s to wait at most that long")
-            return self._finish(anytime_loop(self._steps, self._commit, self._prefix0, extractors,
-                                             inputs, budget, deadline_s, worker, clock))
+            return self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
+                                             inputs, budget, deadline_s, worker, clock, self._stages))
 
-    def _commit(self, j: int, rows: list):
+    def _committer(self):
+        """What the loop calls to commit stage j: `_commit`, or for tree stages a `_StageCommit`
+        holding this run's state (each run starts from the zero state)."""
+        return _StageCommit(self) if self._trees else self._commit
+
+    def _commit(self, j: int, rows: list, outs=None):
         """Prediction of prefix j from the loop's validated rows (finite, one row each)."""
-        outs, finite = self._runners[j].run(rows)
+        outs, finite = self._runners[j].run(rows) if outs is None else outs
         if not finite:
             raise RuntimeInputError(f"prefix {j} overflows float32 (the features are finite but too large "
                                     f"for the model's weights); rescale the features as in training")
@@ -283,3 +291,18 @@ class AnytimeSession(ExportedModel):
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _StageCommit:
+    """Commits tree stages one after another in one run, feeding each stage's ``state_out`` into
+    the next one's ``state_in`` (the loop commits stages in order, each exactly once)."""
+
+    def __init__(self, session: AnytimeSession):
+        self.session = session
+        self.state = np.zeros((1, session._state_width), np.float32)
+
+    def __call__(self, j: int, rows: list):
+        s = self.session
+        outs, finite = s._runners[j].call(rows[:s._counts[j]] + [self.state], 1)
+        self.state = outs[-1]
+        return s._commit(j, rows, (outs, finite))

@@ -1,0 +1,277 @@
+"""`edgeseq verify` for tree-stage exports: rebuild the TreeStageModel from the files, regenerate every
+stage graph from it (byte-identical or refused), then compare numpy with onnxruntime stage by stage.
+
+The reference is `TreeStageModel.predict` in float64 on the model read back from the graphs (float32
+thresholds, leaves and readouts, upcast) and float32-rounded inputs, so a difference measures only how
+a runtime sums in float32. The bound of a row (`tree_stage_bound`): each reached leaf is rounded to
+float32 and one state dimension sums at most T leaves in float32, so ``|Δs| <= (T + 1) eps A`` with
+A the sum of the reached leaves' magnitudes; the readout (S terms and the bias, float32 weights) adds
+``(S + 2) eps (A @ |W| + |b|)``, and Δs reaches y through |W|; a factor 2 covers second-order terms.
+Probabilities get the largest bound of the row plus 4 eps (sigmoid and softmax are contractions in
+the max-norm), and labels must agree wherever the top two probabilities are further apart than twice
+that.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edgeseq.errors import InputError, IntegrityError, ModelFormatError
+from edgeseq.evaluate.verify import EPS32, N_SAMPLES, VerifyReport, checked_rows, prefix_check
+from edgeseq.format import MANIFEST, read_verified
+from edgeseq.io.feature_rows import group_arrays
+from edgeseq.runtime.session import AnytimeSession
+
+
+def tree_stage_bound(model, X32: np.ndarray, k: int) -> np.ndarray:
+    """Per row and output, how far a float32 evaluation of stage k may be from the float64 one.
+
+    See the module docstring for the derivation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.evaluate.verify_trees import tree_stage_bound
+    >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
+    ...                    value=[0, 1.0, -4.0], roots=[0], target=[0], n_features=1, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a",), ([0],), [1.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero)), "identity", ("y",))
+    >>> b = tree_stage_bound(model, np.array([[0.0], [1.0]], np.float32), 1)
+    >>> bool(b[1, 0] == 4 * b[0, 0])      # the bound scales with the reached leaf
+    True
+    """
+    ens, s = model.ensemble, model.stages[k]
+    trees = np.arange(s.tree_stop)
+    A = np.zeros((X32.shape[0], ens.n_targets))
+    if trees.size:
+        leaves = np.abs(ens.tree_outputs(X32, trees))
+        for j, t in enumerate(trees.tolist()):
+            A[:, ens.target[t]] += leaves[:, j]
+    T, S = trees.size, ens.n_targets
+    bound = 2 * (T + S + 4) * EPS32 * (A @ np.abs(s.W) + np.abs(s.b)) + 1e-37
+    if model.link == "identity":
+        return bound
+    P = 2 if model.link == "sigmoid" else s.b.shape[0]
+    return np.repeat(bound.max(axis=1, keepdims=True), P, axis=1) + 4 * EPS32
+
+
+def _stage_ensemble_parts(att: dict, raw_of: np.ndarray, offset: int, n_trees: int):
+    """One stage's `n_trees` trees from TreeEnsembleRegressor attributes, in the layout of `TreeEnsemble`
+    (node indices shifted by `offset`, features mapped back to raw columns with `raw_of`).
+
+    Linear in the number of nodes and bounded by what the file holds: every id is range-checked
+    before it is used, so a crafted graph cannot make this loop over ids it does not contain."""
+    keys = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
+            "nodes_truenodeids", "nodes_falsenodeids")
+    n = len(att["nodes_treeids"])
+    if any(len(att[k]) != n for k in keys):
+        raise ValueError("the node attributes have different lengths")
+    tree_ids = np.asarray(att["nodes_treeids"], np.int64)
+    node_ids = np.asarray(att["nodes_nodeids"], np.int64)
+    if n and (tree_ids.min() < 0 or tree_ids.max() >= n_trees):
+        raise ValueError(f"a node belongs to a tree outside 0..{n_trees - 1}")
+    order = np.lexsort((node_ids, tree_ids))
+    sizes = np.bincount(tree_ids, minlength=n_trees)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    if np.any(sizes == 0) or not np.array_equal(node_ids[order], np.arange(n) - np.repeat(starts, sizes)):
+        raise ValueError("every tree's node ids must be 0..(its nodes - 1)")
+    pick = lambda k: np.asarray(att[k])[order]  # noqa: E731
+    modes, feat = pick("nodes_modes"), pick("nodes_featureids").astype(np.int64)
+    branch = modes == "BRANCH_LEQ"
+    if not np.all(branch | (modes == "LEAF")):
+        raise ValueError("a node mode is neither BRANCH_LEQ nor LEAF")
+    if np.any(branch & ((feat < 0) | (feat >= raw_of.size))):
+        raise ValueError("a split reads a column outside the stage's inputs")
+    root = offset + np.repeat(starts, sizes)
+    leaf_at = {(int(t), int(i)): (int(d), float(w)) for t, i, d, w in
+               zip(att["target_treeids"], att["target_nodeids"], att["target_ids"], att["target_weights"])}
+    values, dims = np.zeros(n), [set() for _ in range(n_trees)]
+    for j in np.flatnonzero(~branch).tolist():
+        d, w = leaf_at[(int(tree_ids[order[j]]), int(node_ids[order[j]]))]
+        values[j] = w
+        dims[int(tree_ids[order[j]])].add(d)
+    if any(len(d) != 1 for d in dims):
+        raise ValueError("a tree's leaves must add to exactly one state dimension")
+    cols = {"feature": np.where(branch, raw_of[np.where(branch, feat, 0)], -1),
+            "threshold": np.where(branch, pick("nodes_values"), 0.0),
+            "left": np.where(branch, root + pick("nodes_truenodeids"), -1),
+            "right": np.where(branch, root + pick("nodes_falsenodeids"), -1), "value": values}
+    return cols, (offset + starts).tolist(), [d.pop() for d in dims], offset + n
+
+
+def tree_model_from_export(out_dir):
+    """Rebuild the TreeStageModel of a verified tree-stage export from its graphs (float32 values, upcast).
+
+    The independent reading `edgeseq verify` compares the runtimes with: it trusts only what the
+    files say, after their checksums were verified, and it goes through `TreeStageModel`'s own
+    checks (every index, every stage's groups), so a graph that reads an uncomputed group is refused.
+
+    Raises
+    ------
+    IntegrityError
+        If a graph cannot be read or disagrees with the manifest.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> import lightgbm
+    >>> from edgeseq import from_lightgbm
+    >>> from edgeseq.export.writer import export_model
+    >>> from edgeseq.evaluate.verify_trees import tree_model_from_export
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
+    >>> model = from_lightgbm(lightgbm.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, y),
+    ...                       groups=[[0, 1], [2]], costs=[1.0, 3.0])
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(model, out)
+    >>> back = tree_model_from_export(out)
+    >>> back.cum_cost.tolist() == model.cum_cost.tolist(), bool(np.allclose(back.predict(X), model.predict(X)))
+    (True, True)
+    """
+    import onnx
+
+    from edgeseq.export.onnx_trees import read_readout, read_stage_trees, stage_facts
+    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+
+    out = Path(out_dir)
+    m = read_verified(out)
+    if m.get("stage_kind") != "trees":
+        raise IntegrityError(f"{out}: not a tree-stage export")
+    by_input = {g["input_name"]: g for g in m["groups"]}
+    S, P = m["state_width"], m["outputs"]["n_outputs"]
+    cols = {key: [] for key in ("feature", "threshold", "left", "right", "value")}
+    roots, targets, stages, offset, n_trees = [], [], [], 0, 0
+    try:
+        for k, p in enumerate(m["prefixes"]):
+            graph = onnx.load(str(out / p["file"]), load_external_data=False)  # never read other files
+            W, b = read_readout(graph)
+            att = read_stage_trees(graph)
+            if att is not None:
+                raw_of = np.concatenate([by_input[name]["columns"] for name in p["inputs"][:-1]]).astype(np.int64)
+                part, r, t, offset = _stage_ensemble_parts(att, raw_of, offset, p["n_trees"])
+                for key in cols:
+                    cols[key].append(part[key])
+                roots += r
+                targets += t
+            stop = len(roots)
+            stages.append(TreeStage(tuple(by_input[n]["index"] for n in p["new_groups"]), p["cost"], n_trees, stop,
+                                    np.zeros((S, P)) if W is None else W, b))
+            n_trees = stop
+        ens = TreeEnsemble(**{k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()},
+                           roots=np.array(roots, np.int64),
+                           target=np.array(targets, np.int64), n_features=m["n_features_in"], n_targets=S)
+        by_index = sorted(m["groups"], key=lambda g: g["index"])
+        classes = m["outputs"]["classes"]
+        model = TreeStageModel(tuple(g["name"] for g in by_index), tuple(g["columns"] for g in by_index),
+                              [g["cost"] for g in by_index], ens, tuple(stages), m["link"],
+                              tuple(m["outputs"]["names"]), None if classes is None else np.array(classes))
+        for k, p in enumerate(m["prefixes"]):
+            facts = stage_facts(model, k)
+            if any(p[key] != v for key, v in facts.items()):
+                raise ValueError(f"stage {k}'s graph holds {facts}, the manifest says otherwise")
+        return model
+    except (ModelFormatError, InputError, KeyError, IndexError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"{out}: the stage graphs do not match {MANIFEST} or are not edgeseq tree "
+                             f"stages ({exc})") from None
+
+
+def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
+    """Regenerate every stage graph from the rebuilt model; IntegrityError unless the shipped files are
+    byte-identical (so onnxruntime only ever loads edgeseq's own output).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> import lightgbm
+    >>> from edgeseq import from_lightgbm
+    >>> from edgeseq.export.writer import export_model
+    >>> from edgeseq.format import read_verified
+    >>> from edgeseq.evaluate.verify_trees import check_generated_stage_graphs, tree_model_from_export
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
+    >>> model = from_lightgbm(lightgbm.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, y),
+    ...                       groups=[[0, 1], [2]], costs=[1.0, 3.0])
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(model, out)
+    >>> check_generated_stage_graphs(out, read_verified(out), tree_model_from_export(out))   # silent: identical
+    """
+    from edgeseq.evaluate.regenerate import _same
+    from edgeseq.export.onnx_trees import build_stage_graph
+
+    out = Path(out_dir)
+    names = [g["input_name"] for g in sorted(manifest["groups"], key=lambda g: g["index"])]
+    for k, p in enumerate(manifest["prefixes"]):
+        graph = build_stage_graph(model, k, names, model_name=manifest["model_name"],
+                                  batch_size=manifest.get("batch_size"))
+        _same(out / p["file"], graph.SerializeToString(), "stage graph")
+
+
+def tree_c_predictions(manifest: dict, X32: np.ndarray, *, use_c: bool, require_c: bool):
+    """(C run, None) or (None, note): the C column of a tree-stage verify.
+
+    INTEGRATION POINT for the C runtime of tree stages: regenerate the C model from the rebuilt
+    TreeStageModel into a temporary directory (as `check_generated_files` does for linear models),
+    require the shipped ``.h``/``.c`` to be byte-identical, compile only the regenerated copy, and
+    return an object with ``predictions[k]`` ((N, P) values, or (N, n_classes) probabilities) and
+    ``labels[k]`` for every stage k, as `edgeseq.export.c_harness.run_c` does for prefixes. Until
+    then the column is skipped with a note, or refused when C is required.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify_trees import tree_c_predictions
+    >>> tree_c_predictions({"c": None}, np.zeros((1, 1)), use_c=False, require_c=False)
+    (None, 'C column skipped (--no-c)')
+    """
+    if not use_c:
+        return None, "C column skipped (--no-c)"
+    if require_c:
+        raise InputError("the C comparison of tree-stage exports is not available in this edgeseq yet; "
+                         "run verify with --no-c")
+    return None, "C column skipped: the C runtime of tree stages is not wired into verify yet"
+
+
+def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
+                       require_c: bool = False) -> VerifyReport:
+    """`verify_export` for a tree-stage export (it dispatches here): numpy vs onnxruntime per stage.
+
+    Default rows: on and next to the trees' thresholds (`edgeseq.export.writer_trees.threshold_rows`),
+    so both branches of every split and the boundary values are exercised.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> import lightgbm
+    >>> from edgeseq import from_lightgbm
+    >>> from edgeseq.export.writer import export_model
+    >>> from edgeseq.evaluate.verify_trees import verify_tree_export
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
+    >>> model = from_lightgbm(lightgbm.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, y),
+    ...                       groups=[[0, 1], [2]], costs=[1.0, 3.0])
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(model, out)
+    >>> rep = verify_tree_export(out, use_c=False)
+    >>> rep.ok, [c.prefix for c in rep.checks]
+    (True, [0, 1])
+    """
+    from edgeseq.export.writer_trees import threshold_rows
+
+    m = read_verified(out_dir)
+    model = tree_model_from_export(out_dir)
+    check_generated_stage_graphs(out_dir, m, model)  # before anything is loaded
+    if X is None:
+        X = threshold_rows(model, N_SAMPLES)
+        source = f"{X.shape[0]} rows on and around the trees' thresholds"
+    X32 = checked_rows(X, m, source)
+    crun, note = tree_c_predictions(m, X32, use_c=use_c, require_c=require_c)
+    report = VerifyReport(X.shape[0], source, c_note=note, kind="trees")
+    feats = group_arrays(m, X32.astype(np.float64))
+    names = {g["input_name"]: g["name"] for g in m["groups"]}
+    with AnytimeSession(out_dir) as sess:
+        for k, p in enumerate(m["prefixes"]):
+            ref, bound = model.predict(X32.astype(np.float64), stage=k), tree_stage_bound(model, X32, k)
+            report.checks.append(prefix_check(k, ", ".join(names[n] for n in p["new_groups"]) or None, p["cum_cost"],
+                                              sess.predict(feats, prefix=k), ref, bound, crun))
+    return report

@@ -1,0 +1,299 @@
+"""One ONNX graph per tree stage: the stage's trees add into the carried state, then the readout.
+
+Contract (the manifest's ``stage_kind: "trees"``; see docs/export-format.md):
+
+* stage 0 is the prior, built exactly like linear prefix 0 (`onnx_graphs.prefix0_parts`): input
+  ``n`` [N, 1], output ``y`` = link(b_0) per row; its state is zero and is not an input or output;
+* stage k >= 1 takes one float32 input per group required by stages 1..k, in that order and under
+  the same sanitised names as linear graphs, then ``state_in`` [N, S]. Its trees are one
+  ``ai.onnx.ml`` ``TreeEnsembleRegressor`` (ml opset 3, ``aggregate_function="SUM"``,
+  ``n_targets=S``, ``BRANCH_LEQ`` on float32 thresholds) over the Concat of those inputs, with every
+  split's feature index remapped into that concatenation; ``state_out = state_in + trees(x)``;
+  then ``y = state_out @ W_k + b_k`` and the link in core ops (``proba``, ``label`` for classifiers).
+  Outputs in order: ``y``, [``proba``, ``label``], ``state_out``.
+
+The remap is where "a stage reads only groups already computed" is proven for the device: a split on
+a column outside the stage's groups has no position in the concatenation and is an ExportError here
+(`TreeStageModel` already refuses such a model; this re-asserts it at the point that would break).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from edgeseq.errors import ExportError
+from edgeseq.format import BIAS_NAME, STATE_IN, STATE_OUT
+from edgeseq.export.onnx_graphs import (OPSET, affine_nodes, finish_model, prefix0_parts, tensor_input,
+                                        weight_name)
+
+ML_DOMAIN = "ai.onnx.ml"
+ML_OPSET = 3  # what older phone runtimes have
+READOUT = weight_name("state")  # the readout weight W_k (S x P)
+TREES_NODE = "trees"
+
+
+def feature_remap(model, k: int) -> np.ndarray:
+    """Raw feature index -> column of stage k's concatenated inputs (-1: not computed by then).
+
+    Examples
+    --------
+    Groups "a" (raw column 1) and "b" (raw column 0); stage 1 requires "a", stage 2 "b":
+
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.onnx_trees import feature_remap
+    >>> ens = TreeEnsemble(feature=[1, -1, -1, 0, -1, -1], threshold=[0.5, 0, 0, 0.0, 0, 0],
+    ...                    left=[1, -1, -1, 4, -1, -1], right=[2, -1, -1, 5, -1, -1],
+    ...                    value=[0, 1.0, 2.0, 0, 10.0, 20.0], roots=[0, 3], target=[0, 0], n_features=2, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a", "b"), ([1], [0]), [1.0, 2.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+    ...      TreeStage((1,), 2.0, 1, 2, one, zero)), "identity", ("y",))
+    >>> feature_remap(model, 1).tolist(), feature_remap(model, 2).tolist()
+    ([-1, 0], [1, 0])
+    """
+    remap = np.full(model.ensemble.n_features, -1, dtype=np.int64)
+    offset = 0
+    for g in model.groups_required(k):
+        cols = model.group_columns[g]
+        remap[cols] = offset + np.arange(cols.size)
+        offset += cols.size
+    return remap
+
+
+def stage_tree_attributes(model, k: int, remap: np.ndarray) -> dict:
+    """The TreeEnsembleRegressor attributes of stage k's trees, features remapped with `remap`.
+
+    Node ids are local to each tree (its nodes in storage order); leaves carry one target entry each
+    (the tree's state dimension, the leaf value rounded to float32).
+
+    Raises
+    ------
+    ExportError
+        If a split reads a column `remap` has no position for (a group not computed by stage k).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.onnx_trees import feature_remap, stage_tree_attributes
+    >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
+    ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a",), ([0],), [1.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero)), "identity", ("y",))
+    >>> att = stage_tree_attributes(model, 1, feature_remap(model, 1))
+    >>> att["nodes_modes"], att["nodes_truenodeids"], att["target_weights"]
+    (['BRANCH_LEQ', 'LEAF', 'LEAF'], [1, 0, 0], [1.0, 2.0])
+    >>> stage_tree_attributes(model, 1, np.array([-1]))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ExportError: stage 1: tree 0 splits on raw feature 0, which belongs to no group computed by then...
+    """
+    ens, s = model.ensemble, model.stages[k]
+    att = {key: [] for key in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
+                               "nodes_values", "nodes_truenodeids", "nodes_falsenodeids", "target_treeids",
+                               "target_nodeids", "target_ids", "target_weights")}
+    for local, t in enumerate(range(s.tree_start, s.tree_stop)):
+        a, b = ens.tree_range(t)
+        feat = ens.feature[a:b].astype(np.int64)
+        split = feat >= 0
+        cols = remap[np.where(split, feat, 0)]
+        if np.any(split & (cols < 0)):
+            bad = int(feat[np.flatnonzero(split & (cols < 0))[0]])
+            raise ExportError(f"stage {k}: tree {t} splits on raw feature {bad}, which belongs to no group "
+                              f"computed by then; the model cannot be exported")
+        n = b - a
+        att["nodes_treeids"] += [local] * n
+        att["nodes_nodeids"] += list(range(n))
+        att["nodes_featureids"] += np.where(split, cols, 0).tolist()
+        att["nodes_modes"] += ["BRANCH_LEQ" if sp else "LEAF" for sp in split.tolist()]
+        att["nodes_values"] += np.where(split, ens.threshold[a:b], 0).astype(np.float32).tolist()
+        att["nodes_truenodeids"] += np.where(split, ens.left[a:b] - a, 0).tolist()
+        att["nodes_falsenodeids"] += np.where(split, ens.right[a:b] - a, 0).tolist()
+        leaves = np.flatnonzero(~split)
+        att["target_treeids"] += [local] * leaves.size
+        att["target_nodeids"] += leaves.tolist()
+        att["target_ids"] += [int(ens.target[t])] * leaves.size
+        att["target_weights"] += ens.value[a:b][leaves].astype(np.float32).tolist()
+    return att
+
+
+def _increment_nodes(model, k: int, inputs: list[str]) -> list:
+    """Nodes computing ``state_out`` from ``state_in`` and the stage's trees."""
+    s, S = model.stages[k], model.ensemble.n_targets
+    if s.tree_stop == s.tree_start:
+        return [helper.make_node("Identity", [STATE_IN], [STATE_OUT])]
+    if not inputs:  # no group computed yet: every tree is a single leaf (TreeStageModel checked it),
+        raise ExportError(f"stage {k} holds trees but no group is computed by then; fold its constant "
+                          f"leaves into the readout bias instead")  # and a TreeEnsembleRegressor needs an X
+    x = inputs[0]
+    nodes = []
+    if len(inputs) > 1:
+        nodes.append(helper.make_node("Concat", inputs, ["x"], axis=1))
+        x = "x"
+    att = stage_tree_attributes(model, k, feature_remap(model, k))
+    nodes.append(helper.make_node("TreeEnsembleRegressor", [x], ["trees/out"], name=TREES_NODE, domain=ML_DOMAIN,
+                                  n_targets=S, aggregate_function="SUM", post_transform="NONE", **att))
+    nodes.append(helper.make_node("Add", [STATE_IN, "trees/out"], [STATE_OUT]))
+    return nodes
+
+
+def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq",
+                      batch_size: int | None = None) -> onnx.ModelProto:
+    """The ONNX model of stage `k` of a TreeStageModel (see the module docstring for the contract).
+
+    Parameters
+    ----------
+    model : TreeStageModel
+    k : int
+        Stage index, 0..K.
+    input_names : list of str
+        Sanitised ONNX input name of each original group.
+    model_name : str
+        Graph name stem.
+    batch_size : int, optional
+        Fix the first dimension of every input and output (default symbolic ``N``).
+
+    Returns
+    -------
+    onnx.ModelProto
+
+    Raises
+    ------
+    ExportError
+        If a tree reads a group not computed by stage k.
+
+    Examples
+    --------
+    Two groups, one tree per paid stage; stage 2's graph reads both groups and the carried state:
+
+    >>> import numpy as np, onnxruntime as ort
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.onnx_trees import build_stage_graph
+    >>> ens = TreeEnsemble(feature=[0, -1, -1, 1, -1, -1], threshold=[0.5, 0, 0, 0.0, 0, 0],
+    ...                    left=[1, -1, -1, 4, -1, -1], right=[2, -1, -1, 5, -1, -1],
+    ...                    value=[0, 1.0, 2.0, 0, 10.0, 20.0], roots=[0, 3], target=[0, 0], n_features=2, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a", "b"), ([0], [1]), [1.0, 2.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
+    ...      TreeStage((1,), 2.0, 1, 2, one, zero)), "identity", ("y",))
+    >>> g = build_stage_graph(model, 2, ["a", "c"])
+    >>> [i.name for i in g.graph.input], [o.name for o in g.graph.output]
+    (['a', 'c', 'state_in'], ['y', 'state_out'])
+    >>> sess = ort.InferenceSession(g.SerializeToString(), providers=["CPUExecutionProvider"])
+    >>> X = np.array([[0.5, 0.0], [0.7, 1.0]], np.float32)
+    >>> y, state = sess.run(None, {"a": X[:, :1], "c": X[:, 1:], "state_in": np.array([[1.0], [2.0]], np.float32)})
+    >>> y.ravel().tolist(), model.predict(X, stage=2).ravel().tolist()   # the state fed in is stage 1's
+    ([11.0, 22.0], [11.0, 22.0])
+    """
+    s, S, P = model.stages[k], model.ensemble.n_targets, model.n_outputs
+    inits = [numpy_helper.from_array(s.b.astype(np.float32), BIAS_NAME)]
+    if k == 0:
+        inputs, prior_inits, terms = prefix0_parts(P, batch_size)
+        inits += prior_inits
+        nodes, acc = affine_nodes(terms)
+        extra, opsets = (), (("", OPSET),)
+    else:
+        names = [input_names[g] for g in model.groups_required(k)]
+        inputs = [tensor_input(n, model.group_columns[g].size, batch_size)
+                  for n, g in zip(names, model.groups_required(k))]
+        inputs.append(tensor_input(STATE_IN, S, batch_size))
+        inits.append(numpy_helper.from_array(s.W.astype(np.float32), READOUT))
+        nodes = _increment_nodes(model, k, names)
+        nodes.append(helper.make_node("MatMul", [STATE_OUT, READOUT], ["readout"]))
+        acc = "readout"
+        extra = (tensor_input(STATE_OUT, S, batch_size),)
+        opsets = (("", OPSET), (ML_DOMAIN, ML_OPSET))
+    nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))
+    n_trees = s.tree_stop - s.tree_start
+    return finish_model(nodes, inputs, inits, P, model.link, f"{model_name}_stage_{k}",
+                        f"edgeseq tree stage {k} of {len(model.stages) - 1}: {n_trees} trees, link {model.link}",
+                        batch_size, extra_outputs=extra, opsets=opsets)
+
+
+def stage_facts(model, k: int) -> dict:
+    """Sizes of stage k for the manifest: trees, nodes and the deepest tree's depth.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.onnx_trees import stage_facts
+    >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
+    ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a",), ([0],), [1.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero)), "identity", ("y",))
+    >>> stage_facts(model, 0), stage_facts(model, 1)
+    ({'n_trees': 0, 'n_nodes': 0, 'max_depth': 0}, {'n_trees': 1, 'n_nodes': 3, 'max_depth': 1})
+    """
+    s, ens = model.stages[k], model.ensemble
+    trees = range(s.tree_start, s.tree_stop)
+    nodes = sum(ens.tree_range(t)[1] - ens.tree_range(t)[0] for t in trees)
+    depth = max((int(ens.depth[t]) for t in trees), default=0)
+    return {"n_trees": len(trees), "n_nodes": int(nodes), "max_depth": depth}
+
+
+def read_stage_trees(model_proto: onnx.ModelProto) -> dict | None:
+    """The TreeEnsembleRegressor attributes of a stage graph as plain lists (None: no trees).
+
+    What `edgeseq verify` rebuilds its numpy reference from: the trees as the file holds them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.onnx_trees import build_stage_graph, read_stage_trees
+    >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
+    ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a",), ([0],), [1.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero)), "identity", ("y",))
+    >>> read_stage_trees(build_stage_graph(model, 1, ["a"]))["nodes_values"]
+    [0.5, 0.0, 0.0]
+    >>> read_stage_trees(build_stage_graph(model, 0, ["a"])) is None
+    True
+    """
+    found = [n for n in model_proto.graph.node if n.op_type == "TreeEnsembleRegressor"]
+    if not found:
+        return None
+    if len(found) > 1 or found[0].domain != ML_DOMAIN:
+        raise ValueError("a stage graph holds exactly one ai.onnx.ml TreeEnsembleRegressor")
+    return {a.name: _plain(helper.get_attribute_value(a)) for a in found[0].attribute}
+
+
+def _plain(value):
+    """An attribute value with its bytes (ONNX strings) decoded."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [v.decode() if isinstance(v, bytes) else v for v in value]
+    return value
+
+
+def read_readout(model_proto: onnx.ModelProto) -> tuple[np.ndarray | None, np.ndarray]:
+    """(W (S, P) or None for stage 0, b (P,)) as float64 from a stage graph's initializers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.onnx_trees import build_stage_graph, read_readout
+    >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
+    ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
+    >>> one, zero = np.ones((1, 1)), np.zeros(1)
+    >>> model = TreeStageModel(("a",), ([0],), [1.0], ens,
+    ...     (TreeStage((), 0.0, 0, 0, one, zero + 0.25), TreeStage((0,), 1.0, 0, 1, 2 * one, zero)),
+    ...     "identity", ("y",))
+    >>> W, b = read_readout(build_stage_graph(model, 1, ["a"]))
+    >>> W.tolist(), b.tolist(), read_readout(build_stage_graph(model, 0, ["a"]))[1].tolist()
+    ([[2.0]], [0.0], [0.25])
+    """
+    if any(t.data_location == TensorProto.EXTERNAL for t in model_proto.graph.initializer):
+        raise ValueError("an initializer refers to external data; edgeseq graphs hold their weights inline")
+    inits = {t.name: numpy_helper.to_array(t) for t in model_proto.graph.initializer}
+    W = inits.get(READOUT)
+    return (None if W is None else W.astype(np.float64)), inits[BIAS_NAME].astype(np.float64)
