@@ -180,3 +180,23 @@ def test_moves_cover_every_group_exactly_once():
     paid = list(itertools.chain.from_iterable(s.new_groups for s in sm.stages))
     assert len(paid) == len(set(paid)) and set(paid) <= set(range(4))
     assert sm.ensemble.n_trees == model.booster_.num_trees()
+
+
+@pytest.mark.parametrize("task", ["regression", "multiclass"])
+def test_a_sequenced_model_exports_verifies_and_runs_like_the_model(task, tmp_path):
+    """Multi-group stages and refit readouts go through the same emitters and runtime as boosting order."""
+    from edgeseq.evaluate.verify import verify_export
+    from edgeseq.export.writer import export_model
+    from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
+
+    model, X, y = _fitted(task, seed=4)
+    sm = sequence_trees(from_lightgbm(model, GROUPS, COSTS), X[400:], y[400:])
+    export_model(sm, tmp_path / "out")
+    assert verify_export(tmp_path / "out", use_c=False).ok
+    exported = ExportedModel(tmp_path / "out")
+    X32 = X.astype(np.float32).astype(np.float64)
+    feats = {sm.group_names[g]: X32[:, GROUPS[g]] for g in range(4)}
+    for k in range(len(sm.stages)):
+        got = exported.predict(feats, prefix=k)
+        got = got.proba if isinstance(got, ClassifierPrediction) else np.asarray(got)
+        np.testing.assert_allclose(got.reshape(len(X), -1), sm.predict(X32, stage=k), rtol=1e-4, atol=1e-4)
