@@ -434,6 +434,8 @@ def _check_outputs(m: dict) -> None:
         got = "null" if classes is None else f"{len(classes)} classes"
         raise _bad("outputs.classes", f"has {got}, link {link} with n_outputs {P} needs "
                                       f"{'null' if want_classes is None else want_classes}")
+    if link == "identity" and labels_of(m) != "graph":
+        raise _bad("labels", "is 'runtime', but a regression model has no labels")
 
 
 def _check_files(m: dict) -> None:
@@ -478,6 +480,32 @@ def listed_files(manifest: dict) -> list[dict]:
     """
     return ([{"file": p["file"], "sha256": p["sha256"]} for p in manifest["prefixes"]]
             + list(manifest["files"]))
+
+
+def labels_entry(labels: str) -> dict:
+    """The manifest's ``labels`` entry: present only when the runtime picks the labels (so exports with
+    the in-graph ArgMax, the default, are byte-identical to those written before the option existed).
+
+    Examples
+    --------
+    >>> from edgeseq.format import labels_entry
+    >>> labels_entry("graph"), labels_entry("runtime")
+    ({}, {'labels': 'runtime'})
+    """
+    return {} if labels == "graph" else {"labels": labels}
+
+
+def labels_of(manifest: dict) -> str:
+    """Where an export's classifier labels are chosen: "graph" (an ArgMax output ``label``, the default)
+    or "runtime" (the graphs end at ``proba``; the runtime takes the first most probable class).
+
+    Examples
+    --------
+    >>> from edgeseq.format import labels_of
+    >>> labels_of({}), labels_of({"labels": "runtime"})
+    ('graph', 'runtime')
+    """
+    return manifest.get("labels", "graph")
 
 
 def read_verified(out_dir) -> dict:

@@ -91,8 +91,11 @@ def tensor_input(name: str, d: int, batch_size=None):
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, [_batch_dim(batch_size), int(d)])
 
 
-def _link_nodes(link: str, n_classes: int, batch_size=None) -> tuple[list, list]:
-    """Nodes and outputs that turn `y` into `proba` and `label` for classifiers."""
+LABELS = ("graph", "runtime")  # where a classifier's label is chosen: an in-graph ArgMax, or the runtime
+
+
+def _link_nodes(link: str, n_classes: int, batch_size=None, labels: str = "graph") -> tuple[list, list]:
+    """Nodes and outputs that turn `y` into `proba` (and `label`, unless the runtime picks it) for classifiers."""
     if link == "identity":
         return [], []
     if link == "sigmoid":
@@ -103,20 +106,23 @@ def _link_nodes(link: str, n_classes: int, batch_size=None) -> tuple[list, list]
         ]
     else:
         nodes = [helper.make_node("Softmax", ["y"], ["proba"], axis=1)]
-    nodes.append(helper.make_node("ArgMax", ["proba"], ["label"], axis=1, keepdims=0))
     n = _batch_dim(batch_size)
-    outputs = [helper.make_tensor_value_info("proba", TensorProto.FLOAT, [n, n_classes]),
-               helper.make_tensor_value_info("label", TensorProto.INT64, [n])]
+    outputs = [helper.make_tensor_value_info("proba", TensorProto.FLOAT, [n, n_classes])]
+    if labels == "graph":  # NNAPI and CoreML run no ArgMax: with "runtime" the graph ends at proba
+        nodes.append(helper.make_node("ArgMax", ["proba"], ["label"], axis=1, keepdims=0))
+        outputs.append(helper.make_tensor_value_info("label", TensorProto.INT64, [n]))
     return nodes, outputs
 
 
 def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
-                       batch_size: int | None = None) -> onnx.ModelProto:
+                       batch_size: int | None = None, labels: str = "graph") -> onnx.ModelProto:
     """The ONNX model of prefix `j` of a FittedSequence.
 
     `input_names[g]` is the sanitised input name of ORIGINAL group index g (see names.onnx_input_names).
     `batch_size` fixes the first dimension of every input and output (default: symbolic "N"): mobile
     execution providers such as NNAPI and CoreML take no node of a graph with dynamic shapes.
+    `labels="runtime"` leaves a classifier's ArgMax out (neither of them runs it): the graph ends at
+    ``proba`` and the runtime picks the first most probable class.
     Weights are cast to float32 here; the caller checks overflow first (writer.check_float32).
 
     Parameters
@@ -171,7 +177,7 @@ def build_prefix_graph(seq, j: int, input_names, *, model_name: str = "edgeseq",
     nodes, acc = affine_nodes(terms)
     nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))
     return finish_model(nodes, inputs, inits, P, seq.link, f"{model_name}_prefix_{j}",
-                        f"edgeseq prefix {j} of {seq.n_prefixes - 1}: link {seq.link}", batch_size)
+                        f"edgeseq prefix {j} of {seq.n_prefixes - 1}: link {seq.link}", batch_size, labels=labels)
 
 
 def prefix0_parts(P: int, batch_size=None) -> tuple[list, list, list]:
@@ -214,11 +220,11 @@ def affine_nodes(terms) -> tuple[list, str]:
 
 
 def finish_model(nodes, inputs, inits, P: int, link: str, graph_name: str, doc: str, batch_size=None,
-                 extra_outputs=(), opsets=(("", OPSET),)) -> onnx.ModelProto:
+                 extra_outputs=(), opsets=(("", OPSET),), labels: str = "graph") -> onnx.ModelProto:
     """The model around `nodes`, which must compute ``y`` [N, P]: link outputs, pinned IR and opsets.
 
-    One place decides the outputs (``y``, then ``proba`` and ``label`` for classifiers, then
-    `extra_outputs`), the IR version and the opset imports, so linear prefixes and tree stages
+    One place decides the outputs (``y``, then ``proba`` and, unless `labels` is "runtime", ``label``
+    for classifiers, then `extra_outputs`), the IR version and the opset imports, so linear prefixes and tree stages
     cannot drift apart.
 
     Examples
@@ -234,10 +240,13 @@ def finish_model(nodes, inputs, inits, P: int, link: str, graph_name: str, doc: 
     >>> onnx.checker.check_model(m, full_check=True)
     >>> [o.name for o in m.graph.output], m.ir_version
     (['y', 'proba', 'label'], 10)
+    >>> m = finish_model(nodes, inputs, inits, 1, "sigmoid", "demo", "a prior", labels="runtime")
+    >>> [o.name for o in m.graph.output], "ArgMax" in [n.op_type for n in m.graph.node]
+    (['y', 'proba'], False)
     """
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [_batch_dim(batch_size), P])]
     n_classes = 2 if link == "sigmoid" else P
-    link_nodes, link_outputs = _link_nodes(link, n_classes, batch_size)
+    link_nodes, link_outputs = _link_nodes(link, n_classes, batch_size, labels)
     if link == "sigmoid":
         inits.append(numpy_helper.from_array(np.ones((1,), np.float32), "link/one"))
     graph = helper.make_graph(nodes + link_nodes, graph_name, inputs, outputs + link_outputs + list(extra_outputs),

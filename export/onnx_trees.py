@@ -142,7 +142,7 @@ def _increment_nodes(model, k: int, inputs: list[str]) -> list:
 
 
 def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq",
-                      batch_size: int | None = None) -> onnx.ModelProto:
+                      batch_size: int | None = None, labels: str = "graph") -> onnx.ModelProto:
     """The ONNX model of stage `k` of a TreeStageModel (see the module docstring for the contract).
 
     Parameters
@@ -156,6 +156,8 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
         Graph name stem.
     batch_size : int, optional
         Fix the first dimension of every input and output (default symbolic ``N``).
+    labels : {"graph", "runtime"}
+        "runtime" leaves a classifier's ArgMax out (mobile execution providers run none).
 
     Returns
     -------
@@ -211,7 +213,7 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
     n_trees = s.tree_stop - s.tree_start
     return finish_model(nodes, inputs, inits, P, model.link, f"{model_name}_stage_{k}",
                         f"edgeseq tree stage {k} of {len(model.stages) - 1}: {n_trees} trees, link {model.link}",
-                        batch_size, extra_outputs=extra, opsets=opsets)
+                        batch_size, extra_outputs=extra, opsets=opsets, labels=labels)
 
 
 def stage_facts(model, k: int) -> dict:

@@ -22,7 +22,7 @@ from edgeseq.messages import clip
 from edgeseq.sequence import FittedSequence, check_name, sample_rows
 
 from edgeseq.export import onnx_graphs
-from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, manifest_checksum,
+from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, labels_entry, manifest_checksum,
                        listed_files, read_verified, sha256_file, validate_manifest)
 from edgeseq.export.names import onnx_input_names
 
@@ -193,7 +193,7 @@ def _c_generator():
 
 
 def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size=None,
-                   ort=None) -> dict:
+                   ort=None, labels: str = "graph") -> dict:
     """The manifest dict (with its checksum) for files already written.
 
     Parameters
@@ -212,6 +212,8 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
     batch_size : int, optional
     ort : dict, optional
         The ORT-format entry, if written.
+    labels : {"graph", "runtime"}
+        Where a classifier's label is chosen; recorded only when it is the runtime.
 
     Returns
     -------
@@ -264,6 +266,7 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
         "c": {"prefix": c_prefix, "header": C_HEADER, "source": C_SOURCE},
         "doubling_violations": [int(v) for v in seq.doubling_violations],
         "provenance": _jsonable(seq.provenance),
+        **labels_entry(labels),
     }
     m["manifest_sha256"] = manifest_checksum(m)
     validate_manifest(m)
@@ -271,12 +274,13 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
 
 
 def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model, batch_size=None,
-               ort=False) -> dict:
+               ort=False, labels: str = "graph") -> dict:
     input_names = onnx_input_names(seq.group_names)
     diffs = float32_diffs(seq, sample_inputs(seq, check_stats))
     prefix_files = []
     for j in range(seq.n_prefixes):
-        model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name, batch_size=batch_size)
+        model = onnx_graphs.build_prefix_graph(seq, j, input_names, model_name=model_name, batch_size=batch_size,
+                                               labels=labels)
         onnx.checker.check_model(model, full_check=True)
         fname = prefix_file(j, seq.n_prefixes)
         atomic_write_bytes(tmp / fname, model.SerializeToString())
@@ -299,7 +303,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
         c_files += [{"file": f, "sha256": sha256_file(tmp / f)} for f in [*ort_files, config]]
         ort_entry = {"prefixes": ort_files, "operators_config": config}
     manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size,
-                              ort_entry)
+                              ort_entry, labels)
     atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest
@@ -341,7 +345,7 @@ def _not_an_export(out: Path) -> str | None:
 
 
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
-                 check_stats=None, batch_size=None, ort=False) -> dict:
+                 check_stats=None, batch_size=None, ort=False, labels: str = "graph") -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -356,6 +360,8 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     node of a graph with a dynamic dimension); edgeseq's runtime then pads and splits batches to it.
     `ort`: also write each graph in ORT format and the operator config of a minimal onnxruntime
     build (see ort_format).
+    `labels`: "runtime" leaves a classifier's ArgMax out of the graphs (NNAPI and CoreML run none);
+    edgeseq's runtime then picks the first most probable class itself, as the C runtime does.
 
     Returns
     -------
@@ -397,6 +403,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
         check_float32(seq)
     _check_batch_size(batch_size)
+    check_labels(labels, tree_model.link if tree_model is not None else seq.link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
     try:
@@ -410,9 +417,10 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
 
         classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
         return _write_atomically(out, force, lambda tmp: write_tree_export(
-            tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes))
+            tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
+            labels=labels))
     return _write_atomically(out, force, lambda tmp: _write_all(seq, tmp, model_name, c_prefix, check_stats,
-                                                               cgen.write_c_model, batch_size, ort))
+                                                               cgen.write_c_model, batch_size, ort, labels))
 
 
 def _tree_model_of(obj):
@@ -423,6 +431,29 @@ def _tree_model_of(obj):
         return obj
     model = vars(obj).get("stage_model_") if hasattr(obj, "__dict__") and not isinstance(obj, type) else None
     return model if isinstance(model, TreeStageModel) else None
+
+
+def check_labels(labels, link: str) -> None:
+    """Refuse a `labels` choice that is not one of onnx_graphs.LABELS, or "runtime" for a regression.
+
+    Raises
+    ------
+    ExportError
+        Naming the choices.
+
+    Examples
+    --------
+    >>> from edgeseq.export.writer import check_labels
+    >>> check_labels("runtime", "softmax")
+    >>> check_labels("runtime", "identity")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ExportError: a regression model has no labels; --labels runtime applies to classifiers
+    """
+    if labels not in onnx_graphs.LABELS:
+        raise ExportError(f"labels must be one of {', '.join(onnx_graphs.LABELS)}, got {labels!r}")
+    if labels == "runtime" and link == "identity":
+        raise ExportError("a regression model has no labels; --labels runtime applies to classifiers")
 
 
 def _check_batch_size(batch_size) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from edgeseq.errors import ExportError
-from edgeseq.format import (FORMAT, FORMAT_VERSION, MANIFEST, STATE_IN, STATE_OUT, dump_manifest,
+from edgeseq.format import (FORMAT, FORMAT_VERSION, MANIFEST, STATE_IN, STATE_OUT, dump_manifest, labels_entry,
                             manifest_checksum, prefix_file, read_verified, sha256_file, validate_manifest)
 from edgeseq.io.atomic import atomic_write_bytes
 from edgeseq.export import onnx_graphs, onnx_trees
@@ -229,7 +229,7 @@ def _classes(model, n_classes: int, classes=None) -> list:
 
 def build_tree_manifest(model, model_name: str, input_names: list[str], stage_files: list, diffs: list,
                         files: list, c: dict | None, batch_size=None, ort=None, source: str = "",
-                        classes=None) -> dict:
+                        classes=None, labels: str = "graph") -> dict:
     """The manifest dict (with its checksum) of a tree-stage export whose files are written.
 
     Examples
@@ -279,6 +279,7 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
         "c": c, "doubling_violations": [],
         "provenance": {"stage_kind": "trees", "source": source or type(model).__name__,
                        "n_trees": model.ensemble.n_trees},
+        **labels_entry(labels),
     }
     m["manifest_sha256"] = manifest_checksum(m)
     validate_manifest(m)
@@ -286,7 +287,7 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
 
 
 def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_size=None, ort=False,
-                      source: str = "", classes=None) -> dict:
+                      source: str = "", classes=None, labels: str = "graph") -> dict:
     """Write every file of a tree export into the (fresh, temporary) directory `tmp`; return the manifest.
 
     Raises
@@ -324,7 +325,8 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     diffs = float32_stage_diffs(model, threshold_rows(model))
     stage_files = []
     for k in range(len(model.stages)):
-        graph = onnx_trees.build_stage_graph(model, k, input_names, model_name=model_name, batch_size=batch_size)
+        graph = onnx_trees.build_stage_graph(model, k, input_names, model_name=model_name, batch_size=batch_size,
+                                             labels=labels)
         onnx.checker.check_model(graph, full_check=True)
         fname = prefix_file(k, len(model.stages))
         atomic_write_bytes(tmp / fname, graph.SerializeToString())
@@ -343,7 +345,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         c_files += [{"file": f, "sha256": sha256_file(tmp / f)} for f in [*ort_files, config]]
         ort_entry = {"prefixes": ort_files, "operators_config": config}
     manifest = build_tree_manifest(model, model_name, input_names, stage_files, diffs, c_files, c, batch_size,
-                                   ort_entry, source, classes)
+                                   ort_entry, source, classes, labels)
     atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest

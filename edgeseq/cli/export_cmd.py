@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from edgeseq.format import labels_of
 from edgeseq.io.cost_provenance import cost_summary
 from edgeseq.cli._main import main
 
@@ -23,8 +24,11 @@ from edgeseq.cli._main import main
 @click.option("--ort", is_flag=True,
               help="Also write every graph in ORT format (.ort, for onnxruntime's minimal and mobile builds) and "
                    "required_operators.config, the operator list of a reduced onnxruntime build.")
+@click.option("--labels", type=click.Choice(["graph", "runtime"]), default="graph", show_default=True,
+              help="Classifiers: where the label is chosen. 'runtime' leaves the ArgMax out of the graphs "
+                   "(NNAPI and CoreML run none) and edgeseq's runtime picks the first most probable class.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
-def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, quiet):
+def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -42,7 +46,7 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
             else f"{seq.n_prefixes} prefix graphs, C model and manifest")
     with progress.stage("export", f"{what} to {out_dir}"):
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
-                         batch_size=batch_size, ort=ort)
+                         batch_size=batch_size, ort=ort, labels=labels)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
@@ -61,7 +65,8 @@ def manifest_table(m: dict) -> list[str]:
              f"onnx opset {m['onnx']['opset']}, IR {m['onnx']['ir_version']}, dtype {m['dtype']}; "
              + (f"C prefix {m['c']['prefix']!r} ({m['c']['header']}, {m['c']['source']})" if m["c"] else "no C model"),
              f"batch size {m.get('batch_size') or 'dynamic'}; ORT-format files "
-             + (f"yes (operators: {m['ort']['operators_config']})" if m.get("ort") else "no"),
+             + (f"yes (operators: {m['ort']['operators_config']})" if m.get("ort") else "no")
+             + ("" if m["task"] == "regression" else f"; labels chosen by the {labels_of(m)}"),
              cost_summary(m["provenance"]),
              f"provenance: {json.dumps(m['provenance'], sort_keys=True)}"]
     if m["doubling_violations"]:

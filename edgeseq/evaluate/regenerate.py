@@ -14,7 +14,7 @@ from pathlib import Path
 
 from edgeseq.errors import IntegrityError
 from edgeseq.export.c_codegen import write_c_model
-from edgeseq.format import C_HEADER, C_SOURCE
+from edgeseq.format import C_HEADER, C_SOURCE, labels_of
 from edgeseq.export.names import onnx_input_names
 from edgeseq.export.onnx_graphs import build_prefix_graph
 
@@ -78,5 +78,6 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
         _same(out / name, (c_dir / name).read_bytes(), "C model")
     names = onnx_input_names(seq.group_names)
     for j, p in enumerate(manifest["prefixes"]):
-        graph = build_prefix_graph(seq, j, names, model_name=manifest["model_name"])
+        graph = build_prefix_graph(seq, j, names, model_name=manifest["model_name"],
+                                   batch_size=manifest.get("batch_size"), labels=labels_of(manifest))
         _same(out / p["file"], graph.SerializeToString(), f"graph of prefix {j}")

@@ -20,7 +20,7 @@ import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError, ModelFormatError
 from edgeseq.evaluate.verify import EPS32, N_SAMPLES, VerifyReport, checked_rows, prefix_check
-from edgeseq.format import MANIFEST, read_verified
+from edgeseq.format import MANIFEST, labels_of, read_verified
 from edgeseq.io.feature_rows import group_arrays
 from edgeseq.runtime.session import AnytimeSession
 
@@ -204,7 +204,7 @@ def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
     names = [g["input_name"] for g in sorted(manifest["groups"], key=lambda g: g["index"])]
     for k, p in enumerate(manifest["prefixes"]):
         graph = build_stage_graph(model, k, names, model_name=manifest["model_name"],
-                                  batch_size=manifest.get("batch_size"))
+                                  batch_size=manifest.get("batch_size"), labels=labels_of(manifest))
         _same(out / p["file"], graph.SerializeToString(), "stage graph")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
-from edgeseq.format import STATE_OUT, read_verified, stage_group_counts, stage_kind
+from edgeseq.format import STATE_OUT, labels_of, read_verified, stage_group_counts, stage_kind
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
@@ -133,7 +133,9 @@ class ExportedModel:
         self.n_outputs = int(outs["n_outputs"])
         self.classes = None if outs["classes"] is None else np.array(outs["classes"])
         self._squeeze = bool(outs.get("y_was_1d", False)) and self.task == "regression"
-        wanted = ["y"] if self.task == "regression" else ["y", "proba", "label"]
+        # "runtime" labels: the graphs end at proba (mobile providers run no ArgMax); _format picks the label
+        self._label_in_graph = labels_of(m) == "graph"
+        wanted = ["y"] if self.task == "regression" else ["y", "proba", "label"][:3 if self._label_in_graph else 2]
         self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
                                       wanted + [STATE_OUT] if self._trees and j else wanted, str(out / p["file"]),
                                       self._squeeze) for j, p in enumerate(m["prefixes"])]
@@ -344,5 +346,7 @@ class ExportedModel:
     def _format(self, outs: list[np.ndarray], j: int):
         if self.task == "regression":
             return outs[0]  # (N,) when trained on 1-D y: the runners squeeze it
-        proba, idx = outs[1], outs[2]  # (a tree stage's state follows them)
+        proba = outs[1]  # (the label, then a tree stage's state, follow it)
+        # the first most probable class, as ONNX ArgMax (select_last_index=0) and the C runtime pick it
+        idx = outs[2] if self._label_in_graph else np.argmax(proba, axis=1).astype(np.int64)
         return ClassifierPrediction(self.classes[idx], proba, idx, j)
