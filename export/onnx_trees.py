@@ -9,8 +9,11 @@ Contract (the manifest's ``stage_kind: "trees"``; see docs/export-format.md):
   ``ai.onnx.ml`` ``TreeEnsembleRegressor`` (ml opset 3, ``aggregate_function="SUM"``,
   ``n_targets=S``, ``BRANCH_LEQ`` on float32 thresholds) over the Concat of those inputs, with every
   split's feature index remapped into that concatenation; ``state_out = state_in + trees(x)``;
-  then ``y = state_out @ W_k + b_k`` and the link in core ops (``proba``, ``label`` for classifiers).
-  Outputs in order: ``y``, [``proba``, ``label``], ``state_out``.
+  then ``y = state_out @ W_k + guard + b_k`` and the link in core ops (``proba``, ``label`` for
+  classifiers), where ``guard = inputs @ 0`` (a zero column) is 0 for finite inputs and NaN otherwise (a
+  tree would route NaN silently; this way ``y`` is non-finite exactly when an input is, and a runtime
+  checks one output, as for affine prefixes). Outputs in order: ``y``, [``proba``, ``label``],
+  ``state_out``.
 
 The remap is where "a stage reads only groups already computed" is proven for the device: a split on
 a column outside the stage's groups has no position in the concatenation and is an ExportError here
@@ -121,24 +124,31 @@ def stage_tree_attributes(model, k: int, remap: np.ndarray) -> dict:
     return att
 
 
-def _increment_nodes(model, k: int, inputs: list[str]) -> list:
-    """Nodes computing ``state_out`` from ``state_in`` and the stage's trees."""
+def _increment_nodes(model, k: int, x: str | None) -> list:
+    """Nodes computing ``state_out`` from ``state_in`` and the stage's trees over the stage input `x`."""
     s, S = model.stages[k], model.ensemble.n_targets
     if s.tree_stop == s.tree_start:
         return [helper.make_node("Identity", [STATE_IN], [STATE_OUT])]
-    if not inputs:  # no group computed yet: every tree is a single leaf (TreeStageModel checked it),
+    if x is None:  # no group computed yet: every tree is a single leaf (TreeStageModel checked it),
         raise ExportError(f"stage {k} holds trees but no group is computed by then; fold its constant "
                           f"leaves into the readout bias instead")  # and a TreeEnsembleRegressor needs an X
-    x = inputs[0]
-    nodes = []
-    if len(inputs) > 1:
-        nodes.append(helper.make_node("Concat", inputs, ["x"], axis=1))
-        x = "x"
     att = stage_tree_attributes(model, k, feature_remap(model, k))
-    nodes.append(helper.make_node("TreeEnsembleRegressor", [x], ["trees/out"], name=TREES_NODE, domain=ML_DOMAIN,
-                                  n_targets=S, aggregate_function="SUM", post_transform="NONE", **att))
-    nodes.append(helper.make_node("Add", [STATE_IN, "trees/out"], [STATE_OUT]))
-    return nodes
+    return [helper.make_node("TreeEnsembleRegressor", [x], ["trees/out"], name=TREES_NODE, domain=ML_DOMAIN,
+                             n_targets=S, aggregate_function="SUM", post_transform="NONE", **att),
+            helper.make_node("Add", [STATE_IN, "trees/out"], [STATE_OUT])]
+
+
+def _guard_nodes(x: str, width: int) -> tuple[list, list]:
+    """``guard`` [N, 1] = x @ 0: 0 for finite rows, NaN when any input value is NaN or ±Inf (IEEE: 0·NaN
+    and 0·Inf are NaN, and a NaN term makes the sum NaN; onnxruntime's CPU kernels keep that).
+
+    A tree routes NaN down a branch like any number, so without this a non-finite input could give a
+    finite, wrong prediction. Added to the readout, it makes ``y`` non-finite exactly when an input
+    is, so a runtime checks one output (as for affine prefixes) instead of every input. A MatMul, not
+    Mul + ReduceSum, because NNAPI and CoreML run MatMul but NNAPI has no ReduceSum.
+    """
+    inits = [numpy_helper.from_array(np.zeros((width, 1), np.float32), "guard/zero")]
+    return [helper.make_node("MatMul", [x, "guard/zero"], ["guard"])], inits
 
 
 def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq",
@@ -204,9 +214,18 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
                   for n, g in zip(names, model.groups_required(k))]
         inputs.append(tensor_input(STATE_IN, S, batch_size))
         inits.append(numpy_helper.from_array(s.W.astype(np.float32), READOUT))
-        nodes = _increment_nodes(model, k, names)
+        nodes, x = [], names[0] if names else None
+        if len(names) > 1:
+            nodes.append(helper.make_node("Concat", names, ["x"], axis=1))
+            x = "x"
+        nodes += _increment_nodes(model, k, x)
         nodes.append(helper.make_node("MatMul", [STATE_OUT, READOUT], ["readout"]))
         acc = "readout"
+        if x is not None:
+            guard, guard_inits = _guard_nodes(x, sum(model.group_columns[g].size for g in model.groups_required(k)))
+            nodes += guard + [helper.make_node("Add", ["readout", "guard"], ["readout/guarded"])]
+            inits += guard_inits
+            acc = "readout/guarded"
         extra = (tensor_input(STATE_OUT, S, batch_size),)
         opsets = (("", OPSET), (ML_DOMAIN, ML_OPSET))
     nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))

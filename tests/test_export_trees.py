@@ -283,3 +283,32 @@ def test_fixed_batch_and_ort_format_tree_exports_run(tmp_path, options):
     feats = {model.group_names[g]: X[:, model.group_columns[g]] for g in range(len(model.group_names))}
     got = ExportedModel(tmp_path / "out").predict(feats).proba
     np.testing.assert_allclose(got, model.predict(X), atol=1e-5)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_input_makes_y_non_finite_through_the_guard(value):
+    """A tree routes NaN silently; the guard (inputs @ 0, added to the readout) must not. Negative control:
+    the same graph without the guard gives a finite y for the same input."""
+    model = lightgbm_model("softmax")
+    names = tree_input_names(model.group_names)
+    k = len(model.stages) - 1
+    g = build_stage_graph(model, k, names)
+    X, _ = data(5, seed=3)
+    feeds = {names[gi]: X[:, model.group_columns[gi]].astype(np.float32) for gi in model.groups_required(k)}
+    feeds[STATE_IN] = np.zeros((5, model.ensemble.n_targets), np.float32)
+    first = names[model.groups_required(k)[0]]
+    feeds[first] = feeds[first].copy()
+    feeds[first][2, 0] = value
+
+    def y_of(graph):
+        sess = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(["y"], feeds)[0]
+
+    y = y_of(g)
+    assert not np.isfinite(y[2]).any() and np.isfinite(np.delete(y, 2, axis=0)).all()
+    unguarded = onnx.ModelProto()
+    unguarded.CopyFrom(g)
+    for node in unguarded.graph.node:  # y = readout + b, without the guard
+        if node.op_type == "Add" and "readout/guarded" in node.input:
+            node.input[list(node.input).index("readout/guarded")] = "readout"
+    assert np.isfinite(y_of(unguarded)).all()

@@ -311,9 +311,9 @@ class ExportedModel:
         ``state_in``; returns stage j's outputs (``y`` first, the state last) and whether all is finite.
 
         `arrays` are the float32 (N, d_g) arrays of the groups stage j needs, in manifest order;
-        stage i reads the first of them that it needs. A tree routes NaN like any number (it goes
-        right), so unlike an affine prefix a NaN input need not reach the output: the inputs are
-        checked here, not only the output.
+        stage i reads the first of them that it needs. A tree routes NaN like any number, so every
+        stage graph adds a guard (0 · its inputs, summed) to ``y``: stage j's ``y`` is non-finite
+        exactly when one of the inputs is, and, as for affine prefixes, only that output is checked.
 
         Examples
         --------
@@ -334,13 +334,11 @@ class ExportedModel:
         (True, True, (4, 1))
         """
         n = arrays[0].shape[0]
-        finite = all(bool(np.isfinite(a).all()) for a in arrays)
         state = np.zeros((n, self._state_width), np.float32)
-        outs = None
-        for i in range(1, j + 1):
-            outs, ok = self._runners[i].call(arrays[:self._counts[i]] + [state], n)
+        outs, finite = None, True
+        for i in range(1, j + 1):  # stage j reads every group of stages 1..j: its guard covers them all
+            outs, finite = self._runners[i].call(arrays[:self._counts[i]] + [state], n)
             state = outs[-1]
-            finite = finite and ok
         return outs, finite
 
     def _format(self, outs: list[np.ndarray], j: int):
