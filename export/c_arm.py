@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.export.c_harness import (STRICT_FLAGS, CCompilerError, CRun, CSweep, _parse, budget_program_sources,
-                                      budget_queries, compile_c, model_consts, model_prefix, parse_budget_parity,
-                                      parse_sweep, runtime_dir, write_budgets, write_rows)
+from edgeseq.export.c_harness import (DRIVER_DEFINES, STRICT_FLAGS, CCompilerError, CRun, CSweep, _parse,
+                                      budget_program_sources, budget_queries, compile_c, model_consts, model_prefix,
+                                      n_stages, parse_budget_parity, parse_sweep, runtime_dir, write_budgets,
+                                      write_rows)
 
 ARM_CC = "arm-none-eabi-gcc"
 ARM_SIZE = "arm-none-eabi-size"
@@ -180,7 +181,7 @@ def build_driver_arm(model_dir, build_dir, target: ArmTarget) -> Path:
     model_dir, rdir = Path(model_dir), runtime_dir()
     return build_arm([rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "tests" / "driver.c"],
                      Path(build_dir) / f"driver_{target.name}.elf", target, include_dirs=[model_dir, rdir],
-                     defines=[f"ES_PREFIX={model_prefix(model_dir)}"])
+                     defines=[f"ES_PREFIX={model_prefix(model_dir)}", *DRIVER_DEFINES])
 
 
 def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tuple[CRun, CSweep | None]:
@@ -217,7 +218,7 @@ def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tupl
         X = write_rows(model_dir, X_groups, Path(tmp) / "rows.bin")
         elf = build_driver_arm(model_dir, tmp, target)
         run = _parse(run_qemu(elf, target, ["predict", "rows.bin"], cwd=tmp).stdout, X.shape[0],
-                     consts["N_GROUPS"] + 1, consts["N_PRED"])
+                     n_stages(consts), consts["N_PRED"])
         sweep = None
         if budgets is not None:
             write_budgets(budgets, Path(tmp) / "budgets.txt")
