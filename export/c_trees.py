@@ -8,8 +8,8 @@ it does add is the C view of the same numbers:
   it belongs to; a push completes that stage when it is the stage's last group;
 * split features remapped from raw column indices to positions in the features pushed so far (the
   groups' columns concatenated in sequence order, see `tree_feature_order`);
-* one `es_tree_node` per node: split ``{feature, threshold, left, right}`` compared as
-  ``x <= threshold`` on float32, leaf ``{-1, value, 0, 0}`` with the leaf value rounded to float32;
+* one `es_tree_node` per node: split ``{feature, threshold, {left, right}}`` compared as
+  ``x <= threshold`` on float32, leaf ``{-1, value, {0, 0}}`` with the leaf value rounded to float32;
 * per stage: its tree range, its trees' maximum depth (the bound of the C walk) and its readout.
 
 Everything the C will index is re-proved here before any text is written (the ensemble is rebuilt
@@ -237,9 +237,9 @@ def _nodes(model: TreeStageModel, layout: TreeLayout, prefix: str) -> str:
         for i in range(a, b):
             if ens.feature[i] >= 0:
                 lines.append(f"    {{{int(layout.feature[i])}, {c_float(ens.threshold[i])}, "
-                             f"{int(ens.left[i])}u, {int(ens.right[i])}u}},")
+                             f"{{{int(ens.left[i])}u, {int(ens.right[i])}u}}}},")
             else:
-                lines.append(f"    {{-1, {c_float(ens.value[i])}, 0u, 0u}},")
+                lines.append(f"    {{-1, {c_float(ens.value[i])}, {{0u, 0u}}}},")
     return f"static const es_tree_node {prefix}_node[] = {{\n" + "\n".join(lines) + "\n};\n"
 
 

@@ -116,8 +116,8 @@ static es_status es_check_stage_trees(const es_trees *t, uint32_t k, uint32_t d_
         }
         for (i = t->tree_root[tr]; i < end; ++i) {
             const es_tree_node *nd = &t->node[i];
-            if (nd->feature >= 0 && ((uint32_t)nd->feature >= d_k || nd->left <= i || nd->left >= end ||
-                                     nd->right <= i || nd->right >= end || !es_is_finite(nd->value))) {
+            if (nd->feature >= 0 && ((uint32_t)nd->feature >= d_k || nd->child[0] <= i || nd->child[0] >= end ||
+                                     nd->child[1] <= i || nd->child[1] >= end || !es_is_finite(nd->value))) {
                 return ES_ERR_BAD_MODEL;
             }
             if (nd->feature < 0 && (nd->feature != -1 || !es_is_finite(nd->value))) {
@@ -429,7 +429,7 @@ static es_status es_tree_stage(es_state *s, uint32_t k)
         const es_tree_node *nd = nodes + t->tree_root[tr];
         uint32_t step;
         for (step = 0u; step < depth && nd->feature >= 0; ++step) {
-            nd = nodes + (x[nd->feature] <= nd->value ? nd->left : nd->right);
+            nd = nodes + nd->child[!(x[nd->feature] <= nd->value)]; /* the index, not a branch */
         }
         state[t->tree_target[tr]] += nd->value;
     }

@@ -92,9 +92,9 @@
  *   s[tree_target[t]] += leaf_t(x)     for t = stage_tree[k], stage_tree[k] + 1, ... (tree order),
  * one float32 addition per tree, in that order; then z = b_k + sum_i s[i] * W_k[i][:] (float32,
  * rows in order, exactly the linear dot product above) and the link. A tree is walked from its root:
- * at a split go to `left` when x[feature] <= value (float32, the comparison of ONNX
+ * at a split go to child[0] when x[feature] <= value (float32, the comparison of ONNX
  * TreeEnsembleRegressor BRANCH_LEQ and of LightGBM; NaN never reaches it because es_push refuses
- * non-finite values), else to `right`; a leaf (feature < 0) adds its `value`. The walk stops after
+ * non-finite values), else to child[1]; a leaf (feature < 0) adds its `value`. The walk stops after
  * stage_depth[k] comparisons whatever the arrays say, so it visits at most stage_depth[k] + 1 nodes.
  * Group position j belongs to stage group_stage[j]; a push completes that stage when it was the
  * stage's last group (otherwise nothing is committed and es_current keeps the previous stage), and
@@ -168,12 +168,13 @@ typedef enum {
     ES_KIND_TREES = 1   /* tree increments into a carried state + readout per stage (es_trees) */
 } es_kind;
 
-/* One tree node. Children are absolute indices into es_trees.node, after this node, inside its tree. */
+/* One tree node. Children are absolute indices into es_trees.node, after this node, inside its tree.
+   They form an array so the walk selects one by the comparison's result (no data-dependent branch). */
 typedef struct es_tree_node {
-    int32_t feature; /* split: index into the features pushed so far (sequence order); leaf: -1 */
-    float value;     /* split: threshold (go left when x[feature] <= value); leaf: the value added */
-    uint32_t left;   /* split: next node when x[feature] <= value; leaf: 0 */
-    uint32_t right;  /* split: next node otherwise; leaf: 0 */
+    int32_t feature;   /* split: index into the features pushed so far (sequence order); leaf: -1 */
+    float value;       /* split: threshold (go left when x[feature] <= value); leaf: the value added */
+    uint32_t child[2]; /* split: [0] the next node when x[feature] <= value ("left"), [1] otherwise
+                          ("right"); leaf: 0, 0 */
 } es_tree_node;
 
 /* The stages of a tree model (see TREE STAGES). */

@@ -281,10 +281,10 @@ def _init_status(tmp_path, source: str) -> int:
 
 
 @pytest.mark.parametrize("old,new", [
-    ("{0, 0.5f, 1u, 2u}", "{0, 0.5f, 1u, 4u}"),         # right child in the next tree
-    ("{0, 0.5f, 1u, 2u}", "{0, 0.5f, 0u, 2u}"),         # left child points at itself (a cycle)
-    ("{0, 0.5f, 1u, 2u}", "{1, 0.5f, 1u, 2u}"),         # stage 1 reads group b, pushed only for stage 2
-    ("{0, 0.5f, 1u, 2u}", "{-2, 0.5f, 1u, 2u}"),        # neither a split nor a leaf
+    ("{0, 0.5f, {1u, 2u}}", "{0, 0.5f, {1u, 4u}}"),         # right child in the next tree
+    ("{0, 0.5f, {1u, 2u}}", "{0, 0.5f, {0u, 2u}}"),         # left child points at itself (a cycle)
+    ("{0, 0.5f, {1u, 2u}}", "{1, 0.5f, {1u, 2u}}"),         # stage 1 reads group b, pushed only for stage 2
+    ("{0, 0.5f, {1u, 2u}}", "{-2, 0.5f, {1u, 2u}}"),        # neither a split nor a leaf
     ("m_tree_target[] = { 0u, 0u }", "m_tree_target[] = { 0u, 1u }"),  # state has one float
     ("m_group_stage[] = { 1u, 2u }", "m_group_stage[] = { 2u, 1u }"),  # group order decreasing
     ("m_stage_tree[] = { 0u, 0u, 1u, 2u }", "m_stage_tree[] = { 0u, 0u, 1u, 3u }"),  # past the last tree

@@ -80,7 +80,7 @@ static int dump_trees(const es_trees *t, uint32_t n_out)
     }
     for (k = 0; k < t->n_nodes; ++k) {
         printf("node %u feature %d left %u right %u value", (unsigned)k, (int)t->node[k].feature,
-               (unsigned)t->node[k].left, (unsigned)t->node[k].right);
+               (unsigned)t->node[k].child[0], (unsigned)t->node[k].child[1]);
         print_bits(&t->node[k].value, 1u);
         printf("\n");
     }
