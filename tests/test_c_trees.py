@@ -13,6 +13,7 @@ or softmax (at most 1/2-Lipschitz per logit; expf and the division add a few ulp
 The decisions themselves are exact: C and numpy compare the same float32 x with the same float32 t.
 """
 
+import re
 import subprocess
 import zlib
 
@@ -357,3 +358,72 @@ def test_cortex_m4_runs_a_tree_model():
         np.testing.assert_array_equal(run.predictions[k], host.predictions[k])
     for b, budget in enumerate(budgets):
         assert np.all(sweep.prefix[:, b] == model.stage_for_budget(float(budget)))
+
+
+def _longest_path(ens, node: int) -> int:
+    """Comparisons on the longest root-to-leaf path below `node`, by recursion (independent of
+    TreeEnsemble.depth, which the generator uses)."""
+    if ens.feature[node] < 0:
+        return 0
+    return 1 + max(_longest_path(ens, int(ens.left[node])), _longest_path(ens, int(ens.right[node])))
+
+
+def test_work_per_push_constants_bound_every_push(tmp_path):
+    """The header's worst push: node visits = sum over the push's trees of (longest path + 1), readout
+    multiply-adds = S x P per stage run; recounted here from the trees themselves."""
+    model, _ = _case_model(CASES[1])
+    write_c_tree_model(model, tmp_path, "m")
+    header = (tmp_path / "edgeseq_model.h").read_text()
+    consts = {f"m_{k}": int(v) for k, v in re.findall(r"#define m_(\w+) (\d+)u\n", header)}
+    ens, P = model.ensemble, model.n_outputs
+    order = [g for s in model.stages for g in s.new_groups]
+    stage_of = [k for k, s in enumerate(model.stages) for _ in s.new_groups]
+    pushes = []  # (visits, macs) of each push: the stages from its own up to the next group's stage - 1
+    for j in range(len(order)):
+        last = stage_of[j + 1] - 1 if j + 1 < len(order) else len(model.stages) - 1
+        run = range(stage_of[j], last + 1) if j + 1 == len(order) or stage_of[j + 1] != stage_of[j] else range(0)
+        trees = [t for k in run for t in range(model.stages[k].tree_start, model.stages[k].tree_stop)]
+        pushes.append((sum(_longest_path(ens, int(ens.roots[t])) + 1 for t in trees), len(run) * ens.n_targets * P))
+    assert consts["m_NODE_VISITS_PER_PUSH_MAX"] == max(v for v, _ in pushes) > 0
+    assert consts["m_MACS_PER_PUSH_MAX"] == max(m for _, m in pushes)
+    assert consts["m_WORK_PER_PUSH_MAX"] == max(v + m for v, m in pushes)
+
+
+OVERFLOW_PROBE = """
+#include <stdio.h>
+#include "edgeseq_model.h"
+int main(void)
+{
+    static float work[m_WORK_FLOATS];
+    const float a[1] = {0.7f}, b[1] = {0.0f};
+    es_state st;
+    uint32_t stage = 99u;
+    float out[1];
+    int s1, s2, s3;
+    es_init(&st, &m_model, work, m_WORK_FLOATS);
+    s1 = (int)es_push(&st, 0u, a, 1u);
+    s2 = (int)es_push(&st, 1u, b, 1u);
+    s3 = (int)es_push(&st, 1u, b, 1u);
+    es_current(&st, out, &stage, NULL);
+    printf("%d %d %d %u %g\\n", s1, s2, s3, (unsigned)stage, (double)out[0]);
+    return 0;
+}
+"""
+
+
+def test_an_overflowing_hand_edited_model_stops_the_sample(tmp_path):
+    """A hand-edited leaf the generator would refuse: the stage that overflows is not committed, the
+    previous stage stays, and further pushes say ES_ERR_FINISHED (until es_reset)."""
+    from edgeseq.export.c_trees import _demo_model
+    write_c_tree_model(_demo_model(), tmp_path, "m")
+    src = (tmp_path / "edgeseq_model.c").read_text()
+    edits = [("{-1, 2.0f, {0u, 0u}}", "{-1, 3.0e38f, {0u, 0u}}"), ("{-1, 10.0f, {0u, 0u}}", "{-1, 3.0e38f, {0u, 0u}}")]
+    for old, new in edits:
+        assert src.count(old) == 1
+        src = src.replace(old, new)
+    (tmp_path / "edgeseq_model.c").write_text(src)
+    (tmp_path / "probe.c").write_text(OVERFLOW_PROBE)
+    exe = compile_c([runtime_dir() / "edgeseq_runtime.c", tmp_path / "edgeseq_model.c", tmp_path / "probe.c"],
+                    tmp_path / "probe", include_dirs=[tmp_path, runtime_dir()], flags=SAN, extra=("-O1",))
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["0", "-9", "-5", "1", "3e+38"]  # ES_OK, ES_ERR_OVERFLOW, ES_ERR_FINISHED; stage 1 kept
