@@ -287,11 +287,13 @@ def section_sizes(paths) -> dict:
     return sizes
 
 
-def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = False) -> dict:
+def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = False,
+              linear_only: bool = False) -> dict:
     """Flash and RAM of runtime + model in a minimal firmware image (runtime_c/examples/m4_footprint.c:
     static state, one anytime pass, an interrupt-style read), built -Os with nano newlib and
     --gc-sections, as `arm-none-eabi-size` reports them: flash = text + data, RAM = data + bss.
-    `identity_only` builds the runtime with -DES_IDENTITY_ONLY (regression: no expf, no libm).
+    `identity_only` builds the runtime with -DES_IDENTITY_ONLY (regression: no expf, no libm),
+    `linear_only` with -DES_LINEAR_ONLY (no tree-stage code), as such a model's firmware would be.
 
     Returns
     -------
@@ -317,7 +319,8 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     build.mkdir(parents=True, exist_ok=True)
     flags = (*target.cpu_flags, "-Os", "-ffunction-sections", "-fdata-sections")
     inc = [model_dir, rdir]
-    dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *(["ES_IDENTITY_ONLY"] if identity_only else [])]
+    dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *(["ES_IDENTITY_ONLY"] if identity_only else []),
+           *(["ES_LINEAR_ONLY"] if linear_only else [])]
     objs = {}
     for name, src in (("runtime", rdir / "edgeseq_runtime.c"), ("model", model_dir / "edgeseq_model.c"),
                       ("app", rdir / "examples" / "m4_footprint.c")):

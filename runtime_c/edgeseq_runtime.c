@@ -14,6 +14,15 @@
 
 #define ES_STATE_MAGIC 0x45534551u /* "ESEQ" */
 
+/* -DES_LINEAR_ONLY: firmware that runs only linear models drops the tree code (every tree branch is
+   then constant false and the optimiser removes the functions it alone calls); es_init refuses tree
+   models. */
+#ifdef ES_LINEAR_ONLY
+#define ES_IS_TREES(m) 0
+#else
+#define ES_IS_TREES(m) ((m)->kind == ES_KIND_TREES)
+#endif
+
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
 #define ES_RESTRICT restrict
 #else
@@ -65,7 +74,7 @@ size_t es_work_floats(const es_model *m)
         !es_size_madd(&n, 2u, m->n_pred)) {
         return 0u; /* no buffer can be that large: es_init rejects the descriptor */
     }
-    if (m->kind == ES_KIND_TREES && (m->trees == NULL || !es_size_madd(&n, 1u, m->trees->n_state))) {
+    if (ES_IS_TREES(m) && (m->trees == NULL || !es_size_madd(&n, 1u, m->trees->n_state))) {
         return 0u;
     }
     return n;
@@ -76,7 +85,7 @@ uint32_t es_n_stages(const es_model *m)
     if (m == NULL) {
         return 0u;
     }
-    if (m->kind == ES_KIND_TREES) {
+    if (ES_IS_TREES(m)) {
         return m->trees != NULL ? m->trees->n_stages : 0u;
     }
     return m->n_groups + 1u;
@@ -216,7 +225,7 @@ static es_status es_check_model(const es_model *m)
     if (m->kind == ES_KIND_LINEAR) {
         return es_check_linear(m);
     }
-    return m->kind == ES_KIND_TREES ? es_check_trees(m) : ES_ERR_BAD_MODEL;
+    return ES_IS_TREES(m) ? es_check_trees(m) : ES_ERR_BAD_MODEL;
 }
 
 /* (bits & 0x7f800000) + 0x00800000 carries into bit 31 exactly when the exponent is all ones
@@ -469,7 +478,7 @@ static es_status es_start(es_state *s)
     es_status st;
     s->next = 0u;
     s->filled = 0u;
-    if (m->kind != ES_KIND_TREES) {
+    if (!ES_IS_TREES(m)) {
         return es_commit(s, 0u, s->x, 0u);
     }
     for (i = 0u; i < m->trees->n_state; ++i) {
@@ -497,7 +506,7 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
     s->x = work;
     s->z = work + m->n_features;
     s->slot = work + m->n_features + m->n_outputs;
-    s->tstate = m->kind == ES_KIND_TREES ? work + m->n_features + m->n_outputs + 2u * (size_t)m->n_pred : NULL;
+    s->tstate = ES_IS_TREES(m) ? work + m->n_features + m->n_outputs + 2u * (size_t)m->n_pred : NULL;
     s->stage = 0u;
     s->seq = 0u;
     st = es_start(s);
@@ -537,7 +546,7 @@ es_status es_next_group(const es_state *s, es_group_info *info)
     if (m->cum_cost == NULL) {
         info->cum_cost = 0.0;
     } else { /* the cost of the stage this group completes (for trees: the stage it belongs to) */
-        info->cum_cost = m->cum_cost[m->kind == ES_KIND_TREES ? m->trees->group_stage[s->next] : s->next + 1u];
+        info->cum_cost = m->cum_cost[ES_IS_TREES(m) ? m->trees->group_stage[s->next] : s->next + 1u];
     }
     info->name = m->group_name != NULL ? m->group_name[s->next] : NULL;
     return ES_OK;
@@ -577,7 +586,7 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
     if (n != (size_t)dim) {
         return ES_ERR_WRONG_LENGTH;
     }
-    if (m->kind == ES_KIND_TREES) {
+    if (ES_IS_TREES(m)) {
         return es_tree_push(s, values, dim);
     }
     /* the values are checked and copied inside the dot product (x beyond `filled` is scratch), so

@@ -19,7 +19,8 @@
  *
  * Constraints: C99, no heap, no mutable globals, no stdio. libm is used only for expf (sigmoid and
  * softmax links; link with -lm). Compile edgeseq_runtime.c with -DES_IDENTITY_ONLY to drop
- * those links and the libm dependency (es_init then rejects non-identity models).
+ * those links and the libm dependency (es_init then rejects non-identity models). Compile it with
+ * -DES_LINEAR_ONLY to drop the tree-stage code (es_init then rejects tree models).
  *
  * STATES AND KINDS. A model is a sequence of stages 0..K (DESIGN section 8); es_current reports
  * the index of the committed stage (its `prefix` argument). A LINEAR model (kind ES_KIND_LINEAR)

@@ -427,3 +427,20 @@ def test_an_overflowing_hand_edited_model_stops_the_sample(tmp_path):
                     tmp_path / "probe", include_dirs=[tmp_path, runtime_dir()], flags=SAN, extra=("-O1",))
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0", "-9", "-5", "1", "3e+38"]  # ES_OK, ES_ERR_OVERFLOW, ES_ERR_FINISHED; stage 1 kept
+
+
+def test_linear_only_build_runs_linear_models_and_refuses_trees():
+    """-DES_LINEAR_ONLY drops the tree code: a linear model still matches numpy, a tree model is refused."""
+    from c_support import assert_matches_numpy
+    from sequences import random_sequence
+
+    from edgeseq.errors import CCompilerError
+    rng = np.random.default_rng(4)
+    seq = random_sequence(rng, (2, 3), n_outputs=2, link="softmax")
+    X = rng.normal(size=(6, seq.n_features_in))
+    flags = ("-O2", "-DES_LINEAR_ONLY")
+    assert_matches_numpy(seq, X, run_c(seq, X[:, seq.prefix_columns(2)], extra=flags).predictions)
+    model, rng = _case_model(CASES[0])
+    assert len(run_c_trees(model, rows(rng, model, n=2)).predictions) == len(model.stages)  # control
+    with pytest.raises(CCompilerError, match=r"es_init failed \(-6\)"):
+        run_c_trees(model, rows(rng, model, n=2), extra=flags)
