@@ -444,3 +444,25 @@ def test_linear_only_build_runs_linear_models_and_refuses_trees():
     assert len(run_c_trees(model, rows(rng, model, n=2)).predictions) == len(model.stages)  # control
     with pytest.raises(CCompilerError, match=r"es_init failed \(-6\)"):
         run_c_trees(model, rows(rng, model, n=2), extra=flags)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_shapes_match_numpy(seed):
+    """Random stage structures: leading, trailing and repeated group-less stages, 0..6 levels, 1..4
+    state dimensions, every link."""
+    rng = np.random.default_rng(1000 + seed)
+    J = int(rng.integers(1, 5))
+    sizes = tuple(int(s) for s in rng.integers(1, 4, J))
+    order = rng.permutation(J).tolist()
+    stage_groups, trees = [], []
+    while order or not stage_groups:
+        take = int(rng.integers(0, 3)) if order else 0
+        stage_groups.append(tuple(order[:take]))
+        order = order[take:]
+        trees.append(int(rng.integers(0, 4)) if stage_groups[-1] or rng.random() < 0.5 else 1)
+    link = ("identity", "sigmoid", "softmax")[seed % 3]
+    model = random_tree_model(rng, sizes, tuple(stage_groups), tuple(trees), n_state=int(rng.integers(1, 5)),
+                              n_outputs=int(rng.integers(2, 4)), link=link, depth=int(rng.integers(0, 7)))
+    X = rows(rng, model, n=10)
+    X = np.vstack([X, boundary_rows(model, X, limit=20)]) if np.any(model.ensemble.feature >= 0) else X
+    assert_stages_match(model, X, run_c_trees(model, X, flags=SAN, extra=("-O1",)))
