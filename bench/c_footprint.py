@@ -5,7 +5,11 @@ classifier; the same ones the emulated-core tests run), a minimal firmware image
 (runtime_c/examples/m4_footprint.c: static state, one anytime pass, an interrupt-style read) is
 built with arm-none-eabi-gcc -Os, nano newlib and --gc-sections; `arm-none-eabi-size` gives the
 figures written to bench/results/c_footprint.json (flash = text + data, RAM = data + bss). A
-regression model is built with -DES_IDENTITY_ONLY, as its firmware would be (no expf, no libm).
+regression model is built with -DES_IDENTITY_ONLY, as its firmware would be (no expf, no libm), and
+the linear models with -DES_LINEAR_ONLY (no tree-stage code).
+Two tree-stage models follow (issue 12): a 100-tree LightGBM regressor on diabetes imported with
+`from_lightgbm`, and AFR with default settings on digits (8 pixel-row groups, 10 classes) -- the
+digits bank standing in for MNIST, whose extraction does not fit a size benchmark's time.
 
     python bench/c_footprint.py
 """
@@ -19,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from edgeseq.export.c_arm import ARM_CC, TARGETS, footprint, missing_tools
-from edgeseq.export.c_codegen import write_c_model
+from edgeseq.export.c_harness import write_c_for
 from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +54,27 @@ def reference_model(kind: str):
 
 
 
+def tree_model(kind: str):
+    """(TreeStageModel, label) of the tree reference `kind`: "lightgbm-100" or "afr"."""
+    import numpy as np
+    from sklearn.datasets import load_diabetes, load_digits
+    if kind == "lightgbm-100":
+        import lightgbm as lgb
+
+        from edgeseq.train.lightgbm_import import from_lightgbm
+        X, y = load_diabetes(return_X_y=True)
+        reg = lgb.LGBMRegressor(n_estimators=100, num_leaves=31, min_child_samples=5, verbose=-1, deterministic=True,
+                                force_row_wise=True, n_jobs=1).fit(X, y)
+        return from_lightgbm(reg, [[i] for i in range(X.shape[1])], DECIMAL_COSTS * 3 + [0.1]), "diabetes"
+    from edgeseq.train.afr import AFRClassifier
+    X, y = load_digits(return_X_y=True)
+    clf = AFRClassifier([list(range(r * 8, r * 8 + 8)) for r in range(8)], np.ones(8)).fit(X, y)
+    return clf.stage_model_, "digits"
+
+
+TREE_KINDS = ("lightgbm-100", "afr")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.parse_args(argv)
@@ -62,15 +87,21 @@ def main(argv=None) -> int:
         for kind in KINDS:
             seq, _ = reference_model(kind)
             mdir = Path(tmp) / kind
-            write_c_model(seq, mdir, kind[:3])
-            for target in TARGETS.values():
-                sizes = footprint(mdir, target, Path(tmp) / f"{kind}_{target.name}",
-                                  identity_only=seq.link == "identity")
-                rows.append({"model": kind, "link": seq.link, "groups": seq.n_groups,
-                             "features": int(seq.group_sizes.sum()), "outputs": seq.n_outputs,
-                             "target": target.name, "identity_only_runtime": seq.link == "identity", **sizes})
-                print(f"{kind:10} {target.name:10} runtime {sizes['runtime_text']:6} B  model "
-                      f"{sizes['model_flash']:6} B  image flash {sizes['image_flash']:6} B  RAM {sizes['image_ram']:6} B")
+            write_c_for(seq, mdir, kind[:3])
+            rows += _measure(mdir, Path(tmp), kind, seq.link, {"groups": seq.n_groups,
+                                                              "features": int(seq.group_sizes.sum()),
+                                                              "outputs": seq.n_outputs})
+        for kind in TREE_KINDS:
+            model, data = tree_model(kind)
+            mdir = Path(tmp) / kind
+            write_c_for(model, mdir, "tree")
+            ens = model.ensemble
+            rows += _measure(mdir, Path(tmp), f"{kind} ({data})", model.link,
+                             {"groups": sum(len(s.new_groups) for s in model.stages),
+                              "features": int(sum(model.group_columns[g].size for s in model.stages
+                                                  for g in s.new_groups)),
+                              "outputs": model.n_outputs, "stages": len(model.stages), "trees": ens.n_trees,
+                              "nodes": ens.n_nodes, "state": ens.n_targets})
     version = subprocess.run([ARM_CC, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     table = {"title": f"Cortex-M sizes in bytes ({version})",
              "columns": ["model", "target", "runtime code", "model", "image flash", "image RAM"],
@@ -80,12 +111,26 @@ def main(argv=None) -> int:
            "flags": "-std=c99 -Os -ffunction-sections -fdata-sections, --specs=nano.specs --specs=nosys.specs "
                     "-Wl,--gc-sections",
            "columns": {"runtime_text": "bytes of code of edgeseq_runtime.o",
-                       "model_flash": "bytes of edgeseq_model.o (weights, costs, names, descriptor)",
+                       "model_flash": "bytes of edgeseq_model.o (weights or trees, costs, names, descriptor)",
                        "image_flash": "text + data of the linked minimal firmware (runtime, model, newlib startup)",
                        "image_ram": "data + bss of that image (state, work buffer, newlib)"},
            "results": rows, "tables": [table]}
     print(f"wrote {write_result('c_footprint', doc, command_line())}")
     return 0
+
+
+def _measure(mdir, tmp, label: str, link: str, shape: dict) -> list:
+    """One result row per target for the generated model in `mdir`."""
+    rows = []
+    for target in TARGETS.values():
+        sizes = footprint(mdir, target, tmp / f"{label.split()[0]}_{target.name}", identity_only=link == "identity",
+                          linear_only="trees" not in shape)
+        rows.append({"model": label, "link": link, **shape, "target": target.name,
+                     "identity_only_runtime": link == "identity", "linear_only_runtime": "trees" not in shape,
+                     **sizes})
+        print(f"{label:22} {target.name:10} runtime {sizes['runtime_text']:6} B  model "
+              f"{sizes['model_flash']:7} B  image flash {sizes['image_flash']:7} B  RAM {sizes['image_ram']:6} B")
+    return rows
 
 
 if __name__ == "__main__":

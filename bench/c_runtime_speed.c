@@ -7,32 +7,14 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench_timing.h"
 #include "edgeseq_select.h"
 
-#define REPEATS 21
 
 static float features[ES_N_FEATURES];
 static float work[ES_WORK_FLOATS];
 static volatile float sink;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
-}
-
-static double minimum(const double *v)
-{
-    double m = v[0];
-    int r;
-    for (r = 1; r < REPEATS; ++r) {
-        m = v[r] < m ? v[r] : m;
-    }
-    return m;
-}
 
 /* The bare loop: z = b + x[0:d] @ W for one prefix, nothing else (no checks, copies, link, publish). */
 static void bare(const float *x, uint32_t d, const float *w, const float *b, float *z)

@@ -11,16 +11,16 @@ Writes bench/results/c_runtime_speed.json.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
+from _cbench import c_bench_setup  # noqa: I001  (bench/ is on sys.path)
+from _results import command_line, write_result
 
-from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, find_c_compiler, runtime_dir
+from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, runtime_dir
 from edgeseq.export.c_codegen import write_c_model
 from edgeseq.sequence import FittedSequence
 
@@ -52,17 +52,7 @@ def synthetic_sequence(sizes, P, link, seed=0) -> FittedSequence:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=4000)
-    ap.add_argument("--cc", default=None)
-    ap.add_argument("--quick", action="store_true", help="an eighth of the iterations (about a minute in all)")
-    args = ap.parse_args(argv)
-    iters_base = args.iters // 8 if args.quick else args.iters
-    cc = find_c_compiler(args.cc)
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    info = machine_info()
-    print(f"machine: {info['cpu']}, {info['machine']}, load average at start {info['load_start']}")
-    print(f"compiler: {version}, flags: {' '.join(STRICT_FLAGS)} -O2\n")
+    iters_base, cc, version = c_bench_setup(__doc__.splitlines()[0], 4000, argv)  # --quick: about a minute
     print(f"{'model':34} {'pass ns':>9} {'bare ns':>9} {'ratio':>6} {'last push':>9} {'bare':>8} "
           f"{'ratio':>6} {'read ns':>8}")
     rows = []

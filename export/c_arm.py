@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.export.c_harness import (STRICT_FLAGS, CCompilerError, CRun, CSweep, _parse, budget_program_sources,
-                                      budget_queries, compile_c, model_consts, model_prefix, parse_budget_parity,
-                                      parse_sweep, runtime_dir, write_budgets, write_rows)
+from edgeseq.export.c_harness import (DRIVER_DEFINES, STRICT_FLAGS, CCompilerError, CRun, CSweep, _parse,
+                                      budget_program_sources, budget_queries, compile_c, model_consts, model_prefix,
+                                      n_stages, parse_budget_parity, parse_sweep, runtime_dir, write_budgets,
+                                      write_rows)
 
 ARM_CC = "arm-none-eabi-gcc"
 ARM_SIZE = "arm-none-eabi-size"
@@ -180,7 +181,7 @@ def build_driver_arm(model_dir, build_dir, target: ArmTarget) -> Path:
     model_dir, rdir = Path(model_dir), runtime_dir()
     return build_arm([rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "tests" / "driver.c"],
                      Path(build_dir) / f"driver_{target.name}.elf", target, include_dirs=[model_dir, rdir],
-                     defines=[f"ES_PREFIX={model_prefix(model_dir)}"])
+                     defines=[f"ES_PREFIX={model_prefix(model_dir)}", *DRIVER_DEFINES])
 
 
 def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tuple[CRun, CSweep | None]:
@@ -217,7 +218,7 @@ def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tupl
         X = write_rows(model_dir, X_groups, Path(tmp) / "rows.bin")
         elf = build_driver_arm(model_dir, tmp, target)
         run = _parse(run_qemu(elf, target, ["predict", "rows.bin"], cwd=tmp).stdout, X.shape[0],
-                     consts["N_GROUPS"] + 1, consts["N_PRED"])
+                     n_stages(consts), consts["N_PRED"])
         sweep = None
         if budgets is not None:
             write_budgets(budgets, Path(tmp) / "budgets.txt")
@@ -286,11 +287,13 @@ def section_sizes(paths) -> dict:
     return sizes
 
 
-def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = False) -> dict:
+def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = False,
+              linear_only: bool = False) -> dict:
     """Flash and RAM of runtime + model in a minimal firmware image (runtime_c/examples/m4_footprint.c:
     static state, one anytime pass, an interrupt-style read), built -Os with nano newlib and
     --gc-sections, as `arm-none-eabi-size` reports them: flash = text + data, RAM = data + bss.
-    `identity_only` builds the runtime with -DES_IDENTITY_ONLY (regression: no expf, no libm).
+    `identity_only` builds the runtime with -DES_IDENTITY_ONLY (regression: no expf, no libm),
+    `linear_only` with -DES_LINEAR_ONLY (no tree-stage code), as such a model's firmware would be.
 
     Returns
     -------
@@ -316,7 +319,8 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     build.mkdir(parents=True, exist_ok=True)
     flags = (*target.cpu_flags, "-Os", "-ffunction-sections", "-fdata-sections")
     inc = [model_dir, rdir]
-    dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *(["ES_IDENTITY_ONLY"] if identity_only else [])]
+    dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *(["ES_IDENTITY_ONLY"] if identity_only else []),
+           *(["ES_LINEAR_ONLY"] if linear_only else [])]
     objs = {}
     for name, src in (("runtime", rdir / "edgeseq_runtime.c"), ("model", model_dir / "edgeseq_model.c"),
                       ("app", rdir / "examples" / "m4_footprint.c")):

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,9 @@ STRICT_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Wdoubl
                 "-Wconversion")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer")
 _PREFIX_RE = re.compile(r"extern const es_model (\w+)_model;")
+# tests/driver.c prints every commit from the runtime's commit hook (so it also sees tree stages that
+# need no new group and commit inside their predecessor's push); every build of it passes this
+DRIVER_DEFINES = ("ES_ON_COMMIT=es_driver_on_commit",)
 
 
 
@@ -143,7 +147,8 @@ def build_driver(model_dir, build_dir, *, compiler=None, flags=STRICT_FLAGS, ext
     prefix = model_prefix(model_dir)
     return compile_c([rdir / "edgeseq_runtime.c", model_dir / C_SOURCE, rdir / "tests" / "driver.c"],
                      Path(build_dir) / "driver", include_dirs=[model_dir, rdir],
-                     defines=[f"ES_PREFIX={prefix}"], compiler=compiler, flags=flags, extra=extra)
+                     defines=[f"ES_PREFIX={prefix}", *DRIVER_DEFINES], compiler=compiler, flags=flags,
+                     extra=extra)
 
 
 @dataclass
@@ -323,15 +328,58 @@ def run_c_model(model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extra
     >>> bool(np.allclose(run.predictions[2][:, 0], est.predict(X[:4]), atol=1e-5))
     True
     """
+    text, n_rows, consts = _run_driver(model_dir, X_groups, None, compiler=compiler, flags=flags, extra=extra)
+    return _parse(text, n_rows, n_stages(consts), consts["N_PRED"])
+
+
+def sweep_c_model(model_dir, X_groups, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> CSweep:
+    """The firmware loop on the host: per row and budget, push groups while their cum_cost <= budget.
+
+    Mirrors `run_c_model` (same rows); `budgets` (float64, at most 256) reach C bit for bit. The
+    result's ``prefix`` is the committed stage (prefix for a linear model).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
+    >>> est = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y)
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(est.fitted_sequence_, d, "demo")
+    >>> sweep_c_model(d, X[:2, est.fitted_sequence_.prefix_columns(2)], [0.0, 1.0, 5.0], extra=("-O0",)).prefix.tolist()
+    [[0, 1, 2], [0, 1, 2]]
+    """
+    text, n_rows, consts = _run_driver(model_dir, X_groups, budgets, compiler=compiler, flags=flags, extra=extra)
+    return parse_sweep(text, n_rows, len(np.ravel(budgets)), consts["N_PRED"])
+
+
+def n_stages(consts: dict) -> int:
+    """Stages of a generated model from its `model_consts` (J + 1 for headers that predate N_STAGES).
+
+    Examples
+    --------
+    >>> n_stages({"N_GROUPS": 3}), n_stages({"N_GROUPS": 3, "N_STAGES": 6})
+    (4, 6)
+    """
+    return consts.get("N_STAGES", consts["N_GROUPS"] + 1)
+
+
+def _run_driver(model_dir, X_groups, budgets, *, compiler, flags, extra) -> tuple:
+    """Build the driver and run `predict` (budgets None) or `sweep`; (stdout, number of rows, consts)."""
     model_dir = Path(model_dir)
     consts = model_consts(model_dir)
     with tempfile.TemporaryDirectory(prefix="edgeseq_c_") as tmp:
         X = write_rows(model_dir, X_groups, Path(tmp) / "rows.bin")
         exe = build_driver(model_dir, tmp, compiler=compiler, flags=flags, extra=extra)
-        proc = subprocess.run([str(exe), "predict", str(Path(tmp) / "rows.bin")], capture_output=True, text=True)
+        args = [str(exe), "predict", str(Path(tmp) / "rows.bin")]
+        if budgets is not None:
+            write_budgets(budgets, Path(tmp) / "budgets.txt")
+            args = [str(exe), "sweep", str(Path(tmp) / "rows.bin"), str(Path(tmp) / "budgets.txt")]
+        proc = subprocess.run(args, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CCompilerError(f"C driver failed (exit {proc.returncode}):\n{proc.stderr.strip()}")
-    return _parse(proc.stdout, X.shape[0], consts["N_GROUPS"] + 1, consts["N_PRED"])
+    return proc.stdout, X.shape[0], consts
 
 
 def predict_all_prefixes_c(seq_or_model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS,
@@ -383,10 +431,89 @@ def run_c(seq_or_model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extr
     """
     if isinstance(seq_or_model_dir, (str, os.PathLike)):
         return run_c_model(seq_or_model_dir, X_groups, compiler=compiler, flags=flags, extra=extra)
-    from edgeseq.export.c_codegen import write_c_model
-    with tempfile.TemporaryDirectory(prefix="edgeseq_cmodel_") as tmp:
-        write_c_model(seq_or_model_dir, tmp, prefix)
+    with generated_model(seq_or_model_dir, prefix) as tmp:
         return run_c_model(tmp, X_groups, compiler=compiler, flags=flags, extra=extra)
+
+
+def write_c_for(model, out_dir, prefix: str, model_name: str | None = None) -> list:
+    """Generate C for either kind of model: `write_c_model` (FittedSequence) or `write_c_tree_model`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> write_c_for(_demo_model(), tempfile.mkdtemp(), "demo")
+    ['edgeseq_model.h', 'edgeseq_model.c']
+    """
+    from edgeseq.export.c_codegen import write_c_model
+    from edgeseq.export.c_trees import write_c_tree_model
+    from edgeseq.train.trees import TreeStageModel
+    write = write_c_tree_model if isinstance(model, TreeStageModel) else write_c_model
+    return write(model, out_dir, prefix, model_name)
+
+
+@contextmanager
+def generated_model(model, prefix: str = "chk"):
+    """A temporary directory holding the generated C of `model` (either kind), removed afterwards.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> with generated_model(_demo_model(), "demo") as d:
+    ...     model_prefix(d)
+    'demo'
+    """
+    with tempfile.TemporaryDirectory(prefix="edgeseq_cmodel_") as tmp:
+        write_c_for(model, tmp, prefix)
+        yield Path(tmp)
+
+
+def run_c_trees(model, X, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",), prefix="chk") -> CRun:
+    """Every stage's prediction of the compiled C for a TreeStageModel and raw rows X.
+
+    `X` is (n, n_features) in the model's raw feature layout (the ensemble's columns, as
+    `TreeStageModel.predict` takes it); it is reordered with `c_trees.tree_feature_order` and
+    rounded to float32 on the way in. Returns a `CRun` whose ``predictions[k]`` (n, n_pred) and
+    ``labels[k]`` belong to stage k = 0..K -- every stage, also those that need no new group (the
+    driver prints every commit). For an exported directory call
+    ``run_c(out_dir, X[:, tree_feature_order(model)])`` instead.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> run = run_c_trees(_demo_model(), np.array([[0.5, 0.0], [0.7, 0.0]]), extra=("-O0",))
+    >>> [p[:, 0].tolist() for p in run.predictions]
+    [[0.0, 0.0], [1.0, 2.0], [11.0, 12.0]]
+    """
+    with generated_model(model, prefix) as tmp:
+        return run_c_model(tmp, _tree_rows(model, X), compiler=compiler, flags=flags, extra=extra)
+
+
+def sweep_c_trees(model, X, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",), prefix="chk") -> CSweep:
+    """The firmware loop of a TreeStageModel in C for raw rows X and each budget (see `sweep_c_model`).
+
+    ``prefix[r, b]`` is the stage committed for row r at budget b; Python's answer is
+    ``model.stage_for_budget(budgets[b])``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> sweep_c_trees(_demo_model(), np.array([[0.5, 0.0]]), [0.0, 2.9, 3.0], extra=("-O0",)).prefix.tolist()
+    [[0, 1, 2]]
+    """
+    with generated_model(model, prefix) as tmp:
+        return sweep_c_model(tmp, _tree_rows(model, X), budgets, compiler=compiler, flags=flags, extra=extra)
+
+
+def _tree_rows(model, X) -> np.ndarray:
+    from edgeseq.export.c_trees import tree_feature_order
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != model.ensemble.n_features:
+        raise InputError(f"X must have shape (n, {model.ensemble.n_features}) (the model's raw features), "
+                         f"got {X.shape}")
+    return X[:, tree_feature_order(model)]
 
 
 def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> np.ndarray:
@@ -434,11 +561,10 @@ def budget_program_sources(seqs, tmp) -> list:
     >>> [p.name for p in budget_program_sources([seq], tempfile.mkdtemp())]
     ['edgeseq_runtime.c', 'budget_parity.c', 'edgeseq_model.c', 'table.c']
     """
-    from edgeseq.export.c_codegen import write_c_model
     rdir, tmp = runtime_dir(), Path(tmp)
     sources = [rdir / "edgeseq_runtime.c", rdir / "tests" / "budget_parity.c"]
     for i, seq in enumerate(seqs):
-        write_c_model(seq, tmp / f"m{i}", f"m{i}")
+        write_c_for(seq, tmp / f"m{i}", f"m{i}")
         sources.append(tmp / f"m{i}" / "edgeseq_model.c")
     names = ", ".join(f"&m{i}_model" for i in range(len(seqs)))
     externs = "".join(f"extern const es_model m{i}_model;\n" for i in range(len(seqs)))

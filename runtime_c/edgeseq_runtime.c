@@ -14,6 +14,15 @@
 
 #define ES_STATE_MAGIC 0x45534551u /* "ESEQ" */
 
+/* -DES_LINEAR_ONLY: firmware that runs only linear models drops the tree code (every tree branch is
+   then constant false and the optimiser removes the functions it alone calls); es_init refuses tree
+   models. */
+#ifdef ES_LINEAR_ONLY
+#define ES_IS_TREES(m) 0
+#else
+#define ES_IS_TREES(m) ((m)->kind == ES_KIND_TREES)
+#endif
+
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
 #define ES_RESTRICT restrict
 #else
@@ -65,22 +74,124 @@ size_t es_work_floats(const es_model *m)
         !es_size_madd(&n, 2u, m->n_pred)) {
         return 0u; /* no buffer can be that large: es_init rejects the descriptor */
     }
+    if (ES_IS_TREES(m) && (m->trees == NULL || !es_size_madd(&n, 1u, m->trees->n_state))) {
+        return 0u;
+    }
     return n;
+}
+
+uint32_t es_n_stages(const es_model *m)
+{
+    if (m == NULL) {
+        return 0u;
+    }
+    if (ES_IS_TREES(m)) {
+        return m->trees != NULL ? m->trees->n_stages : 0u;
+    }
+    return m->n_groups + 1u;
+}
+
+/* The linear tables: every offset es_push computes into coef and intercept stays inside them. */
+static es_status es_check_linear(const es_model *m)
+{
+    uint32_t k;
+    size_t table = 0u;
+    if (m->coef == NULL || m->intercept == NULL || m->trees != NULL) {
+        return ES_ERR_BAD_MODEL;
+    }
+    /* intercept rows ((n_groups + 1) x n_outputs), coefficient rows (n_features x n_outputs) */
+    if (!es_size_madd(&table, m->n_groups, m->n_outputs) || !es_size_madd(&table, 1u, m->n_outputs) ||
+        !es_size_madd(&table, m->n_features, m->n_outputs)) {
+        return ES_ERR_BAD_MODEL;
+    }
+    for (k = 0; k < m->n_groups; ++k) {
+        if (m->coef[k + 1u] == NULL) {
+            return ES_ERR_BAD_MODEL;
+        }
+    }
+    return ES_OK;
+}
+
+/* The nodes of stage k's trees: children after their node and inside its tree, features among the
+   d_k pushed once stage k runs, targets inside the state. After this the walk needs no check. */
+static es_status es_check_stage_trees(const es_trees *t, uint32_t k, uint32_t d_k)
+{
+    uint32_t tr;
+    for (tr = t->stage_tree[k]; tr < t->stage_tree[k + 1u]; ++tr) {
+        const uint32_t end = tr + 1u < t->n_trees ? t->tree_root[tr + 1u] : t->n_nodes;
+        uint32_t i;
+        if (t->tree_root[tr] >= end || end > t->n_nodes || t->tree_target[tr] >= t->n_state) {
+            return ES_ERR_BAD_MODEL;
+        }
+        for (i = t->tree_root[tr]; i < end; ++i) {
+            const es_tree_node *nd = &t->node[i];
+            if (nd->feature >= 0 && ((uint32_t)nd->feature >= d_k || nd->child[0] <= i || nd->child[0] >= end ||
+                                     nd->child[1] <= i || nd->child[1] >= end || !es_is_finite(nd->value))) {
+                return ES_ERR_BAD_MODEL;
+            }
+            if (nd->feature < 0 && (nd->feature != -1 || !es_is_finite(nd->value))) {
+                return ES_ERR_BAD_MODEL;
+            }
+        }
+    }
+    return ES_OK;
+}
+
+/* The tree tables (see TREE STAGES): sizes, the group -> stage map, tree ranges, every node. */
+static es_status es_check_trees(const es_model *m)
+{
+    const es_trees *t = m->trees;
+    uint32_t k;
+    uint32_t j = 0u;
+    uint32_t d = 0u;
+    size_t rows = 0u;
+    size_t w_len = 0u;
+    size_t b_len = 0u;
+    if (t == NULL || m->coef != NULL || m->intercept != NULL || t->n_stages == 0u || t->n_state == 0u ||
+        t->stage_tree == NULL || t->stage_depth == NULL || t->readout_w == NULL || t->readout_b == NULL ||
+        (t->n_trees != 0u && (t->tree_root == NULL || t->tree_target == NULL || t->node == NULL)) ||
+        (m->n_groups != 0u && t->group_stage == NULL)) {
+        return ES_ERR_BAD_MODEL;
+    }
+    /* readout offsets: W_k at k * S * P, b_k at k * P; none may wrap */
+    if (!es_size_madd(&rows, t->n_stages, t->n_state) || !es_size_madd(&w_len, rows, m->n_outputs) ||
+        !es_size_madd(&b_len, t->n_stages, m->n_outputs)) {
+        return ES_ERR_BAD_MODEL;
+    }
+    if (t->stage_tree[0] != 0u || t->stage_tree[t->n_stages] != t->n_trees) {
+        return ES_ERR_BAD_MODEL;
+    }
+    for (k = 0u; k < t->n_stages; ++k) {
+        const uint32_t first = j;
+        es_status st;
+        while (j < m->n_groups && t->group_stage[j] == k) {
+            d += m->group_dim[j]; /* es_check_model proved the dims sum to n_features */
+            ++j;
+        }
+        if (t->stage_tree[k + 1u] < t->stage_tree[k] || t->stage_tree[k + 1u] > t->n_trees ||
+            (j < m->n_groups && t->group_stage[j] < k)) {
+            return ES_ERR_BAD_MODEL; /* trees out of order, or group_stage decreasing */
+        }
+        /* stage 0 needs no group; a later stage without groups runs in its predecessor's push, so it
+           must cost nothing or no budget could separate the two as Python's rule does */
+        if ((k == 0u && j != 0u) || (k > 0u && j == first && m->cum_cost != NULL &&
+                                      !(m->cum_cost[k] == m->cum_cost[k - 1u]))) {
+            return ES_ERR_BAD_MODEL;
+        }
+        st = es_check_stage_trees(t, k, d);
+        if (st != ES_OK) {
+            return st;
+        }
+    }
+    return j == m->n_groups ? ES_OK : ES_ERR_BAD_MODEL; /* a group_stage beyond the last stage */
 }
 
 static es_status es_check_model(const es_model *m)
 {
     uint32_t k;
     uint32_t total = 0;
-    size_t table = 0u;
     if (m->abi_version != ES_ABI_VERSION || m->n_outputs == 0 || m->group_dim == NULL ||
-        m->group_index == NULL || m->coef == NULL || m->intercept == NULL) {
-        return ES_ERR_BAD_MODEL;
-    }
-    /* the offsets es_push computes: intercept rows ((n_groups + 1) x n_outputs), coefficient rows
-       (n_features x n_outputs), the work buffer; any of them wrapping means a corrupt descriptor */
-    if (!es_size_madd(&table, m->n_groups, m->n_outputs) || !es_size_madd(&table, 1u, m->n_outputs) ||
-        !es_size_madd(&table, m->n_features, m->n_outputs) || es_work_floats(m) == 0u) {
+        m->group_index == NULL || es_work_floats(m) == 0u) {
         return ES_ERR_BAD_MODEL;
     }
     switch (m->link) {
@@ -103,13 +214,18 @@ static es_status es_check_model(const es_model *m)
         return ES_ERR_BAD_MODEL;
     }
     for (k = 0; k < m->n_groups; ++k) {
-        if (m->group_dim[k] == 0u || m->group_dim[k] > m->n_features - total ||
-            m->coef[k + 1u] == NULL) {
+        if (m->group_dim[k] == 0u || m->group_dim[k] > m->n_features - total) {
             return ES_ERR_BAD_MODEL;
         }
         total += m->group_dim[k];
     }
-    return total == m->n_features ? ES_OK : ES_ERR_BAD_MODEL;
+    if (total != m->n_features) {
+        return ES_ERR_BAD_MODEL;
+    }
+    if (m->kind == ES_KIND_LINEAR) {
+        return es_check_linear(m);
+    }
+    return ES_IS_TREES(m) ? es_check_trees(m) : ES_ERR_BAD_MODEL;
 }
 
 /* (bits & 0x7f800000) + 0x00800000 carries into bit 31 exactly when the exponent is all ones
@@ -122,6 +238,18 @@ static uint32_t es_nonfinite_bit(float v)
     } bits;
     bits.f = v;
     return (bits.u & 0x7f800000u) + 0x00800000u;
+}
+
+/* Copy n values to dst; non-zero (bit 31) when one of them is NaN or +-Inf. */
+static uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n)
+{
+    uint32_t i;
+    uint32_t bad = 0u;
+    for (i = 0; i < n; ++i) {
+        dst[i] = v[i];
+        bad |= es_nonfinite_bit(v[i]);
+    }
+    return bad & 0x80000000u;
 }
 
 /*
@@ -154,10 +282,7 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
     }
     /* P > 1: copy and check first, then 4 outputs at a time with register accumulators (each
        output still sums its rows in order, as the P == 1 path does) */
-    for (i = 0; i < d_new; ++i) {
-        x_new[i] = v[i];
-        bad |= es_nonfinite_bit(v[i]);
-    }
+    bad = es_copy_checked(x_new, v, d_new);
     d_old += d_new;
     for (p = 0; p + 4u <= p_out; p += 4u) {
         float a0 = b[p], a1 = b[p + 1u], a2 = b[p + 2u], a3 = b[p + 3u];
@@ -247,20 +372,20 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 #endif
 }
 
+/* The optional commit hook (declared in the header when ES_ON_COMMIT is defined); off by default. */
+#ifndef ES_ON_COMMIT
+#define ES_ON_COMMIT(s) ((void)(s))
+#endif
+
 /*
- * Compute prefix j's prediction from the committed features plus the new group's `n_new` values
- * into the unpublished slot, then publish it. On error nothing is published and `filled` is kept.
+ * Apply the link to s->z into the unpublished slot and publish it as stage j. On overflow nothing is
+ * published. `n_new` (the features of a linear push) joins s->filled only once the stage publishes.
  */
-static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_new)
+static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
 {
     const es_model *m = s->model;
     const uint32_t target = (s->seq + 1u) & 1u;
-    int32_t label;
-    if (es_affine(s->x, s->filled, v, n_new, j == 0u ? v : m->coef[j], m->intercept + (size_t)j * m->n_outputs,
-                  m->n_outputs, s->z) != 0u) {
-        return ES_ERR_NOT_FINITE;
-    }
-    label = es_link_into(m, s->z, s->slot + (size_t)target * m->n_pred);
+    const int32_t label = es_link_into(m, s->z, s->slot + (size_t)target * m->n_pred);
     if (label == -2) {
         return ES_ERR_OVERFLOW;
     }
@@ -274,7 +399,93 @@ static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_n
        copying. Without this fence a weakly ordered core (ARMv7-A/v8, POWER) may expose those slot
        stores first; that reader would then re-read an unchanged seq and accept a torn copy. */
     ES_FENCE_RELEASE();
+    ES_ON_COMMIT(s);
     return ES_OK;
+}
+
+/*
+ * Linear model: compute prefix j's prediction from the committed features plus the new group's
+ * `n_new` values into the unpublished slot, then publish it. On error nothing is published and
+ * `filled` is kept.
+ */
+static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_new)
+{
+    const es_model *m = s->model;
+    if (es_affine(s->x, s->filled, v, n_new, j == 0u ? v : m->coef[j], m->intercept + (size_t)j * m->n_outputs,
+                  m->n_outputs, s->z) != 0u) {
+        return ES_ERR_NOT_FINITE;
+    }
+    return es_publish(s, j, n_new);
+}
+
+/*
+ * Tree model: run stage k -- add each of its trees' leaf to the state (tree order, float32), read
+ * out z = b_k + s W_k -- and publish it. The walk is bounded by the stage's depth; es_init proved
+ * every child, feature and target index in range, so it reads only inside the arrays.
+ */
+static es_status es_tree_stage(es_state *s, uint32_t k)
+{
+    const es_model *m = s->model;
+    const es_trees *t = m->trees;
+    const es_tree_node *const nodes = t->node;
+    const float *const x = s->x;
+    float *const state = s->tstate;
+    const uint32_t depth = t->stage_depth[k];
+    const uint32_t stop = t->stage_tree[k + 1u];
+    const size_t P = m->n_outputs;
+    uint32_t tr;
+    for (tr = t->stage_tree[k]; tr < stop; ++tr) {
+        const es_tree_node *nd = nodes + t->tree_root[tr];
+        uint32_t step;
+        for (step = 0u; step < depth && nd->feature >= 0; ++step) {
+            nd = nodes + nd->child[!(x[nd->feature] <= nd->value)]; /* the index, not a branch */
+        }
+        state[t->tree_target[tr]] += nd->value;
+    }
+    s->stage = k;
+    /* the readout is the linear dot product with no new values (v is not read: d_new = 0) */
+    (void)es_affine(state, t->n_state, t->readout_b, 0u, t->readout_w + (size_t)k * t->n_state * P,
+                    t->readout_b + (size_t)k * P, m->n_outputs, s->z);
+    return es_publish(s, k, 0u);
+}
+
+/*
+ * Tree model: run every stage that is complete once `s->next` groups are pushed and not yet run --
+ * up to the stage of the next group minus one, or the last stage after the last group. On overflow
+ * the sample is over (nothing more runs; es_push says ES_ERR_FINISHED until es_reset).
+ */
+static es_status es_tree_advance(es_state *s)
+{
+    const es_model *m = s->model;
+    const es_trees *t = m->trees;
+    const uint32_t limit = s->next < m->n_groups ? t->group_stage[s->next] - 1u : t->n_stages - 1u;
+    while (s->stage < limit) {
+        const es_status st = es_tree_stage(s, s->stage + 1u);
+        if (st != ES_OK) {
+            s->next = m->n_groups;
+            s->stage = t->n_stages - 1u;
+            return st;
+        }
+    }
+    return ES_OK;
+}
+
+/* Commit stage 0 (and, for trees, the stages that need no group right after it) from scratch. */
+static es_status es_start(es_state *s)
+{
+    const es_model *m = s->model;
+    uint32_t i;
+    es_status st;
+    s->next = 0u;
+    s->filled = 0u;
+    if (!ES_IS_TREES(m)) {
+        return es_commit(s, 0u, s->x, 0u);
+    }
+    for (i = 0u; i < m->trees->n_state; ++i) {
+        s->tstate[i] = 0.0f;
+    }
+    st = es_tree_stage(s, 0u);
+    return st == ES_OK ? es_tree_advance(s) : st;
 }
 
 es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
@@ -295,10 +506,10 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
     s->x = work;
     s->z = work + m->n_features;
     s->slot = work + m->n_features + m->n_outputs;
-    s->next = 0u;
-    s->filled = 0u;
+    s->tstate = ES_IS_TREES(m) ? work + m->n_features + m->n_outputs + 2u * (size_t)m->n_pred : NULL;
+    s->stage = 0u;
     s->seq = 0u;
-    st = es_commit(s, 0u, work, 0u);
+    st = es_start(s);
     if (st == ES_OK) {
         s->magic = ES_STATE_MAGIC;
     }
@@ -313,9 +524,7 @@ es_status es_reset(es_state *s)
     if (!es_state_ok(s)) {
         return ES_ERR_NOT_INIT;
     }
-    s->next = 0u;
-    s->filled = 0u;
-    return es_commit(s, 0u, s->x, 0u);
+    return es_start(s);
 }
 
 es_status es_next_group(const es_state *s, es_group_info *info)
@@ -334,9 +543,25 @@ es_status es_next_group(const es_state *s, es_group_info *info)
     info->position = s->next;
     info->group = m->group_index[s->next];
     info->dim = m->group_dim[s->next];
-    info->cum_cost = m->cum_cost != NULL ? m->cum_cost[s->next + 1u] : 0.0;
+    if (m->cum_cost == NULL) {
+        info->cum_cost = 0.0;
+    } else { /* the cost of the stage this group completes (for trees: the stage it belongs to) */
+        info->cum_cost = m->cum_cost[ES_IS_TREES(m) ? m->trees->group_stage[s->next] : s->next + 1u];
+    }
     info->name = m->group_name != NULL ? m->group_name[s->next] : NULL;
     return ES_OK;
+}
+
+/* Tree model: store and check the group's values (x beyond `filled` is scratch, so a refused group
+   changes nothing), then run every stage the group completes. */
+static es_status es_tree_push(es_state *s, const float *v, uint32_t dim)
+{
+    if (es_copy_checked(s->x + s->filled, v, dim) != 0u) {
+        return ES_ERR_NOT_FINITE;
+    }
+    s->filled += dim;
+    s->next += 1u;
+    return es_tree_advance(s);
 }
 
 es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
@@ -360,6 +585,9 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
     dim = m->group_dim[s->next];
     if (n != (size_t)dim) {
         return ES_ERR_WRONG_LENGTH;
+    }
+    if (ES_IS_TREES(m)) {
+        return es_tree_push(s, values, dim);
     }
     /* the values are checked and copied inside the dot product (x beyond `filled` is scratch), so
        an invalid group or an overflow leaves the committed state untouched */
@@ -428,6 +656,7 @@ uint32_t es_prefix(const es_state *s)
 es_status es_prefix_for_budget(const es_model *m, double budget, uint32_t *prefix)
 {
     uint32_t j;
+    uint32_t n;
     uint32_t best = 0;
     if (m == NULL || prefix == NULL) {
         return ES_ERR_NULL;
@@ -435,13 +664,17 @@ es_status es_prefix_for_budget(const es_model *m, double budget, uint32_t *prefi
     if (!(budget >= 0.0)) { /* also true for NaN */
         return ES_ERR_BUDGET;
     }
+    n = es_n_stages(m);
+    if (n == 0u) {
+        return ES_ERR_BAD_MODEL;
+    }
     if (m->cum_cost == NULL) {
-        *prefix = m->n_groups; /* a model without costs: every prefix is free */
+        *prefix = n - 1u; /* a model without costs: every stage is free */
         return ES_OK;
     }
     /* the LAST j with cum_cost[j] <= budget, as Python's rule states it (no early exit, so a
        hand-made table that is not monotone still gives Python's answer) */
-    for (j = 0; j <= m->n_groups; ++j) {
+    for (j = 0; j < n; ++j) {
         if (m->cum_cost[j] <= budget) {
             best = j;
         }

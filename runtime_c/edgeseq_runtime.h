@@ -19,15 +19,23 @@
  *
  * Constraints: C99, no heap, no mutable globals, no stdio. libm is used only for expf (sigmoid and
  * softmax links; link with -lm). Compile edgeseq_runtime.c with -DES_IDENTITY_ONLY to drop
- * those links and the libm dependency (es_init then rejects non-identity models).
+ * those links and the libm dependency (es_init then rejects non-identity models). Compile it with
+ * -DES_LINEAR_ONLY to drop the tree-stage code (es_init then rejects tree models).
+ *
+ * STATES AND KINDS. A model is a sequence of stages 0..K (DESIGN section 8); es_current reports
+ * the index of the committed stage (its `prefix` argument). A LINEAR model (kind ES_KIND_LINEAR)
+ * has one stage per group: stage j is the affine prefix of the first j groups. A TREE model
+ * (ES_KIND_TREES, see TREE STAGES below) has stages that each need zero, one or several new groups.
  *
  * STATE AND RAM. All memory is caller-provided: an es_state (sizeof(es_state) bytes) plus a float
- * work buffer of es_work_floats(model) floats = n_features + n_outputs + 2 * n_pred, laid out as
- * [features of the prefix so far | linear-output scratch | two prediction slots]. The generated
+ * work buffer of es_work_floats(model) floats = n_features + n_outputs + 2 * n_pred (+ n_state for a
+ * tree model), laid out as [features of the prefix so far | linear-output scratch | two prediction
+ * slots | tree state]. The generated
  * header gives this size as the compile-time constant <prefix>_WORK_FLOATS and the total RAM as
  * <prefix>_STATE_RAM_BYTES, so two models of different sizes can share one runtime build.
  *
- * COST OF A PUSH. Pushing the group that completes prefix j (d_j features so far, P outputs) costs
+ * COST OF A PUSH (linear model). Pushing the group that completes prefix j (d_j features so far,
+ * P outputs) costs
  *   d_j * P multiply-adds (one dot product per output over every feature of the prefix, float
  *   accumulation in row order; outputs are processed 4 at a time in registers),
  *   d_g copies and bit-pattern finiteness tests (d_g = the group's dimension; for P = 1 they are
@@ -79,6 +87,34 @@
  * double exactly, so firmware may keep its budgets in float. Cost: 8 bytes of flash per prefix and
  * one double comparison per group (a short library call on cores without a double FPU).
  *
+ * TREE STAGES (kind ES_KIND_TREES, descriptor es_trees). Stage k owns the trees
+ * stage_tree[k] .. stage_tree[k+1]-1 and a readout W_k (n_state x P, row-major), b_k (P). The
+ * carried state s (n_state floats in the work buffer) starts at 0 and is updated
+ *   s[tree_target[t]] += leaf_t(x)     for t = stage_tree[k], stage_tree[k] + 1, ... (tree order),
+ * one float32 addition per tree, in that order; then z = b_k + sum_i s[i] * W_k[i][:] (float32,
+ * rows in order, exactly the linear dot product above) and the link. A tree is walked from its root:
+ * at a split go to child[0] when x[feature] <= value (float32, the comparison of ONNX
+ * TreeEnsembleRegressor BRANCH_LEQ and of LightGBM; NaN never reaches it because es_push refuses
+ * non-finite values), else to child[1]; a leaf (feature < 0) adds its `value`. The walk stops after
+ * stage_depth[k] comparisons whatever the arrays say, so it visits at most stage_depth[k] + 1 nodes.
+ * Group position j belongs to stage group_stage[j]; a push completes that stage when it was the
+ * stage's last group (otherwise nothing is committed and es_current keeps the previous stage), and
+ * stages that need no new group run right after the previous one in the same push (stage 0 and any
+ * such stages right after it run in es_init / es_reset). Every stage is committed through the same
+ * double buffer, so an interrupt may observe any of them. es_init validates every index the walk
+ * follows (children after their node and inside its tree, features already pushed by the stage,
+ * targets inside the state), once, in O(n_nodes); the walk itself then needs no check.
+ * COST OF A TREE PUSH: for each stage the push completes, at most sum over its trees of
+ * (depth_t + 1) node visits (one compare each) plus n_state * P readout multiply-adds and the link;
+ * the generated header states the worst push as <prefix>_NODE_VISITS_PER_PUSH_MAX and
+ * <prefix>_MACS_PER_PUSH_MAX, and their sum as <prefix>_WORK_PER_PUSH_MAX. es_current stays O(P).
+ * Budgets: es_group_info.cum_cost of a group is the cumulative cost of the stage it belongs to and
+ * es_prefix_for_budget returns a stage index (the last k with cum_cost[k] <= budget, as in Python).
+ * A stage without new groups must cost 0 (es_init refuses otherwise): it runs in its predecessor's
+ * push, so no budget could stop between the two. ES_ERR_OVERFLOW cannot occur for a generated tree
+ * model (the generator proves |state| and |z| stay finite); if a hand-made one overflows, the stage
+ * is not committed and the sample is over (ES_ERR_FINISHED until es_reset).
+ *
  * THREADING. One writer per state (es_init/es_push/es_reset from one context); any number of
  * es_current readers. Enable the reader (e.g. the timer interrupt) only after es_init has returned;
  * from then on es_push and es_reset may run while readers read (es_reset publishes prefix 0 the
@@ -95,7 +131,7 @@ extern "C" {
 #endif
 
 /* Bumped when es_model's layout changes; a generated model records the version it was made for. */
-#define ES_ABI_VERSION 2u
+#define ES_ABI_VERSION 3u
 
 #ifndef ES_FENCE_RELEASE
 #if defined(__GNUC__) && defined(__ATOMIC_RELEASE)
@@ -128,6 +164,38 @@ typedef enum {
     ES_ERR_BUDGET = -10         /* es_prefix_for_budget: the budget is NaN or negative */
 } es_status;
 
+typedef enum {
+    ES_KIND_LINEAR = 0, /* stage j = affine prefix of the first j groups (coef, intercept) */
+    ES_KIND_TREES = 1   /* tree increments into a carried state + readout per stage (es_trees) */
+} es_kind;
+
+/* One tree node. Children are absolute indices into es_trees.node, after this node, inside its tree.
+   They form an array so the walk selects one by the comparison's result (no data-dependent branch). */
+typedef struct es_tree_node {
+    int32_t feature;   /* split: index into the features pushed so far (sequence order); leaf: -1 */
+    float value;       /* split: threshold (go left when x[feature] <= value); leaf: the value added */
+    uint32_t child[2]; /* split: [0] the next node when x[feature] <= value ("left"), [1] otherwise
+                          ("right"); leaf: 0, 0 */
+} es_tree_node;
+
+/* The stages of a tree model (see TREE STAGES). */
+typedef struct es_trees {
+    uint32_t n_stages;             /* K + 1: stage 0 (the prior) included */
+    uint32_t n_state;              /* S: carried state dimension */
+    uint32_t n_trees;
+    uint32_t n_nodes;
+    const uint32_t *group_stage;   /* [n_groups] the stage (1..K) each group position belongs to,
+                                      non-decreasing */
+    const uint32_t *stage_tree;    /* [n_stages + 1] stage k owns trees stage_tree[k]..stage_tree[k+1]-1;
+                                      stage_tree[n_stages] = n_trees */
+    const uint32_t *stage_depth;   /* [n_stages] comparisons on the longest path of the stage's trees */
+    const float *readout_w;        /* [n_stages x n_state x P] W_k row-major, stage after stage */
+    const float *readout_b;        /* [n_stages x P] */
+    const uint32_t *tree_root;     /* [n_trees] first node of each tree, strictly increasing */
+    const uint32_t *tree_target;   /* [n_trees] state dimension each tree adds to */
+    const es_tree_node *node;      /* [n_nodes] */
+} es_trees;
+
 /*
  * A fitted anytime model, normally generated (static const, lives in flash). "Sequence order" is
  * the order in which groups are computed; position k (0-based) completes prefix k + 1.
@@ -142,14 +210,18 @@ typedef struct es_model {
     uint32_t n_features;             /* sum of group_dim: features of the full prefix */
     const uint32_t *group_index;     /* [J] original group index, sequence order */
     const uint32_t *group_dim;       /* [J] dimension of each group, sequence order */
-    const double *cum_cost;          /* [J+1] cumulative cost of prefix j; cum_cost[0] = 0. Double, the
-                                        exact values Python compares (see BUDGETS) */
-    const float *const *coef;        /* [J+1] coef[j]: d_j x P row-major over the concatenated
+    const double *cum_cost;          /* [n_stages] cumulative cost of stage k (linear: n_stages = J+1,
+                                        stage j = prefix j); cum_cost[0] = 0. Double, the exact values
+                                        Python compares (see BUDGETS) */
+    const float *const *coef;        /* linear: [J+1] coef[j]: d_j x P row-major over the concatenated
                                         features of the first j groups (sequence order);
-                                        coef[0] may be NULL (d_0 = 0) */
-    const float *intercept;          /* [(J+1) x P] row-major: intercept of each prefix */
+                                        coef[0] may be NULL (d_0 = 0). Trees: NULL */
+    const float *intercept;          /* linear: [(J+1) x P] row-major: intercept of each prefix.
+                                        Trees: NULL */
     const char *const *group_name;   /* [J] original group names (UTF-8), sequence order */
     const char *const *output_name;  /* [n_pred] output names or class labels */
+    es_kind kind;                    /* which computation the stages do */
+    const es_trees *trees;           /* ES_KIND_TREES: the trees and stages; linear: NULL */
 } es_model;
 
 /* Runtime state. Treat as opaque; fields are public only so it can be allocated statically. */
@@ -158,8 +230,10 @@ typedef struct es_state {
     float *x;                /* [n_features] values pushed so far, sequence order */
     float *z;                /* [n_outputs] scratch for the linear output */
     volatile float *slot;    /* [2 * n_pred] the two prediction slots */
+    float *tstate;           /* [n_state] tree models: the carried state; NULL for linear models */
     uint32_t next;           /* sequence position of the next group to push (0..J) */
     uint32_t filled;         /* features stored in x so far (d_next) */
+    uint32_t stage;          /* tree models: last stage computed (and committed) */
     volatile uint32_t slot_prefix[2];
     volatile int32_t slot_label[2];
     volatile uint32_t seq;   /* publish counter: slot seq & 1 holds the committed prediction */
@@ -175,9 +249,20 @@ typedef struct es_group_info {
     const char *name;        /* the group's name (UTF-8) */
 } es_group_info;
 
-/* Floats of work buffer a model needs: n_features + n_outputs + 2 * n_pred; 0 if model is NULL or
-   that sum does not fit size_t (every size the runtime computes is overflow-checked). */
+/* Optional commit hook: compile every source with -DES_ON_COMMIT=my_function and define
+   void my_function(const es_state *); the runtime calls it (in the writer's context) right after each
+   publish -- e.g. to wake a consumer, or to trace every stage (tests/driver.c). */
+#ifdef ES_ON_COMMIT
+void ES_ON_COMMIT(const es_state *state);
+#endif
+
+/* Floats of work buffer a model needs: n_features + n_outputs + 2 * n_pred (+ n_state for a tree
+   model); 0 if model is NULL or that sum does not fit size_t (every size the runtime computes is
+   overflow-checked). */
 size_t es_work_floats(const es_model *model);
+
+/* Number of stages K + 1 (J + 1 for a linear model); 0 if model is NULL or a tree model lacks trees. */
+uint32_t es_n_stages(const es_model *model);
 
 /* Validate the model, bind the caller's buffers, commit prefix 0 (the training mean / prior). */
 es_status es_init(es_state *state, const es_model *model, float *work, size_t work_len);
@@ -191,7 +276,7 @@ es_status es_next_group(const es_state *state, es_group_info *info);
 es_status es_push(es_state *state, uint32_t group, const float *values, size_t n);
 
 /* Copy the last committed prediction (n_pred floats) into out. prefix (may be NULL) receives the
- * number of groups it uses; label (may be NULL) the class index of the FIRST largest probability in
+ * index of its stage (for a linear model: the number of groups it uses); label (may be NULL) the class index of the FIRST largest probability in
  * the returned prediction for classifiers (so a tie at 0.5 gives 0), or -1 for regression. out
  * may be NULL to read only prefix/label. Safe from an interrupt handler. */
 es_status es_current(const es_state *state, float *out, uint32_t *prefix, int32_t *label);
@@ -199,11 +284,12 @@ es_status es_current(const es_state *state, float *out, uint32_t *prefix, int32_
 /* Forget pushed groups and commit prefix 0 again (start the next sample). */
 es_status es_reset(es_state *state);
 
-/* Number of committed prefixes so far without copying the prediction (0..J). */
+/* Index of the committed stage without copying the prediction (0..n_stages-1; linear: 0..J). */
 uint32_t es_prefix(const es_state *state);
 
-/* The budget rule: *prefix = the longest j with cum_cost[j] <= budget (cost units; +inf allowed).
- * ES_ERR_BUDGET for NaN or a negative budget (*prefix untouched), ES_ERR_NULL for NULL pointers.
+/* The budget rule: *prefix = the last stage j with cum_cost[j] <= budget (cost units; +inf allowed).
+ * ES_ERR_BUDGET for NaN or a negative budget (*prefix untouched), ES_ERR_NULL for NULL pointers,
+ * ES_ERR_BAD_MODEL for a tree model without its trees.
  * Needs no state: it reads only the model. */
 es_status es_prefix_for_budget(const es_model *model, double budget, uint32_t *prefix);
 

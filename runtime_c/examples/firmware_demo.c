@@ -92,7 +92,9 @@ int main(int argc, char **argv)
             printf("es_push failed: %d\n", (int)st);
             return 1;
         }
-        printf("committed prefix %u (+ \"%s\", cumulative cost %g)\n", (unsigned)(g.position + 1u),
+        /* the committed stage: prefix position + 1 for a linear model; for a tree model the stage this
+           group completed (or still the previous one while its stage waits for more groups) */
+        printf("committed prefix %u (+ \"%s\", cumulative cost %g)\n", (unsigned)es_prefix(&anytime),
                g.name, g.cum_cost);
     }
     if (!deadline_hit) { /* every group finished before the timer: answer with the full model */
@@ -101,7 +103,7 @@ int main(int argc, char **argv)
         printf("all groups finished before the timer\n");
     }
     printf("answer at tick %u: prefix %u of %u, label %d, prediction", (unsigned)answer_tick,
-           (unsigned)answer_prefix, (unsigned)ES_MODEL.n_groups, (int)answer_label);
+           (unsigned)answer_prefix, (unsigned)(es_n_stages(&ES_MODEL) - 1u), (int)answer_label);
     for (p = 0; p < ES_N_PRED; ++p) {
         printf(" %.9g", (double)answer[p]);
     }

@@ -4,13 +4,18 @@
  * Build with -DES_PREFIX=<c prefix> -I<model dir> -I<runtime dir>, plus edgeseq_model.c and
  * edgeseq_runtime.c. Usage:
  *   driver predict ROWS.bin   rows of <prefix>_N_FEATURES float32 (native byte order), features
- *                             in sequence order; prints, per row and prefix j = 0..J,
- *                             "row j label v0 v1 ..." with %.9g, or "row j ERR status" when a push fails
+ *                             in sequence order; prints, per row and stage j = 0..N_STAGES-1 (for a
+ *                             linear model prefix j = 0..J), "row j label v0 v1 ..." with %.9g, or
+ *                             "row j ERR status" when a push fails. Every commit is printed from the
+ *                             runtime's commit hook, so tree stages that need no new group (committed
+ *                             inside their predecessor's push) are printed too: build with
+ *                             -DES_ON_COMMIT=es_driver_on_commit.
  *   driver sweep ROWS.bin BUDGETS.txt
  *                             per row and budget (one C99 hexadecimal double per line), the anytime
  *                             loop a firmware runs: push groups while es_group_info.cum_cost <= budget;
  *                             prints "row b prefix label v0 v1 ..." (b = the budget's line number)
  *   driver dump               prints the descriptor: names as UTF-8 hex, every float as its bits
+ *                             (tree models: every stage's range, depth and readout, every node)
  * Every mode ends with a line "done", so a runner can tell a complete run from a cut-off one.
  */
 #include <stdio.h>
@@ -18,6 +23,10 @@
 #include <string.h>
 
 #include "edgeseq_select.h"
+
+#ifndef ES_ON_COMMIT
+#error "build the driver with -DES_ON_COMMIT=es_driver_on_commit (it prints every commit from the hook)"
+#endif
 
 static void print_hex_string(const char *s)
 {
@@ -52,6 +61,33 @@ static void print_bits64(const double *v, size_t n)
     }
 }
 
+static int dump_trees(const es_trees *t, uint32_t n_out)
+{
+    uint32_t k;
+    const size_t per_stage = (size_t)t->n_state * n_out;
+    printf("trees stages %u state %u trees %u nodes %u\n", (unsigned)t->n_stages, (unsigned)t->n_state,
+           (unsigned)t->n_trees, (unsigned)t->n_nodes);
+    for (k = 0; k < t->n_stages; ++k) {
+        printf("stage %u trees %u %u depth %u b", (unsigned)k, (unsigned)t->stage_tree[k],
+               (unsigned)t->stage_tree[k + 1u], (unsigned)t->stage_depth[k]);
+        print_bits(t->readout_b + (size_t)k * n_out, n_out);
+        printf(" w");
+        print_bits(t->readout_w + (size_t)k * per_stage, per_stage);
+        printf("\n");
+    }
+    for (k = 0; k < t->n_trees; ++k) {
+        printf("tree %u root %u target %u\n", (unsigned)k, (unsigned)t->tree_root[k], (unsigned)t->tree_target[k]);
+    }
+    for (k = 0; k < t->n_nodes; ++k) {
+        printf("node %u feature %d left %u right %u value", (unsigned)k, (int)t->node[k].feature,
+               (unsigned)t->node[k].child[0], (unsigned)t->node[k].child[1]);
+        print_bits(&t->node[k].value, 1u);
+        printf("\n");
+    }
+    printf("done\n");
+    return 0;
+}
+
 static int dump(void)
 {
     const es_model *m = &ES_MODEL;
@@ -73,8 +109,11 @@ static int dump(void)
         printf("\n");
     }
     printf("cum_cost");
-    print_bits64(m->cum_cost, (size_t)m->n_groups + 1u);
+    print_bits64(m->cum_cost, (size_t)es_n_stages(m));
     printf("\n");
+    if (m->kind == ES_KIND_TREES) {
+        return dump_trees(m->trees, m->n_outputs);
+    }
     for (j = 0; j <= m->n_groups; ++j) {
         if (j > 0) {
             d += m->group_dim[j - 1];
@@ -108,6 +147,17 @@ static void print_current(const es_state *st, unsigned long row, const char *tag
     printf("\n");
 }
 
+/* predict mode: the row being run, and whether commits are printed (not during es_init) */
+static unsigned long trace_row = 0;
+static int tracing = 0;
+
+void es_driver_on_commit(const es_state *st)
+{
+    if (tracing) {
+        print_current(st, trace_row, "");
+    }
+}
+
 static int predict(const char *path)
 {
     static float work[ES_WORK_FLOATS];
@@ -123,8 +173,9 @@ static int predict(const char *path)
     while (fread(row_values, sizeof(float), ES_N_FEATURES, f) == ES_N_FEATURES) {
         es_group_info g;
         size_t off = 0;
+        trace_row = row;
+        tracing = 1;
         es_reset(&st);
-        print_current(&st, row, "");
         while (es_next_group(&st, &g) == ES_OK) {
             s = es_push(&st, g.group, row_values + off, g.dim);
             if (s != ES_OK) {
@@ -132,8 +183,8 @@ static int predict(const char *path)
                 break;
             }
             off += g.dim;
-            print_current(&st, row, "");
         }
+        tracing = 0;
         ++row;
     }
     fclose(f);

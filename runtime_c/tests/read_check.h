@@ -17,8 +17,8 @@
 #endif
 
 static float features[ES_N_FEATURES];
-static float reference[ES_N_GROUPS + 1u][ES_N_PRED];
-static int32_t reference_label[ES_N_GROUPS + 1u];
+static float reference[ES_N_STAGES][ES_N_PRED];
+static int32_t reference_label[ES_N_STAGES];
 static float work[ES_WORK_FLOATS];
 static es_state shared;
 static volatile ES_TEST_FLAG in_push = 0;
@@ -31,7 +31,7 @@ static void read_and_check(void)
     uint32_t prefix = 0;
     int32_t label = 0;
     const int pushing = in_push;
-    if (es_current(&shared, out, &prefix, &label) != ES_OK || prefix > ES_N_GROUPS ||
+    if (es_current(&shared, out, &prefix, &label) != ES_OK || prefix >= ES_N_STAGES ||
         memcmp(out, reference[prefix], sizeof out) != 0 || label != reference_label[prefix]) {
         n_torn = n_torn + 1u;
     }
@@ -41,15 +41,43 @@ static void read_and_check(void)
     }
 }
 
+/* Record the committed prediction as the reference of its stage (prefix). */
+static void record_current(void)
+{
+    float out[ES_N_PRED];
+    uint32_t stage = 0;
+    int32_t label = 0;
+    if (es_current(&shared, out, &stage, &label) == ES_OK && stage < ES_N_STAGES) {
+        memcpy(reference[stage], out, sizeof out);
+        reference_label[stage] = label;
+    }
+}
+
+#ifdef ES_ON_COMMIT
+/* Built with -DES_ON_COMMIT=es_test_on_commit: every commit is recorded, also the tree stages that
+   need no new group and commit inside their predecessor's push. */
+static volatile int recording = 0;
+void es_test_on_commit(const es_state *st)
+{
+    if (recording && st == &shared) {
+        record_current();
+    }
+}
+#define ES_SET_RECORDING(on) (recording = (on))
+#else
+#define ES_SET_RECORDING(on) ((void)(on))
+#endif
+
 /* One full anytime pass over `features` (in_push set around each push); with `record`, each
-   committed prediction becomes the reference of its prefix. Returns 0, or -1 if a push failed. */
+   committed prediction becomes the reference of its stage. Returns 0, or -1 if a push failed. */
 static int one_pass(int record)
 {
     es_group_info g;
     size_t off = 0;
+    ES_SET_RECORDING(record);
     es_reset(&shared);
     if (record) {
-        es_current(&shared, reference[0], NULL, &reference_label[0]);
+        record_current();
     }
     while (es_next_group(&shared, &g) == ES_OK) {
         in_push = 1;
@@ -59,9 +87,10 @@ static int one_pass(int record)
         in_push = 0;
         off += g.dim;
         if (record) {
-            es_current(&shared, reference[g.position + 1u], NULL, &reference_label[g.position + 1u]);
+            record_current();
         }
     }
+    ES_SET_RECORDING(0);
     return 0;
 }
 
