@@ -152,21 +152,22 @@ def float32_stage_diffs(model, X: np.ndarray) -> list[float]:
 
 
 def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str) -> list[str]:
-    """The C model of the tree stages; today none (the Python/onnxruntime side ships first).
+    """The C model of the tree stages (``edgeseq_model.h/.c`` for the C runtime), via `c_trees`.
 
-    INTEGRATION POINT for the C emitter of tree stages: replace the body with
-    ``return c_trees.write_c_tree_model(model, out_dir, c_prefix, model_name)`` (from
-    ``edgeseq.export import c_trees``). It must return the names of the files it wrote directly in
-    `out_dir`, one ``.h`` and one ``.c``; the manifest's ``c`` entry is then filled from them
-    (see `c_entry`) and ``files`` lists them with their sha256.
+    Returns the names of the files written directly in `out_dir`, one ``.h`` and one ``.c``; the
+    manifest's ``c`` entry is filled from them (see `c_entry`) and ``files`` lists them with their sha256.
 
     Examples
     --------
+    >>> import tempfile
+    >>> from edgeseq.export.c_trees import _demo_model
     >>> from edgeseq.export.writer_trees import write_c_tree_files
-    >>> write_c_tree_files(None, ".", "demo", "demo")
-    []
+    >>> sorted(write_c_tree_files(_demo_model(), tempfile.mkdtemp(), "demo", "demo"))
+    ['edgeseq_model.c', 'edgeseq_model.h']
     """
-    return []
+    from edgeseq.export import c_trees
+
+    return [Path(f).name for f in c_trees.write_c_tree_model(model, out_dir, c_prefix, model_name)]
 
 
 def c_entry(c_files: list[dict], c_prefix: str) -> dict | None:

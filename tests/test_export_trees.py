@@ -143,7 +143,8 @@ def test_export_writes_stage_graphs_and_a_tree_manifest(tmp_path):
     model = lightgbm_model("sigmoid")
     m = export_model(model, tmp_path / "out")
     assert m["stage_kind"] == "trees" and m["state_width"] == model.ensemble.n_targets
-    assert m["c"] is None and m["files"] == []
+    assert m["c"]["header"] == "edgeseq_model.h" and sorted(f["file"] for f in m["files"]) == [
+        "edgeseq_model.c", "edgeseq_model.h"]
     assert len(m["prefixes"]) == len(model.stages)
     assert [p["n_trees"] for p in m["prefixes"]] == [s.tree_stop - s.tree_start for s in model.stages]
     assert sum(len(p["new_groups"]) for p in m["prefixes"]) == len(model.groups_required(len(model.stages) - 1))

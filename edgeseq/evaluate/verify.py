@@ -218,7 +218,7 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
     if stage_kind(read_verified(out_dir)) == "trees":
         from edgeseq.evaluate.verify_trees import verify_tree_export
 
-        return verify_tree_export(out_dir, X, source=source, use_c=use_c, require_c=require_c)
+        return verify_tree_export(out_dir, X, source=source, use_c=use_c, require_c=require_c, compiler=compiler)
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
         return _verify(out_dir, X, source, use_c, require_c, compiler, c_dir)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import InputError, IntegrityError, ModelFormatError
+from edgeseq.errors import CCompilerError, InputError, IntegrityError, ModelFormatError
 from edgeseq.evaluate.verify import EPS32, N_SAMPLES, VerifyReport, checked_rows, prefix_check
 from edgeseq.format import MANIFEST, labels_of, read_verified
 from edgeseq.io.feature_rows import group_arrays
@@ -208,33 +208,56 @@ def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
         _same(out / p["file"], graph.SerializeToString(), "stage graph")
 
 
-def tree_c_predictions(manifest: dict, X32: np.ndarray, *, use_c: bool, require_c: bool):
+def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c: bool, require_c: bool,
+                       compiler=None):
     """(C run, None) or (None, note): the C column of a tree-stage verify.
 
-    INTEGRATION POINT for the C runtime of tree stages: regenerate the C model from the rebuilt
-    TreeStageModel into a temporary directory (as `check_generated_files` does for linear models),
-    require the shipped ``.h``/``.c`` to be byte-identical, compile only the regenerated copy, and
-    return an object with ``predictions[k]`` ((N, P) values, or (N, n_classes) probabilities) and
-    ``labels[k]`` for every stage k, as `edgeseq.export.c_harness.run_c` does for prefixes. Until
-    then the column is skipped with a note, or refused when C is required.
+    The C model is regenerated from `model` (the TreeStageModel rebuilt from the export's graphs) into a
+    temporary directory and the shipped ``.h``/``.c`` must be byte-identical to it; only the
+    regenerated copy is compiled (C that came inside an export never is). The run returns
+    ``predictions[k]`` and ``labels[k]`` for every stage k.
+
+    Raises
+    ------
+    IntegrityError
+        The shipped C differs from what edgeseq generates.
+    InputError, CCompilerError
+        C is required but the export has none, or no compiler works.
 
     Examples
     --------
     >>> import numpy as np
     >>> from edgeseq.evaluate.verify_trees import tree_c_predictions
-    >>> tree_c_predictions({"c": None}, np.zeros((1, 1)), use_c=False, require_c=False)
+    >>> tree_c_predictions(".", {"c": None}, None, np.zeros((1, 1)), use_c=False, require_c=False)
     (None, 'C column skipped (--no-c)')
     """
     if not use_c:
         return None, "C column skipped (--no-c)"
-    if require_c:
-        raise InputError("the C comparison of tree-stage exports is not available in this edgeseq yet; "
-                         "run verify with --no-c")
-    return None, "C column skipped: the C runtime of tree stages is not wired into verify yet"
+    if manifest["c"] is None:
+        if require_c:
+            raise InputError("this export has no C model (it was written without one); run verify with --no-c")
+        return None, "C column skipped: the export has no C model"
+    import tempfile
+
+    from edgeseq.evaluate.regenerate import _same
+    from edgeseq.export.c_harness import find_c_compiler, run_c
+    from edgeseq.export.c_trees import tree_feature_order, write_c_tree_model
+
+    with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
+        write_c_tree_model(model, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
+        for name in (manifest["c"]["header"], manifest["c"]["source"]):
+            _same(Path(out_dir) / name, (Path(c_dir) / name).read_bytes(), "C model")
+        try:
+            find_c_compiler(compiler)
+        except CCompilerError as exc:
+            if require_c:
+                raise
+            return None, f"C column skipped: {exc}"
+        return run_c(c_dir, X32[:, tree_feature_order(model)], compiler=compiler), None
 
 
 def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
-                       require_c: bool = False) -> VerifyReport:
+                       require_c: bool = False, compiler=None) -> VerifyReport:
     """`verify_export` for a tree-stage export (it dispatches here): numpy vs onnxruntime per stage.
 
     Default rows: on and next to the trees' thresholds (`edgeseq.export.writer_trees.threshold_rows`),
@@ -265,7 +288,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
         X = threshold_rows(model, N_SAMPLES)
         source = f"{X.shape[0]} rows on and around the trees' thresholds"
     X32 = checked_rows(X, m, source)
-    crun, note = tree_c_predictions(m, X32, use_c=use_c, require_c=require_c)
+    crun, note = tree_c_predictions(out_dir, m, model, X32, use_c=use_c, require_c=require_c, compiler=compiler)
     report = VerifyReport(X.shape[0], source, c_note=note, kind="trees")
     feats = group_arrays(m, X32.astype(np.float64))
     names = {g["input_name"]: g["name"] for g in m["groups"]}
