@@ -309,8 +309,8 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     >>> model = TreeStageModel(("a",), ([0],), [1.0], ens,
     ...     (TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero)), "identity", ("y",))
     >>> m = write_tree_export(model, Path(tempfile.mkdtemp()), "demo", "demo")
-    >>> [p["file"] for p in m["prefixes"]], m["c"]
-    (['prefix_000.onnx', 'prefix_001.onnx'], None)
+    >>> [p["file"] for p in m["prefixes"]], m["c"]["prefix"], sorted(f["file"] for f in m["files"])
+    (['prefix_000.onnx', 'prefix_001.onnx'], 'demo', ['edgeseq_model.c', 'edgeseq_model.h'])
     """
     from edgeseq.io.model_io import check_tree_model
 
