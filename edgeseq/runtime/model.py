@@ -312,7 +312,7 @@ class ExportedModel:
 
         `arrays` are the float32 (N, d_g) arrays of the groups stage j needs, in manifest order;
         stage i reads the first of them that it needs. A tree routes NaN like any number, so every
-        stage graph adds a guard (0 · its inputs, summed) to ``y``: stage j's ``y`` is non-finite
+        stage graph adds a guard (its inputs times a zero column) to ``y``: stage j's ``y`` is non-finite
         exactly when one of the inputs is, and, as for affine prefixes, only that output is checked.
 
         Examples
