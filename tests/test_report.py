@@ -217,3 +217,47 @@ def test_cli_report_for_a_classifier_says_where_the_stopping_cost_came_from(tmp_
     curve = data["curves"]["omp on test.npz"]
     expected = [float(np.mean(clf.predict(X[250:], prefix=j) == y[250:])) for j in range(5)]
     np.testing.assert_allclose(curve["accuracy"], expected)
+
+
+@pytest.mark.parametrize("kind", ["identity", "softmax"])
+def test_anytime_curve_of_a_tree_model_is_its_stages(kind):
+    """One point per stage; values, accuracy and log-loss recomputed here from the stages' predictions."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tree_models import data, lightgbm_model
+    model = lightgbm_model(kind)
+    X, s = data(200, seed=9)
+    y = s if kind == "identity" else np.digitize(s, [-0.5, 0.5])
+    curve = anytime_curve(model, X, y)
+    np.testing.assert_array_equal(curve.costs, model.cum_cost)
+    assert curve.group_names == tuple(" + ".join(model.group_names[g] for g in st.new_groups)
+                                      for st in model.stages[1:])
+    for k in range(len(model.stages)):
+        p = model.predict(X, stage=k)
+        if kind == "identity":
+            want = 1 - np.sum((y - p[:, 0]) ** 2) / np.sum((y - y.mean()) ** 2)
+        else:
+            onehot = np.eye(3)[y]
+            want = 1 - np.sum((onehot - p) ** 2) / np.sum((onehot - onehot.mean(axis=0)) ** 2)
+            assert curve.accuracy[k] == pytest.approx(np.mean(p.argmax(axis=1) == y), abs=1e-12)
+            assert curve.log_loss[k] == pytest.approx(-np.mean(np.log(p[np.arange(len(y)), y])), rel=1e-9)
+        assert curve.values[k] == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_cli_report_on_a_tree_model(tmp_path):
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tree_models import data, lightgbm_model
+    from edgeseq.io.model_io import save_model
+    model = lightgbm_model("softmax")
+    save_model(model, tmp_path / "trees.pkl")
+    X, s = data(150, seed=10)
+    np.savez(tmp_path / "test.npz", X=X, y=np.digitize(s, [-0.5, 0.5]))
+    res = CliRunner().invoke(main, ["report", str(tmp_path / "trees.pkl"), str(tmp_path / "test.npz"),
+                                    "-o", str(tmp_path / "rep"), "--no-plots"])
+    assert res.exit_code == 0, res.output
+    data_ = json.loads((tmp_path / "rep" / "report.json").read_text())
+    curve = data_["curves"]["tree stages on test.npz"]
+    assert curve["costs"] == model.cum_cost.tolist() and len(curve["values"]) == len(model.stages)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "stages over 4 groups" in md and "timeliness" in res.output

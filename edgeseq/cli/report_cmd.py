@@ -35,28 +35,32 @@ def _training_reference(seq):
 @click.option("--no-plots", is_flag=True, help="Write only the tables.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors.")
 def report_command(model, data, out_dir, target, train_data, alpha, no_plots, quiet):
-    """Evaluate every prefix of MODEL on DATA; write curves, timeliness and tables to -o DIR.
+    """Evaluate every prefix (or tree stage) of MODEL on DATA; write curves, timeliness and tables to -o DIR.
 
     \b
     edgeseq report model.pkl test.csv --target y -o report/
     """
     from edgeseq.io.data import read_data
     from edgeseq.evaluate.anytime import anytime_curve
-    from edgeseq.io.model_io import as_sequence, load_model
+    from edgeseq.io.model_io import as_exportable, load_model
+    from edgeseq.sequence import FittedSequence
     from edgeseq.evaluate.report import write_report
 
-    seq = as_sequence(load_model(model))
-    ds = read_data(data, target, seq.task)
-    name = str(seq.provenance.get("method", "model")) if seq.provenance else "model"
+    seq = as_exportable(load_model(model))  # a FittedSequence, or a TreeStageModel (AFR, LightGBM import)
+    trees = not isinstance(seq, FittedSequence)
+    task = ("regression" if seq.link == "identity" else "classification") if trees else seq.task
+    provenance = {"method": "tree stages"} if trees else seq.provenance
+    ds = read_data(data, target, task)
+    name = str(provenance.get("method", "model")) if provenance else "model"
     curves = {f"{name} on {data.name}": anytime_curve(seq, ds.X, ds.y, label=f"{name} on {data.name}")}
-    notes = [f"model {model.name}: {seq.task}, link {seq.link}, {len(seq.order)} groups",
-             cost_summary(seq.provenance)]
+    size = f"{len(seq.stages) - 1} stages over {len(seq.group_names)} groups" if trees else f"{len(seq.order)} groups"
+    notes = [f"model {model.name}: {task}, link {seq.link}, {size}", cost_summary(provenance)]
     if train_data is not None:
-        tr = read_data(train_data, target, seq.task)
+        tr = read_data(train_data, target, task)
         reference = anytime_curve(seq, tr.X, tr.y, label=f"{name} on {train_data.name}")
         curves[reference.label] = reference
     else:
-        reference = _training_reference(seq)
+        reference = None if trees else _training_reference(seq)
         if reference is not None:
             curves[reference.label] = reference
         else:
@@ -64,7 +68,7 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
             notes.append("the model stores no training curve and no --train-data was given: the stopping "
                          "cost comes from the evaluated data itself")
     files = write_report(curves, out_dir, reference=reference, alpha=alpha, notes=notes,
-                         title=f"Anytime curves of {model.name}", cost_unit=cost_unit_of(seq.provenance),
+                         title=f"Anytime curves of {model.name}", cost_unit=cost_unit_of(provenance),
                          plots=not no_plots)
     if not quiet:
         for r in files.summary:

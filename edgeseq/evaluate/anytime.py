@@ -22,11 +22,13 @@ re-exported here so that ``edgeseq.evaluate.anytime`` is the single entry point.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from edgeseq.evaluate.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
 from edgeseq.errors import InputError
-from edgeseq.sequence import FittedSequence
+from edgeseq.sequence import FittedSequence, apply_link
 from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 
@@ -38,11 +40,48 @@ def _as_sequence(model_or_sequence) -> FittedSequence:
     if isinstance(seq, FittedSequence):
         return seq
     raise InputError(
-        f"expected a FittedSequence or a fitted edgeseq estimator (with `fitted_sequence_`), got "
+        f"expected a FittedSequence, a TreeStageModel or a fitted edgeseq estimator (with `fitted_sequence_` "
+        f"or `stage_model_`), got "
         f"{type(model_or_sequence).__name__}; fit the estimator first")
 
 
-def _check_X(seq: FittedSequence, X) -> np.ndarray:
+@dataclass(frozen=True)
+class _Steps:
+    """What a curve needs of a model, whatever its kind: the per-step readouts and their costs.
+
+    Linear prefixes (FittedSequence) and tree stages (TreeStageModel) both yield one readout z per
+    step and share the link; only how the readouts are computed and named differs.
+    """
+
+    link: str
+    classes: np.ndarray | None
+    n_outputs: int
+    n_features_in: int
+    group_columns: tuple
+    costs: np.ndarray
+    step_names: tuple
+    order: np.ndarray | None
+    default_label: str
+    readouts: object  # X -> iterable of (n, P) readouts, steps 0..J
+
+
+def _steps(model) -> _Steps:
+    from edgeseq.train.trees import TreeStageModel
+
+    trees = model if isinstance(model, TreeStageModel) else getattr(model, "stage_model_", None)
+    if isinstance(trees, TreeStageModel):
+        names = tuple(" + ".join(trees.group_names[g] for g in s.new_groups) or "(no new group)"
+                      for s in trees.stages[1:])
+        return _Steps(trees.link, trees.classes, trees.n_outputs, trees.ensemble.n_features, trees.group_columns,
+                      trees.cum_cost, names, None, "tree stages", trees.staged_decision)
+    seq = _as_sequence(model)
+    return _Steps(seq.link, seq.classes, seq.n_outputs, seq.n_features_in, seq.group_columns, seq.cum_cost,
+                  tuple(seq.group_names[g] for g in seq.order), seq.order.copy(),
+                  str(seq.provenance.get("method", "model")) if seq.provenance else "model",
+                  lambda X: (seq.linear(X, j) for j in range(seq.n_prefixes)))
+
+
+def _check_X(seq: _Steps, X) -> np.ndarray:
     try:
         X = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -57,7 +96,7 @@ def _check_X(seq: FittedSequence, X) -> np.ndarray:
     return X
 
 
-def _regression_targets(seq: FittedSequence, y, n: int) -> np.ndarray:
+def _regression_targets(seq: _Steps, y, n: int) -> np.ndarray:
     try:
         Y = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -71,7 +110,7 @@ def _regression_targets(seq: FittedSequence, y, n: int) -> np.ndarray:
     return Y
 
 
-def _class_indices(seq: FittedSequence, y, n: int) -> np.ndarray:
+def _class_indices(seq: _Steps, y, n: int) -> np.ndarray:
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != n:
         raise InputError(f"class labels y must have shape ({n},), got {y.shape}")
@@ -91,7 +130,7 @@ def _explained(sse: float, ss: float) -> float:
     return 1.0 - sse / ss
 
 
-def _log_loss_from_linear(seq: FittedSequence, z: np.ndarray, k: np.ndarray) -> float:
+def _log_loss_from_linear(seq: _Steps, z: np.ndarray, k: np.ndarray) -> float:
     """Mean negative log-likelihood computed from the linear outputs, so p = 0 never yields log(0)."""
     if seq.link == "sigmoid":
         s = np.where(k == 1, -z[:, 0], z[:, 0])  # -log p(true) = softplus(s)
@@ -102,15 +141,18 @@ def _log_loss_from_linear(seq: FittedSequence, z: np.ndarray, k: np.ndarray) -> 
 
 
 def anytime_curve(model_or_sequence, X, y, label: str | None = None) -> AnytimeCurve:
-    """The anytime curve of a fitted model (FittedSequence or estimator) on data (X, y).
+    """The anytime curve of a fitted model (FittedSequence, TreeStageModel or estimator) on data (X, y).
+
+    For tree models a step is a stage; its name joins the groups the stage newly pays for.
 
     Regression: F_j = 1 - MSE_j / Var(y) summed over outputs. Classification: F_j is the explained
     variance of the one-hot target by the class probabilities, plus accuracy and log-loss per prefix.
 
     Parameters
     ----------
-    model_or_sequence : estimator or FittedSequence
-        A fitted ``AnytimeRegressor`` / ``AnytimeClassifier`` or its ``fitted_sequence_``.
+    model_or_sequence : estimator, FittedSequence or TreeStageModel
+        A fitted ``AnytimeRegressor`` / ``AnytimeClassifier`` or its ``fitted_sequence_``, a fitted
+        ``AFRClassifier``, or a ``TreeStageModel`` (``from_lightgbm``, ``sequence_trees``).
     X : array of shape (n, D)
         Raw features, the columns the model was trained on.
     y : array of shape (n,) or (n, P)
@@ -138,18 +180,17 @@ def anytime_curve(model_or_sequence, X, y, label: str | None = None) -> AnytimeC
     >>> curve.values.round(3).tolist()
     [0.0, 0.913, 0.999]
     """
-    seq = _as_sequence(model_or_sequence)
+    seq = _steps(model_or_sequence)
     X = _check_X(seq, X)
     n = X.shape[0]
-    J = seq.n_prefixes - 1
-    values = np.empty(J + 1)
+    values = np.empty(len(seq.costs))
     if seq.link == "identity":
         Y = _regression_targets(seq, y, n)
         ss = float(np.sum((Y - Y.mean(axis=0)) ** 2))
         if ss <= 0.0:
             raise InputError("y is constant on these rows, so the explained-variance fraction is undefined")
-        for j in range(J + 1):
-            values[j] = _explained(float(np.sum((Y - seq.linear(X, j)) ** 2)), ss)
+        for j, z in enumerate(seq.readouts(X)):
+            values[j] = _explained(float(np.sum((Y - z) ** 2)), ss)
         acc = ll = None
         metric = "explained variance (1 - MSE/Var(y))"
     else:
@@ -160,20 +201,16 @@ def anytime_curve(model_or_sequence, X, y, label: str | None = None) -> AnytimeC
         ss = float(np.sum((onehot - onehot.mean(axis=0)) ** 2))
         if ss <= 0.0:
             raise InputError("all rows have the same class, so the explained-variance fraction is undefined")
-        acc, ll = np.empty(J + 1), np.empty(J + 1)
-        for j in range(J + 1):
-            z = seq.linear(X, j)
-            proba = seq.apply_link(z)
+        acc, ll = np.empty(len(seq.costs)), np.empty(len(seq.costs))
+        for j, z in enumerate(seq.readouts(X)):
+            proba = apply_link(seq.link, z)
             values[j] = _explained(float(np.sum((onehot - proba) ** 2)), ss)
             acc[j] = float(np.mean(np.argmax(proba, axis=1) == k))
             ll[j] = _log_loss_from_linear(seq, z, k)
         metric = "explained variance of one-hot y by the probabilities (Brier skill)"
-    names = tuple(seq.group_names[g] for g in seq.order)
-    default_label = str(seq.provenance.get("method", "model")) if seq.provenance else "model"
-    return AnytimeCurve(costs=seq.cum_cost, values=values, group_names=names, order=seq.order.copy(),
-                        label=default_label if label is None else label, metric=metric,
+    return AnytimeCurve(costs=seq.costs, values=values, group_names=seq.step_names, order=seq.order,
+                        label=seq.default_label if label is None else label, metric=metric,
                         accuracy=acc, log_loss=ll)
-
 
 
 __all__ = ["AnytimeCurve", "anytime_curve", "prefix_at_budget", "value_at_budget", "oracle_curve",
