@@ -53,7 +53,8 @@ def timed_fit(method: str, X, y, groups, costs, quiet: bool):
     if not quiet:
         print(f"  {method}: wall {dt:7.1f} s, cpu {cpu:7.1f} s (load {os.getloadavg()[0]:.1f});  final train accuracy {clf.train_accuracy_[-1]:.4f}  "
               f"max grad norm {clf.grad_norms_.max():.2e}, passes over the rows per refit mean "
-              f"{clf.n_evals_[1:].mean():.0f} max {clf.n_evals_.max():.0f}")
+              f"{clf.n_evals_[1:].mean():.1f} max {clf.n_evals_.max():.0f}, per selection step (scores + refit) "
+              f"mean {clf.n_passes_.mean():.1f} max {clf.n_passes_.max()}")
     return clf, dt, cpu
 
 
@@ -142,9 +143,11 @@ def write_json(args, X, omp, fr, times):
     t_omp, c_omp, t_fr, c_fr = times
 
     def per_method(clf, wall, cpu):
-        passes = clf.n_evals_[1:]  # refits of prefixes 1..J (prefix 0 is the prior)
+        refits = clf.n_evals_[1:]  # refits of prefixes 1..J (prefix 0 is the prior)
+        passes = clf.n_passes_  # every pass over the rows of each selection step: scores and refit
         return {"wall_seconds": wall, "cpu_seconds": cpu, "steps": int(passes.size),
                 "seconds_per_step": wall / max(1, passes.size),
+                "refit_passes_mean": float(refits.mean()), "refit_passes_max": int(refits.max()),
                 "passes_per_step_mean": float(passes.mean()), "passes_per_step_max": int(passes.max()),
                 "final_train_accuracy": float(clf.train_accuracy_[-1])}
 

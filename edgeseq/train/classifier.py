@@ -13,7 +13,8 @@ from edgeseq.train.base import AnytimeBase, classification_targets, step_reporte
 from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
 from edgeseq.train.glm_fit import GRAD_TOL
-from edgeseq.train.glm_select import GLMSelectionResult, GLMState, select_glm, working_design
+from edgeseq.train.glm_design import WorkingDesign
+from edgeseq.train.glm_select import GLMSelectionResult, GLMState, select_glm
 from edgeseq.train.groups import GroupSpec
 from edgeseq.sequence import FittedSequence
 from edgeseq.train.stats import SufficientStats, sufficient_statistics
@@ -49,6 +50,9 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         ‖∇r‖_∞ at each prefix's refit (below ``GRAD_TOL`` when converged).
     n_evals_ : ndarray of shape (J+1,)
         Passes over the training rows spent by each prefix's refit.
+    n_passes_ : ndarray of shape (J,)
+        Passes over the training rows of each selection step: scoring plus refit (what bounds the
+        time of a step on large data).
 
     Examples
     --------
@@ -82,7 +86,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self.cost_provenance = cost_provenance
 
     def fit(self, X, y, *, progress=None):
-        """Materialise the working design once, then select and refit greedily (glm_select).
+        """Select and refit greedily (glm_select) over a chunked working design (nothing n × k is built).
 
         `progress`: optional callable receiving one line of text per stage and selection step.
 
@@ -125,7 +129,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
         with threadpool_limits(limits=1, user_api="blas"):
             prob = build_working_problem(stats, spec.sizes, self.whiten)
-            state = GLMState(prob, working_design(X, used, prob), Y, link, float(self.l2), X=X, used=used,
+            state = GLMState(prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used,
                              fr_hessian=self._fr_hessian)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
                                 progress=step_reporter(progress, spec))
@@ -138,6 +142,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self.train_curve_ = result.accuracy
         self.grad_norms_ = result.grad_norms
         self.n_evals_ = result.n_evals
+        self.n_passes_ = result.passes
         self.selection_scores_ = np.array(result.scores)
         self.unusable_groups_ = list(result.unusable)
         for acc, ll in zip(result.accuracy, result.log_loss):

@@ -144,26 +144,87 @@ def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarr
 
 
 def _bound_factor(K_S: np.ndarray, link: str, l2: float) -> np.ndarray:
-    """Upper Cholesky factor R of s·K_S + λI (jittered when λ = 0 and K_S is singular)."""
+    """Upper Cholesky factor R of s·K_S + λI (jittered when λ = 0 and K_S is singular), Fortran order."""
     m = K_S.shape[0]
     A = BOUND_SCALE[link] * K_S
     jitter = max(l2, 1e-10 * max(1.0, float(np.trace(A)) / max(m, 1)))
-    return np.triu(cho_factor(A + jitter * np.eye(m), lower=False)[0])
+    return np.asfortranarray(np.triu(cho_factor(A + jitter * np.eye(m), lower=False)[0]))
+
+
+class BoundFactor:
+    """The preconditioner's factor R (RᵀR = s·K_S + jitter·I), grown by one block per selected group.
+
+    Refactorising s·K_S at every refit cost O(m³) (plus O(m³) for an explicit inverse): at thousands
+    of selected columns that, not the passes over the rows, dominated the whole selection. Appending a
+    block costs O(m² k_g): R₁₂ = R₁₁⁻ᵀ A₁₂, R₂₂ = chol(A₂₂ − R₁₂ᵀR₁₂). R is kept in Fortran order so the
+    triangular solves of every evaluation read it in place.
+
+    Parameters
+    ----------
+    link : {"sigmoid", "softmax"}
+    l2 : float
+    scale : float
+        Typical diagonal of K (1 for whitened or standardised columns); sets the jitter when λ = 0.
+
+    Examples
+    --------
+    The grown factor equals the one factorised at once:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import BoundFactor, _bound_factor
+    >>> A = np.random.default_rng(0).normal(size=(50, 4)); K = A.T @ A / 50
+    >>> bf = BoundFactor("softmax", 0.1, scale=1.0)
+    >>> bf.append(K[:3, :3][:0, :], K[:3, :3]); bf.append(K[:3, 3:], K[3:, 3:])
+    >>> bool(np.allclose(bf.R, _bound_factor(K, "softmax", 0.1)))
+    True
+    """
+
+    def __init__(self, link: str, l2: float, scale: float = 1.0):
+        self.s = BOUND_SCALE[link]
+        self.jitter = max(l2, 1e-10 * max(1.0, self.s * scale))
+        self.R = np.zeros((0, 0), order="F")
+
+    def append(self, K_Sg: np.ndarray, K_gg: np.ndarray) -> None:
+        """Add a block: K_Sg (m, k_g) its cross-Gram with the selected columns, K_gg (k_g, k_g) its own.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> bf = BoundFactor("sigmoid", 0.0)
+        >>> bf.append(np.zeros((0, 1)), np.array([[4.0]]))
+        >>> bf.append(np.array([[2.0]]), np.array([[4.0]]))  # RᵀR = ¼K + jitter·I
+        >>> bf.R.round(4).tolist()
+        [[1.0, 0.5], [0.0, 0.866]]
+        """
+        m, kg = self.R.shape[0], K_gg.shape[0]
+        R12 = solve_triangular(self.R, self.s * K_Sg, lower=False, trans="T", check_finite=False) if m else \
+            np.zeros((0, kg))
+        A22 = self.s * K_gg + self.jitter * np.eye(kg) - R12.T @ R12
+        R = np.zeros((m + kg, m + kg), order="F")
+        R[:m, :m] = self.R
+        R[:m, m:] = R12
+        R[m:, m:] = np.linalg.cholesky(A22).T
+        self.R = R
 
 
 class _Problem:
-    """r in the preconditioned variables θ = (b, V), V = R W, evaluated on one design matrix."""
+    """r in the preconditioned variables θ = (b, V), V = R W, evaluated by `evaluate(W, b)`."""
 
-    def __init__(self, Zs, Y, Rinv, link, l2):
-        self.Zs, self.Y, self.Rinv, self.link, self.l2 = Zs, Y, Rinv, link, l2
+    def __init__(self, evaluate, P, R, l2):
+        self.evaluate, self.P, self.R, self.l2 = evaluate, P, R, l2
         self.last: dict = {}
+        self.n_evals = 0
 
     def __call__(self, theta):
-        P = self.Y.shape[1]
-        W, b = self.Rinv @ theta[P:].reshape(-1, P), theta[:P]
-        r, gW, gb, f = objective_gradient(self.Zs, self.Y, W, b, self.link, self.l2)
+        P = self.P
+        W = solve_triangular(self.R, theta[P:].reshape(-1, P), lower=False, check_finite=False)
+        b = theta[:P]
+        r, gW, gb, f = self.evaluate(W, b)
+        self.n_evals += 1
         self.last = dict(theta=theta.copy(), gW=gW, gb=gb, f=f, W=W, b=b)
-        return r, np.concatenate([gb, (self.Rinv.T @ gW).ravel()])  # ∂r/∂V = R⁻ᵀ ∂r/∂W
+        gV = solve_triangular(self.R, gW, lower=False, trans="T", check_finite=False)  # ∂r/∂V = R⁻ᵀ ∂r/∂W
+        return r, np.concatenate([gb, gV.ravel()])
 
     def grad_norm(self) -> float:
         return max(float(np.max(np.abs(self.last["gW"]))), float(np.max(np.abs(self.last["gb"]))))
@@ -172,7 +233,7 @@ class _Problem:
         """L-BFGS from theta0 until ‖∇r‖_∞ <= tol (checked on every accepted iterate); returns evaluations."""
         self(theta0)
         if self.grad_norm() <= tol:
-            return 1
+            return self.n_evals
 
         def callback(intermediate_result):
             if np.array_equal(intermediate_result.x, self.last["theta"]) and self.grad_norm() <= tol:
@@ -182,30 +243,35 @@ class _Problem:
                        options={"maxiter": MAX_ITER, "maxcor": MAXCOR, "gtol": 0.0, "ftol": 0.0})
         if not np.array_equal(res.x, self.last["theta"]):
             self(res.x)
-        return int(res.nfev) + 2
+        return self.n_evals
 
 
-def refit(Zs: np.ndarray, Y: np.ndarray, K_S: np.ndarray, W0: np.ndarray, b0: np.ndarray, link: str,
-          l2: float, tol: float = GRAD_TOL, Zs_fast: np.ndarray | None = None) -> Refit:
+def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndarray, link: str,
+          l2: float, tol: float = GRAD_TOL, factor: np.ndarray | None = None) -> Refit:
     """Minimise r(W, b) over the selected columns, warm-started at (W0, b0).
 
-    `Zs_fast`, a float32 copy of Zs, runs the bulk of the iterations at half the memory traffic (the
-    products are memory-bound); the float64 problem then continues from there, so the tolerance
-    always holds for the float64 objective (usually at the cost of one extra pass).
+    Every evaluation is one pass over the rows. The selection passes a chunked design (see
+    `design_objective`) and the incrementally grown preconditioner factor (`BoundFactor`), so neither
+    the selected columns nor a fresh factorisation is ever built; a plain array still works for small
+    problems and tests.
 
     Parameters
     ----------
-    Zs : array (n, m)
-        Selected working columns.
+    Zs : array (n, m) or callable
+        Selected working columns, or ``evaluate(W, b) -> (r, ∂r/∂W, ∂r/∂b, f)`` over them.
     Y : array (n, 1) or (n, P)
         0/1 target of class 1 (sigmoid) or one-hot classes (softmax).
-    K_S : array (m, m)
-        ``Zs.T @ Zs / n``, for the preconditioner.
+    K_S : array (m, m) or None
+        ``Zs.T @ Zs / n``, for the preconditioner (unused when `factor` is given).
     W0, b0 : arrays (m, P), (P,)
         Warm start.
     link : {"sigmoid", "softmax"}
     l2 : float
         Ridge penalty λ on W (not on b).
+    tol : float
+        Stop when ‖∇r‖_∞ is at most this.
+    factor : array (m, m), optional
+        Upper Cholesky factor of s·K_S + jitter·I (`BoundFactor.R`), Fortran order.
 
     Returns
     -------
@@ -226,19 +292,56 @@ def refit(Zs: np.ndarray, Y: np.ndarray, K_S: np.ndarray, W0: np.ndarray, b0: np
     (True, True)
     """
     m, P = W0.shape
+    evaluate = Zs if callable(Zs) else (lambda W, b: objective_gradient(Zs, Y, W, b, link, l2))
     if m == 0:  # intercept only: closed form
         b = prior_intercept(Y, link)
-        r, gW, gb, f = objective_gradient(Zs, Y, W0, b, link, l2)
+        r, gW, gb, f = evaluate(W0, b)
         return Refit(W0, b, f, r, float(np.max(np.abs(gb))), 0, True)
-    R = _bound_factor(K_S, link, l2)
-    Rinv = solve_triangular(R, np.eye(m), lower=False)  # explicit: small products beat repeated solves
+    R = _bound_factor(K_S, link, l2) if factor is None else factor
     theta = np.concatenate([b0, (R @ W0).ravel()])
-    evals = 0.0
-    if Zs_fast is not None:
-        fast = _Problem(Zs_fast, Y, Rinv, link, l2)
-        evals += 0.5 * fast.minimize(theta, 0.5 * tol)  # a float32 pass moves half the bytes
-        theta = fast.last["theta"]
-    exact = _Problem(Zs, Y, Rinv, link, l2)
-    evals += exact.minimize(theta, tol)
+    exact = _Problem(evaluate, P, R, l2)
+    evals = exact.minimize(theta, tol)
     last, norm = exact.last, exact.grad_norm()
     return Refit(last["W"], last["b"], last["f"], data_loss(last["f"], Y, link), norm, evals, norm <= tol)
+
+
+def design_objective(design, groups, Y: np.ndarray, link: str, l2: float):
+    """`evaluate(W, b)` for `refit`: r, ∂r/∂W, ∂r/∂b and f from one fused pass over a chunked design.
+
+    `design` is a `glm_design.WorkingDesign` (anything with its `fused_pass`); `groups` the selected
+    groups in the order of W's rows.
+
+    Examples
+    --------
+    It agrees with `objective_gradient` on the materialised columns:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.glm_design import WorkingDesign
+    >>> from edgeseq.train.glm_fit import design_objective, objective_gradient
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 3)); Y = np.eye(3)[rng.integers(0, 3, 60)]
+    >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 2], whiten=True)
+    >>> d = WorkingDesign(X, np.arange(3), prob, chunk_rows=16)
+    >>> W, b = rng.normal(size=(2, 3)), rng.normal(size=3)
+    >>> got = design_objective(d, [1], Y, "softmax", 0.1)(W, b)
+    >>> want = objective_gradient(d.columns([1]), Y, W, b, "softmax", 0.1)
+    >>> all(np.allclose(a, c) for a, c in zip(got, want))
+    True
+    """
+    n = Y.shape[0]
+
+    def evaluate(W, b):
+        gb = np.zeros(Y.shape[1])
+
+        def residual(f_rows, rows):
+            R = mean_function(f_rows, link) - Y[rows]
+            gb[:] += R.sum(axis=0)
+            return R
+
+        f, G = design.fused_pass(groups, W, b, residual)
+        r = data_loss(f, Y, link) + 0.5 * l2 * float(np.sum(W * W))
+        return r, G / n + l2 * W, gb / n, f
+
+    return evaluate
