@@ -128,11 +128,12 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         # skinny (n×m)·(m×P) products are memory-bound and the D-space ones small: a second BLAS
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
         with threadpool_limits(limits=1, user_api="blas"):
-            prob = build_working_problem(stats, spec.sizes, self.whiten)
+            prob = build_working_problem(stats, spec.sizes, self.whiten, keep_cov=False)
             state = GLMState(prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used,
                              fr_hessian=self._fr_hessian)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
                                 progress=step_reporter(progress, spec))
+            del state  # its k × k factors are not needed by the fold below
         self._warn(result, spec)
         seq = fold_glm(prob, result, spec, stats, X.shape[1], link, classes, self._provenance(stats))
         self.classes_ = classes

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, solve_triangular
+from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
@@ -143,21 +143,14 @@ def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarr
     return data_loss(f, Y, link) + 0.5 * l2 * float(np.sum(W * W)), gW, gb, f
 
 
-def _bound_factor(K_S: np.ndarray, link: str, l2: float) -> np.ndarray:
-    """Upper Cholesky factor R of s·K_S + λI (jittered when λ = 0 and K_S is singular), Fortran order."""
-    m = K_S.shape[0]
-    A = BOUND_SCALE[link] * K_S
-    jitter = max(l2, 1e-10 * max(1.0, float(np.trace(A)) / max(m, 1)))
-    return np.asfortranarray(np.triu(cho_factor(A + jitter * np.eye(m), lower=False)[0]))
-
-
 class BoundFactor:
     """The preconditioner's factor R (RᵀR = s·K_S + jitter·I), grown by one block per selected group.
 
     Refactorising s·K_S at every refit cost O(m³) (plus O(m³) for an explicit inverse): at thousands
     of selected columns that, not the passes over the rows, dominated the whole selection. Appending a
-    block costs O(m² k_g): R₁₂ = R₁₁⁻ᵀ A₁₂, R₂₂ = chol(A₂₂ − R₁₂ᵀR₁₂). R is kept in Fortran order so the
-    triangular solves of every evaluation read it in place.
+    block costs O(m² k_g): R₁₂ = R₁₁⁻ᵀ A₁₂, R₂₂ = chol(A₂₂ − R₁₂ᵀR₁₂). R is stored as its column panels
+    [R₁₂; R₂₂], one per block, so only the upper triangle is held, nothing is reallocated when a block
+    is added, and the solves are one small triangular solve plus one product per block.
 
     Parameters
     ----------
@@ -168,21 +161,40 @@ class BoundFactor:
 
     Examples
     --------
-    The grown factor equals the one factorised at once:
+    The grown factor equals the one factorised at once, and solves with it:
 
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import BoundFactor, _bound_factor
+    >>> from scipy.linalg import cholesky
+    >>> from edgeseq.train.glm_fit import BoundFactor
     >>> A = np.random.default_rng(0).normal(size=(50, 4)); K = A.T @ A / 50
-    >>> bf = BoundFactor("softmax", 0.1, scale=1.0)
-    >>> bf.append(K[:3, :3][:0, :], K[:3, :3]); bf.append(K[:3, 3:], K[3:, 3:])
-    >>> bool(np.allclose(bf.R, _bound_factor(K, "softmax", 0.1)))
-    True
+    >>> bf = BoundFactor("softmax", 0.1)
+    >>> bf.append(np.zeros((0, 3)), K[:3, :3]); bf.append(K[:3, 3:], K[3:, 3:])
+    >>> R = cholesky(0.5 * K + 0.1 * np.eye(4))
+    >>> bool(np.allclose(bf.dense(), R)), bool(np.allclose(bf.solve(np.eye(4)), np.linalg.inv(R)))
+    (True, True)
     """
 
     def __init__(self, link: str, l2: float, scale: float = 1.0):
         self.s = BOUND_SCALE[link]
         self.jitter = max(l2, 1e-10 * max(1.0, self.s * scale))
-        self.R = np.zeros((0, 0), order="F")
+        self.m = 0
+        self.panels: list[tuple[int, np.ndarray]] = []  # (first row of the block, R[:end, block] (end, k_g))
+
+    @classmethod
+    def of(cls, K_S: np.ndarray, link: str, l2: float) -> BoundFactor:
+        """The factor of a whole K_S at once (jitter scaled by K_S's mean diagonal when λ = 0).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> BoundFactor.of(np.eye(2), "sigmoid", 0.0).dense().round(6).tolist()
+        [[0.5, 0.0], [0.0, 0.5]]
+        """
+        m = K_S.shape[0]
+        factor = cls(link, l2, float(np.trace(K_S)) / max(m, 1))
+        factor.append(np.zeros((0, m)), K_S)
+        return factor
 
     def append(self, K_Sg: np.ndarray, K_gg: np.ndarray) -> None:
         """Add a block: K_Sg (m, k_g) its cross-Gram with the selected columns, K_gg (k_g, k_g) its own.
@@ -194,36 +206,97 @@ class BoundFactor:
         >>> bf = BoundFactor("sigmoid", 0.0)
         >>> bf.append(np.zeros((0, 1)), np.array([[4.0]]))
         >>> bf.append(np.array([[2.0]]), np.array([[4.0]]))  # RᵀR = ¼K + jitter·I
-        >>> bf.R.round(4).tolist()
+        >>> bf.dense().round(4).tolist()
         [[1.0, 0.5], [0.0, 0.866]]
         """
-        m, kg = self.R.shape[0], K_gg.shape[0]
-        R12 = solve_triangular(self.R, self.s * K_Sg, lower=False, trans="T", check_finite=False) if m else \
-            np.zeros((0, kg))
+        kg = K_gg.shape[0]
+        R12 = self.solve_t(self.s * K_Sg)
         A22 = self.s * K_gg + self.jitter * np.eye(kg) - R12.T @ R12
-        R = np.zeros((m + kg, m + kg), order="F")
-        R[:m, :m] = self.R
-        R[:m, m:] = R12
-        R[m:, m:] = np.linalg.cholesky(A22).T
-        self.R = R
+        self.panels.append((self.m, np.vstack([R12, np.linalg.cholesky(A22).T])))
+        self.m += kg
+
+    def solve(self, V: np.ndarray) -> np.ndarray:
+        """R⁻¹ V (back substitution, last block first).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> BoundFactor.of(np.eye(2), "sigmoid", 0.0).solve(np.ones((2, 1))).ravel().round(6).tolist()
+        [2.0, 2.0]
+        """
+        X = np.array(V, dtype=np.float64)
+        for start, panel in reversed(self.panels):
+            end = panel.shape[0]
+            X[start:end] = solve_triangular(panel[start:], X[start:end], lower=False, check_finite=False)
+            X[:start] -= panel[:start] @ X[start:end]
+        return X
+
+    def solve_t(self, G: np.ndarray) -> np.ndarray:
+        """R⁻ᵀ G (forward substitution, first block first).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> bf = BoundFactor.of(np.array([[4.0, 2.0], [2.0, 4.0]]), "sigmoid", 0.0)
+        >>> bool(np.allclose(bf.dense().T @ bf.solve_t(np.ones((2, 1))), 1.0))
+        True
+        """
+        Y = np.array(G, dtype=np.float64)
+        for start, panel in self.panels:
+            end = panel.shape[0]
+            Y[start:end] -= panel[:start].T @ Y[:start]
+            Y[start:end] = solve_triangular(panel[start:], Y[start:end], lower=False, trans="T", check_finite=False)
+        return Y
+
+    def mul(self, W: np.ndarray) -> np.ndarray:
+        """R W.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> bf = BoundFactor.of(np.array([[4.0, 2.0], [2.0, 4.0]]), "sigmoid", 0.0)
+        >>> bool(np.allclose(bf.mul(bf.solve(np.ones((2, 3)))), 1.0))
+        True
+        """
+        out = np.zeros((self.m, W.shape[1]))
+        for start, panel in self.panels:
+            out[:panel.shape[0]] += panel @ W[start:panel.shape[0]]
+        return out
+
+    def dense(self) -> np.ndarray:
+        """R as one (m, m) upper triangular array (tests and small problems).
+
+        Examples
+        --------
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> BoundFactor("softmax", 0.0).dense().shape
+        (0, 0)
+        """
+        R = np.zeros((self.m, self.m))
+        for start, panel in self.panels:
+            R[:panel.shape[0], start:panel.shape[0]] = panel
+        return R
 
 
 class _Problem:
     """r in the preconditioned variables θ = (b, V), V = R W, evaluated by `evaluate(W, b)`."""
 
-    def __init__(self, evaluate, P, R, l2):
-        self.evaluate, self.P, self.R, self.l2 = evaluate, P, R, l2
+    def __init__(self, evaluate, P, factor: BoundFactor, l2):
+        self.evaluate, self.P, self.factor, self.l2 = evaluate, P, factor, l2
         self.last: dict = {}
         self.n_evals = 0
 
     def __call__(self, theta):
         P = self.P
-        W = solve_triangular(self.R, theta[P:].reshape(-1, P), lower=False, check_finite=False)
+        W = self.factor.solve(theta[P:].reshape(-1, P))
         b = theta[:P]
         r, gW, gb, f = self.evaluate(W, b)
         self.n_evals += 1
         self.last = dict(theta=theta.copy(), gW=gW, gb=gb, f=f, W=W, b=b)
-        gV = solve_triangular(self.R, gW, lower=False, trans="T", check_finite=False)  # ∂r/∂V = R⁻ᵀ ∂r/∂W
+        gV = self.factor.solve_t(gW)  # ∂r/∂V = R⁻ᵀ ∂r/∂W
         return r, np.concatenate([gb, gV.ravel()])
 
     def grad_norm(self) -> float:
@@ -247,7 +320,7 @@ class _Problem:
 
 
 def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndarray, link: str,
-          l2: float, tol: float = GRAD_TOL, factor: np.ndarray | None = None) -> Refit:
+          l2: float, tol: float = GRAD_TOL, factor: BoundFactor | None = None) -> Refit:
     """Minimise r(W, b) over the selected columns, warm-started at (W0, b0).
 
     Every evaluation is one pass over the rows. The selection passes a chunked design (see
@@ -270,8 +343,8 @@ def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndar
         Ridge penalty λ on W (not on b).
     tol : float
         Stop when ‖∇r‖_∞ is at most this.
-    factor : array (m, m), optional
-        Upper Cholesky factor of s·K_S + jitter·I (`BoundFactor.R`), Fortran order.
+    factor : BoundFactor, optional
+        The factor of s·K_S + jitter·I, grown by the caller (otherwise factorised here from K_S).
 
     Returns
     -------
@@ -297,9 +370,9 @@ def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndar
         b = prior_intercept(Y, link)
         r, gW, gb, f = evaluate(W0, b)
         return Refit(W0, b, f, r, float(np.max(np.abs(gb))), 0, True)
-    R = _bound_factor(K_S, link, l2) if factor is None else factor
-    theta = np.concatenate([b0, (R @ W0).ravel()])
-    exact = _Problem(evaluate, P, R, l2)
+    factor = BoundFactor.of(K_S, link, l2) if factor is None else factor
+    theta = np.concatenate([b0, factor.mul(W0).ravel()])
+    exact = _Problem(evaluate, P, factor, l2)
     evals = exact.minimize(theta, tol)
     last, norm = exact.last, exact.grad_norm()
     return Refit(last["W"], last["b"], last["f"], data_loss(last["f"], Y, link), norm, evals, norm <= tol)

@@ -300,7 +300,7 @@ class GLMState:
             self._grow_bound(g)
         W0 = np.vstack([self.fit.W, np.zeros((kg, self.P))])
         self.fit = refit(self._objective(), self.Y, None, W0, self.fit.b, self.link, self.l2, self.tol,
-                         self._precond.R)
+                         self._precond)
         return self.fit
 
     def _grow_bound(self, g: int) -> None:
