@@ -169,8 +169,11 @@ class GLMState:
         """
         return mean_function(self.fit.f, self.link) - self.Y
 
-    def gradient(self) -> np.ndarray:
-        """G = Zᵀ(∇φ(f) − Y)/n for every working column (k, P); the candidates' blocks are the score input.
+    def gradient(self, groups=None) -> np.ndarray:
+        """G = Zᵀ(∇φ(f) − Y)/n (k, P) on the working columns of `groups` (default all; zero elsewhere).
+
+        The candidates' blocks are the score input, so scoring reads only the candidates' columns: the
+        selected ones, whose gradient the refit has just driven to zero, are not read again.
 
         Examples
         --------
@@ -187,7 +190,15 @@ class GLMState:
         >>> bool(abs(G[1, 0]) > 10 * abs(G[0, 0]))
         True
         """
-        return self.design.gradient(self.residual()) / self.n
+        groups = range(self.prob.n_groups) if groups is None else [g for g in groups if self.prob.usable(g)]
+        G = np.zeros((self.prob.K.shape[0], self.P))
+        rows = self.design.gradient(self.residual(), groups) / self.n
+        r = 0
+        for g in groups:
+            s = self.prob.slices[g]
+            G[s] = rows[r:r + s.stop - s.start]
+            r += s.stop - s.start
+        return G
 
     def scores(self, method: str, cands: list[int], costs: np.ndarray) -> np.ndarray:
         """Score of every candidate group under `method` (higher is better).
@@ -212,7 +223,7 @@ class GLMState:
             raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
         if method == "single":
             return self._single(cands) / costs[cands]
-        G = self.gradient()
+        G = self.gradient(cands)
         if method == "fr":
             return self._fr_gains(G, cands) / costs[cands]
         norms = np.array([np.sum(G[self.prob.slices[g]] ** 2) for g in cands])
