@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, chunk_moments
+from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, add_outer, chunk_moments
 
 _CHUNK_BYTES = 64 * 2**20  # bound on the rows read at a time (the chunk itself is used in place)
 
@@ -167,9 +167,7 @@ class SufficientStats:
         for acc, part, left, right in ((self.xx, other.xx, dx, dx), (self.xy, other.xy, dx, dy),
                                        (self.yy, other.yy, dy, dy)):
             acc += part
-            band = max(1, 2**21 // max(1, right.size))
-            for r in range(0, left.size, band):
-                acc[r:r + band] += f * np.outer(left[r:r + band], right)
+            add_outer(acc, left, right, f)
         self.n = n
         self.x_mean = self.x_mean + dx * (other.n / n)
         self.y_mean = self.y_mean + dy * (other.n / n)
@@ -423,6 +421,7 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
             ref = Reference.from_probe(xc, yc)
         part = SufficientStats(*chunk_moments(xc, yc, ref, fast=fast))
         total = part if total is None else total.absorb(part)  # in place: no d × d temporaries
+        del part  # else the last chunk's d × d Gram stays alive while the next one is computed
         if on_chunk is not None:
             on_chunk(xc.shape[0])
     if total is not None and take is not None:
