@@ -21,7 +21,7 @@ README "classification" gives the measurement that chose the bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -402,7 +402,7 @@ def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubl
     prob = state.prob
     costs = np.asarray(costs, dtype=np.float64)
     remaining = list(range(prob.n_groups))
-    fits, weights, accs = [state.fit], [[]], [state.accuracy()]
+    fits, weights, accs = [replace(state.fit, f=None)], [[]], [state.accuracy()]
     scores, violations, passes = [], [], []
     c_first = float(costs.min()) if c_min is None else float(c_min)
     for step in range(1, prob.n_groups + 1):
@@ -421,6 +421,7 @@ def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubl
         remaining.remove(g)
         if progress is not None:
             progress(step, prob.n_groups, g, fits[-1])
+        fits[-1] = replace(fits[-1], f=None)  # only the summary is kept: J copies of f (n × P) add up
     return GLMSelectionResult(
         order=list(state.order), prefix_weights=weights, intercepts=np.array([f.b for f in fits]),
         log_loss=np.array([f.loss for f in fits]), accuracy=np.array(accs),
