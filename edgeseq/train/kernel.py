@@ -315,9 +315,12 @@ def schur_gains(factor, b: np.ndarray, slices, cands) -> np.ndarray:
         if k == 0:
             continue
         cols = np.array([np.arange(slices[cands[i]].start, slices[cands[i]].stop) for i in idx])  # (m, k)
-        Vg = factor.V[:, cols]  # (rows, m, k)
         Cgg = factor.diag_blocks(cols)  # (m, k, k)
-        M = Cgg - np.einsum("rmi,rmj->mij", Vg, Vg)
+        M = np.empty_like(Cgg)
+        V = factor.V
+        for j, i in enumerate(idx):  # one BLAS product on a view of V per candidate: no (rows, m, k) gather
+            Vg = V[:, slices[cands[i]]]
+            M[j] = Cgg[j] - Vg.T @ Vg
         bb = b[cols]  # (m, k, P)
         tol = SCHUR_RTOL * np.maximum(1.0, np.trace(Cgg, axis1=1, axis2=2) / k)[:, None]
         evals, evecs = np.linalg.eigh(M)
