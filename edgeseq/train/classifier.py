@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from threadpoolctl import threadpool_limits
 
-from edgeseq.train.fold import fold_sequence
+from edgeseq.train.fold import fold_sequence, raw_column_stats
 from edgeseq.train.base import AnytimeBase, classification_targets, step_reporter
 from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
@@ -125,17 +125,19 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         if progress is not None:
             progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
         stats = sufficient_statistics(X, Y, columns=used)
+        provenance, column_stats = self._provenance(stats), raw_column_stats(spec, stats, X.shape[1])
         # skinny (n×m)·(m×P) products are memory-bound and the D-space ones small: a second BLAS
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
         with threadpool_limits(limits=1, user_api="blas"):
             prob = build_working_problem(stats, spec.sizes, self.whiten, keep_cov=False)
+            del stats  # the d × d sums are K's size again; nothing below reads them
             state = GLMState(prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used,
                              fr_hessian=self._fr_hessian)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
                                 progress=step_reporter(progress, spec))
             del state  # its k × k factors are not needed by the fold below
         self._warn(result, spec)
-        seq = fold_glm(prob, result, spec, stats, X.shape[1], link, classes, self._provenance(stats))
+        seq = fold_glm(prob, result, spec, None, X.shape[1], link, classes, provenance, column_stats)
         self.classes_ = classes
         self._publish(self._with_inputs(seq), spec)
         self.train_accuracy_ = result.accuracy
@@ -274,8 +276,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             yield self.classes_[np.argmax(proba, axis=1)]
 
 
-def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: SufficientStats, n_features: int,
-             link: str, classes: np.ndarray, provenance: dict) -> FittedSequence:
+def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: SufficientStats | None, n_features: int,
+             link: str, classes: np.ndarray, provenance: dict, column_stats=None) -> FittedSequence:
     """GLMs: the working intercepts are the fitted ones and there is no target scaling.
 
     Examples
@@ -290,4 +292,5 @@ def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: Sufficien
     ('sigmoid', [0, 1], (1, 1))
     """
     return fold_sequence(prob, result, spec, stats, n_features, intercepts=result.intercepts, task="classification",
-                         link=link, output_names=[str(c) for c in classes], classes=classes, provenance=provenance)
+                         link=link, output_names=[str(c) for c in classes], classes=classes, provenance=provenance,
+                         column_stats=column_stats)
