@@ -9,6 +9,7 @@ refit gains, and their time.
 
     /work/venv/bin/python bench/glm_speed.py            # full size (a few minutes)
     /work/venv/bin/python bench/glm_speed.py --n 5000 --groups 10 --quiet   # quick look
+    python bench/glm_speed.py --n 20000 --groups 54 --dim 204 --classes 10 --skip-hessian --write
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from scipy.stats import spearmanr
 from threadpoolctl import threadpool_limits
 
+from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path; records the load at start)
 from edgeseq import AnytimeClassifier
 from edgeseq.train.basis import build_working_problem
 from edgeseq.train.glm_select import GLMState, working_design
@@ -53,7 +55,8 @@ def timed_fit(method: str, X, y, groups, costs, quiet: bool):
     if not quiet:
         print(f"  {method}: wall {dt:7.1f} s, cpu {cpu:7.1f} s (load {os.getloadavg()[0]:.1f});  final train accuracy {clf.train_accuracy_[-1]:.4f}  "
               f"max grad norm {clf.grad_norms_.max():.2e}, passes over the rows per refit mean "
-              f"{clf.n_evals_[1:].mean():.0f} max {clf.n_evals_.max():.0f}")
+              f"{clf.n_evals_[1:].mean():.1f} max {clf.n_evals_.max():.0f}, per selection step (scores + refit) "
+              f"mean {clf.n_passes_.mean():.1f} max {clf.n_passes_.max()}")
     return clf, dt, cpu
 
 
@@ -100,7 +103,7 @@ def main():
     ap.add_argument("--skip-hessian", action="store_true", help="skip the FR curvature measurement")
     ap.add_argument("--skip-speed", action="store_true", help="only the FR curvature measurement")
     ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--out", default=None, help="write the speed figures as JSON (e.g. bench/results/glm_speed.json)")
+    ap.add_argument("--write", action="store_true", help="write the figures to bench/results/glm_speed.json")
     args = ap.parse_args()
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cpus, "
           f"load {os.getloadavg()[0]:.1f}, python {platform.python_version()}, numpy {np.__version__}")
@@ -127,39 +130,39 @@ def speed(args):
           f"{t_fr:.1f} s, cpu {c_fr:.1f} s; FR/OMP = {t_fr / t_omp:.2f} wall, {c_fr / c_omp:.2f} cpu (target <= 3)")
     print(f"sequences agree on the first {np.argmin(np.r_[omp.sequence_ == fr.sequence_, False])} groups; "
           f"final train accuracy OMP {omp.train_accuracy_[-1]:.4f} FR {fr.train_accuracy_[-1]:.4f}")
-    if args.out:
+    if args.write:
         write_json(args, X, omp, fr, (t_omp, c_omp, t_fr, c_fr))
 
 
 def write_json(args, X, omp, fr, times):
-    """The figures of this run, with the passes over the rows per selection step and the peak memory."""
-    import json
+    """The figures of this run (bench/_results format): time, passes over the rows per selection step,
+    and the peak resident memory beside the size of X."""
     import resource
-    import sys
-
-    from edgeseq.extractors.calibrate import machine_info
 
     t_omp, c_omp, t_fr, c_fr = times
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     def per_method(clf, wall, cpu):
-        passes = clf.n_evals_[1:]  # refits of prefixes 1..J (prefix 0 is the prior)
+        refits = clf.n_evals_[1:]  # refits of prefixes 1..J (prefix 0 is the prior)
+        passes = clf.n_passes_  # every pass over the rows of each selection step: scores and refit
         return {"wall_seconds": wall, "cpu_seconds": cpu, "steps": int(passes.size),
                 "seconds_per_step": wall / max(1, passes.size),
+                "refit_passes_mean": float(refits.mean()), "refit_passes_max": int(refits.max()),
                 "passes_per_step_mean": float(passes.mean()), "passes_per_step_max": int(passes.max()),
                 "final_train_accuracy": float(clf.train_accuracy_[-1])}
 
-    result = {
-        "command": "python bench/glm_speed.py " + " ".join(a for a in sys.argv[1:]),
-        "n": args.n, "D": int(X.shape[1]), "groups": args.groups, "dim": args.dim, "classes": args.classes,
-        "X_bytes": int(X.nbytes),
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "machine": machine_info(), "load_average_end": list(os.getloadavg()),
-        "omp": per_method(omp, t_omp, c_omp), "fr": per_method(fr, t_fr, c_fr),
-    }
-    with open(args.out, "w") as fh:
-        json.dump(result, fh, indent=1)
-        fh.write("\n")
-    print(f"wrote {args.out}")
+    res = {"omp": per_method(omp, t_omp, c_omp), "fr": per_method(fr, t_fr, c_fr)}
+    columns = ["method", "n", "D", "classes", "wall s", "CPU s", "s per step", "passes per step (mean)",
+               "passes per step (max)", "peak RSS GB (process)", "X GB"]
+    rows = [[name, args.n, int(X.shape[1]), args.classes, r["wall_seconds"], r["cpu_seconds"], r["seconds_per_step"],
+             r["passes_per_step_mean"], r["passes_per_step_max"], peak / 1e9, X.nbytes / 1e9]
+            for name, r in (("CS-G-OMP", res["omp"]), ("CS-G-FR", res["fr"]))]
+    payload = {"n": args.n, "D": int(X.shape[1]), "groups": args.groups, "dim": args.dim, "classes": args.classes,
+               "X_bytes": int(X.nbytes), "peak_rss_bytes": peak, "load_average_end": list(os.getloadavg()), **res,
+               "tables": [{"title": "Multinomial CS-G-OMP and CS-G-FR in one process (peak RSS covers both fits "
+                                    "and the data)", "columns": columns, "rows": rows}]}
+    path = write_result("glm_speed", payload, command_line())
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ class WorkingProblem:
     y_mean: np.ndarray  # (P,)
     y_scale: np.ndarray  # (P,) σ_y per output (1 where y is constant)
     x_mean: np.ndarray  # (d,)
-    cov_xx: np.ndarray  # (d, d) raw centred covariance (used by the `single` score)
+    cov_xx: np.ndarray  # (d, d) raw centred covariance (used by the linear `single` score; (0, 0) if not kept)
     cov_xy_scaled: np.ndarray  # (d, P) raw centred cross-covariance with the scaled target
     x_std: np.ndarray  # (d,)
 
@@ -114,7 +114,7 @@ def _embed(rows: np.ndarray, d: int, block: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> WorkingProblem:
+def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool, keep_cov: bool = True) -> WorkingProblem:
     """Whiten (or standardise) each group and express K, q in that basis.
 
     `stats` must hold the used columns group after group, in group-index order, with `group_sizes`.
@@ -127,6 +127,10 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> 
         Number of raw columns of each group, in order.
     whiten : bool
         Whiten each group (True) or only standardise its columns (False).
+    keep_cov : bool
+        Keep the raw covariance in ``cov_xx`` (a d × d copy, read only by the linear ``single``
+        score). GLM selection passes False: at thousands of columns that copy is a gigabyte, and the
+        blocks K is built from are read from ``stats.xx`` directly either way.
 
     Returns
     -------
@@ -148,7 +152,8 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> 
     >>> np.allclose(prob.K[0:1, 0:1], np.eye(1))
     True
     """
-    cov = stats.cov_xx
+    xx, n = stats.xx, stats.n  # cov blocks are xx[a, b] / n, so no d × d covariance is formed here
+    diag_cov = np.diag(xx) / n
     y_var = stats.var_y
     y_scale = np.sqrt(y_var)
     y_scale[~(y_scale > 0)] = 1.0
@@ -157,7 +162,7 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> 
     r = k = 0
     for size in group_sizes:
         rs = slice(r, r + int(size))
-        T = _group_transform(cov[rs, rs], stats.x_mean[rs], whiten)
+        T = _group_transform(xx[rs, rs] / n, stats.x_mean[rs], whiten)
         transforms.append(T)
         raw_slices.append(rs)
         slices.append(slice(k, k + T.shape[1]))
@@ -167,7 +172,7 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> 
     for a, (Ta, ra, sa) in enumerate(zip(transforms, raw_slices, slices)):
         for b in range(a, len(transforms)):
             Tb, rb, sb = transforms[b], raw_slices[b], slices[b]
-            block = Ta.T @ cov[ra, rb] @ Tb
+            block = Ta.T @ (xx[ra, rb] / n) @ Tb
             K[sa, sb] = block
             K[sb, sa] = block.T
     q = np.vstack([T.T @ cov_xy[rs] for T, rs in zip(transforms, raw_slices)]) if k else \
@@ -176,5 +181,6 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool) -> 
         for s in slices:
             K[s, s] = np.eye(s.stop - s.start)
     return WorkingProblem(K=K, q=q, transforms=transforms, slices=slices, raw_slices=raw_slices,
-                          y_mean=stats.y_mean, y_scale=y_scale, x_mean=stats.x_mean, cov_xx=cov,
-                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(np.diag(cov), 0.0)))
+                          y_mean=stats.y_mean, y_scale=y_scale, x_mean=stats.x_mean,
+                          cov_xx=stats.cov_xx if keep_cov else np.zeros((0, 0)),
+                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(diag_cov, 0.0)))

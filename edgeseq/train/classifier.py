@@ -8,12 +8,13 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from threadpoolctl import threadpool_limits
 
-from edgeseq.train.fold import fold_sequence
+from edgeseq.train.fold import fold_sequence, raw_column_stats
 from edgeseq.train.base import AnytimeBase, classification_targets, step_reporter
 from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
 from edgeseq.train.glm_fit import GRAD_TOL
-from edgeseq.train.glm_select import GLMSelectionResult, GLMState, select_glm, working_design
+from edgeseq.train.glm_design import WorkingDesign
+from edgeseq.train.glm_select import GLMSelectionResult, GLMState, select_glm
 from edgeseq.train.groups import GroupSpec
 from edgeseq.sequence import FittedSequence
 from edgeseq.train.stats import SufficientStats, sufficient_statistics
@@ -49,6 +50,9 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         ‖∇r‖_∞ at each prefix's refit (below ``GRAD_TOL`` when converged).
     n_evals_ : ndarray of shape (J+1,)
         Passes over the training rows spent by each prefix's refit.
+    n_passes_ : ndarray of shape (J,)
+        Passes over the training rows of each selection step: scoring plus refit (what bounds the
+        time of a step on large data).
 
     Examples
     --------
@@ -82,7 +86,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self.cost_provenance = cost_provenance
 
     def fit(self, X, y, *, progress=None):
-        """Materialise the working design once, then select and refit greedily (glm_select).
+        """Select and refit greedily (glm_select) over a chunked working design (nothing n × k is built).
 
         `progress`: optional callable receiving one line of text per stage and selection step.
 
@@ -121,16 +125,19 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         if progress is not None:
             progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
         stats = sufficient_statistics(X, Y, columns=used)
+        provenance, column_stats = self._provenance(stats), raw_column_stats(spec, stats, X.shape[1])
         # skinny (n×m)·(m×P) products are memory-bound and the D-space ones small: a second BLAS
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
         with threadpool_limits(limits=1, user_api="blas"):
-            prob = build_working_problem(stats, spec.sizes, self.whiten)
-            state = GLMState(prob, working_design(X, used, prob), Y, link, float(self.l2), X=X, used=used,
+            prob = build_working_problem(stats, spec.sizes, self.whiten, keep_cov=False)
+            del stats  # the d × d sums are K's size again; nothing below reads them
+            state = GLMState(prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used,
                              fr_hessian=self._fr_hessian)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
                                 progress=step_reporter(progress, spec))
+            del state  # its k × k factors are not needed by the fold below
         self._warn(result, spec)
-        seq = fold_glm(prob, result, spec, stats, X.shape[1], link, classes, self._provenance(stats))
+        seq = fold_glm(prob, result, spec, None, X.shape[1], link, classes, provenance, column_stats)
         self.classes_ = classes
         self._publish(self._with_inputs(seq), spec)
         self.train_accuracy_ = result.accuracy
@@ -138,6 +145,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self.train_curve_ = result.accuracy
         self.grad_norms_ = result.grad_norms
         self.n_evals_ = result.n_evals
+        self.n_passes_ = result.passes
         self.selection_scores_ = np.array(result.scores)
         self.unusable_groups_ = list(result.unusable)
         for acc, ll in zip(result.accuracy, result.log_loss):
@@ -268,8 +276,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             yield self.classes_[np.argmax(proba, axis=1)]
 
 
-def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: SufficientStats, n_features: int,
-             link: str, classes: np.ndarray, provenance: dict) -> FittedSequence:
+def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: SufficientStats | None, n_features: int,
+             link: str, classes: np.ndarray, provenance: dict, column_stats=None) -> FittedSequence:
     """GLMs: the working intercepts are the fitted ones and there is no target scaling.
 
     Examples
@@ -284,4 +292,5 @@ def fold_glm(prob, result: GLMSelectionResult, spec: GroupSpec, stats: Sufficien
     ('sigmoid', [0, 1], (1, 1))
     """
     return fold_sequence(prob, result, spec, stats, n_features, intercepts=result.intercepts, task="classification",
-                         link=link, output_names=[str(c) for c in classes], classes=classes, provenance=provenance)
+                         link=link, output_names=[str(c) for c in classes], classes=classes, provenance=provenance,
+                         column_stats=column_stats)

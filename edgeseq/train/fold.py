@@ -69,13 +69,13 @@ def raw_column_stats(spec, stats, n_features: int) -> tuple[np.ndarray, np.ndarr
     used = np.concatenate(spec.columns)
     mean, std = np.zeros(n_features), np.ones(n_features)
     mean[used] = stats.x_mean
-    std[used] = np.sqrt(np.maximum(np.diag(stats.cov_xx), 0.0))
+    std[used] = np.sqrt(np.maximum(np.diag(stats.xx) / stats.n, 0.0))  # cov_xx's diagonal, without a d × d copy
     return mean, std
 
 
 def fold_sequence(prob, result, spec, stats, n_features: int, *, intercepts, scale: float = 1.0,
                   task: str, link: str, output_names, classes=None, y_was_1d: bool = False,
-                  provenance: dict) -> FittedSequence:
+                  provenance: dict, column_stats: tuple[np.ndarray, np.ndarray] | None = None) -> FittedSequence:
     """The FittedSequence of a selection result: every prefix folded to raw space.
 
     `result` carries `order`, `prefix_weights` (per prefix, one working block per group) and
@@ -86,7 +86,8 @@ def fold_sequence(prob, result, spec, stats, n_features: int, *, intercepts, sca
     prob : WorkingProblem
     result : SelectionResult or GLMSelectionResult
     spec : GroupSpec
-    stats : SufficientStats
+    stats : SufficientStats or None
+        Read only for the raw columns' means and spreads; None when `column_stats` gives them.
     n_features : int
     intercepts : sequence of arrays (P,)
         Working-space intercept of each prefix.
@@ -94,6 +95,9 @@ def fold_sequence(prob, result, spec, stats, n_features: int, *, intercepts, sca
         Target scale.
     task, link, output_names, classes, y_was_1d, provenance
         Recorded on the FittedSequence.
+    column_stats : (mean, std), optional
+        `raw_column_stats` computed earlier, so that a caller can free the d × d statistics before
+        a long selection.
 
     Returns
     -------
@@ -125,7 +129,7 @@ def fold_sequence(prob, result, spec, stats, n_features: int, *, intercepts, sca
         beta, b0 = fold_prefix(prob, result.order[:j], ws, intercepts[j], scale)
         coefs.append(beta)
         raw_intercepts.append(b0)
-    mean, std = raw_column_stats(spec, stats, n_features)
+    mean, std = raw_column_stats(spec, stats, n_features) if column_stats is None else column_stats
     return FittedSequence(
         task=task, link=link, n_features_in=n_features, group_names=spec.names, group_columns=spec.columns,
         costs=spec.costs, order=np.array(result.order), coefs=tuple(coefs), intercepts=np.array(raw_intercepts),

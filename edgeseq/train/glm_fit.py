@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, solve_triangular
+from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
@@ -143,27 +143,161 @@ def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarr
     return data_loss(f, Y, link) + 0.5 * l2 * float(np.sum(W * W)), gW, gb, f
 
 
-def _bound_factor(K_S: np.ndarray, link: str, l2: float) -> np.ndarray:
-    """Upper Cholesky factor R of s·K_S + λI (jittered when λ = 0 and K_S is singular)."""
-    m = K_S.shape[0]
-    A = BOUND_SCALE[link] * K_S
-    jitter = max(l2, 1e-10 * max(1.0, float(np.trace(A)) / max(m, 1)))
-    return np.triu(cho_factor(A + jitter * np.eye(m), lower=False)[0])
+class BoundFactor:
+    """The preconditioner's factor R (RᵀR = s·K_S + jitter·I), grown by one block per selected group.
+
+    Refactorising s·K_S at every refit cost O(m³) (plus O(m³) for an explicit inverse): at thousands
+    of selected columns that, not the passes over the rows, dominated the whole selection. Appending a
+    block costs O(m² k_g): R₁₂ = R₁₁⁻ᵀ A₁₂, R₂₂ = chol(A₂₂ − R₁₂ᵀR₁₂). R is stored as its column panels
+    [R₁₂; R₂₂], one per block, so only the upper triangle is held, nothing is reallocated when a block
+    is added, and the solves are one small triangular solve plus one product per block.
+
+    Parameters
+    ----------
+    link : {"sigmoid", "softmax"}
+    l2 : float
+    scale : float
+        Typical diagonal of K (1 for whitened or standardised columns); sets the jitter when λ = 0.
+
+    Examples
+    --------
+    The grown factor equals the one factorised at once, and solves with it:
+
+    >>> import numpy as np
+    >>> from scipy.linalg import cholesky
+    >>> from edgeseq.train.glm_fit import BoundFactor
+    >>> A = np.random.default_rng(0).normal(size=(50, 4)); K = A.T @ A / 50
+    >>> bf = BoundFactor("softmax", 0.1)
+    >>> bf.append(np.zeros((0, 3)), K[:3, :3]); bf.append(K[:3, 3:], K[3:, 3:])
+    >>> R = cholesky(0.5 * K + 0.1 * np.eye(4))
+    >>> bool(np.allclose(bf.dense(), R)), bool(np.allclose(bf.solve(np.eye(4)), np.linalg.inv(R)))
+    (True, True)
+    """
+
+    def __init__(self, link: str, l2: float, scale: float = 1.0):
+        self.s = BOUND_SCALE[link]
+        self.jitter = max(l2, 1e-10 * max(1.0, self.s * scale))
+        self.m = 0
+        self.panels: list[tuple[int, np.ndarray]] = []  # (first row of the block, R[:end, block] (end, k_g))
+
+    @classmethod
+    def of(cls, K_S: np.ndarray, link: str, l2: float) -> BoundFactor:
+        """The factor of a whole K_S at once (jitter scaled by K_S's mean diagonal when λ = 0).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> BoundFactor.of(np.eye(2), "sigmoid", 0.0).dense().round(6).tolist()
+        [[0.5, 0.0], [0.0, 0.5]]
+        """
+        m = K_S.shape[0]
+        factor = cls(link, l2, float(np.trace(K_S)) / max(m, 1))
+        factor.append(np.zeros((0, m)), K_S)
+        return factor
+
+    def append(self, K_Sg: np.ndarray, K_gg: np.ndarray) -> None:
+        """Add a block: K_Sg (m, k_g) its cross-Gram with the selected columns, K_gg (k_g, k_g) its own.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> bf = BoundFactor("sigmoid", 0.0)
+        >>> bf.append(np.zeros((0, 1)), np.array([[4.0]]))
+        >>> bf.append(np.array([[2.0]]), np.array([[4.0]]))  # RᵀR = ¼K + jitter·I
+        >>> bf.dense().round(4).tolist()
+        [[1.0, 0.5], [0.0, 0.866]]
+        """
+        kg = K_gg.shape[0]
+        R12 = self.solve_t(self.s * K_Sg)
+        A22 = self.s * K_gg + self.jitter * np.eye(kg) - R12.T @ R12
+        self.panels.append((self.m, np.vstack([R12, np.linalg.cholesky(A22).T])))
+        self.m += kg
+
+    def solve(self, V: np.ndarray) -> np.ndarray:
+        """R⁻¹ V (back substitution, last block first).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> BoundFactor.of(np.eye(2), "sigmoid", 0.0).solve(np.ones((2, 1))).ravel().round(6).tolist()
+        [2.0, 2.0]
+        """
+        X = np.array(V, dtype=np.float64)
+        for start, panel in reversed(self.panels):
+            end = panel.shape[0]
+            X[start:end] = solve_triangular(panel[start:], X[start:end], lower=False, check_finite=False)
+            X[:start] -= panel[:start] @ X[start:end]
+        return X
+
+    def solve_t(self, G: np.ndarray) -> np.ndarray:
+        """R⁻ᵀ G (forward substitution, first block first).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> bf = BoundFactor.of(np.array([[4.0, 2.0], [2.0, 4.0]]), "sigmoid", 0.0)
+        >>> bool(np.allclose(bf.dense().T @ bf.solve_t(np.ones((2, 1))), 1.0))
+        True
+        """
+        Y = np.array(G, dtype=np.float64)
+        for start, panel in self.panels:
+            end = panel.shape[0]
+            Y[start:end] -= panel[:start].T @ Y[:start]
+            Y[start:end] = solve_triangular(panel[start:], Y[start:end], lower=False, trans="T", check_finite=False)
+        return Y
+
+    def mul(self, W: np.ndarray) -> np.ndarray:
+        """R W.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> bf = BoundFactor.of(np.array([[4.0, 2.0], [2.0, 4.0]]), "sigmoid", 0.0)
+        >>> bool(np.allclose(bf.mul(bf.solve(np.ones((2, 3)))), 1.0))
+        True
+        """
+        out = np.zeros((self.m, W.shape[1]))
+        for start, panel in self.panels:
+            out[:panel.shape[0]] += panel @ W[start:panel.shape[0]]
+        return out
+
+    def dense(self) -> np.ndarray:
+        """R as one (m, m) upper triangular array (tests and small problems).
+
+        Examples
+        --------
+        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> BoundFactor("softmax", 0.0).dense().shape
+        (0, 0)
+        """
+        R = np.zeros((self.m, self.m))
+        for start, panel in self.panels:
+            R[:panel.shape[0], start:panel.shape[0]] = panel
+        return R
 
 
 class _Problem:
-    """r in the preconditioned variables θ = (b, V), V = R W, evaluated on one design matrix."""
+    """r in the preconditioned variables θ = (b, V), V = R W, evaluated by `evaluate(W, b)`."""
 
-    def __init__(self, Zs, Y, Rinv, link, l2):
-        self.Zs, self.Y, self.Rinv, self.link, self.l2 = Zs, Y, Rinv, link, l2
+    def __init__(self, evaluate, P, factor: BoundFactor, l2):
+        self.evaluate, self.P, self.factor, self.l2 = evaluate, P, factor, l2
         self.last: dict = {}
+        self.n_evals = 0
 
     def __call__(self, theta):
-        P = self.Y.shape[1]
-        W, b = self.Rinv @ theta[P:].reshape(-1, P), theta[:P]
-        r, gW, gb, f = objective_gradient(self.Zs, self.Y, W, b, self.link, self.l2)
+        P = self.P
+        W = self.factor.solve(theta[P:].reshape(-1, P))
+        b = theta[:P]
+        r, gW, gb, f = self.evaluate(W, b)
+        self.n_evals += 1
         self.last = dict(theta=theta.copy(), gW=gW, gb=gb, f=f, W=W, b=b)
-        return r, np.concatenate([gb, (self.Rinv.T @ gW).ravel()])  # ∂r/∂V = R⁻ᵀ ∂r/∂W
+        gV = self.factor.solve_t(gW)  # ∂r/∂V = R⁻ᵀ ∂r/∂W
+        return r, np.concatenate([gb, gV.ravel()])
 
     def grad_norm(self) -> float:
         return max(float(np.max(np.abs(self.last["gW"]))), float(np.max(np.abs(self.last["gb"]))))
@@ -172,7 +306,7 @@ class _Problem:
         """L-BFGS from theta0 until ‖∇r‖_∞ <= tol (checked on every accepted iterate); returns evaluations."""
         self(theta0)
         if self.grad_norm() <= tol:
-            return 1
+            return self.n_evals
 
         def callback(intermediate_result):
             if np.array_equal(intermediate_result.x, self.last["theta"]) and self.grad_norm() <= tol:
@@ -182,30 +316,35 @@ class _Problem:
                        options={"maxiter": MAX_ITER, "maxcor": MAXCOR, "gtol": 0.0, "ftol": 0.0})
         if not np.array_equal(res.x, self.last["theta"]):
             self(res.x)
-        return int(res.nfev) + 2
+        return self.n_evals
 
 
-def refit(Zs: np.ndarray, Y: np.ndarray, K_S: np.ndarray, W0: np.ndarray, b0: np.ndarray, link: str,
-          l2: float, tol: float = GRAD_TOL, Zs_fast: np.ndarray | None = None) -> Refit:
+def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndarray, link: str,
+          l2: float, tol: float = GRAD_TOL, factor: BoundFactor | None = None) -> Refit:
     """Minimise r(W, b) over the selected columns, warm-started at (W0, b0).
 
-    `Zs_fast`, a float32 copy of Zs, runs the bulk of the iterations at half the memory traffic (the
-    products are memory-bound); the float64 problem then continues from there, so the tolerance
-    always holds for the float64 objective (usually at the cost of one extra pass).
+    Every evaluation is one pass over the rows. The selection passes a chunked design (see
+    `design_objective`) and the incrementally grown preconditioner factor (`BoundFactor`), so neither
+    the selected columns nor a fresh factorisation is ever built; a plain array still works for small
+    problems and tests.
 
     Parameters
     ----------
-    Zs : array (n, m)
-        Selected working columns.
+    Zs : array (n, m) or callable
+        Selected working columns, or ``evaluate(W, b) -> (r, ∂r/∂W, ∂r/∂b, f)`` over them.
     Y : array (n, 1) or (n, P)
         0/1 target of class 1 (sigmoid) or one-hot classes (softmax).
-    K_S : array (m, m)
-        ``Zs.T @ Zs / n``, for the preconditioner.
+    K_S : array (m, m) or None
+        ``Zs.T @ Zs / n``, for the preconditioner (unused when `factor` is given).
     W0, b0 : arrays (m, P), (P,)
         Warm start.
     link : {"sigmoid", "softmax"}
     l2 : float
         Ridge penalty λ on W (not on b).
+    tol : float
+        Stop when ‖∇r‖_∞ is at most this.
+    factor : BoundFactor, optional
+        The factor of s·K_S + jitter·I, grown by the caller (otherwise factorised here from K_S).
 
     Returns
     -------
@@ -226,19 +365,56 @@ def refit(Zs: np.ndarray, Y: np.ndarray, K_S: np.ndarray, W0: np.ndarray, b0: np
     (True, True)
     """
     m, P = W0.shape
+    evaluate = Zs if callable(Zs) else (lambda W, b: objective_gradient(Zs, Y, W, b, link, l2))
     if m == 0:  # intercept only: closed form
         b = prior_intercept(Y, link)
-        r, gW, gb, f = objective_gradient(Zs, Y, W0, b, link, l2)
+        r, gW, gb, f = evaluate(W0, b)
         return Refit(W0, b, f, r, float(np.max(np.abs(gb))), 0, True)
-    R = _bound_factor(K_S, link, l2)
-    Rinv = solve_triangular(R, np.eye(m), lower=False)  # explicit: small products beat repeated solves
-    theta = np.concatenate([b0, (R @ W0).ravel()])
-    evals = 0.0
-    if Zs_fast is not None:
-        fast = _Problem(Zs_fast, Y, Rinv, link, l2)
-        evals += 0.5 * fast.minimize(theta, 0.5 * tol)  # a float32 pass moves half the bytes
-        theta = fast.last["theta"]
-    exact = _Problem(Zs, Y, Rinv, link, l2)
-    evals += exact.minimize(theta, tol)
+    factor = BoundFactor.of(K_S, link, l2) if factor is None else factor
+    theta = np.concatenate([b0, factor.mul(W0).ravel()])
+    exact = _Problem(evaluate, P, factor, l2)
+    evals = exact.minimize(theta, tol)
     last, norm = exact.last, exact.grad_norm()
     return Refit(last["W"], last["b"], last["f"], data_loss(last["f"], Y, link), norm, evals, norm <= tol)
+
+
+def design_objective(design, groups, Y: np.ndarray, link: str, l2: float):
+    """`evaluate(W, b)` for `refit`: r, ∂r/∂W, ∂r/∂b and f from one fused pass over a chunked design.
+
+    `design` is a `glm_design.WorkingDesign` (anything with its `fused_pass`); `groups` the selected
+    groups in the order of W's rows.
+
+    Examples
+    --------
+    It agrees with `objective_gradient` on the materialised columns:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.glm_design import WorkingDesign
+    >>> from edgeseq.train.glm_fit import design_objective, objective_gradient
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 3)); Y = np.eye(3)[rng.integers(0, 3, 60)]
+    >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 2], whiten=True)
+    >>> d = WorkingDesign(X, np.arange(3), prob, chunk_rows=16)
+    >>> W, b = rng.normal(size=(2, 3)), rng.normal(size=3)
+    >>> got = design_objective(d, [1], Y, "softmax", 0.1)(W, b)
+    >>> want = objective_gradient(d.columns([1]), Y, W, b, "softmax", 0.1)
+    >>> all(np.allclose(a, c) for a, c in zip(got, want))
+    True
+    """
+    n = Y.shape[0]
+
+    def evaluate(W, b):
+        gb = np.zeros(Y.shape[1])
+
+        def residual(f_rows, rows):
+            R = mean_function(f_rows, link) - Y[rows]
+            gb[:] += R.sum(axis=0)
+            return R
+
+        f, G = design.fused_pass(groups, W, b, residual)
+        r = data_loss(f, Y, link) + 0.5 * l2 * float(np.sum(W * W))
+        return r, G / n + l2 * W, gb / n, f
+
+    return evaluate

@@ -1,9 +1,10 @@
 """Greedy cost-sensitive group selection for logistic / multinomial models (thesis Algorithm 5).
 
-Unlike squared loss, a GLM's gradient depends on the rows, so the working design
-Z = (X_used − μ) T (n × k, float64) is materialised once; selected columns are copied, in selection
-order, into a second buffer (plus a float32 copy on large data, see glm_fit.refit) so that each refit
-multiplies one contiguous block. Each step:
+Unlike squared loss, a GLM's gradient depends on the rows, so every evaluation is a pass over them.
+The working design Z = (X_used − μ) T is never materialised: `glm_design.WorkingDesign` reads the raw
+rows chunk by chunk and moves the block-diagonal transform onto the weights, so memory beyond X stays
+O(chunk + k²). The refits' preconditioner factor grows by one block per step (`glm_fit.BoundFactor`)
+instead of being refactorised. Each step:
 
 1. candidate gradient blocks G_g = Z_gᵀ(∇φ(f) − Y)/n at the current optimum (one n×k×P product);
 2. score: OMP ‖G_g‖_F²/c_g (gomp: no cost), single: best standardised raw column, FR: the score test
@@ -20,19 +21,19 @@ README "classification" gives the measurement that chose the bound.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
 from edgeseq.train.basis import WorkingProblem
-from edgeseq.train.glm_fit import BOUND_SCALE, GRAD_TOL, Refit, mean_function, refit
+from edgeseq.train.glm_design import WorkingDesign
+from edgeseq.train.glm_fit import BOUND_SCALE, GRAD_TOL, BoundFactor, Refit, design_objective, mean_function, refit
 from edgeseq.format import METHODS
 from edgeseq.train.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
 
 FR_HESSIANS = ("bohning", "diag")
 _CHUNK_BYTES = 64 * 2**20
-FAST_MIN_ENTRIES = 20_000_000  # n·k from which refits iterate on a float32 copy first (glm_fit.refit)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class GLMSelectionResult:
     grad_norms: np.ndarray  # (J+1,) ‖∇r‖_∞ at each prefix's solution
     n_evals: np.ndarray  # (J+1,) full-pass equivalents of objective/gradient evaluations of each refit
     scores: list[float]
+    passes: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (J,) passes over the rows of each step
     not_converged: list[int] = field(default_factory=list)  # prefixes whose refit missed GRAD_TOL
     doubling_violations: list[int] = field(default_factory=list)
     unusable: list[int] = field(default_factory=list)
@@ -101,8 +103,9 @@ class GLMState:
     Parameters
     ----------
     prob : WorkingProblem
-    Z : array (n, k)
-        `working_design` of the training rows.
+    Z : WorkingDesign or array (n, k)
+        The training rows as a chunked `WorkingDesign` (what the classifier passes: nothing of size
+        n × k is built), or a materialised `working_design` (small problems, tests).
     Y : array (n, 1) or (n, P)
         0/1 target (sigmoid) or one-hot classes (softmax).
     link : {"sigmoid", "softmax"}
@@ -126,23 +129,27 @@ class GLMState:
     ([], (0, 1), 0.69)
     """
 
-    def __init__(self, prob: WorkingProblem, Z: np.ndarray, Y: np.ndarray, link: str, l2: float,
-                 X=None, used=None, fr_hessian: str = "bohning", tol: float = GRAD_TOL, fast: bool | None = None):
+    def __init__(self, prob: WorkingProblem, Z, Y: np.ndarray, link: str, l2: float,
+                 X=None, used=None, fr_hessian: str = "bohning", tol: float = GRAD_TOL):
         if fr_hessian not in FR_HESSIANS:
             raise ValueError(f"fr_hessian must be one of {FR_HESSIANS}, got {fr_hessian!r}")
-        self.prob, self.Z, self.Y, self.link, self.l2 = prob, Z, Y, link, l2
+        self.prob, self.Y, self.link, self.l2 = prob, Y, link, l2
         self.X, self.used, self.fr_hessian, self.tol = X, used, fr_hessian, tol
-        n, k = Z.shape
-        self.n, self.P = n, Y.shape[1]
-        self.Zs = np.empty((n, k))  # selected columns, in selection order
-        # float32 copy for the refit iterations when the data is large enough for memory traffic to dominate
-        fast = n * k >= FAST_MIN_ENTRIES if fast is None else fast
-        self.Zs_fast = np.empty((n, k), dtype=np.float32) if fast else None
-        self.cols: list[int] = []  # working column of each Zs column
+        self.design = Z if isinstance(Z, WorkingDesign) else WorkingDesign.from_array(np.asarray(Z), prob)
+        self.n, self.P = self.design.n, Y.shape[1]
+        self.cols: list[int] = []  # working columns of the selected groups, in selection order
         self.order: list[int] = []
         self._bound: CholeskyFactor | None = None
-        self.fit = refit(self.Zs[:, :0], Y, np.zeros((0, 0)), np.zeros((0, self.P)), np.zeros(self.P), link,
-                         l2, tol)
+        diag = np.diag(prob.K)
+        self._precond = BoundFactor(link, l2, float(diag.mean()) if diag.size else 1.0)
+        self.fit = refit(self._objective(), Y, None, np.zeros((0, self.P)), np.zeros(self.P), link, l2, tol)
+
+    def _selected(self) -> list[int]:
+        """Selected groups that have working columns, in selection order (the rows of fit.W)."""
+        return [g for g in self.order if self.prob.usable(g)]
+
+    def _objective(self):
+        return design_objective(self.design, self._selected(), self.Y, self.link, self.l2)
 
     # ------------------------------------------------------------------ scores
     def residual(self) -> np.ndarray:
@@ -162,8 +169,11 @@ class GLMState:
         """
         return mean_function(self.fit.f, self.link) - self.Y
 
-    def gradient(self) -> np.ndarray:
-        """G = Zᵀ(∇φ(f) − Y)/n for every working column (k, P); the candidates' blocks are the score input.
+    def gradient(self, groups=None) -> np.ndarray:
+        """G = Zᵀ(∇φ(f) − Y)/n (k, P) on the working columns of `groups` (default all; zero elsewhere).
+
+        The candidates' blocks are the score input, so scoring reads only the candidates' columns: the
+        selected ones, whose gradient the refit has just driven to zero, are not read again.
 
         Examples
         --------
@@ -180,7 +190,15 @@ class GLMState:
         >>> bool(abs(G[1, 0]) > 10 * abs(G[0, 0]))
         True
         """
-        return self.Z.T @ self.residual() / self.n
+        groups = range(self.prob.n_groups) if groups is None else [g for g in groups if self.prob.usable(g)]
+        G = np.zeros((self.prob.K.shape[0], self.P))
+        rows = self.design.gradient(self.residual(), groups) / self.n
+        r = 0
+        for g in groups:
+            s = self.prob.slices[g]
+            G[s] = rows[r:r + s.stop - s.start]
+            r += s.stop - s.start
+        return G
 
     def scores(self, method: str, cands: list[int], costs: np.ndarray) -> np.ndarray:
         """Score of every candidate group under `method` (higher is better).
@@ -205,7 +223,7 @@ class GLMState:
             raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
         if method == "single":
             return self._single(cands) / costs[cands]
-        G = self.gradient()
+        G = self.gradient(cands)
         if method == "fr":
             return self._fr_gains(G, cands) / costs[cands]
         norms = np.array([np.sum(G[self.prob.slices[g]] ** 2) for g in cands])
@@ -214,6 +232,7 @@ class GLMState:
     def _single(self, cands) -> np.ndarray:
         """Best single standardised raw column per group: Σ_p (x̃_jᵀ r_p / n)² / var_j."""
         R = self.residual()
+        self.design.passes += 1  # a pass over the raw rows too
         grad = np.zeros((self.used.size, self.P))
         rows = max(1, _CHUNK_BYTES // (8 * max(1, self.used.size)))
         for start in range(0, self.n, rows):
@@ -238,19 +257,29 @@ class GLMState:
         return total
 
     def _weighted_schur(self, w: np.ndarray, cands) -> SchurBlocks:
-        """Blocks of H = [1, Z]ᵀ diag(w) [1, Z]/n + λI(no intercept) needed by the Schur complements."""
-        n, m, k = self.n, len(self.cols), self.Z.shape[1]
-        S1 = np.hstack([np.ones((n, 1)), self.Zs[:, :m]])
-        WS = S1 * w[:, None]
-        H_SS = WS.T @ S1 / n
+        """Blocks of H = [1, Z]ᵀ diag(w) [1, Z]/n + λI(no intercept) needed by the Schur complements.
+
+        One pass over the row chunks of the working design; nothing of size n × k is kept.
+        """
+        n, m, k = self.n, len(self.cols), self.prob.K.shape[0]
+        H_SS, WSZ, C = np.zeros((m + 1, m + 1)), np.zeros((m + 1, k)), np.zeros((k, k))
+        for rows, Zc in self.design.chunks():
+            wc = w[rows, None]
+            S1 = np.hstack([np.ones((Zc.shape[0], 1)), Zc[:, self.cols]])
+            WS = S1 * wc
+            H_SS += WS.T @ S1
+            WSZ += WS.T @ Zc
+            for g in cands:
+                s = self.prob.slices[g]
+                Zg = Zc[:, s]
+                C[s, s] += (Zg * wc).T @ Zg
+        H_SS /= n
         H_SS[1:, 1:] += self.l2 * np.eye(m)
         L = np.linalg.cholesky(H_SS + 1e-12 * max(1.0, float(np.trace(H_SS))) * np.eye(m + 1))
-        V = solve_triangular(L, WS.T @ self.Z / n, lower=True)  # (m+1, k), working-column order
-        C = np.zeros((k, k))
+        V = solve_triangular(L, WSZ / n, lower=True)  # (m+1, k), working-column order
         for g in cands:
             s = self.prob.slices[g]
-            Zg = self.Z[:, s]
-            C[s, s] = (Zg * w[:, None]).T @ Zg / n + self.l2 * np.eye(s.stop - s.start)
+            C[s, s] = C[s, s] / n + self.l2 * np.eye(s.stop - s.start)
         return SchurBlocks(C, V)
 
     # ------------------------------------------------------------------ growth
@@ -273,18 +302,16 @@ class GLMState:
         ([1], True, True)
         """
         s = self.prob.slices[g]
-        m, kg = len(self.cols), s.stop - s.start
-        self.Zs[:, m:m + kg] = self.Z[:, s]
-        if self.Zs_fast is not None:
-            self.Zs_fast[:, m:m + kg] = self.Z[:, s]
+        kg = s.stop - s.start
+        if kg:
+            self._precond.append(self.prob.K[np.ix_(self.cols, range(s.start, s.stop))], self.prob.K[s, s])
         self.cols.extend(range(s.start, s.stop))
         self.order.append(g)
         if self._bound is not None:
             self._grow_bound(g)
-        K_S = self.prob.K[np.ix_(self.cols, self.cols)]
         W0 = np.vstack([self.fit.W, np.zeros((kg, self.P))])
-        fast = None if self.Zs_fast is None else self.Zs_fast[:, :m + kg]
-        self.fit = refit(self.Zs[:, :m + kg], self.Y, K_S, W0, self.fit.b, self.link, self.l2, self.tol, fast)
+        self.fit = refit(self._objective(), self.Y, None, W0, self.fit.b, self.link, self.l2, self.tol,
+                         self._precond)
         return self.fit
 
     def _grow_bound(self, g: int) -> None:
@@ -375,26 +402,29 @@ def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubl
     prob = state.prob
     costs = np.asarray(costs, dtype=np.float64)
     remaining = list(range(prob.n_groups))
-    fits, weights, accs = [state.fit], [[]], [state.accuracy()]
-    scores, violations = [], []
+    fits, weights, accs = [replace(state.fit, f=None)], [[]], [state.accuracy()]
+    scores, violations, passes = [], [], []
     c_first = float(costs.min()) if c_min is None else float(c_min)
     for step in range(1, prob.n_groups + 1):
         limit = float(costs[state.order].sum()) if state.order else c_first
         pool, any_usable, violated = step_pool(prob, remaining, costs, doubling, limit)
         if violated:
             violations.append(step)
+        before = state.design.passes
         sc = state.scores(method, pool, costs) if any_usable else np.zeros(len(pool))
         g = pick_best(sc, pool)
         scores.append(float(sc[pool.index(g)]))
         fits.append(state.add(g))
+        passes.append(state.design.passes - before)
         weights.append(state.weights())
         accs.append(state.accuracy())
         remaining.remove(g)
         if progress is not None:
             progress(step, prob.n_groups, g, fits[-1])
+        fits[-1] = replace(fits[-1], f=None)  # only the summary is kept: J copies of f (n × P) add up
     return GLMSelectionResult(
         order=list(state.order), prefix_weights=weights, intercepts=np.array([f.b for f in fits]),
         log_loss=np.array([f.loss for f in fits]), accuracy=np.array(accs),
         grad_norms=np.array([f.grad_norm for f in fits]), n_evals=np.array([f.n_evals for f in fits]),
-        scores=scores, not_converged=[j for j, f in enumerate(fits) if not f.converged],
+        scores=scores, passes=np.array(passes, dtype=np.int64), not_converged=[j for j, f in enumerate(fits) if not f.converged],
         doubling_violations=violations, unusable=[g for g in range(prob.n_groups) if not prob.usable(g)])

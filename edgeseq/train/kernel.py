@@ -37,14 +37,79 @@ class CholeskyFactor:
     """
 
     def __init__(self, K: np.ndarray, q: np.ndarray, l2: float):
-        self.C = K + l2 * np.eye(K.shape[0])
+        # C = K + λI is never formed (at thousands of working columns each k × k copy is a gigabyte):
+        # its blocks are read from K with λ added on the diagonal. L and V grow inside buffers sized
+        # for every working dimension; np.zeros/np.empty pages become resident only once written.
+        self.K = K
         self.q = q
         self.l2 = l2
         k = K.shape[0]
-        self.L = np.zeros((0, 0))
-        self.V = np.zeros((0, k))
+        self._L = np.zeros((k, k))
+        self._V = np.empty((k, k))
+        self.m = 0  # rows of L and V so far
         self.u = np.zeros((0, q.shape[1]))
         self.blocks: list[tuple[int, slice, np.ndarray, slice]] = []  # (group, working slice, B_g, rows)
+
+    @property
+    def L(self) -> np.ndarray:
+        """Lower Cholesky factor of C_S (m, m), a view.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> f = CholeskyFactor(4.0 * np.eye(2), np.ones((2, 1)), l2=0.0)
+        >>> f.append(0, slice(0, 1), np.ones((1, 1)))
+        >>> f.L.tolist()
+        [[2.0]]
+        """
+        return self._L[:self.m, :self.m]
+
+    @property
+    def V(self) -> np.ndarray:
+        """L⁻¹ C_{S,:} (m, k), a contiguous view.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> f = CholeskyFactor(np.array([[4.0, 2.0], [2.0, 4.0]]), np.ones((2, 1)), l2=0.0)
+        >>> f.append(0, slice(0, 1), np.ones((1, 1)))
+        >>> f.V.tolist()
+        [[2.0, 1.0]]
+        """
+        return self._V[:self.m]
+
+    def c_block(self, rows: slice, cols=None) -> np.ndarray:
+        """C[rows, cols] = K[rows, cols] + λI where they overlap (cols default: all columns).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> f = CholeskyFactor(np.ones((3, 3)), np.ones((3, 1)), l2=0.5)
+        >>> f.c_block(slice(1, 2)).tolist()
+        [[1.0, 1.5, 1.0]]
+        """
+        cols = slice(0, self.K.shape[0]) if cols is None else cols
+        out = np.array(self.K[rows, cols])
+        idx = np.arange(rows.start, rows.stop)
+        inside = (idx >= cols.start) & (idx < cols.stop)
+        out[np.nonzero(inside)[0], idx[inside] - cols.start] += self.l2
+        return out
+
+    def diag_blocks(self, cols: np.ndarray) -> np.ndarray:
+        """C_gg for a stack of candidate blocks, `cols` (m, k) their working columns: (m, k, k).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> f = CholeskyFactor(np.eye(2), np.ones((2, 1)), l2=0.5)
+        >>> f.diag_blocks(np.array([[0], [1]])).ravel().tolist()
+        [1.5, 1.5]
+        """
+        return self.K[cols[:, :, None], cols[:, None, :]] + self.l2 * np.eye(cols.shape[1])
 
     def gradient(self) -> np.ndarray:
         """b = q − C_{:,S} w(S): the correlation of every working direction with the current residual.
@@ -81,7 +146,8 @@ class CholeskyFactor:
         >>> float(f.schur(slice(1, 2))[0, 0]), 1.0 - 0.5 * 0.5 / 2.0
         (0.875, 0.875)
         """
-        return schur_complement(self.C, self.V, s)
+        Vg = self.V[:, s]
+        return self.c_block(s, s) - Vg.T @ Vg
 
     def append(self, g: int, s: slice, b_g: np.ndarray) -> None:
         """Select group `g` (working block `s`, current gradient block `b_g`): grow L, V and u by its rows.
@@ -104,18 +170,16 @@ class CholeskyFactor:
         True
         """
         M = self.schur(s)
-        B, Lg = reduced_cholesky(M, self.C[s, s])
+        B, Lg = reduced_cholesky(M, self.c_block(s, s))
         Vg = self.V[:, s] @ B  # (m, k')
-        new_rows = solve_triangular(Lg, B.T @ (self.C[s, :] - self.V[:, s].T @ self.V), lower=True) \
+        new_rows = solve_triangular(Lg, B.T @ (self.c_block(s) - self.V[:, s].T @ self.V), lower=True) \
             if Lg.size else np.zeros((0, self.V.shape[1]))
         new_u = solve_triangular(Lg, B.T @ b_g, lower=True) if Lg.size else np.zeros((0, self.u.shape[1]))
-        m, kk = self.L.shape[0], Lg.shape[0]
-        L = np.zeros((m + kk, m + kk))
-        L[:m, :m] = self.L
-        L[m:, :m] = Vg.T
-        L[m:, m:] = Lg
-        self.L = L
-        self.V = np.vstack([self.V, new_rows])
+        m, kk = self.m, Lg.shape[0]
+        self._L[m:m + kk, :m] = Vg.T
+        self._L[m:m + kk, m:m + kk] = Lg
+        self._V[m:m + kk] = new_rows
+        self.m = m + kk
         self.u = np.vstack([self.u, new_u])
         self.blocks.append((g, s, B, slice(m, m + kk)))
 
@@ -184,6 +248,18 @@ class SchurBlocks:
         """
         return schur_complement(self.C, self.V, s)
 
+    def diag_blocks(self, cols: np.ndarray) -> np.ndarray:
+        """C_gg for a stack of candidate blocks, `cols` (m, k) their working columns, as `CholeskyFactor`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import SchurBlocks
+        >>> SchurBlocks(np.diag([2.0, 3.0]), np.zeros((0, 2))).diag_blocks(np.array([[1]])).tolist()
+        [[[3.0]]]
+        """
+        return self.C[cols[:, :, None], cols[:, None, :]]
+
 
 def reduced_cholesky(M: np.ndarray, C_gg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Basis B of M's non-null directions and the Cholesky factor of Bᵀ M B.
@@ -239,9 +315,12 @@ def schur_gains(factor, b: np.ndarray, slices, cands) -> np.ndarray:
         if k == 0:
             continue
         cols = np.array([np.arange(slices[cands[i]].start, slices[cands[i]].stop) for i in idx])  # (m, k)
-        Vg = factor.V[:, cols]  # (rows, m, k)
-        Cgg = factor.C[cols[:, :, None], cols[:, None, :]]  # (m, k, k)
-        M = Cgg - np.einsum("rmi,rmj->mij", Vg, Vg)
+        Cgg = factor.diag_blocks(cols)  # (m, k, k)
+        M = np.empty_like(Cgg)
+        V = factor.V
+        for j, i in enumerate(idx):  # one BLAS product on a view of V per candidate: no (rows, m, k) gather
+            Vg = V[:, slices[cands[i]]]
+            M[j] = Cgg[j] - Vg.T @ Vg
         bb = b[cols]  # (m, k, P)
         tol = SCHUR_RTOL * np.maximum(1.0, np.trace(Cgg, axis1=1, axis2=2) / k)[:, None]
         evals, evecs = np.linalg.eigh(M)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, chunk_moments
+from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, add_outer, chunk_moments
 
 _CHUNK_BYTES = 64 * 2**20  # bound on the rows read at a time (the chunk itself is used in place)
 
@@ -130,20 +130,48 @@ class SufficientStats:
             return self
         if self.n == 0:
             return other
+        out = SufficientStats(self.n, self.x_mean.copy(), self.y_mean.copy(), self.xx.copy(), self.xy.copy(),
+                              self.yy.copy())
+        return out.absorb(other)
+
+    def absorb(self, other: "SufficientStats") -> "SufficientStats":
+        """`merge` in place: add `other`'s rows into these arrays and return self.
+
+        The chunked pass merges one chunk at a time; forming the merged d × d sums as new arrays held
+        four or five d × d temporaries at once (gigabytes at ten thousand columns). Here the outer
+        product is added a band of rows at a time, so the only d × d arrays are the two being merged.
+        The arithmetic is the same, in the same order, as `merge`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(10, 3)); y = rng.normal(size=10)
+        >>> a = sufficient_statistics(X[:4], y[:4]); b = sufficient_statistics(X[4:], y[4:])
+        >>> merged = a.merge(b)
+        >>> a.absorb(b) is a, np.array_equal(a.xx, merged.xx), a.n
+        (True, True, 10)
+        """
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            self.n, self.x_mean, self.y_mean = other.n, other.x_mean.copy(), other.y_mean.copy()
+            self.xx, self.xy, self.yy = other.xx.copy(), other.xy.copy(), other.yy.copy()
+            return self
         if self.x_mean.shape != other.x_mean.shape or self.y_mean.shape != other.y_mean.shape:
             raise InputError("cannot merge statistics of data with different numbers of columns")
         n = self.n + other.n
         dx = other.x_mean - self.x_mean
         dy = other.y_mean - self.y_mean
         f = self.n * other.n / n
-        return SufficientStats(
-            n=n,
-            x_mean=self.x_mean + dx * (other.n / n),
-            y_mean=self.y_mean + dy * (other.n / n),
-            xx=self.xx + other.xx + f * np.outer(dx, dx),
-            xy=self.xy + other.xy + f * np.outer(dx, dy),
-            yy=self.yy + other.yy + f * np.outer(dy, dy),
-        )
+        for acc, part, left, right in ((self.xx, other.xx, dx, dx), (self.xy, other.xy, dx, dy),
+                                       (self.yy, other.yy, dy, dy)):
+            acc += part
+            add_outer(acc, left, right, f)
+        self.n = n
+        self.x_mean = self.x_mean + dx * (other.n / n)
+        self.y_mean = self.y_mean + dy * (other.n / n)
+        return self
 
     def take(self, idx) -> "SufficientStats":
         """Statistics of a subset (or reordering) of the columns: they are just the matching entries.
@@ -190,7 +218,7 @@ class SufficientStats:
         h = hashlib.sha256()
         h.update(np.int64(self.n).tobytes())
         for a in (self.x_mean, self.y_mean, self.xx, self.xy, self.yy):
-            h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+            h.update(np.ascontiguousarray(a, dtype=np.float64))  # its buffer: the same bytes, no copy
         return h.hexdigest()[:16]
 
 
@@ -392,7 +420,8 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
         if ref is None:
             ref = Reference.from_probe(xc, yc)
         part = SufficientStats(*chunk_moments(xc, yc, ref, fast=fast))
-        total = part if total is None else total.merge(part)
+        total = part if total is None else total.absorb(part)  # in place: no d × d temporaries
+        del part  # else the last chunk's d × d Gram stays alive while the next one is computed
         if on_chunk is not None:
             on_chunk(xc.shape[0])
     if total is not None and take is not None:
