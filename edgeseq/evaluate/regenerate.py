@@ -19,7 +19,25 @@ from edgeseq.export.names import onnx_input_names
 from edgeseq.export.onnx_graphs import build_prefix_graph
 
 
-def _same(shipped: Path, expected: bytes, what: str) -> None:
+def require_identical(shipped: Path, expected: bytes, what: str) -> None:
+    """IntegrityError unless the shipped file holds exactly the bytes edgeseq generates for it.
+
+    One check for every regenerated artefact (linear and tree graphs, linear and tree C), so that
+    verify never loads or compiles anything it did not write itself.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.evaluate.regenerate import require_identical
+    >>> f = Path(tempfile.mkdtemp()) / "model.c"
+    >>> _ = f.write_bytes(b"int x;")
+    >>> require_identical(f, b"int x;", "C model")      # silent: identical
+    >>> require_identical(f, b"int y;", "C model")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: ...model.c differs from the C model edgeseq generates...
+    """
     if shipped.read_bytes() != expected:
         raise IntegrityError(f"{shipped} differs from the {what} edgeseq generates from the export's own "
                              "weights (edited after export, or not written by this edgeseq); it is not "
@@ -75,9 +93,9 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     out, c_dir = Path(out_dir), Path(c_dir)
     write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
     for name in (C_HEADER, C_SOURCE):
-        _same(out / name, (c_dir / name).read_bytes(), "C model")
+        require_identical(out / name, (c_dir / name).read_bytes(), "C model")
     names = onnx_input_names(seq.group_names)
     for j, p in enumerate(manifest["prefixes"]):
         graph = build_prefix_graph(seq, j, names, model_name=manifest["model_name"],
                                    batch_size=manifest.get("batch_size"), labels=labels_of(manifest))
-        _same(out / p["file"], graph.SerializeToString(), f"graph of prefix {j}")
+        require_identical(out / p["file"], graph.SerializeToString(), f"graph of prefix {j}")

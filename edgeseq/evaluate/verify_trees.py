@@ -197,7 +197,7 @@ def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
     >>> _ = export_model(model, out)
     >>> check_generated_stage_graphs(out, read_verified(out), tree_model_from_export(out))   # silent: identical
     """
-    from edgeseq.evaluate.regenerate import _same
+    from edgeseq.evaluate.regenerate import require_identical
     from edgeseq.export.onnx_trees import build_stage_graph
 
     out = Path(out_dir)
@@ -205,7 +205,7 @@ def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
     for k, p in enumerate(manifest["prefixes"]):
         graph = build_stage_graph(model, k, names, model_name=manifest["model_name"],
                                   batch_size=manifest.get("batch_size"), labels=labels_of(manifest))
-        _same(out / p["file"], graph.SerializeToString(), "stage graph")
+        require_identical(out / p["file"], graph.SerializeToString(), "stage graph")
 
 
 def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c: bool, require_c: bool,
@@ -239,14 +239,14 @@ def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c
         return None, "C column skipped: the export has no C model"
     import tempfile
 
-    from edgeseq.evaluate.regenerate import _same
+    from edgeseq.evaluate.regenerate import require_identical
     from edgeseq.export.c_harness import find_c_compiler, run_c
     from edgeseq.export.c_trees import tree_feature_order, write_c_tree_model
 
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
         write_c_tree_model(model, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
         for name in (manifest["c"]["header"], manifest["c"]["source"]):
-            _same(Path(out_dir) / name, (Path(c_dir) / name).read_bytes(), "C model")
+            require_identical(Path(out_dir) / name, (Path(c_dir) / name).read_bytes(), "C model")
         try:
             find_c_compiler(compiler)
         except CCompilerError as exc:

@@ -174,7 +174,8 @@ def sequence_trees(model: TreeStageModel, X_val, y_val, *, l2: float = 1e-3, pro
             moves.setdefault(groups_of[t] - paid, []).append(t)
         best = None
         for missing in sorted(moves, key=lambda m: (sum(model.costs[g] for g in m), sorted(m)))[:MAX_MOVES_PER_STEP]:
-            gained = [t for t in locked if groups_of[t] <= paid | missing]
+            affordable = paid | missing
+            gained = [t for t in locked if groups_of[t] <= affordable]
             cost = float(sum(model.costs[g] for g in missing))
             trial = fitter.fit(Z + state_of(gained), current, SCORE_TOL)
             score = (current.loss - trial.loss) / cost
