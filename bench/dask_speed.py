@@ -39,7 +39,12 @@ from edgeseq.train.dask_stats import partitioned_statistics
 from edgeseq.train.stats import sufficient_statistics
 
 
-def write_shards(out: Path, rows: int, d: int, shard_rows: int, seed: int = 0) -> list[Path]:
+def write_shards(out: Path, rows: int, d: int, shard_rows: int, seed: int = 0) -> tuple[list[Path], bool]:
+    """Write the shards, or reuse a complete earlier set with the same shape and seed (the marker file
+    is written only after the last shard, so an interrupted write is never reused); says which."""
+    marker, shape = out / "COMPLETE.json", {"rows": rows, "d": d, "shard_rows": shard_rows, "seed": seed}
+    if marker.is_file() and json.loads(marker.read_text()) == shape:
+        return sorted(out.glob("part-*.npy")), True
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     w = rng.standard_normal(d).astype(np.float32)
@@ -56,7 +61,8 @@ def write_shards(out: Path, rows: int, d: int, shard_rows: int, seed: int = 0) -
         arr.flush()
         del arr
         paths.append(path)
-    return paths
+    marker.write_text(json.dumps(shape))
+    return paths, False
 
 
 def single_process(paths):
@@ -101,7 +107,8 @@ def main():
     ap.add_argument("--shard-rows", type=int, default=250_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dir", type=Path, default=Path(f"/tmp/edgeseq-dask-bench-{os.getpid()}"))
-    ap.add_argument("--keep", action="store_true", help="keep the shards afterwards")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the shards afterwards (a later run with the same --dir and shape reuses them)")
     ap.add_argument("--result", default="dask_speed",
                     help="name of the result file under bench/results (the out-of-core run keeps its own)")
     args = ap.parse_args()
@@ -109,10 +116,10 @@ def main():
 
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    paths = write_shards(args.dir, args.rows, args.d, args.shard_rows)
+    paths, reused = write_shards(args.dir, args.rows, args.d, args.shard_rows)
     t_write = time.perf_counter() - t0
     data_bytes = sum(p.stat().st_size for p in paths)
-    print(f"wrote {len(paths)} shards, {data_bytes / 2**30:.2f} GiB in {t_write:.1f} s", flush=True)
+    print(f"{len(paths)} shards, {data_bytes / 2**30:.2f} GiB ready in {t_write:.1f} s", flush=True)
 
     with threadpool_limits(limits=1, user_api="blas"):
         t0 = time.perf_counter()
@@ -159,7 +166,7 @@ def main():
         "workers": args.workers, "threads_per_worker": 1,
         "data_bytes": data_bytes, "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
-        "seconds": {"write_shards": t_write, "single_process_pass_1_thread": t_single,
+        "shards_reused": reused, "seconds": {"write_shards": t_write, "single_process_pass_1_thread": t_single,
                     "single_process_pass_default_threads": t_single_mt, "cluster_pass": t_cluster},
         "rows_per_second": {"in_memory_single_process_1_thread": rps_in_memory,
                             "single_process_1_thread": args.rows / t_single,
