@@ -21,6 +21,7 @@ from edgeseq.export.c_harness import STRICT_FLAGS, CCompilerError, compile_c, ru
 from edgeseq.format import C_HEADER
 
 _PREFIX_RE = re.compile(r"extern const es16_model (\w+)_model;")
+MAX_BUDGETS = 128  # tests/driver_i16.c holds this many budgets (1 KB of a 16 KB micro:bit's RAM)
 SOFT_FLOAT = re.compile(r"__aeabi_[fd]\w*|__(add|sub|mul|div)[sd]f3|__float\w*|__fix\w*|__extendsfdf2|__truncdfsf2")
 
 
@@ -129,6 +130,8 @@ def write_budget_bits(budgets, path) -> None:
     '3ff00000 00000000\\n80000000 00000000\\n'
     """
     lines = []
+    if np.size(budgets) > MAX_BUDGETS:
+        raise InputError(f"{np.size(budgets)} budgets; the int16 test driver takes at most {MAX_BUDGETS}")
     for b in np.ravel(np.asarray(budgets, dtype=np.float64)):
         bits = struct.unpack("<Q", struct.pack("<d", float(b)))[0]
         lines.append(f"{bits >> 32:08x} {bits & 0xFFFFFFFF:08x}\n")

@@ -145,9 +145,8 @@ static void es16_affine(const es16_model *m, const int16_t *x, uint32_t d, uint3
     uint32_t i;
     for (p = 0u; p < P; ++p) {
         int32_t acc = b[p];
-        const int16_t *col = w + p;
-        for (i = 0u; i < d; ++i, col += P) {
-            acc += (int32_t)x[i] * (int32_t)*col;
+        for (i = 0u; i < d; ++i) { /* d == 0 for prefix 0, whose coef may be NULL: never indexed */
+            acc += (int32_t)x[i] * (int32_t)w[(size_t)i * P + p];
         }
         z[p] = acc;
     }

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "edgeseq_select_i16.h"
-#define MAX_BUDGETS 64u
+#define MAX_BUDGETS 128u /* c_int16_run.MAX_BUDGETS */
 
 static int16_t x_buf[ES16_N_FEATURES + 1u];
 static int16_t row[ES16_N_FEATURES + 1u];
