@@ -62,8 +62,9 @@ def in_place_commit_runtime(dst_dir):
     published): the negative control every interrupt test must catch tearing. Returns its path."""
     src = (runtime_dir() / "edgeseq_runtime.c").read_text()
     broken = src.replace("const uint32_t target = (s->seq + 1u) & 1u;", "const uint32_t target = s->seq & 1u;")
-    broken = broken.replace("s->seq = s->seq + 1u;", "s->seq = s->seq + 2u;")  # same slot stays published
-    assert broken.count("target = s->seq & 1u") == 1 and "s->seq + 2u" in broken
+    # publish twice (seq + 2): the same slot stays published while the next commit writes into it
+    broken = broken.replace("ES_SEQLOCK_PUBLISH(s->seq);", "ES_SEQLOCK_PUBLISH(s->seq); ES_SEQLOCK_PUBLISH(s->seq);")
+    assert broken.count("target = s->seq & 1u") == 1 and broken.count("ES_SEQLOCK_PUBLISH(s->seq);") == 2
     path = dst_dir / "edgeseq_runtime.c"
     path.write_text(broken)
     return path
