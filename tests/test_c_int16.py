@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_support import SAN, boundary_budgets, compilers
+from c_support import SAN, boundary_budgets, compilers, in_place_commit_runtime, interrupt_model
 from click.testing import CliRunner
 
 from edgeseq.budget import resolve_prefix
@@ -266,3 +266,35 @@ def test_manifest_int16_entry_must_match_dtype(cli_files, tmp_path):
     del m["c"]["dtype"]
     with pytest.raises(IntegrityError, match="c.int16"):
         check_cross_fields(m)
+
+
+# ------------------------------------------------------------------ the shared commit under interrupts
+
+SYSTICK_PERIOD = 499  # core cycles between interrupts (as tests/test_c_qemu.py)
+SYSTICK_PASSES = 300
+
+
+def _systick_i16(tmp_path, target, runtime_source):
+    from edgeseq.export.c_arm import build_arm, run_qemu
+    d = interrupt_model(tmp_path / "model", int16=True)
+    elf = build_arm([runtime_source, d / "edgeseq_model.c", runtime_dir() / "tests" / "qemu" / "systick_test.c"],
+                    tmp_path / "systick_i16.elf", INT_TARGETS[target], include_dirs=[d, runtime_dir()],
+                    defines=["ES16_PREFIX=safety"])
+    proc = run_qemu(elf, INT_TARGETS[target], [str(SYSTICK_PERIOD), str(SYSTICK_PASSES)], check=False,
+                    extra=("-icount", "shift=3"))
+    tok = proc.stdout.split()
+    counts = {tok[i]: int(tok[i + 1]) for i in range(0, len(tok) - 1, 2) if tok[i] in ("reads", "during_push", "torn")}
+    return proc.returncode, counts
+
+
+@pytest.mark.skipif(_ARM is not None, reason=f"emulated Cortex-M tests skipped: {_ARM}")
+@pytest.mark.parametrize("target", list(INT_TARGETS))
+def test_systick_reads_of_the_int16_runtime_are_never_torn(tmp_path, target):
+    """The integer runtime commits through the float runtime's seqlock (edgeseq_seqlock.h): SysTick
+    reads during pushes are checked bit for bit; the in-place-commit copy is caught (the control)."""
+    rc, counts = _systick_i16(tmp_path, target, runtime_dir() / "edgeseq_runtime_i16.c")
+    print(f"\n{target} int16: {counts}")
+    assert rc == 0 and counts["torn"] == 0 and counts["during_push"] >= 100, counts
+    rc, counts = _systick_i16(tmp_path, target, in_place_commit_runtime(tmp_path, "edgeseq_runtime_i16.c"))
+    print(f"{target} int16, in-place commit: {counts}")
+    assert rc == 1 and counts["torn"] > 0, counts
