@@ -237,6 +237,9 @@ def test_cli_int16_export_manifest_and_inspect(cli_files, tmp_path):
     assert "extern const es16_model" in (tmp_path / "out" / "edgeseq_model.h").read_text()
     shown = _invoke("inspect", tmp_path / "out")
     assert shown.exit_code == 0 and "int16 C model" in shown.output and "accuracy +" in shown.output
+    from edgeseq.evaluate.verify import verify_export
+    rep = verify_export(tmp_path / "out")  # the graphs are still checked; the int16 C is not regenerated
+    assert rep.ok and "int16" in rep.c_note
 
 
 def test_cli_int16_without_calibration_is_one_clear_error(cli_files, tmp_path):
