@@ -208,9 +208,12 @@ def feature_scales(X_prefix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     lo, hi = X_prefix.min(axis=0), X_prefix.max(axis=0)
     shifts, offsets = [], []
-    for a, b in zip(lo.tolist(), hi.tolist()):
-        mid, half = (a + b) / 2.0, (b - a) / 2.0
+    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        mid, half = a / 2.0 + b / 2.0, b / 2.0 - a / 2.0  # halves first: no overflow near the float64 limit
         s = min(_max_shift(half, INT16_MAX - 1.0), _max_shift(abs(mid), 2.0**30))
+        if math.ldexp(half, s) > INT16_MAX - 1.0 or math.ldexp(abs(mid), s) > 2.0**30:
+            raise InputError(f"calibration column {i} of the prefix spans [{a:.3g}, {b:.3g}], beyond what an int16 "
+                             f"feature with a shift of at least -{SHIFT_LIMIT - 1} can hold; rescale that feature")
         shifts.append(s)
         offsets.append(int(np.rint(math.ldexp(mid, s))))
     return np.array(shifts, dtype=np.int64), np.array(offsets, dtype=np.int64)
@@ -482,11 +485,22 @@ def prefix_losses(seq: FittedSequence, qm: Int16Model, X: np.ndarray, y=None) ->
             entry["max_abs_error"] = float(np.abs(zi - zf).max())
         else:
             lf = np.argmax(f, axis=1)
-            ref = lf if y is None else np.searchsorted(seq.classes, np.asarray(y))
+            ref = lf if y is None else _class_indices(seq, y)
             entry["accuracy_loss_pp"] = float(100.0 * ((lf == ref).mean() - (label == ref).mean()))
             entry["label_agreement"] = float((label == lf).mean())
         out.append(entry)
     return out
+
+
+def _class_indices(seq: FittedSequence, y) -> np.ndarray:
+    """Index into ``seq.classes`` of every calibration label; InputError for a label the model does not know."""
+    index = {c: i for i, c in enumerate(np.asarray(seq.classes).tolist())}
+    labels = np.asarray(y).tolist()
+    unknown = [v for v in labels if v not in index]
+    if unknown:
+        raise InputError(f"calibration label {unknown[0]!r} is not one of the model's classes "
+                         f"{list(index)[:10]}")
+    return np.array([index[v] for v in labels], dtype=np.int64)
 
 
 def _explained_variance(y: np.ndarray, p: np.ndarray) -> float:

@@ -301,3 +301,14 @@ def test_systick_reads_of_the_int16_runtime_are_never_torn(tmp_path, target):
     rc, counts = _systick_i16(tmp_path, target, in_place_commit_runtime(tmp_path, "edgeseq_runtime_i16.c"))
     print(f"{target} int16, in-place commit: {counts}")
     assert rc == 1 and counts["torn"] > 0, counts
+
+
+def test_calibration_problems_are_one_line_input_errors():
+    from edgeseq.errors import InputError
+    seq = _wide_sequence(2, 1.0, 0.0)
+    with pytest.raises(InputError, match="beyond what an int16 feature"):
+        quantize_sequence(seq, np.array([[-1e300, 0.0], [1e300, 1.0]]))
+    X, y = _data("binary")
+    seq, _ = reference_model("binary")
+    with pytest.raises(InputError, match="calibration label '(benign|malignant)' is not one of the model's classes"):
+        quantize_sequence(seq, X, np.where(y == 1, "benign", "malignant"))
