@@ -178,6 +178,18 @@ def test_the_runtime_rejects_a_descriptor_whose_headroom_fails(model, tmp_path):
         run_int16_host(tmp_path, xq[:2])
 
 
+@pytest.mark.parametrize("cc", compilers())
+def test_status_codes_budget_bits_and_tight_headroom_in_c(cc, tmp_path):
+    """runtime_c/tests/status_i16.c: error codes leave the state unchanged; -0.0, +inf, NaN and negative
+    budgets; refused descriptors; exact sums at the int16 limits of a model at the bound (ASan/UBSan)."""
+    import subprocess
+    from edgeseq.export.c_harness import compile_c
+    exe = compile_c([runtime_dir() / "edgeseq_runtime_i16.c", runtime_dir() / "tests" / "status_i16.c"],
+                    tmp_path / "status_i16", include_dirs=[runtime_dir()], compiler=cc, flags=SAN, libs=())
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "status_i16 ok", proc.stdout + proc.stderr
+
+
 def _code_only(text: str) -> str:
     """C text without comments and string literals (names may say anything)."""
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
