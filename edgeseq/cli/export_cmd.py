@@ -59,7 +59,7 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
             ds = read_data(calibration_data, target, getattr(seq, "task", "regression"))
             calibration = (ds.X, ds.y)
     what = (f"{len(seq.stages)} tree-stage graphs and manifest" if hasattr(seq, "stages")
-            else f"{seq.n_prefixes} prefix graphs, {c_dtype} C model and manifest")
+            else f"{seq.n_prefixes} prefix graphs, {'int16 ' if c_dtype == 'int16' else ''}C model and manifest")
     with progress.stage("export", f"{what} to {out_dir}"):
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
                          batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration)
