@@ -243,6 +243,7 @@ def check_cross_fields(manifest: dict) -> None:
     _check_costs(manifest)
     _check_outputs(manifest)
     _check_files(manifest)
+    _check_c_int16(manifest)
 
 
 def stage_kind(manifest: dict) -> str:
@@ -282,6 +283,33 @@ def stage_group_counts(manifest: dict) -> list[int]:
 
 def _bad(field: str, problem: str) -> IntegrityError:
     return IntegrityError(f"{MANIFEST}: {field} {problem}")
+
+
+def c_dtype(manifest: dict) -> str:
+    """Number type of the export's C model: ``"float32"`` (also when absent: every export before the
+    integer models) or ``"int16"``.
+
+    Examples
+    --------
+    >>> from edgeseq.format import c_dtype
+    >>> c_dtype({"c": {"prefix": "m"}}), c_dtype({"c": {"dtype": "int16"}}), c_dtype({"c": None})
+    ('float32', 'int16', 'float32')
+    """
+    return (manifest.get("c") or {}).get("dtype", "float32")
+
+
+def _check_c_int16(m: dict) -> None:
+    """dtype int16 comes with its int16 entry (and only then), one entry per prefix and per feature."""
+    c = m["c"] or {}
+    if (c_dtype(m) == "int16") != ("int16" in c):
+        raise _bad("c.int16", "must be present exactly when c.dtype is int16")
+    if "int16" not in c:
+        return
+    q = c["int16"]
+    if [p["index"] for p in q["prefixes"]] != list(range(len(m["prefixes"]))):
+        raise _bad("c.int16.prefixes", f"must list prefixes 0..{len(m['prefixes']) - 1} in order")
+    if len(q["features"]) != sum(g["dim"] for g in m["groups"]):
+        raise _bad("c.int16.features", "must have one entry per feature of the full prefix")
 
 
 def _check_prefixes(m: dict) -> None:

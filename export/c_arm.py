@@ -7,7 +7,10 @@ line, host files (feature rows, budgets) and printf output, so the host-side par
 `c_harness` read the results unchanged. Every qemu run is bounded by a timeout.
 
 Targets: Cortex-M4F (mps2-an386, single-precision FPU, hard-float ABI) and Cortex-M3
-(mps2-an385, no FPU: float arithmetic in libgcc's IEEE soft-float).
+(mps2-an385, no FPU: float arithmetic in libgcc's IEEE soft-float); for the integer (int16) models
+also Cortex-M0 (qemu's `microbit`: ARMv6-M, no FPU, 16 KB RAM, 256 KB flash) in `INT_TARGETS`. The
+M0 is kept out of `TARGETS`, whose float test programs load whole row files and are not sized for
+16 KB of RAM.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class ArmTarget:
     cpu_flags: tuple
     machine: str
     qemu_cpu: str
+    linker_script: str = "mps2.ld"  # in runtime_c/tests/qemu
+    defines: tuple = ()  # for the start-up file (e.g. the stack top of a smaller RAM)
 
 
 TARGETS = {
@@ -54,6 +59,11 @@ TARGETS = {
                             "mps2-an386", "cortex-m4"),
     "cortex-m3": ArmTarget("cortex-m3", ("-mcpu=cortex-m3", "-mfloat-abi=soft", "-mthumb"), "mps2-an385", "cortex-m3"),
 }
+
+CORTEX_M0 = ArmTarget("cortex-m0", ("-mcpu=cortex-m0", "-mthumb", "-mfloat-abi=soft"), "microbit", "cortex-m0",
+                      linker_script="microbit.ld", defines=("ES_STACK_TOP=0x20004000u",))
+# cores without an FPU, where the int16 models are meant to run
+INT_TARGETS = {"cortex-m0": CORTEX_M0, "cortex-m3": TARGETS["cortex-m3"]}
 
 
 def qemu_dir() -> Path:
@@ -119,9 +129,9 @@ def build_arm(sources, out_path, target: ArmTarget, *, include_dirs=(), defines=
     '42\n'
     """
     qdir = qemu_dir()
-    return compile_c([qdir / "startup.c", *sources], out_path, include_dirs=[qdir, *include_dirs], defines=defines,
-                     compiler=ARM_CC, flags=STRICT_FLAGS,
-                     extra=(*target.cpu_flags, opt, "-T", str(qdir / "mps2.ld"), "--specs=rdimon.specs"),
+    return compile_c([qdir / "startup.c", *sources], out_path, include_dirs=[qdir, *include_dirs],
+                     defines=(*target.defines, *defines), compiler=ARM_CC, flags=STRICT_FLAGS,
+                     extra=(*target.cpu_flags, opt, "-T", str(qdir / target.linker_script), "--specs=rdimon.specs"),
                      libs=("-lm",))
 
 

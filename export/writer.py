@@ -193,7 +193,7 @@ def _c_generator():
 
 
 def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size=None,
-                   ort=None, labels: str = "graph") -> dict:
+                   ort=None, labels: str = "graph", c_int16: dict | None = None) -> dict:
     """The manifest dict (with its checksum) for files already written.
 
     Parameters
@@ -214,6 +214,9 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
         The ORT-format entry, if written.
     labels : {"graph", "runtime"}
         Where a classifier's label is chosen; recorded only when it is the runtime.
+    c_int16 : dict, optional
+        `c_int16.int16_manifest_entry` when the C model is the int16 one; a float32 export's
+        manifest stays exactly as before (no ``dtype`` key in ``c``).
 
     Returns
     -------
@@ -263,7 +266,8 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
         "feature_mean": None if seq.feature_mean is None else _jsonable(seq.feature_mean),
         "feature_std": None if seq.feature_std is None else _jsonable(seq.feature_std),
         "groups": groups, "prefixes": prefixes, "files": c_files,
-        "c": {"prefix": c_prefix, "header": C_HEADER, "source": C_SOURCE},
+        "c": {"prefix": c_prefix, "header": C_HEADER, "source": C_SOURCE,
+              **({} if c_int16 is None else {"dtype": "int16", "int16": c_int16})},
         "doubling_violations": [int(v) for v in seq.doubling_violations],
         "provenance": _jsonable(seq.provenance),
         **labels_entry(labels),
@@ -274,7 +278,7 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
 
 
 def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model, batch_size=None,
-               ort=False, labels: str = "graph") -> dict:
+               ort=False, labels: str = "graph", c_int16: dict | None = None) -> dict:
     input_names = onnx_input_names(seq.group_names)
     diffs = float32_diffs(seq, sample_inputs(seq, check_stats))
     prefix_files = []
@@ -303,7 +307,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
         c_files += [{"file": f, "sha256": sha256_file(tmp / f)} for f in [*ort_files, config]]
         ort_entry = {"prefixes": ort_files, "operators_config": config}
     manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size,
-                              ort_entry, labels)
+                              ort_entry, labels, c_int16)
     atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest
@@ -345,7 +349,8 @@ def _not_an_export(out: Path) -> str | None:
 
 
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
-                 check_stats=None, batch_size=None, ort=False, labels: str = "graph") -> dict:
+                 check_stats=None, batch_size=None, ort=False, labels: str = "graph", c_dtype: str = "float32",
+                 calibration=None) -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -362,6 +367,10 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     build (see ort_format).
     `labels`: "runtime" leaves a classifier's ArgMax out of the graphs (NNAPI and CoreML run none);
     edgeseq's runtime then picks the first most probable class itself, as the C runtime does.
+    `c_dtype`: "float32" (default) or "int16" -- the integer C model of `export/c_int16.py` for cores
+    without an FPU (linear and GLM models only); it needs `calibration`, a pair (X, y) of rows with
+    the model's raw columns (y may be None) from which the feature ranges and the recorded
+    accuracy/explained-variance loss are taken.
 
     Returns
     -------
@@ -403,6 +412,10 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
         check_float32(seq)
     _check_batch_size(batch_size)
+    if c_dtype not in ("float32", "int16"):
+        raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
+    if c_dtype == "int16" and tree_model is not None:
+        raise ExportError("--c-dtype int16 covers linear and GLM models; tree-stage models export float32 C only")
     check_labels(labels, tree_model.link if tree_model is not None else seq.link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
@@ -419,8 +432,25 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         return _write_atomically(out, force, lambda tmp: write_tree_export(
             tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
             labels=labels))
+    write_c, c_int16 = cgen.write_c_model, None
+    if c_dtype == "int16":
+        write_c, c_int16 = _int16_writer(seq, calibration)
     return _write_atomically(out, force, lambda tmp: _write_all(seq, tmp, model_name, c_prefix, check_stats,
-                                                               cgen.write_c_model, batch_size, ort, labels))
+                                                               write_c, batch_size, ort, labels, c_int16))
+
+
+def _int16_writer(seq: FittedSequence, calibration):
+    """(C writer, manifest entry) of the int16 model: quantised once, here, from the calibration rows."""
+    from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
+    from edgeseq.export.quantize import quantize_sequence
+
+    if calibration is None:
+        raise ExportError("--c-dtype int16 needs calibration rows for the feature ranges (--calibration-data FILE); "
+                          "the model file stores no sample rows")
+    X, y = calibration
+    qm = quantize_sequence(seq, X, y)
+    return ((lambda s, tmp, prefix, model_name: write_c_int16_model(s, qm, tmp, prefix, model_name)),
+            int16_manifest_entry(seq, qm, len(X)))
 
 
 def _tree_model_of(obj):

@@ -392,13 +392,7 @@ static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
     s->filled += n_new;
     s->slot_prefix[target] = j;
     s->slot_label[target] = label;
-    ES_FENCE_RELEASE(); /* (1) the slot's contents become visible before the counter that publishes it */
-    s->seq = s->seq + 1u;
-    /* (2) the new counter becomes visible before any later store into the slot it just retired: the
-       next commit writes slot (seq + 1) & 1, which a reader that loaded the previous seq may still be
-       copying. Without this fence a weakly ordered core (ARMv7-A/v8, POWER) may expose those slot
-       stores first; that reader would then re-read an unchanged seq and accept a torn copy. */
-    ES_FENCE_RELEASE();
+    ES_SEQLOCK_PUBLISH(s->seq); /* see edgeseq_seqlock.h */
     ES_ON_COMMIT(s);
     return ES_OK;
 }
@@ -601,8 +595,6 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
 
 es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *label)
 {
-    uint32_t before;
-    uint32_t after;
     uint32_t p;
     uint32_t slot;
     uint32_t pre;
@@ -618,10 +610,7 @@ es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *l
     /* seqlock read: load seq, acquire fence, copy the slot seq & 1, acquire fence, load seq again;
        retry if it changed. A copy that saw any store of a later commit into this slot also sees that
        commit's preceding counter increment (fence (2) in es_commit pairs with the second acquire). */
-    do {
-        before = s->seq;
-        ES_FENCE_ACQUIRE(); /* read the counter before the slot it designates (pairs with fence (1)) */
-        slot = before & 1u;
+    ES_SEQLOCK_READ(s->seq, slot, {
         pre = s->slot_prefix[slot];
         lab = s->slot_label[slot];
         if (out != NULL) {
@@ -630,9 +619,7 @@ es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *l
                 out[p] = src[p];
             }
         }
-        ES_FENCE_ACQUIRE(); /* finish reading the slot before re-reading the counter */
-        after = s->seq;
-    } while (after != before);
+    });
     if (prefix != NULL) {
         *prefix = pre;
     }
@@ -655,9 +642,7 @@ uint32_t es_prefix(const es_state *s)
 
 es_status es_prefix_for_budget(const es_model *m, double budget, uint32_t *prefix)
 {
-    uint32_t j;
     uint32_t n;
-    uint32_t best = 0;
     if (m == NULL || prefix == NULL) {
         return ES_ERR_NULL;
     }
@@ -672,13 +657,6 @@ es_status es_prefix_for_budget(const es_model *m, double budget, uint32_t *prefi
         *prefix = n - 1u; /* a model without costs: every stage is free */
         return ES_OK;
     }
-    /* the LAST j with cum_cost[j] <= budget, as Python's rule states it (no early exit, so a
-       hand-made table that is not monotone still gives Python's answer) */
-    for (j = 0; j < n; ++j) {
-        if (m->cum_cost[j] <= budget) {
-            best = j;
-        }
-    }
-    *prefix = best;
+    ES_LAST_AFFORDABLE(m->cum_cost, n, budget, prefix); /* Python's rule, edgeseq_seqlock.h */
     return ES_OK;
 }

@@ -133,15 +133,7 @@ extern "C" {
 /* Bumped when es_model's layout changes; a generated model records the version it was made for. */
 #define ES_ABI_VERSION 3u
 
-#ifndef ES_FENCE_RELEASE
-#if defined(__GNUC__) && defined(__ATOMIC_RELEASE)
-#define ES_FENCE_RELEASE() __atomic_thread_fence(__ATOMIC_RELEASE)
-#define ES_FENCE_ACQUIRE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
-#else
-#define ES_FENCE_RELEASE() ((void)0)
-#define ES_FENCE_ACQUIRE() ((void)0)
-#endif
-#endif
+#include "edgeseq_seqlock.h" /* ES_FENCE_RELEASE/ACQUIRE (overridable), the shared commit and budget rule */
 
 typedef enum {
     ES_LINK_IDENTITY = 0, /* regression: prediction = z (P values) */

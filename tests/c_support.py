@@ -57,14 +57,16 @@ def assert_matches_numpy(seq, X, preds) -> None:
                                       f"(row {worst[0]})")
 
 
-def in_place_commit_runtime(dst_dir):
-    """A copy of edgeseq_runtime.c that commits in place (writes the published slot and keeps it
-    published): the negative control every interrupt test must catch tearing. Returns its path."""
-    src = (runtime_dir() / "edgeseq_runtime.c").read_text()
+def in_place_commit_runtime(dst_dir, name: str = "edgeseq_runtime.c"):
+    """A copy of runtime `name` (edgeseq_runtime.c or edgeseq_runtime_i16.c, which share the commit)
+    that commits in place (writes the published slot and keeps it published): the negative control
+    every interrupt test must catch tearing. Returns its path."""
+    src = (runtime_dir() / name).read_text()
     broken = src.replace("const uint32_t target = (s->seq + 1u) & 1u;", "const uint32_t target = s->seq & 1u;")
-    broken = broken.replace("s->seq = s->seq + 1u;", "s->seq = s->seq + 2u;")  # same slot stays published
-    assert broken.count("target = s->seq & 1u") == 1 and "s->seq + 2u" in broken
-    path = dst_dir / "edgeseq_runtime.c"
+    # publish twice (seq + 2): the same slot stays published while the next commit writes into it
+    broken = broken.replace("ES_SEQLOCK_PUBLISH(s->seq);", "ES_SEQLOCK_PUBLISH(s->seq); ES_SEQLOCK_PUBLISH(s->seq);")
+    assert broken.count("target = s->seq & 1u") == 1 and broken.count("ES_SEQLOCK_PUBLISH(s->seq);") == 2
+    path = dst_dir / name
     path.write_text(broken)
     return path
 
@@ -82,13 +84,20 @@ def boundary_budgets(cum: np.ndarray, rng) -> np.ndarray:
     return np.unique(b[np.isfinite(b) & (b >= 0) | (b == np.inf)])
 
 
-def interrupt_model(d):
+def interrupt_model(d, int16: bool = False):
     """A softmax model with wide groups, C prefix `safety`: pushes take long enough for interrupts
-    to land inside them. Written into `d`, which is returned."""
+    to land inside them. Written into `d` (with `int16`, its integer C, calibrated on seeded normal
+    rows), which is returned."""
     from sequences import random_sequence
 
     from edgeseq.export.c_codegen import write_c_model
     seq = random_sequence(np.random.default_rng(21), (40, 30, 50, 20), n_outputs=8, link="softmax",
                           names=["imu", "audio \"raw\"", "camera */", "gps"])
+    if int16:
+        from edgeseq.export.c_int16 import write_c_int16_model
+        from edgeseq.export.quantize import quantize_sequence
+        rows = np.random.default_rng(22).normal(size=(64, seq.n_features_in))
+        write_c_int16_model(seq, quantize_sequence(seq, rows), d, "safety")
+        return d
     write_c_model(seq, d, "safety")
     return d

@@ -27,8 +27,16 @@ from edgeseq.cli._main import main
 @click.option("--labels", type=click.Choice(["graph", "runtime"]), default="graph", show_default=True,
               help="Classifiers: where the label is chosen. 'runtime' leaves the ArgMax out of the graphs "
                    "(NNAPI and CoreML run none) and edgeseq's runtime picks the first most probable class.")
+@click.option("--c-dtype", type=click.Choice(["float32", "int16"]), default="float32", show_default=True,
+              help="Number type of the generated C model. int16: integer-only C for cores without an FPU "
+                   "(Cortex-M0/M0+), linear and GLM models; needs --calibration-data.")
+@click.option("--calibration-data", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="--c-dtype int16: rows (CSV with a header, or .npz with X and y) with the model's raw columns; "
+                   "the feature ranges and the recorded loss versus float come from them.")
+@click.option("--target", help="Target column of a --calibration-data CSV (the loss is then measured on it).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
-def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, quiet):
+def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, c_dtype, calibration_data,
+                   target, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -42,16 +50,28 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
     with progress.stage("load model", str(model)):
         loaded = load_model(model)
         seq = as_exportable(loaded)
+    calibration = None
+    if calibration_data is not None:
+        if c_dtype != "int16":
+            raise click.UsageError("--calibration-data is for --c-dtype int16")
+        from edgeseq.io.data import read_data
+        with progress.stage("read calibration data", str(calibration_data)):
+            ds = read_data(calibration_data, target, getattr(seq, "task", "regression"))
+            calibration = (ds.X, ds.y)
     what = (f"{len(seq.stages)} tree-stage graphs and manifest" if hasattr(seq, "stages")
-            else f"{seq.n_prefixes} prefix graphs, C model and manifest")
+            else f"{seq.n_prefixes} prefix graphs, {'int16 ' if c_dtype == 'int16' else ''}C model and manifest")
     with progress.stage("export", f"{what} to {out_dir}"):
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
-                         batch_size=batch_size, ort=ort, labels=labels)
+                         batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
     worst = max(p["float32_max_abs_diff"] for p in m["prefixes"])
     c_note = f"C prefix {m['c']['prefix']!r}" if m["c"] else "no C model"
+    if m["c"] and m["c"].get("dtype") == "int16":
+        worst_loss = max((p.get("accuracy_loss_pp", p.get("explained_variance_loss", 0.0))
+                          for p in m["c"]["int16"]["prefixes"]), default=0.0)
+        c_note += f" (int16; worst loss versus float {worst_loss:.3g}, see edgeseq inspect)"
     kind = "tree-stage" if m.get("stage_kind") == "trees" else "prefix"
     click.echo(f"wrote {out_dir}: {len(m['prefixes'])} {kind} graphs, {c_note}, "
                f"{size} bytes; worst float32-vs-float64 prediction difference {worst:.3g}")
@@ -73,6 +93,8 @@ def manifest_table(m: dict) -> list[str]:
         lines.append(f"doubling violations at steps {m['doubling_violations']}")
     if m.get("stage_kind") == "trees":
         return lines + _tree_stage_rows(m)
+    if (m["c"] or {}).get("dtype") == "int16":
+        lines += _int16_rows(m["c"]["int16"])
     head = f"{'step':>4}  {'group':<20} {'input':<20} {'dim':>4} {'cost':>9} {'cum_cost':>9} " \
            f"{'f32 diff':>9}  {'file':<16} train"
     lines += [head, "-" * len(head)]
@@ -85,6 +107,23 @@ def manifest_table(m: dict) -> list[str]:
         lines.append(f"{j:>4}  {(g['name'] if g else '-')[:20]!s:<20} {(g['input_name'] if g else 'n')[:20]:<20} "
                      f"{(g['dim'] if g else 0):>4} {(g['cost'] if g else 0):>9.4g} {p['cum_cost']:>9.4g} "
                      f"{p['float32_max_abs_diff']:>9.2g}  {p['file']:<16} {tm}")
+    return lines
+
+
+def _int16_rows(q: dict) -> list[str]:
+    """The int16 C model: where its scales came from, then per prefix weight shift, headroom and loss."""
+    shifts = sorted({f["shift"] for f in q["features"]})
+    lines = [f"int16 C model: features quantised with shifts {shifts[0] if shifts else '-'}..{shifts[-1] if shifts else '-'} "
+             f"from {q['calibration_rows']} rows of {q['feature_source']}; {q['accumulator']} accumulation "
+             f"(headroom proven per prefix); loss measured against {q['loss_reference']}"]
+    head = f"{'prefix':>6} {'w shift':>7} {'headroom':>10} {'reduced':>7}  loss vs float"
+    lines += [head, "-" * len(head)]
+    for p in q["prefixes"]:
+        if "accuracy_loss_pp" in p:
+            loss = f"accuracy {p['accuracy_loss_pp']:+.2f} pp, labels agree {100 * p['label_agreement']:.1f} %"
+        else:
+            loss = f"explained variance {p['explained_variance_loss']:+.2e}, max |error| {p['max_abs_error']:.3g}"
+        lines.append(f"{p['index']:>6} {p['weight_shift']:>7} {p['headroom']:>10} {p['reduced_bits']:>7}  {loss}")
     return lines
 
 

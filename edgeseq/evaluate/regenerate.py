@@ -14,7 +14,7 @@ from pathlib import Path
 
 from edgeseq.errors import IntegrityError
 from edgeseq.export.c_codegen import write_c_model
-from edgeseq.format import C_HEADER, C_SOURCE, labels_of
+from edgeseq.format import C_HEADER, C_SOURCE, c_dtype, labels_of
 from edgeseq.export.names import onnx_input_names
 from edgeseq.export.onnx_graphs import build_prefix_graph
 
@@ -47,6 +47,8 @@ def require_identical(shipped: Path, expected: bytes, what: str) -> None:
 def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     r"""Regenerate the C model into `c_dir` and every prefix graph in memory; IntegrityError unless the
     files in `out_dir` are byte-identical. `seq` is the sequence read from the verified export.
+    An int16 C model (manifest ``c.dtype``) is not regenerated: its tables come from calibration rows
+    the export does not keep, so only the graphs are compared.
 
     Parameters
     ----------
@@ -91,9 +93,10 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     edgeseq.errors.IntegrityError: ...edgeseq_model.c differs from the C model edgeseq generates...
     """
     out, c_dir = Path(out_dir), Path(c_dir)
-    write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
-    for name in (C_HEADER, C_SOURCE):
-        require_identical(out / name, (c_dir / name).read_bytes(), "C model")
+    if c_dtype(manifest) == "float32":
+        write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
+        for name in (C_HEADER, C_SOURCE):
+            require_identical(out / name, (c_dir / name).read_bytes(), "C model")
     names = onnx_input_names(seq.group_names)
     for j, p in enumerate(manifest["prefixes"]):
         graph = build_prefix_graph(seq, j, names, model_name=manifest["model_name"],

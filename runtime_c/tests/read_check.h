@@ -10,16 +10,42 @@
 
 #include <string.h>
 
+/* Built with -DES16_PREFIX the same checks run on the integer runtime (edgeseq_runtime_i16.c): the
+   names below map the float runtime's calls onto it. */
+#ifdef ES16_PREFIX
+#include "edgeseq_select_i16.h"
+#define ES_N_FEATURES ES16_N_FEATURES
+#define ES_N_STAGES ES16_N_STAGES
+#define ES_N_PRED ES16_N_PRED
+#define ES_OK ES16_OK
+#define es_state es16_state
+#define es_group_info es16_group_info
+#define es_current es16_current
+#define es_reset es16_reset
+#define es_next_group es16_next_group
+#define es_push es16_push
+typedef int16_t es_test_feature;
+typedef int32_t es_test_value;
+static int16_t x_buf[ES16_N_FEATURES + 1u];
+static int32_t work[ES16_WORK_WORDS];
+#define ES_TEST_INIT(st) es16_init((st), &ES16_MODEL, x_buf, ES16_N_FEATURES, work, ES16_WORK_WORDS)
+#define ES_TEST_FEATURE(r) ((int16_t)((int32_t)((r) >> 16) - 32768))
+#else
 #include "edgeseq_select.h"
+typedef float es_test_feature;
+typedef float es_test_value;
+static float work[ES_WORK_FLOATS];
+#define ES_TEST_INIT(st) es_init((st), &ES_MODEL, work, ES_WORK_FLOATS)
+#define ES_TEST_FEATURE(r) ((float)((int32_t)((r) >> 8) - (1 << 23)) / (float)(1 << 22))
+#endif
 
 #ifndef ES_TEST_FLAG
 #define ES_TEST_FLAG int
 #endif
 
-static float features[ES_N_FEATURES];
-static float reference[ES_N_STAGES][ES_N_PRED];
+static es_test_feature features[ES_N_FEATURES + 1u];
+static es_test_value reference[ES_N_STAGES][ES_N_PRED];
 static int32_t reference_label[ES_N_STAGES];
-static float work[ES_WORK_FLOATS];
 static es_state shared;
 static volatile ES_TEST_FLAG in_push = 0;
 static volatile unsigned long n_reads = 0, n_during_push = 0, n_torn = 0;
@@ -27,7 +53,7 @@ static volatile unsigned long n_reads = 0, n_during_push = 0, n_torn = 0;
 /* The read every context performs: compare bits with the reference of the reported prefix. */
 static void read_and_check(void)
 {
-    float out[ES_N_PRED];
+    es_test_value out[ES_N_PRED];
     uint32_t prefix = 0;
     int32_t label = 0;
     const int pushing = in_push;
@@ -44,7 +70,7 @@ static void read_and_check(void)
 /* Record the committed prediction as the reference of its stage (prefix). */
 static void record_current(void)
 {
-    float out[ES_N_PRED];
+    es_test_value out[ES_N_PRED];
     uint32_t stage = 0;
     int32_t label = 0;
     if (es_current(&shared, out, &stage, &label) == ES_OK && stage < ES_N_STAGES) {
@@ -101,9 +127,9 @@ static int setup_reference(void)
     uint32_t state = 12345u;
     for (i = 0; i < ES_N_FEATURES; ++i) {
         state = state * 1664525u + 1013904223u;
-        features[i] = (float)((int32_t)(state >> 8) - (1 << 23)) / (float)(1 << 22);
+        features[i] = ES_TEST_FEATURE(state);
     }
-    if (es_init(&shared, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK) {
+    if (ES_TEST_INIT(&shared) != ES_OK) {
         return -1;
     }
     return one_pass(1);

@@ -8,14 +8,7 @@
 
 #include "edgeseq_runtime.h"
 
-static int failures = 0;
-#define CHECK(cond)                                                      \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            printf("FAIL line %d: %s\n", __LINE__, #cond);               \
-            ++failures;                                                  \
-        }                                                                \
-    } while (0)
+#include "check.h"
 
 /* identity, J = 2 groups in sequence order: original group 1 (dim 2), then group 0 (dim 1) */
 static const uint32_t g_index[] = {1u, 0u};

@@ -1,5 +1,6 @@
 /*
- * Vector table and reset handler of the bare-metal tests (qemu mps2-an385 / mps2-an386).
+ * Vector table and reset handler of the bare-metal tests (qemu mps2-an385 / mps2-an386, and the
+ * microbit's Cortex-M0 built with -DES_STACK_TOP=0x20004000u: the top of its 16 KB RAM).
  * Reset enables the FPU when the build uses one (Cortex-M4F), then enters newlib's _start;
  * faults end the run through semihosting with a message, so a test never hangs on a fault.
  * The SysTick entry calls es_systick_handler, which a test defines (a weak default returns).
@@ -38,8 +39,12 @@ __attribute__((weak)) void es_systick_handler(void)
 
 typedef void (*es_vector)(void);
 
+#ifndef ES_STACK_TOP
+#define ES_STACK_TOP 0x00400000u /* top of the MPS2 boards' 4 MB SSRAM */
+#endif
+
 /* Initial stack pointer, then the 15 system exceptions (index 15 = SysTick). */
 __attribute__((section(".vectors"), used)) static const es_vector vectors[16] = {
-    (es_vector)0x00400000u, /* top of the 4 MB SSRAM */
+    (es_vector)ES_STACK_TOP, /* initial stack pointer */
     es_reset_handler, fault_handler, fault_handler, fault_handler, fault_handler, fault_handler,
     0, 0, 0, 0, fault_handler, fault_handler, 0, fault_handler, es_systick_handler};
