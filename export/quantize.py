@@ -285,6 +285,36 @@ def check_headroom(w_q: np.ndarray, b_q: np.ndarray, where: str) -> int:
     return h
 
 
+def float32_weights(seq: FittedSequence) -> FittedSequence:
+    """`seq` with its weights and intercepts rounded to float32, as every graph and the float C carry them.
+
+    The integer model is quantised from these values, so `edgeseq verify` can rebuild it bit for bit
+    from the weights an export keeps (its graphs) and the scales its manifest records.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.quantize import float32_weights
+    >>> X = np.random.default_rng(1).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, X[:, 0] / 3).fitted_sequence_
+    >>> bool(np.array_equal(float32_weights(seq).coefs[2], seq.coefs[2].astype(np.float32)))
+    True
+    """
+    import dataclasses
+
+    return dataclasses.replace(seq, coefs=[np.asarray(c, np.float32).astype(np.float64) for c in seq.coefs],
+                               intercepts=np.asarray(seq.intercepts, np.float32).astype(np.float64))
+
+
+def _at_shift(w: np.ndarray, b: np.ndarray, s: int) -> tuple:
+    """(w_q, b_q) of weights and intercept at the power-of-two scale 2**s; b_q is None beyond int32."""
+    w_q = np.rint(np.ldexp(w, s)).astype(np.int64)
+    with np.errstate(over="ignore"):
+        b_f = np.rint(np.ldexp(b, s))
+    return w_q, (b_f.astype(np.int64) if np.all(np.abs(b_f) <= INT32_MAX) else None)
+
+
 def _quantize_prefix(w: np.ndarray, b: np.ndarray, j: int) -> tuple:
     """(w_q, b_q, S, H, reduced): the largest weight scale, lowered until the headroom proof holds."""
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b))):
@@ -293,14 +323,10 @@ def _quantize_prefix(w: np.ndarray, b: np.ndarray, j: int) -> tuple:
     s0 = _max_shift(wmax, INT16_MAX) if wmax > 0 else _max_shift(float(np.abs(b).max(initial=0.0)), 2.0**30)
     s = s0
     while True:
-        w_q = np.rint(np.ldexp(w, s)).astype(np.int64)
-        with np.errstate(over="ignore"):
-            b_f = np.rint(np.ldexp(b, s))
-        if np.all(np.abs(b_f) <= INT32_MAX):
-            b_q = b_f.astype(np.int64)
+        w_q, b_q = _at_shift(w, b, s)
+        if b_q is not None and headroom(w_q, b_q) <= INT32_MAX:
             h = headroom(w_q, b_q)
-            if h <= INT32_MAX:
-                break
+            break
         s -= 1
         if s <= -SHIFT_LIMIT:
             raise ExportError(f"prefix {j}: no weight scale keeps int32 accumulation in range")
@@ -338,6 +364,7 @@ def quantize_sequence(seq: FittedSequence, X, y=None, *, source: str = "calibrat
     edgeseq.errors.InputError: calibration data has 1 columns; the model reads 2
     """
     FittedSequence.validate(seq)
+    seq = float32_weights(seq)
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != seq.n_features_in:
         raise InputError(f"calibration data has {X.shape[-1] if X.ndim else 0} columns; the model reads "
@@ -347,21 +374,88 @@ def quantize_sequence(seq: FittedSequence, X, y=None, *, source: str = "calibrat
     J = seq.n_groups
     cols = seq.prefix_columns(J)
     shifts, offsets = feature_scales(X[:, cols]) if cols.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    coefs, icpt, S, H, red = [], [], [], [], []
-    for j in range(J + 1):
-        w_q, b_q, s, h, r = _quantize_prefix(*_prefix_weights(seq, j, shifts, offsets), j)
-        coefs.append(w_q)
-        icpt.append(b_q)
-        S.append(s)
-        H.append(h)
-        red.append(r)
-    table = {"identity": np.zeros(0, np.int64), "sigmoid": sigmoid_table(), "softmax": exp_table()}[seq.link]
-    qm = Int16Model(link=seq.link, n_outputs=seq.n_outputs, n_pred=2 if seq.link == "sigmoid" else seq.n_outputs,
-                    feature_shift=shifts, feature_offset=offsets, coefs=tuple(coefs),
-                    intercepts=np.array(icpt, dtype=np.int64), weight_shift=np.array(S, dtype=np.int64),
-                    headroom=np.array(H, dtype=np.int64), reduced_bits=np.array(red, dtype=np.int64),
-                    table=table, cum_cost=np.asarray(seq.cum_cost, dtype=np.float64), feature_source=source)
+    prefixes = [_quantize_prefix(*_prefix_weights(seq, j, shifts, offsets), j) for j in range(J + 1)]
+    qm = _int16_model(seq, shifts, offsets, prefixes, source)
     qm.loss = prefix_losses(seq, qm, X, y)
+    return qm
+
+
+def _int16_model(seq: FittedSequence, shifts, offsets, prefixes: list, source: str) -> Int16Model:
+    """The Int16Model of `seq` from per-feature scales and per-prefix (w_q, b_q, S, H, reduced) tuples."""
+    coefs, icpt, S, H, red = zip(*prefixes)
+    table = {"identity": np.zeros(0, np.int64), "sigmoid": sigmoid_table(), "softmax": exp_table()}[seq.link]
+    return Int16Model(link=seq.link, n_outputs=seq.n_outputs, n_pred=2 if seq.link == "sigmoid" else seq.n_outputs,
+                      feature_shift=shifts, feature_offset=offsets, coefs=tuple(coefs),
+                      intercepts=np.array(icpt, dtype=np.int64), weight_shift=np.array(S, dtype=np.int64),
+                      headroom=np.array(H, dtype=np.int64), reduced_bits=np.array(red, dtype=np.int64),
+                      table=table, cum_cost=np.asarray(seq.cum_cost, dtype=np.float64), feature_source=source)
+
+
+def quantize_from_manifest(seq: FittedSequence, entry: dict) -> Int16Model:
+    """Rebuild the integer model of an export from its weights (`seq`, read from the graphs) and the
+    scales its manifest records (`entry` = ``manifest["c"]["int16"]``), without the calibration rows.
+
+    Why: `edgeseq verify` must regenerate the int16 C and compare it byte for byte, as it does for the
+    float C, and the calibration rows are not part of an export. Every integer table is a function of
+    the float32 weights and the recorded shifts and offsets; the headroom proof is re-run on the
+    result, and the headroom the manifest states must be the one recomputed. The per-prefix loss is
+    copied from the manifest (it is not in the C).
+
+    Raises
+    ------
+    IntegrityError
+        If a recorded scale is out of range, gives weights outside int16 or an intercept outside int32,
+        breaks the headroom proof, or disagrees with the recorded headroom.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.c_int16 import int16_manifest_entry
+    >>> from edgeseq.export.quantize import quantize_from_manifest, quantize_sequence
+    >>> X = np.random.default_rng(1).normal(size=(100, 2))
+    >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, 3 * X[:, 0] + 0.1).fitted_sequence_
+    >>> qm = quantize_sequence(seq, X)
+    >>> entry = int16_manifest_entry(seq, qm, len(X))
+    >>> back = quantize_from_manifest(seq, entry)
+    >>> all(np.array_equal(a, b) for a, b in zip(back.coefs, qm.coefs)), np.array_equal(back.intercepts, qm.intercepts)
+    (True, True)
+    >>> entry["prefixes"][2]["weight_shift"] += 3           # an edited scale: weights beyond int16
+    >>> quantize_from_manifest(seq, entry)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: manifest c.int16: prefix 2's recorded weight_shift ... does not give int16 weights ...
+    """
+    from edgeseq.errors import IntegrityError
+
+    seq = float32_weights(seq)
+    J = seq.n_groups
+    feats, prefs = entry["features"], entry["prefixes"]
+    cols = seq.prefix_columns(J).tolist()
+    if [f["column"] for f in feats] != cols or len(prefs) != J + 1:
+        raise IntegrityError("manifest c.int16: its features or prefixes do not match the export's sequence")
+    shifts = np.array([f["shift"] for f in feats], dtype=np.int64)
+    offsets = np.array([f["offset"] for f in feats], dtype=np.int64)
+    if np.any(np.abs(shifts) >= SHIFT_LIMIT) or np.any(np.abs(offsets) > INT32_MAX):
+        raise IntegrityError(f"manifest c.int16: a feature shift is beyond +-{SHIFT_LIMIT - 1} or an offset beyond int32")
+    prefixes = []
+    for j, p in enumerate(prefs):
+        s_j = p["weight_shift"]
+        if abs(s_j) >= SHIFT_LIMIT:
+            raise IntegrityError(f"manifest c.int16: prefix {j}'s weight_shift {s_j} is beyond +-{SHIFT_LIMIT - 1}")
+        w_q, b_q = _at_shift(*_prefix_weights(seq, j, shifts, offsets), s_j)
+        if b_q is None or np.abs(w_q).max(initial=0) > INT16_MAX:
+            raise IntegrityError(f"manifest c.int16: prefix {j}'s recorded weight_shift {s_j} does not give int16 "
+                                 "weights and an int32 intercept for the export's weights")
+        h = headroom(w_q, b_q)
+        if h > INT32_MAX or h != p["headroom"]:
+            raise IntegrityError(f"manifest c.int16: prefix {j}'s headroom is {h}, the manifest says {p['headroom']}"
+                                 + (" (beyond int32)" if h > INT32_MAX else ""))
+        prefixes.append((w_q, b_q, s_j, h, p["reduced_bits"]))
+    qm = _int16_model(seq, shifts, offsets, prefixes, entry["feature_source"])
+    qm.loss = [{"index": j, "reference": entry.get("loss_reference"),
+                **{k: v for k, v in p.items() if k not in ("index", "weight_shift", "headroom", "reduced_bits")}}
+               for j, p in enumerate(prefs)]
     return qm
 
 

@@ -250,8 +250,43 @@ def test_cli_int16_export_manifest_and_inspect(cli_files, tmp_path):
     shown = _invoke("inspect", tmp_path / "out")
     assert shown.exit_code == 0 and "int16 C model" in shown.output and "accuracy +" in shown.output
     from edgeseq.evaluate.verify import verify_export
-    rep = verify_export(tmp_path / "out")  # the graphs are still checked; the int16 C is not regenerated
-    assert rep.ok and "int16" in rep.c_note
+    rep = verify_export(tmp_path / "out", require_c=True)  # int16 C regenerated from graphs + scales, then run
+    assert rep.ok and "bit-identical to the integer simulation" in rep.c_note
+    assert all(c.c_diff == 0.0 and c.c_ratio == 0.0 for c in rep.checks)
+    r = _invoke("verify", tmp_path / "out", "--require-c")
+    assert r.exit_code == 0 and "int16 C model, bit-identical" in r.output, r.output
+
+
+def _reseal(out, manifest=None):
+    """Recompute every checksum of an export after an edit (what an attacker can always do)."""
+    from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
+    m = manifest or json.loads((out / "manifest.json").read_text())
+    for f in m["files"]:
+        f["sha256"] = sha256_file(out / f["file"])
+    m["manifest_sha256"] = manifest_checksum(m)
+    (out / "manifest.json").write_bytes(dump_manifest(m))
+
+
+def test_verify_refuses_edited_int16_c_or_scales(cli_files, tmp_path):
+    """Negative controls: C edited after export, or a recorded weight scale changed, with every checksum
+    recomputed, is refused before anything is compiled."""
+    from edgeseq.errors import IntegrityError
+    from edgeseq.evaluate.verify import verify_export
+    out = tmp_path / "out"
+    assert _invoke("export", cli_files / "bc.model", out, "--c-dtype", "int16", "--calibration-data",
+                   cli_files / "cal.npz", "--quiet").exit_code == 0
+    src = out / "edgeseq_model.c"
+    original = src.read_text()
+    src.write_text(original.replace("-", "+", 1))  # one weight's sign
+    _reseal(out)
+    with pytest.raises(IntegrityError, match="differs from the int16 C model edgeseq generates"):
+        verify_export(out, require_c=True)
+    src.write_text(original)
+    m = json.loads((out / "manifest.json").read_text())
+    m["c"]["int16"]["prefixes"][2]["weight_shift"] -= 1  # a scale the C was not generated with
+    _reseal(out, m)
+    with pytest.raises(IntegrityError, match="prefix 2's headroom|differs from the int16 C model"):
+        verify_export(out, require_c=True)
 
 
 def test_cli_int16_without_calibration_is_one_clear_error(cli_files, tmp_path):

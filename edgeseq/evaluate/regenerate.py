@@ -47,8 +47,9 @@ def require_identical(shipped: Path, expected: bytes, what: str) -> None:
 def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     r"""Regenerate the C model into `c_dir` and every prefix graph in memory; IntegrityError unless the
     files in `out_dir` are byte-identical. `seq` is the sequence read from the verified export.
-    An int16 C model (manifest ``c.dtype``) is not regenerated: its tables come from calibration rows
-    the export does not keep, so only the graphs are compared.
+    An int16 C model (manifest ``c.dtype``) is regenerated from the export's float32 weights and the
+    scales its manifest records (`quantize_from_manifest`, which re-proves the headroom), since its
+    calibration rows are not part of the export.
 
     Parameters
     ----------
@@ -95,8 +96,15 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     out, c_dir = Path(out_dir), Path(c_dir)
     if c_dtype(manifest) == "float32":
         write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
-        for name in (C_HEADER, C_SOURCE):
-            require_identical(out / name, (c_dir / name).read_bytes(), "C model")
+    else:
+        from edgeseq.export.c_int16 import write_c_int16_model
+        from edgeseq.export.quantize import quantize_from_manifest
+
+        write_c_int16_model(seq, quantize_from_manifest(seq, manifest["c"]["int16"]), c_dir, manifest["c"]["prefix"],
+                            model_name=manifest["model_name"])
+    for name in (C_HEADER, C_SOURCE):
+        require_identical(out / name, (c_dir / name).read_bytes(),
+                          "C model" if c_dtype(manifest) == "float32" else "int16 C model")
     names = onnx_input_names(seq.group_names)
     for j, p in enumerate(manifest["prefixes"]):
         graph = build_prefix_graph(seq, j, names, model_name=manifest["model_name"],

@@ -144,6 +144,19 @@ def _label_mismatches(labels: np.ndarray, ref: np.ndarray, bound: np.ndarray) ->
     return int(np.sum(np.asarray(labels)[clear] != np.argmax(ref, axis=1)[clear]))
 
 
+def _missing_compiler(compiler, require_c: bool) -> str | None:
+    """None when a C compiler is found; the C column's note when not (CCompilerError if C is required)."""
+    from edgeseq.export.c_harness import find_c_compiler
+
+    try:
+        find_c_compiler(compiler)
+    except CCompilerError as exc:
+        if require_c:
+            raise
+        return f"C column skipped: {exc}"
+    return None
+
+
 def c_predictions(c_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, compiler=None):
     """(C run, None) or (None, note) when no compiler is found and C is not required.
 
@@ -160,16 +173,49 @@ def c_predictions(c_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, co
     >>> run is None, note.startswith("C column skipped")
     (True, True)
     """
-    from edgeseq.export.c_harness import find_c_compiler, run_c
+    from edgeseq.export.c_harness import run_c
 
-    try:
-        find_c_compiler(compiler)
-    except CCompilerError as exc:
-        if require_c:
-            raise
-        return None, f"C column skipped: {exc}"
+    missing = _missing_compiler(compiler, require_c)
+    if missing:
+        return None, missing
     groups = [X32[:, g["columns"]] for g in manifest["groups"]]
     return run_c(str(c_dir), groups, compiler=compiler), None
+
+
+def int16_c_column(c_dir, manifest: dict, seq, X32: np.ndarray, *, require_c: bool, compiler=None):
+    """(per-prefix worst |C - simulation| in integer units, note) for an int16 export, or (None, note).
+
+    An int16 C model is not compared with numpy's float64 prediction under a float32 bound: its answer
+    is defined by the integer arithmetic, so the regenerated C (`c_dir`) runs the rows quantised with
+    the manifest's scales and must equal `quantize.simulate` bit for bit at every prefix. The note
+    also states how far the integer predictions land from the float model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify import int16_c_column
+    >>> diffs, note = int16_c_column("unused", {}, None, np.zeros((1, 1)), require_c=False, compiler="no-such-cc")
+    >>> diffs is None, note.startswith("C column skipped")
+    (True, True)
+    """
+    from edgeseq.export.c_int16_run import run_int16_host
+    from edgeseq.export.quantize import dequantize, quantize_features, quantize_from_manifest, simulate
+
+    missing = _missing_compiler(compiler, require_c)
+    if missing:
+        return None, missing
+    qm = quantize_from_manifest(seq, manifest["c"]["int16"])
+    xq = quantize_features(qm, X32[:, seq.prefix_columns(seq.n_groups)])
+    run, _ = run_int16_host(str(c_dir), xq, compiler=compiler)
+    diffs, far = [], 0.0
+    for j in range(seq.n_prefixes):
+        sim = simulate(qm, xq, j)[0]
+        diffs.append(int(np.abs(run.pred[j].astype(np.int64) - sim).max(initial=0)))
+        ref = seq.linear(X32, j) if seq.link == "identity" else seq.apply_link(seq.linear(X32, j))
+        far = max(far, float(np.abs(dequantize(qm, sim, j) - ref).max(initial=0.0)))
+    verdict = "bit-identical to" if not any(diffs) else "DIFFERENT from"
+    return diffs, (f"C column: the int16 C model, {verdict} the integer simulation at every prefix "
+                   f"(|C - simulation| in integer units); its largest distance from the float model is {far:.3g}")
 
 
 def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
@@ -235,8 +281,10 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
         X = manifest_sample_rows(m)
         source = f"{X.shape[0]} rows drawn from the stored feature statistics"
     X32 = checked_rows(X, m, source).astype(np.float64)
+    crun, int16_diffs = None, None
     if c_dtype(m) == "int16":  # integer predictions: bit-exact against quantize.simulate, not numpy's bound
-        crun, note = None, "C column skipped: the C model is int16 (see Integer C models in the docs)"
+        int16_diffs, note = (None, "C column skipped (--no-c)") if not use_c else \
+            int16_c_column(c_dir, m, seq, X32, require_c=require_c, compiler=compiler)
     else:
         crun, note = (None, "C column skipped (--no-c)") if not use_c else \
             c_predictions(c_dir, m, X32, require_c=require_c, compiler=compiler)
@@ -246,6 +294,8 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
         ref, bound = _reference(seq, X32, j)
         report.checks.append(prefix_check(j, m["groups"][j - 1]["name"] if j else None, float(sess.cum_cost[j]),
                                           sess.predict(feats, prefix=j), ref, bound, crun))
+        if int16_diffs is not None:  # exactness is the bound: any difference fails the prefix
+            report.checks[-1].c_diff, report.checks[-1].c_ratio = float(int16_diffs[j]), (np.inf if int16_diffs[j] else 0.0)
     sess.close()
     return report
 
