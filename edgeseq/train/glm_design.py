@@ -91,6 +91,45 @@ class WorkingDesign:
         self._init(np.asarray(Z), blocks, prob.slices, chunk_rows)
         return self
 
+    @classmethod
+    def centred(cls, X, used: np.ndarray, x_mean: np.ndarray, chunk_rows: int | None = None) -> WorkingDesign:
+        """The used raw columns, centred, as one group with no transform (what the `single` score reads).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_design import WorkingDesign
+        >>> X = np.arange(6.0).reshape(3, 2)
+        >>> WorkingDesign.centred(X, np.array([1]), np.array([3.0])).columns().ravel().tolist()
+        [-2.0, 0.0, 2.0]
+        """
+        self = cls.__new__(cls)
+        used = np.asarray(used, dtype=np.int64)
+        self._init(X, [(_as_index(used), x_mean, None)], [slice(0, used.size)], chunk_rows)
+        return self
+
+    def on_rows(self, X) -> WorkingDesign:
+        """The same design (columns, means, transforms) over other rows, e.g. one partition on a worker.
+
+        A design built over zero rows is what a cluster sends to its workers once: O(Σ k_g² + D)
+        numbers, after which each pass needs only the weights.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.glm_design import WorkingDesign
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(20, 2))
+        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [2], whiten=True)
+        >>> template = WorkingDesign(X[:0], np.arange(2), prob)
+        >>> bool(np.allclose(template.on_rows(X[5:]).columns(), WorkingDesign(X, np.arange(2), prob).columns()[5:]))
+        True
+        """
+        other = type(self).__new__(type(self))
+        other._init(X, self._blocks, self.slices, self.chunk_rows)
+        return other
+
     def _init(self, X, blocks, slices, chunk_rows):
         self.X = X
         self._blocks = blocks  # per group: (raw columns of X, mean or None, transform or None = identity)

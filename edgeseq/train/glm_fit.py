@@ -90,6 +90,19 @@ def prior_intercept(Y: np.ndarray, link: str) -> np.ndarray:
     return logp - logp.mean()
 
 
+def class_targets(k: np.ndarray, n_classes: int) -> np.ndarray:
+    """The refit's Y from class indices: a 0/1 column of class 1 (two classes) or one-hot rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import class_targets
+    >>> class_targets(np.array([1, 0]), 2).tolist(), class_targets(np.array([2, 0]), 3).tolist()
+    ([[1.0], [0.0]], [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    """
+    return (k == 1).astype(np.float64)[:, None] if n_classes == 2 else np.eye(n_classes)[k]
+
+
 @dataclass
 class Refit:
     """The solution of one GLM refit and how it was reached (the convergence flag is what the caller warns on).

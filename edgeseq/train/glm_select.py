@@ -136,7 +136,8 @@ class GLMState:
             raise ValueError(f"fr_hessian must be one of {FR_HESSIANS}, got {fr_hessian!r}")
         self.prob, self.Y, self.link, self.l2 = prob, Y, link, l2
         self.X, self.used, self.fr_hessian, self.tol = X, used, fr_hessian, tol
-        self.design = Z if isinstance(Z, WorkingDesign) else WorkingDesign.from_array(np.asarray(Z), prob)
+        # a design object (chunked, or partitioned on a cluster: `dask_glm`) is used as is
+        self.design = WorkingDesign.from_array(Z, prob) if isinstance(Z, np.ndarray) else Z
         self.n, self.P = self.design.n, Y.shape[1]
         self.cols: list[int] = []  # working columns of the selected groups, in selection order
         self.order: list[int] = []
@@ -368,7 +369,10 @@ class GLMState:
         >>> state.accuracy()  # separable data
         1.0
         """
-        return n_correct(self.fit.f, self.Y, self.link) / self.n
+        return self._n_correct() / self.n
+
+    def _n_correct(self) -> int:
+        return n_correct(self.fit.f, self.Y, self.link)
 
 
 def weighted_gram_sums(Zc: np.ndarray, wc: np.ndarray, cols: list[int], cands, slices, sums=None):
