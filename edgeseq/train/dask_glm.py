@@ -82,13 +82,18 @@ def _labels_part(xb, yb, label: str, start: int, rows: int):
         yb = yb[:, 0]
     if yb.ndim != 1 or yb.shape[0] != rows:
         raise InputError(f"{label}: y has shape {yb.shape}, expected ({rows},): one class label per row")
-    if yb.dtype.kind not in "biufUS":
+    if yb.dtype.kind not in "biufUS":  # objects, complex numbers, dates: not labels
         raise InputError(f"{label}: class labels must be numbers or strings, got dtype {yb.dtype}")
-    if yb.dtype.kind in "fc":
+    if yb.dtype.kind == "f":
         bad = np.flatnonzero(~np.isfinite(yb))
         if bad.size:
             raise InputError(f"{label}: y contains NaN or Inf at row {start + int(bad[0])} (row {int(bad[0])} "
                              f"of {label}); every row needs a class label")
+        frac = np.flatnonzero(yb != np.round(yb))
+        if frac.size:
+            r = int(frac[0])
+            raise InputError(f"{label}: y has the non-integer value {yb[r]:g} at row {start + r}: a classifier is "
+                             f"for class labels (integers or strings), not a continuous target")
     return np.unique(yb, return_counts=True)
 
 
