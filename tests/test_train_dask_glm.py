@@ -58,10 +58,17 @@ def _assert_same_fit(b, a):
 def test_cluster_fit_equals_in_memory_fit(client, method, classes):
     X, y = _data(classes=classes)
     a = AnytimeClassifier(GROUPS, COSTS, method=method, l2=L2).fit(X, y)
-    b = AnytimeClassifier(GROUPS, COSTS, method=method, l2=L2).fit(da.from_array(X, chunks=(300, 11)), y)
+    lines = []
+    b = AnytimeClassifier(GROUPS, COSTS, method=method, l2=L2).fit(da.from_array(X, chunks=(300, 11)), y,
+                                                                   progress=lines.append, client=client)
     _assert_same_fit(b, a)
     # two solutions within the gradient tolerance of one strictly convex objective
     np.testing.assert_allclose(b.predict_proba(X), a.predict_proba(X), rtol=0, atol=1e-5)
+    # progress: the statistics pass by partition, then every step with its refit's evaluations
+    assert lines[0] == "statistics pass over 900 rows in 3 partitions on 2 workers"
+    assert [ln for ln in lines if ln.startswith("statistics: ")] == [f"statistics: partition {k}/3 done" for k in (1, 2, 3)]
+    assert [ln for ln in lines if ln.startswith("selection step")] == [
+        f"selection step {j + 1}/5: g{g} (refit: {int(b.n_evals_[j + 1])} evaluations)" for j, g in enumerate(b.sequence_)]
 
 
 def test_every_prefix_is_optimal_for_the_in_memory_objective(client):
@@ -117,20 +124,6 @@ def test_without_a_cluster_partitions_run_in_this_process(monkeypatch):
     assert b.classes_.tolist() == ["0", "1", "2"]
     _assert_same_fit(b, AnytimeClassifier(GROUPS, COSTS, l2=L2).fit(X, y.astype(str)))
     np.testing.assert_allclose(b.coef_path_, a.coef_path_, rtol=0, atol=1e-6)
-
-
-def test_progress_reports_partitions_and_evaluations_per_step(client):
-    X, y = _data(4, n=500, classes=2)
-    lines = []
-    b = AnytimeClassifier(GROUPS, COSTS, l2=L2).fit(da.from_array(X, chunks=(200, 11)), y, progress=lines.append,
-                                                  client=client)
-    assert lines[0] == "statistics pass over 500 rows in 3 partitions on 2 workers"
-    assert [ln for ln in lines if "partition " in ln and "done" in ln] == [
-        f"statistics: partition {k}/3 done" for k in (1, 2, 3)]
-    steps = [ln for ln in lines if ln.startswith("selection step")]
-    names = [f"g{g}" for g in b.sequence_]
-    assert steps == [f"selection step {j + 1}/5: {names[j]} (refit: {int(b.n_evals_[j + 1])} evaluations)"
-                     for j in range(5)]
 
 
 def test_bad_values_and_labels_name_the_partition_and_row(client):
