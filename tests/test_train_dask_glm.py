@@ -126,6 +126,25 @@ def test_without_a_cluster_partitions_run_in_this_process(monkeypatch):
     np.testing.assert_allclose(b.coef_path_, a.coef_path_, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("method,fr_hessian", [("single", "bohning"), ("gomp", "bohning"), ("fr", "diag")])
+def test_every_score_reads_the_partitions_like_the_rows(method, fr_hessian):
+    """The scores the cluster tests above do not reach (single: raw-column gradient; FR with per-class
+    weights: weighted Gram sums for every class), on partitions in this process against the rows."""
+    X, y = _data(8, n=400)
+    Y = class_targets(y, 3)
+    cols = np.concatenate(GROUPS)
+    prob = build_working_problem(sufficient_statistics(X, Y, columns=cols), [len(g) for g in GROUPS], True)
+    rows = dask_glm.PartitionedRows.split(X, Y, [150, 290])
+    state = dask_glm.PartitionedGLMState(prob, dask_glm.PartitionedDesign.over(rows, cols, prob), Y.mean(axis=0),
+                                         "softmax", L2, fr_hessian=fr_hessian)
+    got = select_glm(state, np.array(COSTS), method=method)
+    ref = select_glm(GLMState(prob, WorkingDesign(X, cols, prob), Y, "softmax", L2, X=X, used=cols,
+                              fr_hessian=fr_hessian), np.array(COSTS), method=method)
+    assert got.order == ref.order
+    np.testing.assert_allclose(got.scores, ref.scores, rtol=1e-8)
+    np.testing.assert_allclose(got.log_loss, ref.log_loss, rtol=0, atol=1e-8)
+
+
 def test_bad_values_and_labels_name_the_partition_and_row(client):
     X, y = _data(5, n=600)
     bad = X.copy()

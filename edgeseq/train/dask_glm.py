@@ -15,7 +15,7 @@ What travels:
 * per evaluation: the selected groups' weights and intercepts, (m + 1)·P numbers, sent once (one
   task holds them and the partition tasks fetch them), and back P·(m + 2) + 1 numbers per partition;
 * per scoring step: the same weights out, the candidates' gradient blocks back, O(k·P) per partition;
-  binary FR also returns the weighted Gram blocks its score test needs, O(k·m) per partition.
+  binary FR also returns the weighted Gram blocks its score test needs, O(k·m + Σ k_g²) per partition.
 
 The linear predictor f (n × P) is never sent anywhere: a partition recomputes its own share of f from
 the weights whenever a pass needs it, so the tasks are pure and Dask can rerun any of them on another
@@ -139,7 +139,8 @@ def _weighted_part(xb, Yb, template: WorkingDesign, cols, Wb, cands, link: str):
         w = p * (1.0 - p)
         sums = [weighted_gram_sums(Zc, w[:, c:c + 1], cols, cands, template.slices, None if sums is None else sums[c])
                 for c in range(w.shape[1])]
-    return sums
+    # only the candidates' diagonal blocks of C are filled: send those, not the k × k array
+    return [(H, WSZ, [C[template.slices[g], template.slices[g]] for g in cands]) for H, WSZ, C in sums]
 
 
 # ---------------------------------------------------------------- the partitions
@@ -464,7 +465,15 @@ class PartitionedDesign:
         >>> float(H[0, 0]), bool(np.allclose(np.diag(C), 0.25 * 16))     # w = 1/4; whitened columns
         (4.0, True)
         """
-        return self._sum(_weighted_part, self._template, list(cols), self.rows.put((W, b)), list(cands), link)
+        cands = list(cands)
+        k = self.slices[-1].stop if self.slices else 0
+        out = []
+        for H, WSZ, blocks in self._sum(_weighted_part, self._template, list(cols), self.rows.put((W, b)), cands, link):
+            C = np.zeros((k, k))
+            for g, block in zip(cands, blocks):
+                C[self.slices[g], self.slices[g]] = block
+            out.append((H, WSZ, C))
+        return out
 
     def _sum(self, fn, *args):
         self.passes += 1
