@@ -1,7 +1,8 @@
 """The statistics pass on a Dask LocalCluster over .npy shards on disk, against one process.
 
     python bench/dask_speed.py                                  # 4M x 64 float32 (~1 GiB), 2 workers
-    python bench/dask_speed.py --rows 100000000 --workers 2     # ~26 GiB: larger than this machine's memory
+    python bench/dask_speed.py --rows 100000000 --workers 2 --result dask_out_of_core
+                                                               # ~26 GiB: larger than this machine's memory
 
 Writes the shards (float32, target in the last column) under --dir, then measures in one run:
 
@@ -38,7 +39,12 @@ from edgeseq.train.dask_stats import partitioned_statistics
 from edgeseq.train.stats import sufficient_statistics
 
 
-def write_shards(out: Path, rows: int, d: int, shard_rows: int, seed: int = 0) -> list[Path]:
+def write_shards(out: Path, rows: int, d: int, shard_rows: int, seed: int = 0) -> tuple[list[Path], bool]:
+    """Write the shards, or reuse a complete earlier set with the same shape and seed (the marker file
+    is written only after the last shard, so an interrupted write is never reused); says which."""
+    marker, shape = out / "COMPLETE.json", {"rows": rows, "d": d, "shard_rows": shard_rows, "seed": seed}
+    if marker.is_file() and json.loads(marker.read_text()) == shape:
+        return sorted(out.glob("part-*.npy")), True
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     w = rng.standard_normal(d).astype(np.float32)
@@ -55,7 +61,8 @@ def write_shards(out: Path, rows: int, d: int, shard_rows: int, seed: int = 0) -
         arr.flush()
         del arr
         paths.append(path)
-    return paths
+    marker.write_text(json.dumps(shape))
+    return paths, False
 
 
 def single_process(paths):
@@ -64,6 +71,23 @@ def single_process(paths):
             arr = np.load(p, mmap_mode="r")
             yield arr[:, :-1], arr[:, -1]
     return sufficient_statistics(chunks())
+
+
+def in_memory_rows_per_second(paths, max_bytes: int = 2**30) -> float:
+    """Rows/second of the single-process pass over shards already in RAM (the first ones, up to
+    `max_bytes`): the reference a worker reading from disk is compared with."""
+    held, size = [], 0
+    for p in paths:
+        arr = np.load(p)  # read fully into memory, not memory-mapped
+        held.append(arr)
+        size += arr.nbytes
+        if size >= max_bytes:
+            break
+    with threadpool_limits(limits=1, user_api="blas"):
+        t0 = time.perf_counter()
+        sufficient_statistics((a[:, :-1], a[:, -1]) for a in held)
+        seconds = time.perf_counter() - t0
+    return sum(len(a) for a in held) / seconds
 
 
 def peak_rss(client) -> dict:
@@ -83,16 +107,19 @@ def main():
     ap.add_argument("--shard-rows", type=int, default=250_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dir", type=Path, default=Path(f"/tmp/edgeseq-dask-bench-{os.getpid()}"))
-    ap.add_argument("--keep", action="store_true", help="keep the shards afterwards")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the shards afterwards (a later run with the same --dir and shape reuses them)")
+    ap.add_argument("--result", default="dask_speed",
+                    help="name of the result file under bench/results (the out-of-core run keeps its own)")
     args = ap.parse_args()
     from distributed import Client, LocalCluster, get_task_stream
 
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    paths = write_shards(args.dir, args.rows, args.d, args.shard_rows)
+    paths, reused = write_shards(args.dir, args.rows, args.d, args.shard_rows)
     t_write = time.perf_counter() - t0
     data_bytes = sum(p.stat().st_size for p in paths)
-    print(f"wrote {len(paths)} shards, {data_bytes / 2**30:.2f} GiB in {t_write:.1f} s", flush=True)
+    print(f"{len(paths)} shards, {data_bytes / 2**30:.2f} GiB ready in {t_write:.1f} s", flush=True)
 
     with threadpool_limits(limits=1, user_api="blas"):
         t0 = time.perf_counter()
@@ -102,6 +129,7 @@ def main():
     single_process(paths)
     t_single_mt = time.perf_counter() - t0
     print(f"single process: {t_single:.2f} s on one BLAS thread, {t_single_mt:.2f} s default threads", flush=True)
+    rps_in_memory = in_memory_rows_per_second(paths)
 
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=40) as cluster, Client(cluster) as client:
@@ -138,13 +166,15 @@ def main():
         "workers": args.workers, "threads_per_worker": 1,
         "data_bytes": data_bytes, "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
-        "seconds": {"write_shards": t_write, "single_process_pass_1_thread": t_single,
+        "shards_reused": reused, "seconds": {"write_shards": t_write, "single_process_pass_1_thread": t_single,
                     "single_process_pass_default_threads": t_single_mt, "cluster_pass": t_cluster},
-        "rows_per_second": {"single_process_1_thread": args.rows / t_single,
+        "rows_per_second": {"in_memory_single_process_1_thread": rps_in_memory,
+                            "single_process_1_thread": args.rows / t_single,
                             "single_process_default_threads": args.rows / t_single_mt,
                             "cluster_total": args.rows / t_cluster,
                             "cluster_per_worker": args.rows / t_cluster / args.workers},
         "per_worker_vs_single_process_1_thread": t_single / (t_cluster * args.workers),
+        "per_worker_vs_in_memory_single_process": args.rows / t_cluster / args.workers / rps_in_memory,
         "cluster_speedup_vs_single_process_1_thread": t_single / t_cluster,
         "peak_rss_bytes_per_worker": sorted(rss.values()),
         "worker_seconds_by_task_and_phase": dict(sorted(busy.items(), key=lambda kv: -kv[1])),
@@ -157,7 +187,9 @@ def main():
     result["tables"] = [
         {"title": f"Statistics pass over {args.rows:,} x {args.d} float32 rows in {P} .npy shards",
          "columns": ["where", "seconds", "rows per second"],
-         "rows": [["one process, 1 BLAS thread", f"{t_single:.3g}", f"{rps['single_process_1_thread']:.3g}"],
+         "rows": [["one process, shards already in RAM (up to 1 GiB of them), 1 BLAS thread", "",
+                   f"{rps['in_memory_single_process_1_thread']:.3g}"],
+                  ["one process, 1 BLAS thread", f"{t_single:.3g}", f"{rps['single_process_1_thread']:.3g}"],
                   ["one process, default BLAS threads", f"{t_single_mt:.3g}",
                    f"{rps['single_process_default_threads']:.3g}"],
                   [f"LocalCluster, {args.workers} workers (per worker)", f"{t_cluster:.3g}",
@@ -168,7 +200,7 @@ def main():
                    cm["merges"]]]}]
     print(json.dumps({k: result[k] for k in ("rows_per_second", "cost_model", "peak_rss_bytes_per_worker")},
                      indent=1))
-    print(f"wrote {write_result('dask_speed', result, command_line())}")
+    print(f"wrote {write_result(args.result, result, command_line())}")
     if not args.keep:
         shutil.rmtree(args.dir)
 

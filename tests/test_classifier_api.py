@@ -175,4 +175,7 @@ def test_progress_reports_every_step():
     lines = []
     est = AnytimeClassifier([[0, 1], [2, 3]], [1.0, 2.0], group_names=["a", "b"]).fit(X, y, progress=lines.append)
     assert lines[0].startswith("statistics pass over 80 rows")
-    assert lines[1:] == [f"selection step {j + 1}/2: {['a', 'b'][g]}" for j, g in enumerate(est.sequence_)]
+    assert len(lines) == 3
+    for j, (line, g) in enumerate(zip(lines[1:], est.sequence_)):  # each step names its refit's passes and loss
+        assert line.startswith(f"selection step {j + 1}/2: {['a', 'b'][g]} (refit: ")
+        assert line.endswith(f" passes over the rows, training log-loss {est.train_log_loss_[j + 1]:.4g})")

@@ -196,7 +196,7 @@ def test_classification_shards_on_a_scheduler_equal_the_in_memory_fit(tmp_path, 
              "classification", "--l2", "0.01", "--scheduler", scheduler, "-o", out)
     assert r.exit_code == 0, r.output
     assert "statistics: partition 3/3 done" in r.output and "selection step 4/4:" in r.output
-    assert "evaluations)" in r.output
+    assert "passes over the rows, training log-loss" in r.output
     got = load_model(out)
     ref = AnytimeClassifier(GROUPS, COSTS, l2=0.01, group_names=[f"g{i}" for i in range(4)]).fit(X, labels)
     assert got.sequence_.tolist() == ref.sequence_.tolist() and got.classes_.tolist() == [0.0, 1.0, 2.0]

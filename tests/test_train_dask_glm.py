@@ -69,7 +69,8 @@ def test_cluster_fit_equals_in_memory_fit(client, method, classes):
     assert lines[0] == "statistics pass over 900 rows in 3 partitions on 2 workers"
     assert [ln for ln in lines if ln.startswith("statistics: ")] == [f"statistics: partition {k}/3 done" for k in (1, 2, 3)]
     assert [ln for ln in lines if ln.startswith("selection step")] == [
-        f"selection step {j + 1}/5: g{g} (refit: {int(b.n_evals_[j + 1])} evaluations)" for j, g in enumerate(b.sequence_)]
+        f"selection step {j + 1}/5: g{g} (refit: {b.n_evals_[j + 1]:.3g} passes over the rows, training log-loss "
+        f"{b.train_log_loss_[j + 1]:.4g})" for j, g in enumerate(b.sequence_)]
 
 
 def test_every_prefix_is_optimal_for_the_in_memory_objective(client):

@@ -265,3 +265,26 @@ def test_a_bare_tree_ensemble_is_not_a_model_file(tmp_path):
     (tmp_path / "ens.pkl").write_bytes(pickle.dumps(lightgbm_model("identity").ensemble))
     with pytest.raises(ModelFormatError, match="bare TreeEnsemble"):
         load_model(tmp_path / "ens.pkl")
+
+
+@pytest.mark.parametrize("kind", ["identity", "softmax"])
+def test_make_check_model_runs_the_firmware_demo_on_a_tree_export(kind, tmp_path):
+    """The firmware-shaped demo, the interrupt test and the fuzzer (`make -C runtime_c check-model`,
+    gcc and clang under ASan/UBSan) run on an `edgeseq export` of a tree model as on a linear one."""
+    import re
+    import shutil
+    import subprocess
+
+    from edgeseq.export.c_harness import runtime_dir
+    make = shutil.which("make")
+    if make is None or (shutil.which("gcc") is None and shutil.which("clang") is None):
+        pytest.skip("make or a C compiler is missing")
+    model = lightgbm_model(kind)
+    export_model(model, tmp_path / "out")
+    proc = subprocess.run([make, "--no-print-directory", "-C", str(runtime_dir()), "check-model",
+                           f"MODEL_DIR={tmp_path / 'out'}", f"BUILD={tmp_path / 'build'}", "FUZZ_SECONDS=1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    answers = [int(a) for a in re.findall(r"answer at tick \d+: prefix (\d+) of (?:\d+)", proc.stdout)]
+    assert answers and all(0 <= a < len(model.stages) for a in answers), proc.stdout[-2000:]
+    assert "torn 0" in proc.stdout and "no finding" in proc.stdout

@@ -78,25 +78,36 @@ def fitted_attribute(est, name: str):
     return getattr(est, name)
 
 
-def step_reporter(progress, spec: GroupSpec, evaluations: bool = False):
-    """Adapt a text progress callback to the selections' (step, n_steps, group, ...) calls.
+def step_reporter(progress, spec: GroupSpec):
+    """Adapt a text progress callback to the selections' (step, n_steps, group, [refit]) calls.
+
+    A GLM selection also passes the step's refit: its passes over the rows and training loss are
+    what tells a user watching a long fit whether a step is slow because its refit is hard.
 
     Examples
     --------
+    >>> from types import SimpleNamespace
     >>> from edgeseq.train.base import step_reporter
     >>> from edgeseq.train.groups import check_groups
     >>> report = step_reporter(print, check_groups([[0], [1]], [1.0, 2.0], ["a", "b"], n_features=2))
     >>> report(1, 2, 1)
     selection step 1/2: b
+    >>> report(2, 2, 0, SimpleNamespace(n_evals=7.5, loss=0.31234, converged=True))
+    selection step 2/2: a (refit: 7.5 passes over the rows, training log-loss 0.3123)
     >>> step_reporter(None, None) is None  # no callback, no per-step work
     True
     """
     if progress is None:
         return None
-    if evaluations:  # GLM: each refit evaluation is a pass over the rows (on a cluster, over every partition)
-        return lambda step, n_steps, g, fit, *_: progress(
-            f"selection step {step}/{n_steps}: {spec.names[g]} (refit: {int(fit.n_evals)} evaluations)")
-    return lambda step, n_steps, g, *_: progress(f"selection step {step}/{n_steps}: {spec.names[g]}")
+
+    def report(step, n_steps, g, refit=None, *_):
+        line = f"selection step {step}/{n_steps}: {spec.names[g]}"
+        if refit is not None and hasattr(refit, "n_evals") and hasattr(refit, "loss"):
+            line += (f" (refit: {refit.n_evals:.3g} passes over the rows, training log-loss {refit.loss:.4g}"
+                     + ("" if getattr(refit, "converged", True) else ", not converged") + ")")
+        progress(line)
+
+    return report
 
 
 class AnytimeBase(BaseEstimator):

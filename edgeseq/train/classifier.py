@@ -188,10 +188,9 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             return PartitionedGLMState(prob, PartitionedDesign.over(t.rows, used, prob), t.freq, t.link,
                                        float(self.l2), fr_hessian=self._fr_hessian)
 
-        return self._select(t.stats, spec, n_features, t.classes, progress, state, evaluations=True)
+        return self._select(t.stats, spec, n_features, t.classes, progress, state)
 
-    def _select(self, stats: SufficientStats, spec: GroupSpec, n_features: int, classes, progress, make_state,
-                evaluations: bool = False):
+    def _select(self, stats: SufficientStats, spec: GroupSpec, n_features: int, classes, progress, make_state):
         """From the statistics on: working problem, greedy selection over `make_state(prob)`, fold, publish."""
         link = "sigmoid" if classes.size == 2 else "softmax"
         provenance, column_stats = self._provenance(stats), raw_column_stats(spec, stats, n_features)
@@ -202,7 +201,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             del stats  # the d × d sums are K's size again; nothing below reads them
             state = make_state(prob)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
-                                progress=step_reporter(progress, spec, evaluations=evaluations))
+                                progress=step_reporter(progress, spec))
             del state  # its k × k factors are not needed by the fold below
         self._warn(result, spec)
         seq = fold_glm(prob, result, spec, None, n_features, link, classes, provenance, column_stats)

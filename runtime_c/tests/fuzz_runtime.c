@@ -1,6 +1,6 @@
 /*
  * Fuzz harness: arbitrary sequences of init / next_group / push / current / reset driven by bytes,
- * against a generated linear model (-DES_PREFIX=<prefix> -I<model dir>; a tree model is skipped). Every status is checked against
+ * against a generated model, linear or tree stages (-DES_PREFIX=<prefix> -I<model dir>). Every status is checked against
  * an independent model of the expected behaviour, and every committed prediction against a
  * double-precision reference; any mismatch aborts (a finding), as do ASan/UBSan reports.
  *
@@ -60,14 +60,11 @@ static int finite_f(float v)
     return v - v == 0.0f;
 }
 
-/* expected prediction of prefix j in double, with a bound on the float32 rounding error */
-static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x, double *pred,
-                      double *bound, double *magnitude)
+/* z of linear prefix j in double; returns the sum of |terms| that bounds its float32 rounding */
+static double linear_logits(const es_model *m, uint32_t j, uint32_t d, const float *x, double *z, uint32_t *terms)
 {
-    double z[ES_N_OUTPUTS];
     double mag = 0.0;
     uint32_t p, i;
-    double zmax, sum = 0.0;
     for (p = 0; p < ES_N_OUTPUTS; ++p) {
         double s = (double)m->intercept[(size_t)j * ES_N_OUTPUTS + p];
         double a = fabs(s);
@@ -81,8 +78,64 @@ static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x,
             mag = a;
         }
     }
+    *terms = d;
+    return mag;
+}
+
+/* Leaf value of tree t for features x, walked independently of the runtime (a bounded walk: a
+   generated model never needs more than n_nodes steps, so a longer walk is a finding). */
+static double tree_leaf(const es_trees *tr, uint32_t t, const float *x)
+{
+    uint32_t node = tr->tree_root[t], steps = 0;
+    while (tr->node[node].feature >= 0) {
+        const es_tree_node *nd = &tr->node[node];
+        node = nd->child[x[nd->feature] <= nd->value ? 0 : 1];
+        if (++steps > tr->n_nodes) FINDING("tree walk does not end");
+    }
+    return (double)tr->node[node].value;
+}
+
+/* z of tree stage k in double: the state summed over every tree of stages 0..k, then the readout of
+   stage k; returns the magnitude that bounds the float32 rounding of both sums. */
+static double tree_logits(const es_model *m, uint32_t k, const float *x, double *z, uint32_t *terms)
+{
+    const es_trees *tr = m->trees;
+    static double s[ES_WORK_FLOATS], a[ES_WORK_FLOATS]; /* n_state <= ES_WORK_FLOATS */
+    double mag = 0.0;
+    uint32_t t, i, p;
+    for (i = 0; i < tr->n_state; ++i) {
+        s[i] = a[i] = 0.0;
+    }
+    for (t = 0; t < tr->stage_tree[k + 1u]; ++t) {
+        double leaf = tree_leaf(tr, t, x);
+        s[tr->tree_target[t]] += leaf;
+        a[tr->tree_target[t]] += fabs(leaf);
+    }
+    for (p = 0; p < ES_N_OUTPUTS; ++p) {
+        double b = (double)tr->readout_b[(size_t)k * ES_N_OUTPUTS + p], zp = b, ap = fabs(b);
+        for (i = 0; i < tr->n_state; ++i) {
+            double w = (double)tr->readout_w[((size_t)k * tr->n_state + i) * ES_N_OUTPUTS + p];
+            zp += s[i] * w;
+            ap += a[i] * fabs(w);
+        }
+        z[p] = zp;
+        mag = ap > mag ? ap : mag;
+    }
+    *terms = tr->n_trees + tr->n_state;
+    return mag;
+}
+
+/* expected prediction of stage j (linear: prefix j over the first d features) in double, with a
+   bound on the float32 rounding error */
+static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x, double *pred,
+                      double *bound, double *magnitude)
+{
+    double z[ES_N_OUTPUTS];
+    uint32_t p, terms;
+    double zmax, sum = 0.0;
+    double mag = m->kind == ES_KIND_LINEAR ? linear_logits(m, j, d, x, z, &terms) : tree_logits(m, j, x, z, &terms);
     *magnitude = mag;
-    *bound = (double)(d + 4u) * 1.2e-7 * mag + 1e-37;
+    *bound = (double)(terms + 4u) * 1.2e-7 * mag + 1e-37;
     if (m->link == ES_LINK_IDENTITY) {
         for (p = 0; p < ES_N_OUTPUTS; ++p) {
             pred[p] = z[p];
@@ -108,6 +161,16 @@ static void reference(const es_model *m, uint32_t j, uint32_t d, const float *x,
     *bound = 2.0 * *bound + 1e-6; /* softmax is 1-Lipschitz per logit difference */
 }
 
+/* The stage committed after `next` groups were pushed: linear, the prefix `next`; trees, the last
+   stage all of whose groups are in (stages without new groups run with their predecessor). */
+static uint32_t committed_stage(const es_model *m, uint32_t next)
+{
+    if (m->kind == ES_KIND_LINEAR) {
+        return next;
+    }
+    return next == m->n_groups ? m->trees->n_stages - 1u : m->trees->group_stage[next] - 1u;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -120,9 +183,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int inited = 0;
     uint32_t next = 0, filled = 0;
     const es_model *m = &ES_MODEL;
-    if (m->kind != ES_KIND_LINEAR) {
-        return 0; /* the expected-behaviour model below is that of linear prefixes */
-    }
     b.p = data;
     b.n = size;
     memset(&st, 0, sizeof st);
@@ -178,7 +238,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             } else {
                 want = ES_OK; /* or ES_ERR_OVERFLOW, checked below */
             }
-            if (want == ES_OK && s == ES_ERR_OVERFLOW) {
+            if (want == ES_OK && s == ES_ERR_OVERFLOW && m->kind == ES_KIND_LINEAR) {
                 double pred[ES_N_OUTPUTS + 1u], bound, mag;
                 memcpy(mirror + filled, values, n * sizeof(float));
                 reference(m, next + 1u, filled + (uint32_t)n, mirror, pred, &bound, &mag);
@@ -201,9 +261,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             } else {
                 double pred[ES_N_OUTPUTS + 1u], bound, mag;
                 uint32_t p;
-                if (s != ES_OK || prefix != next) FINDING("current prefix");
+                if (s != ES_OK || prefix != committed_stage(m, next)) FINDING("current prefix");
                 s = es_current(&st, out, NULL, NULL);
-                reference(m, next, filled, mirror, pred, &bound, &mag);
+                reference(m, prefix, filled, mirror, pred, &bound, &mag);
                 for (p = 0; p < ES_N_PRED; ++p) {
                     if (!finite_f(out[p]) || fabs((double)out[p] - pred[p]) > bound) {
                         FINDING("prediction differs from the double reference");
@@ -233,10 +293,6 @@ int main(int argc, char **argv)
     unsigned long runs = 0;
     clock_t end = clock() + (clock_t)(seconds * (double)CLOCKS_PER_SEC);
     x = x ? x : 1u;
-    if (ES_MODEL.kind != ES_KIND_LINEAR) {
-        printf("fuzz fallback: models linear prefixes only; tree model skipped\n");
-        return 0;
-    }
     while (clock() < end) {
         size_t n, i;
         x ^= x << 13; x ^= x >> 17; x ^= x << 5;
