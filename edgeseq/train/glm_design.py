@@ -117,14 +117,11 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
         >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
-        >>> X = np.random.default_rng(0).normal(size=(20, 2))
-        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [2], whiten=True)
-        >>> template = WorkingDesign(X[:0], np.arange(2), prob)
-        >>> bool(np.allclose(template.on_rows(X[5:]).columns(), WorkingDesign(X, np.arange(2), prob).columns()[5:]))
-        True
+        >>> X = np.arange(12.0).reshape(6, 2)
+        >>> template = WorkingDesign.centred(X[:0], np.array([0, 1]), np.array([5.0, 6.0]))  # no rows
+        >>> template.on_rows(X[4:]).columns().tolist()       # the last two rows, centred
+        [[3.0, 3.0], [5.0, 5.0]]
         """
         other = type(self).__new__(type(self))
         other._init(X, self._blocks, self.slices, self.chunk_rows)
