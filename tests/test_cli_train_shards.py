@@ -126,7 +126,7 @@ def test_bad_shards_name_the_shard_and_write_nothing(tmp_path):
     np.save(shards / "part-001.npy", good)
     _one_error(_run(tmp_path / "nothing-*.npy", "--groups", groups, "-o", out), "no .npy, .csv or .parquet shards", out)
     _one_error(_run(shards, "--groups", groups, "--target", "x", "-o", out), "must be a column index", out)
-    _one_error(_run(shards, "--groups", groups, "--task", "classification", "-o", out), "regression only", out)
+    _one_error(_run(shards, "--groups", groups, "--task", "classification", "-o", out), "a classifier is for", out)
     r = _run(shards, "--groups", groups, "-o", out)  # negative control: the repaired shards train
     assert r.exit_code == 0, r.output
 
@@ -184,3 +184,21 @@ def test_bad_parquet_shards_name_the_shard_and_write_nothing(tmp_path):
     pq.write_table(good, shards / "part-002.parquet")
     r = _run(shards, "--target", "target", "--groups", groups, "-o", out)  # negative control: repaired, it trains
     assert r.exit_code == 0, r.output
+
+
+def test_classification_shards_on_a_scheduler_equal_the_in_memory_fit(tmp_path, scheduler):
+    """Every pass of the GLM selection runs on the workers holding the shards; same model as in memory."""
+    from edgeseq import AnytimeClassifier
+    X, y = _data(5, n=600)
+    labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3])).astype(float)  # three classes
+    out = tmp_path / "m.pkl"
+    r = _run(_npy_shards(tmp_path, X, labels, (200, 250, 150)), "--groups", _groups(tmp_path), "--task",
+             "classification", "--l2", "0.01", "--scheduler", scheduler, "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "statistics: partition 3/3 done" in r.output and "selection step 4/4:" in r.output
+    assert "passes over the rows, training log-loss" in r.output
+    got = load_model(out)
+    ref = AnytimeClassifier(GROUPS, COSTS, l2=0.01, group_names=[f"g{i}" for i in range(4)]).fit(X, labels)
+    assert got.sequence_.tolist() == ref.sequence_.tolist() and got.classes_.tolist() == [0.0, 1.0, 2.0]
+    np.testing.assert_allclose(got.train_log_loss_, ref.train_log_loss_, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(got.predict_proba(X), ref.predict_proba(X), rtol=0, atol=1e-5)

@@ -67,10 +67,11 @@ def _refuse_ambiguous_target(y) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Model file to write (pickle with a format version; load it with edgeseq.io.model_io.load_model).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no sequence table).")
-@click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler to run the statistics pass on "
-              "(DATA is then shards: a directory or glob of .npy/CSV/Parquet files). Needs edgeseq[dask].")
-@click.option("--workers", type=int, help="Run the statistics pass over the shards on a local Dask "
-              "cluster of N worker processes. Needs edgeseq[dask].")
+@click.option("--scheduler", metavar="ADDRESS", help="Dask scheduler to train on (regression: the statistics "
+              "pass; classification: every pass of the selection). DATA is then shards: a directory or glob of "
+              ".npy/CSV/Parquet files. Needs edgeseq[dask].")
+@click.option("--workers", type=int, help="Train on the shards on a local Dask cluster of N worker processes. "
+              "Needs edgeseq[dask].")
 def train_command(data, target, groups_path, method, doubling, no_whiten, l2, task, output, quiet,
                   scheduler, workers):
     """Learn the group order and one linear model per prefix; write MODEL.pkl.
@@ -90,9 +91,6 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
 
     progress = Progress(quiet)
     sharded = is_shard_source(data) or scheduler is not None or workers is not None
-    if sharded and task not in (None, "regression"):
-        raise InputError("training on shards (--scheduler/--workers, a directory or glob) supports "
-                         "--task regression only for now")
     with progress.stage("read data", str(data)):
         ds = open_shards(data, target) if sharded else read_data(data, target, task or "regression")
     if task is None and not sharded:
@@ -111,8 +109,9 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
                      doubling=doubling, group_names=spec.names, feature_names=layout.feature_names,
                      cost_provenance=spec.cost_provenance, **params)
     rows = f"{len(ds.paths)} shards" if sharded else f"{ds.X.shape[0]} rows"
+    passes = ", each a pass over the rows per evaluation" if task == "classification" else ""
     with progress.stage("fit", f"{type(est).__name__} (method {method}): statistics pass over "
-                               f"{rows}, then {len(spec.names)} selection steps"):
+                               f"{rows}, then {len(spec.names)} selection steps{passes}"):
         if sharded:
             with cluster_client(scheduler, workers) as client:
                 fit_shards(est, ds, spec, client, progress.say)

@@ -43,10 +43,19 @@ def cluster_client(scheduler: str | None, workers: int | None):
 
 
 def fit_shards(est, shards, spec, client, say):
-    """Statistics pass over the shards (one partition each) where they are read, then the selection."""
+    """Each shard one partition, read by the worker that uses it.
+
+    Regression: the statistics pass there, then the selection here (D-space only). Classification:
+    the shards stay in the workers' memory and every pass of the GLM selection runs on them.
+    """
     from edgeseq.train.dask_stats import partitioned_statistics
 
     parts = shards.partitions(client)
+    if hasattr(est, "fit_partitions"):
+        from edgeseq.train.dask_glm import PartitionedRows
+
+        rows = PartitionedRows.from_blocks(parts, shards.n_features, client, labels=shards.names())
+        return est.fit_partitions(rows, progress=say)
     stats = partitioned_statistics(parts, sum(p[2] for p in parts), shards.n_features,
                                    columns=np.concatenate(spec.columns), client=client, progress=say,
                                    names=shards.names())

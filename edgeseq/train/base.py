@@ -155,11 +155,13 @@ class AnytimeBase(BaseEstimator):
             raise InputError(f"feature_names must be {seq.n_features_in} distinct strings, one per column of X")
         return dataclasses.replace(seq, feature_names=tuple(str(n) for n in names))  # np.str_ -> str
 
-    def _refuse_dask(self, X) -> None:
-        """For estimators without a cluster path: validation would silently gather every row here."""
+    def _cluster_fit(self, X, client) -> bool:
+        """True when X is a dask array (fit it where its partitions are); `client` is only for those."""
         if is_dask_array(X):
-            raise InputError(f"{type(self).__name__} does not fit dask arrays yet (AnytimeRegressor does); "
-                             "compute X into memory or a np.memmap first")
+            return True
+        if client is not None:
+            raise InputError("client= is for fitting a dask array; X here is an in-memory array")
+        return False
 
     def _validate_fit_X(self, X, y):
         X, y = _wrap_validation(lambda: validate_data(

@@ -10,9 +10,10 @@ from threadpoolctl import threadpool_limits
 
 from edgeseq.train.fold import fold_sequence, raw_column_stats
 from edgeseq.train.base import AnytimeBase, classification_targets, step_reporter
+from edgeseq.train.dask_stats import check_dask_X
 from edgeseq.train.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
-from edgeseq.train.glm_fit import GRAD_TOL
+from edgeseq.train.glm_fit import GRAD_TOL, class_targets
 from edgeseq.train.glm_design import WorkingDesign
 from edgeseq.train.glm_select import GLMSelectionResult, GLMState, select_glm
 from edgeseq.train.groups import GroupSpec
@@ -85,17 +86,23 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         self.feature_names = feature_names
         self.cost_provenance = cost_provenance
 
-    def fit(self, X, y, *, progress=None):
+    def fit(self, X, y, *, progress=None, client=None):
         """Select and refit greedily (glm_select) over a chunked working design (nothing n × k is built).
 
-        `progress`: optional callable receiving one line of text per stage and selection step.
+        `X` may also be a row-chunked ``dask.array`` (optional extra ``edgeseq[dask]``): its partitions
+        are read once and kept where they are, and every loss/gradient evaluation of the selection is
+        a map over them plus a tree sum (`edgeseq.train.dask_glm`), on `client`, else on the active
+        ``distributed`` client, else partition by partition here. Same selections and refits as in
+        memory. `progress`: optional callable receiving one line of text per stage and selection step.
 
         Parameters
         ----------
-        X : array (n, D)
+        X : array (n, D) or dask.array.Array
         y : array (n,)
-            Class labels (at least two distinct).
+            Class labels (at least two distinct); a numpy or dask array for a dask X.
         progress : callable, optional
+        client : distributed.Client, optional
+            Where to run a dask array's passes.
 
         Returns
         -------
@@ -104,7 +111,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         Raises
         ------
         InputError
-            Fewer than two samples or classes, non-finite used columns, bad parameters.
+            Fewer than two samples or classes, non-finite used columns, bad parameters; for a dask
+            array also the partition and row of a bad value or label.
 
         Examples
         --------
@@ -114,30 +122,89 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         >>> clf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(X, y)
         >>> clf.classes_.tolist(), clf.sequence_.tolist(), float(clf.train_accuracy_[-1])
         (['no', 'yes'], [1, 0], 1.0)
+
+        The same rows as a dask array (here without a cluster: partition by partition in this process):
+
+        >>> import dask.array as da
+        >>> dclf = AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit(da.from_array(X, chunks=(70, 2)), y)
+        >>> dclf.sequence_.tolist(), bool(np.allclose(dclf.coef_, clf.coef_, atol=1e-6))
+        ([1, 0], True)
         """
         self._check_params()
-        self._refuse_dask(X)
+        if self._cluster_fit(X, client):
+            from edgeseq.train.dask_glm import partition_dask_arrays
+
+            check_dask_X(X)
+            return self.fit_partitions(partition_dask_arrays(X, y, client), progress=progress)
         X, y, classes, k = classification_targets(self, X, y)
         link = "sigmoid" if classes.size == 2 else "softmax"
-        Y = (k == 1).astype(np.float64)[:, None] if link == "sigmoid" else np.eye(classes.size)[k]
+        Y = class_targets(k, classes.size)
         spec = self._group_spec(X.shape[1])
         used = np.concatenate(spec.columns)
         if progress is not None:
             progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
         stats = sufficient_statistics(X, Y, columns=used)
-        provenance, column_stats = self._provenance(stats), raw_column_stats(spec, stats, X.shape[1])
+        return self._select(stats, spec, X.shape[1], classes, progress, lambda prob: GLMState(
+            prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used, fr_hessian=self._fr_hessian))
+
+    def fit_partitions(self, rows, *, progress=None):
+        """Fit on row partitions that stay where they were read (`edgeseq.train.dask_glm.PartitionedRows`).
+
+        What `fit` does with a dask array, and what ``edgeseq train`` does with shards (each shard one
+        partition, read by its worker).
+
+        Parameters
+        ----------
+        rows : PartitionedRows
+            X blocks with their class labels.
+        progress : callable, optional
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeClassifier
+        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
+        >>> rows = PartitionedRows.split(X, y, [90])      # two partitions, here in this process
+        >>> AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit_partitions(rows).sequence_.tolist()
+        [1, 0]
+        """
+        from edgeseq.train.dask_glm import PartitionedDesign, PartitionedGLMState, partitioned_targets
+
+        self._check_params()
+        n_features = int(rows.n_features)
+        spec = self._group_spec(n_features)
+        used = np.concatenate(spec.columns)
+        self.n_features_in_ = n_features
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        t = partitioned_targets(rows, used, progress=progress)
+
+        def state(prob):
+            return PartitionedGLMState(prob, PartitionedDesign.over(t.rows, used, prob), t.freq, t.link,
+                                       float(self.l2), fr_hessian=self._fr_hessian)
+
+        return self._select(t.stats, spec, n_features, t.classes, progress, state)
+
+    def _select(self, stats: SufficientStats, spec: GroupSpec, n_features: int, classes, progress, make_state):
+        """From the statistics on: working problem, greedy selection over `make_state(prob)`, fold, publish."""
+        link = "sigmoid" if classes.size == 2 else "softmax"
+        provenance, column_stats = self._provenance(stats), raw_column_stats(spec, stats, n_features)
         # skinny (n×m)·(m×P) products are memory-bound and the D-space ones small: a second BLAS
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
         with threadpool_limits(limits=1, user_api="blas"):
             prob = build_working_problem(stats, spec.sizes, self.whiten, keep_cov=False)
             del stats  # the d × d sums are K's size again; nothing below reads them
-            state = GLMState(prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used,
-                             fr_hessian=self._fr_hessian)
+            state = make_state(prob)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
                                 progress=step_reporter(progress, spec))
             del state  # its k × k factors are not needed by the fold below
         self._warn(result, spec)
-        seq = fold_glm(prob, result, spec, None, X.shape[1], link, classes, provenance, column_stats)
+        seq = fold_glm(prob, result, spec, None, n_features, link, classes, provenance, column_stats)
         self.classes_ = classes
         self._publish(self._with_inputs(seq), spec)
         self.train_accuracy_ = result.accuracy

@@ -48,8 +48,18 @@ def _require_dask():
         raise InputError("fitting a dask array needs the optional extra: pip install 'edgeseq[dask]'") from exc
 
 
-def _active_client(client):
-    """The client to run on: the one given, else the active distributed client, else None."""
+def active_client(client):
+    """The client to run on: the one given, else the active distributed client, else None.
+
+    Every cluster path (statistics, GLM passes) picks its place with this one rule.
+
+    Examples
+    --------
+    >>> from edgeseq.train.dask_stats import active_client
+    >>> given = object()
+    >>> active_client(given) is given
+    True
+    """
     if client is not None:
         return client
     try:
@@ -96,8 +106,27 @@ def check_dask_X(X) -> tuple[int, int]:
     return n, d
 
 
-def _row_blocks(X, y):
-    """One (source, first row, length) per row partition; the source is the pair of delayed blocks."""
+def row_blocks(X, y, y_of=as_2d_y):
+    """One (source, first row, length) per row partition; the source is the pair of delayed blocks.
+
+    X's column chunks are joined (every pass needs whole rows) and y is split like X's rows; an
+    in-memory y is first checked and shaped by ``y_of(y, n_rows)`` (float targets by default, class
+    labels for a classifier).
+
+    Returns
+    -------
+    tuple
+        (list of ((X block, y block), first row, rows), number of columns)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> from edgeseq.train.dask_stats import row_blocks
+    >>> blocks, d = row_blocks(da.zeros((5, 3), chunks=(2, 2)), np.arange(5.0))
+    >>> [(start, rows) for _, start, rows in blocks], d
+    ([(0, 2), (2, 2), (4, 1)], 3)
+    """
     import dask.array as da
 
     if len(X.chunks[1]) > 1:
@@ -107,8 +136,8 @@ def _row_blocks(X, y):
             raise InputError(f"X has {X.shape[0]} rows but y has {y.shape[0]}; they must match")
         y = y.rechunk((X.chunks[0],) + tuple((s,) for s in y.shape[1:]))
     else:
-        y = as_2d_y(y, X.shape[0])
-        y = da.from_array(y, chunks=(X.chunks[0], y.shape[1]))
+        y = y_of(y, X.shape[0])
+        y = da.from_array(y, chunks=(X.chunks[0],) + y.shape[1:])
     xs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
@@ -210,10 +239,12 @@ def merge_pair(a: SufficientStats | None, b: SufficientStats | None):
     return a.merge(b)
 
 
-def tree_reduce(parts: list, merge):
-    """Pairwise reduction: ⌈log2 P⌉ levels; `merge(a, b)` builds one node (a task or a value).
+def tree_reduce(parts: list, merge, fan_in: int = 2):
+    """Reduction in ⌈log_fan_in P⌉ levels; `merge(*nodes)` builds one node (a task or a value) from ≤ fan_in.
 
-    A balanced tree keeps the critical path short on a cluster (a left fold would be P levels).
+    A balanced tree keeps the critical path short on a cluster (a left fold would be P levels); a
+    wider fan-in trades a little width per node for fewer levels, i.e. fewer scheduler round trips
+    when each node is cheap (the GLM's small gradient sums).
 
     Raises
     ------
@@ -227,13 +258,14 @@ def tree_reduce(parts: list, merge):
     (((1, 2), (3, 4)), 5)
     >>> tree_reduce(list(range(10)), lambda a, b: a + b) == sum(range(10))
     True
+    >>> tree_reduce([1, 2, 3, 4, 5], lambda *nodes: nodes, fan_in=4)
+    ((1, 2, 3, 4), 5)
     """
     if not parts:
         raise InputError("no data: X has no rows")
     while len(parts) > 1:
-        nxt = [merge(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        if len(parts) % 2:
-            nxt.append(parts[-1])
+        nxt = [merge(*parts[i:i + fan_in]) if len(parts[i:i + fan_in]) > 1 else parts[i]
+               for i in range(0, len(parts), fan_in)]
         parts = nxt
     return parts[0]
 
@@ -271,7 +303,7 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     """
     _require_dask()
     n, _ = check_dask_X(X)
-    blocks, d = _row_blocks(X, y)
+    blocks, d = row_blocks(X, y)
     return partitioned_statistics(blocks, n, d, columns=columns, client=client, progress=progress, names=names)
 
 
@@ -308,7 +340,7 @@ def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None,
     cols = None if columns is None else np.asarray(columns, dtype=np.int64)
     if cols is not None and cols.size and not (0 <= cols.min() and cols.max() < d):
         raise InputError(f"columns must be indices in 0..{d - 1}")
-    client = _active_client(client)
+    client = active_client(client)
     say = progress or (lambda msg: None)
     P = len(blocks)
     if names is not None and len(names) != P:
@@ -349,13 +381,27 @@ def _on_cluster(client, blocks, cols, d, say, labels):
     index = {fut.key: k for k, fut in enumerate(part_futs)}
     for done, fut in enumerate(as_completed(part_futs), start=1):
         if fut.status == "error":
-            _raise_partition_error(fut, blocks[index[fut.key]][2], labels[index[fut.key]])
+            raise_partition_error(fut, blocks[index[fut.key]][2], labels[index[fut.key]])
         say(f"statistics: partition {done}/{len(part_futs)} done")
     return _finish(root_fut.result(), ref_fut.result(), cols)
 
 
-def _raise_partition_error(fut, rows: int, label: str):
-    """The worker's own error (e.g. the row holding a NaN), or what a repeatedly killed worker means."""
+def raise_partition_error(fut, rows: int, label: str):
+    """The worker's own error (e.g. the row holding a NaN), or what a repeatedly killed worker means.
+
+    Examples
+    --------
+    >>> from edgeseq.train.dask_stats import raise_partition_error
+    >>> class KilledWorker(Exception):
+    ...     pass
+    >>> class Failed:  # what a distributed future that died with its worker reports
+    ...     def exception(self):
+    ...         return KilledWorker()
+    >>> raise_partition_error(Failed(), 5000, "partition 3")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: partition 3 (5,000 rows) killed its worker each time it ran, most likely by running out of memory: use smaller partitions (fewer rows each) or give the workers more memory
+    """
     exc = fut.exception()
     if type(exc).__name__ == "KilledWorker":  # the task took its worker down every time it ran
         raise InputError(f"{label} ({rows:,} rows) killed its worker each time it ran, most likely by running "

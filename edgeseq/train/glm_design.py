@@ -91,6 +91,42 @@ class WorkingDesign:
         self._init(np.asarray(Z), blocks, prob.slices, chunk_rows)
         return self
 
+    @classmethod
+    def centred(cls, X, used: np.ndarray, x_mean: np.ndarray, chunk_rows: int | None = None) -> WorkingDesign:
+        """The used raw columns, centred, as one group with no transform (what the `single` score reads).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_design import WorkingDesign
+        >>> X = np.arange(6.0).reshape(3, 2)
+        >>> WorkingDesign.centred(X, np.array([1]), np.array([3.0])).columns().ravel().tolist()
+        [-2.0, 0.0, 2.0]
+        """
+        self = cls.__new__(cls)
+        used = np.asarray(used, dtype=np.int64)
+        self._init(X, [(_as_index(used), x_mean, None)], [slice(0, used.size)], chunk_rows)
+        return self
+
+    def on_rows(self, X) -> WorkingDesign:
+        """The same design (columns, means, transforms) over other rows, e.g. one partition on a worker.
+
+        A design built over zero rows is what a cluster sends to its workers once: O(Σ k_g² + D)
+        numbers, after which each pass needs only the weights.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.glm_design import WorkingDesign
+        >>> X = np.arange(12.0).reshape(6, 2)
+        >>> template = WorkingDesign.centred(X[:0], np.array([0, 1]), np.array([5.0, 6.0]))  # no rows
+        >>> template.on_rows(X[4:]).columns().tolist()       # the last two rows, centred
+        [[3.0, 3.0], [5.0, 5.0]]
+        """
+        other = type(self).__new__(type(self))
+        other._init(X, self._blocks, self.slices, self.chunk_rows)
+        return other
+
     def _init(self, X, blocks, slices, chunk_rows):
         self.X = X
         self._blocks = blocks  # per group: (raw columns of X, mean or None, transform or None = identity)

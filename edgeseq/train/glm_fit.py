@@ -90,6 +90,19 @@ def prior_intercept(Y: np.ndarray, link: str) -> np.ndarray:
     return logp - logp.mean()
 
 
+def class_targets(k: np.ndarray, n_classes: int) -> np.ndarray:
+    """The refit's Y from class indices: a 0/1 column of class 1 (two classes) or one-hot rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import class_targets
+    >>> class_targets(np.array([1, 0]), 2).tolist(), class_targets(np.array([2, 0]), 3).tolist()
+    ([[1.0], [0.0]], [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    """
+    return (k == 1).astype(np.float64)[:, None] if n_classes == 2 else np.eye(n_classes)[k]
+
+
 @dataclass
 class Refit:
     """The solution of one GLM refit and how it was reached (the convergence flag is what the caller warns on).
@@ -375,7 +388,12 @@ def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndar
     exact = _Problem(evaluate, P, factor, l2)
     evals = exact.minimize(theta, tol)
     last, norm = exact.last, exact.grad_norm()
-    return Refit(last["W"], last["b"], last["f"], data_loss(last["f"], Y, link), norm, evals, norm <= tol)
+    return Refit(last["W"], last["b"], last["f"], _loss_of(last["f"], Y, link), norm, evals, norm <= tol)
+
+
+def _loss_of(f, Y, link) -> float:
+    """Mean data loss at f; an evaluation that kept its rows elsewhere (a cluster) returns it as f.loss."""
+    return f.loss if hasattr(f, "loss") else data_loss(f, Y, link)
 
 
 def design_objective(design, groups, Y: np.ndarray, link: str, l2: float):
@@ -406,15 +424,65 @@ def design_objective(design, groups, Y: np.ndarray, link: str, l2: float):
     n = Y.shape[0]
 
     def evaluate(W, b):
-        gb = np.zeros(Y.shape[1])
-
-        def residual(f_rows, rows):
-            R = mean_function(f_rows, link) - Y[rows]
-            gb[:] += R.sum(axis=0)
-            return R
-
-        f, G = design.fused_pass(groups, W, b, residual)
+        f, G, gb = link_pass(design, groups, W, b, Y, link)
         r = data_loss(f, Y, link) + 0.5 * l2 * float(np.sum(W * W))
         return r, G / n + l2 * W, gb / n, f
 
     return evaluate
+
+
+def link_pass(design, groups, W: np.ndarray, b: np.ndarray, Y: np.ndarray, link: str):
+    """f = Z_S W + b and the unscaled sums Z_Sᵀ(∇φ(f) − Y), Σ_i (∇φ(f_i) − y_i) in one pass over `design`.
+
+    The one place where a pass over rows becomes loss-gradient material: the in-memory objective
+    divides the sums by n, a cluster adds them over its partitions first (`dask_glm`), so both
+    evaluate the same expression.
+
+    Returns
+    -------
+    f : array (n, P)
+    G : array (m, P)
+    gb : array (P,)
+
+    Examples
+    --------
+    On a materialised design (identity transforms) the sums are plain products:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.glm_design import WorkingDesign
+    >>> from edgeseq.train.glm_fit import link_pass, mean_function
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> Z = np.random.default_rng(1).normal(size=(30, 2)); Y = (Z[:, :1] > 0).astype(float)
+    >>> d = WorkingDesign.from_array(Z, build_working_problem(sufficient_statistics(Z, Y), [1, 1], whiten=False))
+    >>> f, G, gb = link_pass(d, [0], np.ones((1, 1)), np.zeros(1), Y, "sigmoid")
+    >>> R = mean_function(Z[:, :1], "sigmoid") - Y
+    >>> bool(np.allclose(f, Z[:, :1])), bool(np.allclose(G, Z[:, :1].T @ R)), bool(np.allclose(gb, R.sum(axis=0)))
+    (True, True, True)
+    """
+    gb = np.zeros(Y.shape[1])
+
+    def residual(f_rows, rows):
+        R = mean_function(f_rows, link) - Y[rows]
+        gb[:] += R.sum(axis=0)
+        return R
+
+    f, G = design.fused_pass(groups, W, b, residual)
+    return f, G, gb
+
+
+def n_correct(f: np.ndarray, Y: np.ndarray, link: str) -> int:
+    """How many rows the linear predictor f classifies as their target Y does (0/1 column or one-hot).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import n_correct
+    >>> n_correct(np.array([[1.0], [-2.0], [0.5]]), np.array([[1.0], [1.0], [1.0]]), "sigmoid")
+    2
+    >>> n_correct(np.array([[0.0, 3.0], [2.0, 1.0]]), np.eye(2)[[1, 1]], "softmax")
+    1
+    """
+    pred = (f[:, 0] > 0).astype(int) if link == "sigmoid" else np.argmax(f, axis=1)
+    truth = Y[:, 0].astype(int) if link == "sigmoid" else np.argmax(Y, axis=1)
+    return int(np.sum(pred == truth))

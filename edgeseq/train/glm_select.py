@@ -28,7 +28,8 @@ from scipy.linalg import solve_triangular
 
 from edgeseq.train.basis import WorkingProblem
 from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_fit import BOUND_SCALE, GRAD_TOL, BoundFactor, Refit, design_objective, mean_function, refit
+from edgeseq.train.glm_fit import (BOUND_SCALE, GRAD_TOL, BoundFactor, Refit, design_objective, mean_function,
+                                   n_correct, refit)
 from edgeseq.format import METHODS
 from edgeseq.train.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
 
@@ -135,7 +136,8 @@ class GLMState:
             raise ValueError(f"fr_hessian must be one of {FR_HESSIANS}, got {fr_hessian!r}")
         self.prob, self.Y, self.link, self.l2 = prob, Y, link, l2
         self.X, self.used, self.fr_hessian, self.tol = X, used, fr_hessian, tol
-        self.design = Z if isinstance(Z, WorkingDesign) else WorkingDesign.from_array(np.asarray(Z), prob)
+        # a design object (chunked, or partitioned on a cluster: `dask_glm`) is used as is
+        self.design = WorkingDesign.from_array(Z, prob) if isinstance(Z, np.ndarray) else Z
         self.n, self.P = self.design.n, Y.shape[1]
         self.cols: list[int] = []  # working columns of the selected groups, in selection order
         self.order: list[int] = []
@@ -192,13 +194,17 @@ class GLMState:
         """
         groups = range(self.prob.n_groups) if groups is None else [g for g in groups if self.prob.usable(g)]
         G = np.zeros((self.prob.K.shape[0], self.P))
-        rows = self.design.gradient(self.residual(), groups) / self.n
+        rows = self._gradient_rows(list(groups)) / self.n
         r = 0
         for g in groups:
             s = self.prob.slices[g]
             G[s] = rows[r:r + s.stop - s.start]
             r += s.stop - s.start
         return G
+
+    def _gradient_rows(self, groups: list[int]) -> np.ndarray:
+        """Z_groupsᵀ(∇φ(f) − Y), unscaled, in working-column order (a cluster state computes it remotely)."""
+        return self.design.gradient(self.residual(), groups)
 
     def scores(self, method: str, cands: list[int], costs: np.ndarray) -> np.ndarray:
         """Score of every candidate group under `method` (higher is better).
@@ -231,6 +237,10 @@ class GLMState:
 
     def _single(self, cands) -> np.ndarray:
         """Best single standardised raw column per group: Σ_p (x̃_jᵀ r_p / n)² / var_j."""
+        return single_column_scores(self.prob, self._raw_gradient() / self.n, cands)
+
+    def _raw_gradient(self) -> np.ndarray:
+        """(X_used − μ)ᵀ(∇φ(f) − Y) on every used raw column, unscaled."""
         R = self.residual()
         self.design.passes += 1  # a pass over the raw rows too
         grad = np.zeros((self.used.size, self.P))
@@ -238,7 +248,7 @@ class GLMState:
         for start in range(0, self.n, rows):
             xc = np.asarray(self.X[start:start + rows][:, self.used], dtype=np.float64) - self.prob.x_mean
             grad += xc.T @ R[start:start + rows]
-        return single_column_scores(self.prob, grad / self.n, cands)
+        return grad
 
     def _fr_gains(self, G: np.ndarray, cands) -> np.ndarray:
         if self.link == "softmax" and self.fr_hessian == "bohning":
@@ -248,31 +258,31 @@ class GLMState:
                 for g in self.order:
                     self._grow_bound(g)
             return schur_gains(self._bound, G, self.prob.slices, cands) / s
-        p = mean_function(self.fit.f, self.link)
-        weights = p * (1.0 - p)  # (n, 1) binary: the exact Hessian; (n, P) per-class diagonal approximation
         total = np.zeros(len(cands))
-        for c in range(weights.shape[1]):
-            total += schur_gains(self._weighted_schur(weights[:, c], cands), G[:, c:c + 1], self.prob.slices,
-                                  cands)
+        for c, sums in enumerate(self._weighted_sums(cands)):
+            total += schur_gains(self._weighted_schur(sums, cands), G[:, c:c + 1], self.prob.slices, cands)
         return total
 
-    def _weighted_schur(self, w: np.ndarray, cands) -> SchurBlocks:
-        """Blocks of H = [1, Z]ᵀ diag(w) [1, Z]/n + λI(no intercept) needed by the Schur complements.
+    def _weighted_sums(self, cands) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per class: the unscaled weighted Gram sums `weighted_gram_sums` adds up, w = p(1 − p) at the fit.
 
-        One pass over the row chunks of the working design; nothing of size n × k is kept.
+        Binary: the exact Hessian's weights (n, 1); multinomial: per-class diagonal approximation (n, P).
+        One pass over the row chunks of the working design per class; nothing of size n × k is kept.
         """
-        n, m, k = self.n, len(self.cols), self.prob.K.shape[0]
-        H_SS, WSZ, C = np.zeros((m + 1, m + 1)), np.zeros((m + 1, k)), np.zeros((k, k))
-        for rows, Zc in self.design.chunks():
-            wc = w[rows, None]
-            S1 = np.hstack([np.ones((Zc.shape[0], 1)), Zc[:, self.cols]])
-            WS = S1 * wc
-            H_SS += WS.T @ S1
-            WSZ += WS.T @ Zc
-            for g in cands:
-                s = self.prob.slices[g]
-                Zg = Zc[:, s]
-                C[s, s] += (Zg * wc).T @ Zg
+        p = mean_function(self.fit.f, self.link)
+        weights = p * (1.0 - p)
+        out = []
+        for c in range(weights.shape[1]):
+            sums = None
+            for rows, Zc in self.design.chunks():
+                sums = weighted_gram_sums(Zc, weights[rows, c:c + 1], self.cols, cands, self.prob.slices, sums)
+            out.append(sums)
+        return out
+
+    def _weighted_schur(self, sums, cands) -> SchurBlocks:
+        """Blocks of H = [1, Z]ᵀ diag(w) [1, Z]/n + λI(no intercept) needed by the Schur complements."""
+        n, m = self.n, len(self.cols)
+        H_SS, WSZ, C = sums  # fresh sums of this step: scaled in place
         H_SS /= n
         H_SS[1:, 1:] += self.l2 * np.eye(m)
         L = np.linalg.cholesky(H_SS + 1e-12 * max(1.0, float(np.trace(H_SS))) * np.eye(m + 1))
@@ -359,10 +369,59 @@ class GLMState:
         >>> state.accuracy()  # separable data
         1.0
         """
-        f = self.fit.f
-        pred = (f[:, 0] > 0).astype(int) if self.link == "sigmoid" else np.argmax(f, axis=1)
-        truth = self.Y[:, 0].astype(int) if self.link == "sigmoid" else np.argmax(self.Y, axis=1)
-        return float(np.mean(pred == truth))
+        return self._n_correct() / self.n
+
+    def _n_correct(self) -> int:
+        return n_correct(self.fit.f, self.Y, self.link)
+
+
+def weighted_gram_sums(Zc: np.ndarray, wc: np.ndarray, cols: list[int], cands, slices, sums=None):
+    """Add one row chunk's [1, Z_S]ᵀ diag(w) [1, Z_S], [1, Z_S]ᵀ diag(w) Z and candidates' Z_gᵀ diag(w) Z_g.
+
+    What the FR score test needs from the rows, as sums: in process they run over the chunks of one
+    design, on a cluster over each partition's chunks and then across partitions.
+
+    Parameters
+    ----------
+    Zc : array (r, k)
+        Working columns of a row chunk (all groups).
+    wc : array (r, 1)
+        Row weights.
+    cols : list of int
+        Working columns of the selected groups, in selection order.
+    cands : list of int
+    slices : list of slice
+        Working columns of every group.
+    sums : tuple of arrays or None
+        The running (H_SS, WSZ, C); None starts from zeros.
+
+    Returns
+    -------
+    tuple of arrays
+        (H_SS (m+1, m+1), WSZ (m+1, k), C (k, k), filled on the candidates' diagonal blocks).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_select import weighted_gram_sums
+    >>> Z = np.arange(12.0).reshape(4, 3); w = np.full((4, 1), 0.5)
+    >>> H, WSZ, C = weighted_gram_sums(Z, w, [0], [1], [slice(0, 1), slice(1, 3)])
+    >>> bool(np.allclose(H, 0.5 * np.c_[np.ones(4), Z[:, 0]].T @ np.c_[np.ones(4), Z[:, 0]]))
+    True
+    >>> bool(np.allclose(C[1:, 1:], 0.5 * Z[:, 1:].T @ Z[:, 1:])), bool(np.allclose(C[0, 0], 0.0))
+    (True, True)
+    """
+    m, k = len(cols), Zc.shape[1]
+    H_SS, WSZ, C = sums if sums is not None else (np.zeros((m + 1, m + 1)), np.zeros((m + 1, k)), np.zeros((k, k)))
+    S1 = np.hstack([np.ones((Zc.shape[0], 1)), Zc[:, cols]])
+    WS = S1 * wc
+    H_SS += WS.T @ S1
+    WSZ += WS.T @ Zc
+    for g in cands:
+        s = slices[g]
+        Zg = Zc[:, s]
+        C[s, s] += (Zg * wc).T @ Zg
+    return H_SS, WSZ, C
 
 
 def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubling: bool = False,

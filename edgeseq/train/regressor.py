@@ -9,7 +9,7 @@ from sklearn.base import RegressorMixin
 
 from edgeseq.train.functional import fit_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
-from edgeseq.train.dask_stats import check_dask_X, dask_sufficient_statistics, is_dask_array
+from edgeseq.train.dask_stats import check_dask_X, dask_sufficient_statistics
 from edgeseq.errors import EdgeseqWarning, InputError
 from edgeseq.train.groups import GroupSpec
 from edgeseq.train.stats import SufficientStats, sufficient_statistics
@@ -112,10 +112,8 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         'selection step 3/3: g1'
         """
         self._check_params()
-        if is_dask_array(X):
+        if self._cluster_fit(X, client):
             return self._fit_dask(X, y, progress=progress, client=client)
-        if client is not None:
-            raise InputError("client= is for fitting a dask array; X here is an in-memory array")
         X, y = self._validate_fit_X(X, y)
         spec = self._group_spec(X.shape[1])
         used = np.concatenate(spec.columns)
