@@ -39,7 +39,7 @@ def _problem(seed=0, n=300, sizes=(3, 4, 2, 5), offset=0.0, dtype=np.float64, sh
 
 
 @pytest.mark.parametrize("offset,dtype,shuffle", [(0.0, np.float64, False), (1e5, np.float64, True),
-                                                  (0.0, np.float32, True)])
+                                                  (0.0, np.float32, True), (0.0, np.float32, False)])
 def test_chunked_passes_equal_dense_products(offset, dtype, shuffle):
     X, Y, cols, prob = _problem(offset=offset, dtype=dtype, shuffle=shuffle)
     Z = working_design(X, cols, prob)  # the reference: the materialised design
