@@ -89,12 +89,13 @@ def test_grown_preconditioner_equals_the_whole_factor():
     np.testing.assert_allclose(bf.mul(V), R @ V, rtol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["omp", "fr"])
-def test_chunked_selection_equals_materialised_selection(method):
-    X, Y, cols, prob = _problem(seed=4, n=400, shuffle=True)
+@pytest.mark.parametrize("method,shuffle", [("omp", True), ("fr", True), ("omp", False), ("fr", False)])
+def test_chunked_selection_equals_materialised_selection(method, shuffle):
+    X, Y, cols, prob = _problem(seed=4, n=400, shuffle=shuffle, offset=2.0)  # shuffle: copied; else in place
     costs = np.array([1.0, 2.0, 0.5, 1.5])
-    chunked = select_glm(GLMState(prob, WorkingDesign(X, cols, prob, chunk_rows=29), Y, "softmax", 1e-3),
-                         costs, method=method)
+    design = WorkingDesign(X, cols, prob, chunk_rows=29)
+    assert all(design.copied) if shuffle else not any(design.copied)
+    chunked = select_glm(GLMState(prob, design, Y, "softmax", 1e-3), costs, method=method)
     dense = select_glm(GLMState(prob, working_design(X, cols, prob), Y, "softmax", 1e-3), costs, method=method)
     assert chunked.order == dense.order
     assert not chunked.not_converged and np.all(chunked.grad_norms <= GRAD_TOL)
