@@ -39,7 +39,7 @@ def _problem(seed=0, n=300, sizes=(3, 4, 2, 5), offset=0.0, dtype=np.float64, sh
 
 
 @pytest.mark.parametrize("offset,dtype,shuffle", [(0.0, np.float64, False), (1e5, np.float64, True),
-                                                  (0.0, np.float32, True)])
+                                                  (0.0, np.float32, True), (0.0, np.float32, False)])
 def test_chunked_passes_equal_dense_products(offset, dtype, shuffle):
     X, Y, cols, prob = _problem(offset=offset, dtype=dtype, shuffle=shuffle)
     Z = working_design(X, cols, prob)  # the reference: the materialised design
@@ -89,12 +89,13 @@ def test_grown_preconditioner_equals_the_whole_factor():
     np.testing.assert_allclose(bf.mul(V), R @ V, rtol=1e-12)
 
 
-@pytest.mark.parametrize("method", ["omp", "fr"])
-def test_chunked_selection_equals_materialised_selection(method):
-    X, Y, cols, prob = _problem(seed=4, n=400, shuffle=True)
+@pytest.mark.parametrize("method,shuffle", [("omp", True), ("fr", True), ("omp", False), ("fr", False)])
+def test_chunked_selection_equals_materialised_selection(method, shuffle):
+    X, Y, cols, prob = _problem(seed=4, n=400, shuffle=shuffle, offset=2.0)  # shuffle: copied; else in place
     costs = np.array([1.0, 2.0, 0.5, 1.5])
-    chunked = select_glm(GLMState(prob, WorkingDesign(X, cols, prob, chunk_rows=29), Y, "softmax", 1e-3),
-                         costs, method=method)
+    design = WorkingDesign(X, cols, prob, chunk_rows=29)
+    assert all(design.copied) if shuffle else not any(design.copied)
+    chunked = select_glm(GLMState(prob, design, Y, "softmax", 1e-3), costs, method=method)
     dense = select_glm(GLMState(prob, working_design(X, cols, prob), Y, "softmax", 1e-3), costs, method=method)
     assert chunked.order == dense.order
     assert not chunked.not_converged and np.all(chunked.grad_norms <= GRAD_TOL)
@@ -138,3 +139,42 @@ def test_selection_never_allocates_a_working_design():
         tracemalloc.stop()
     assert control >= design_bytes
     assert peak < design_bytes / 3, (peak, design_bytes)  # O(n) arrays and one chunk
+
+
+def test_columns_are_read_in_place_unless_their_offset_is_large():
+    """Groups whose means are a few standard deviations are read in place (rank-one mean correction,
+    no copy) and still match the materialised design; a group with one large-offset column, or with
+    columns scattered over X, is centred in a copy (the negative control above shows why)."""
+    X, Y, cols, prob = _problem(seed=7, offset=0.0)
+    X = X + 3.0 * X.std(axis=0)  # means ~3 sd: below chunk_moments.SHIFT_RATIO
+    X[:, 5] += 1e9  # one offset column in the second group (columns 3..6)
+    prob = build_working_problem(sufficient_statistics(X, Y, columns=cols), [3, 4, 2, 5], True)
+    design = WorkingDesign(X, cols, prob, chunk_rows=41)
+    assert design.copied == [False, True, False, False]
+    shuffled = WorkingDesign(X, np.r_[cols[:3][::-1], cols[3:]], prob)
+    assert shuffled.copied[0]  # columns 2, 1, 0: not one run of X
+    Z = working_design(X, cols, prob)
+    rng = np.random.default_rng(8)
+    R = rng.normal(size=(X.shape[0], 3))
+    scale = np.abs(Z).max() * np.abs(R).sum(axis=0).max()
+    np.testing.assert_allclose(design.gradient(R), Z.T @ R, rtol=0, atol=1e-12 * scale)
+    order = [3, 1, 0, 2]  # neighbours 2 and 3 are read as one slice of X
+    Zs = np.hstack([Z[:, prob.slices[g]] for g in order])
+    W, b = rng.normal(size=(Zs.shape[1], 3)), rng.normal(size=3)
+    f, G = design.fused_pass(order, W, b, lambda fc, rows: fc - Y[rows])
+    np.testing.assert_allclose(f, Zs @ W + b, rtol=0, atol=1e-11 * np.abs(Zs @ W).max())
+    np.testing.assert_allclose(G, Zs.T @ (Zs @ W + b - Y), rtol=1e-10, atol=1e-10 * np.abs(G).max())
+
+
+def test_refit_starts_from_the_scored_gradient():
+    """The refit after a pick starts from the previous optimum, already evaluated by the scores: it
+    makes one pass fewer than a refit that evaluates its start, and reaches the same solution."""
+    X, Y, cols, prob = _problem(seed=9, n=400)
+    seeded = GLMState(prob, WorkingDesign(X, cols, prob), Y, "softmax", 1e-3)
+    plain = GLMState(prob, WorkingDesign(X, cols, prob), Y, "softmax", 1e-3)
+    for g in (2, 0, 3):
+        seeded.scores("omp", [h for h in range(4) if h not in seeded.order], np.ones(4))
+        a, b = seeded.add(g), plain.add(g)  # plain: no scores, so nothing to start from
+        assert a.n_evals == b.n_evals - 1 and a.converged and b.converged
+        np.testing.assert_allclose(a.W, b.W, rtol=0, atol=1e-3)  # both within GRAD_TOL of one optimum
+        assert abs(a.loss - b.loss) < 1e-8

@@ -34,7 +34,7 @@ import numpy as np
 from edgeseq.errors import InputError
 from edgeseq.train.dask_stats import active_client, partitioned_statistics, raise_partition_error, row_blocks, tree_reduce
 from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_fit import GRAD_TOL, class_targets, data_loss, link_pass, mean_function, n_correct
+from edgeseq.train.glm_fit import GRAD_TOL, class_targets, link_pass, mean_function, n_correct
 from edgeseq.train.glm_select import GLMState, weighted_gram_sums
 from edgeseq.train.stats import SufficientStats
 
@@ -106,8 +106,8 @@ def _targets_part(xb, yb, classes: np.ndarray):
 def _objective_part(xb, Yb, template: WorkingDesign, groups, Wb, link: str):
     """This partition's loss sum, Z_Sᵀ(∇φ(f) − Y), Σ(∇φ(f) − Y) and correct count at (W, b)."""
     W, b = Wb
-    f, G, gb = link_pass(template.on_rows(xb), groups, W, b, Yb, link)
-    return data_loss(f, Yb, link) * f.shape[0], G, gb, n_correct(f, Yb, link)
+    f, G, gb, loss = link_pass(template.on_rows(xb), groups, W, b, Yb, link)
+    return loss, G, gb, n_correct(f, Yb, link)
 
 
 def _candidate_part(xb, Yb, template: WorkingDesign, groups, Wb, cands, link: str):
@@ -119,14 +119,14 @@ def _candidate_part(xb, Yb, template: WorkingDesign, groups, Wb, cands, link: st
     W, b = Wb
     k_c = sum(template.slices[g].stop - template.slices[g].start for g in cands)
     W_ext = np.vstack([W, np.zeros((k_c, W.shape[1]))])
-    _, G, _ = link_pass(template.on_rows(xb), list(groups) + list(cands), W_ext, b, Yb, link)
+    _, G, _, _ = link_pass(template.on_rows(xb), list(groups) + list(cands), W_ext, b, Yb, link)
     return G[W.shape[0]:]
 
 
 def _raw_gradient_part(xb, Yb, template: WorkingDesign, raw: WorkingDesign, groups, Wb, link: str):
     """(X_used − μ)ᵀ(∇φ(f) − Y) of this partition on every used raw column (the `single` score)."""
     W, b = Wb
-    f, _, _ = link_pass(template.on_rows(xb), groups, W, b, Yb, link)
+    f, _, _, _ = link_pass(template.on_rows(xb), groups, W, b, Yb, link)
     return raw.on_rows(xb).gradient(mean_function(f, link) - Yb)
 
 

@@ -8,11 +8,20 @@ rows, because T is block diagonal and tiny next to X:
 
     Z_S W = (X_S − μ_S) (T_S W),        Z_Sᵀ R = T_Sᵀ ((X_S − μ_S)ᵀ R),
 
-so a pass reads, one row chunk at a time, only the raw columns of the selected groups, centres them in
-a small buffer (the centring is what keeps large column offsets harmless) and runs the forward product,
-the link and the backward product on that chunk while it is still in cache: one pass over the rows per
+so a pass reads, one row chunk at a time, only the raw columns of the selected groups and runs the
+forward product, the link and the backward product on that chunk: one pass over the rows per
 evaluation, and memory O(chunk) beyond X. The same class wraps an already materialised working design
 (`WorkingDesign.from_array`, identity transforms), so small problems and the tests run the same code.
+
+Centring without a copy. Centring every chunk in a buffer cost about 40 % of a pass (a read and a
+write of the chunk beside the two products). The centring is moved onto the products instead, as a
+rank-one correction: (X_g − 1μ_gᵀ) W_g = X_g W_g − 1 (μ_gᵀ W_g) (a constant added to the intercept)
+and (X_g − 1μ_gᵀ)ᵀ R = X_gᵀ R − μ_g (1ᵀR); the products read the raw columns of X in place (a
+column slice of a row-major X is a strided view BLAS takes as is), and groups that are neighbours in
+X are read as one slice. The correction cancels digits when a column's mean is large against its
+spread (relative error ≈ eps·|μ|/σ), so, as in the statistics pass (`chunk_moments.SHIFT_RATIO`), a
+group with any column whose mean exceeds SHIFT_RATIO standard deviations is still centred in a
+copy, as is a group whose columns are not one run of X (reading it gathers a copy anyway).
 
 Rounding differs from the materialised design ((X T) W against X (T W)) only at the level of
 machine precision times the condition of T; the refits stop on a gradient tolerance far above that.
@@ -23,8 +32,10 @@ from __future__ import annotations
 import numpy as np
 
 from edgeseq.train.basis import WorkingProblem
+from edgeseq.train.chunk_moments import SHIFT_RATIO
 
-CHUNK_BYTES = 8 * 2**20  # centred buffer of one row chunk: small enough to stay in cache between products
+CHUNK_BYTES = 8 * 2**20  # bytes of selected columns per row chunk: small enough to stay in cache between products
+MIN_CHUNK_ROWS = 256  # at least this many rows per chunk: fewer, larger products (Python overhead per product)
 
 
 def _as_index(cols: np.ndarray):
@@ -70,6 +81,8 @@ class WorkingDesign:
         used = np.asarray(used, dtype=np.int64)
         blocks = [(_as_index(used[rs]), prob.x_mean[rs], T) for T, rs in zip(prob.transforms, prob.raw_slices)]
         self._init(X, blocks, prob.slices, chunk_rows)
+        self.copied = [not isinstance(cols, slice) or bool(np.any(np.abs(prob.x_mean[rs]) > SHIFT_RATIO * prob.x_std[rs]))
+                       for (cols, _, _), rs in zip(blocks, prob.raw_slices)]
 
     @classmethod
     def from_array(cls, Z: np.ndarray, prob: WorkingProblem, chunk_rows: int | None = None) -> WorkingDesign:
@@ -135,6 +148,8 @@ class WorkingDesign:
         self.k = slices[-1].stop if slices else 0
         self.chunk_rows = chunk_rows
         self.passes = 0  # full passes over the rows so far (what the benchmark reports per step)
+        # per group: centred in a copy (offset columns, or columns scattered over X) rather than read in place
+        self.copied = [False] * len(blocks)
 
     # ------------------------------------------------------------------ helpers
     def _raw_width(self, groups) -> int:
@@ -145,7 +160,7 @@ class WorkingDesign:
         return cols.stop - cols.start if isinstance(cols, slice) else cols.size
 
     def _row_chunks(self, width: int):
-        rows = self.chunk_rows or max(64, CHUNK_BYTES // (8 * max(1, width)))
+        rows = self.chunk_rows or max(MIN_CHUNK_ROWS, CHUNK_BYTES // (8 * max(1, width)))
         self.passes += 1
         for start in range(0, self.n, rows):
             yield slice(start, min(self.n, start + rows))
@@ -209,6 +224,79 @@ class WorkingDesign:
             r += rows
         return np.vstack(out) if out else np.zeros((0, M.shape[1]))
 
+    def _plan(self, groups):
+        """How a pass reads `groups` (W_raw's rows in that order): raw segments and copied groups.
+
+        Returns ``(segments, copied, copy_rows)``: each segment is ``(X columns (slice), rows of W_raw,
+        means or None)`` for neighbouring in-place groups merged into one slice of X (in X's order);
+        `copied` the groups centred in a buffer, whose rows of W_raw are `copy_rows`.
+        """
+        starts = np.cumsum([0] + [self._width(g) for g in groups])
+        inplace, copied, copy_rows = [], [], []
+        for g, lo, hi in zip(groups, starts[:-1], starts[1:]):
+            if self.copied[g]:
+                copied.append(g)
+                copy_rows.append(np.arange(lo, hi))
+            elif hi > lo:
+                inplace.append((self._blocks[g][0], np.arange(lo, hi), self._blocks[g][1]))
+        inplace.sort(key=lambda item: item[0].start)
+        segments = []
+        for cols, rows, mu in inplace:
+            if segments and segments[-1][0].stop == cols.start:
+                prev = segments[-1]
+                means = None if mu is None else np.concatenate([prev[2], mu])
+                segments[-1] = (slice(prev[0].start, cols.stop), np.concatenate([prev[1], rows]), means)
+            else:
+                segments.append((cols, rows, mu))
+        copy_rows = np.concatenate(copy_rows) if copy_rows else np.zeros(0, dtype=np.int64)
+        return segments, copied, copy_rows
+
+    def _products(self, groups, width: int, P: int, forward=None):
+        """Generator behind the passes: per row chunk, F = Z_S,rows W (if `forward` = W_raw) then Z_Sᵀ R.
+
+        Yields ``(rows, F or None)`` and receives R (rows × P) back through ``send``; returns the
+        accumulated centred Z_Sᵀ R in raw-column space (the rank-one mean corrections applied once at
+        the end). The forward product's mean correction, −Σ μ_gᵀ W_g, is already added to F.
+        """
+        segments, copied, copy_rows = self._plan(groups)
+        G_raw = np.zeros((width, P))
+        seg_G = [np.zeros((rws.size, P)) for _, rws, _ in segments]
+        copy_G = np.zeros((copy_rows.size, P))
+        shift = np.zeros(P)
+        if forward is not None:
+            for _, rws, mu in segments:
+                if mu is not None:
+                    shift -= mu @ forward[rws]
+            seg_W = [np.ascontiguousarray(forward[rws]) for _, rws, _ in segments]
+            copy_W = forward[copy_rows]
+        total_R = np.zeros(P)
+        buf = None
+        for rows in self._row_chunks(width):
+            m = rows.stop - rows.start
+            xc = None
+            if copied:
+                if buf is None:
+                    buf = np.empty((m, copy_rows.size))
+                xc = self._centred(rows, copied, buf)
+            F = None
+            if forward is not None:
+                F = np.empty((m, P))
+                F[...] = shift
+                for (cols, _, _), Wseg in zip(segments, seg_W):
+                    F += self.X[rows, cols] @ Wseg
+                if xc is not None:
+                    F += xc @ copy_W
+            R = yield rows, F
+            total_R += R.sum(axis=0)
+            for (cols, _, _), Gseg in zip(segments, seg_G):
+                Gseg += self.X[rows, cols].T @ R
+            if xc is not None:
+                copy_G += xc.T @ R
+        for (_, rws, mu), Gseg in zip(segments, seg_G):
+            G_raw[rws] = Gseg if mu is None else Gseg - np.outer(mu, total_R)
+        G_raw[copy_rows] = copy_G
+        return G_raw
+
     # ------------------------------------------------------------------ passes over the rows
     def fused_pass(self, groups, W: np.ndarray, b: np.ndarray, residual) -> tuple[np.ndarray, np.ndarray]:
         """One pass: f = Z_S W + b, then Z_Sᵀ residual(f) per chunk while the chunk is in cache.
@@ -246,19 +334,8 @@ class WorkingDesign:
         P = W.shape[1]
         W_raw = self.to_raw(groups, W)
         f = np.empty((self.n, P))
-        G_raw = np.zeros((W_raw.shape[0], P))
-        width = W_raw.shape[0]
-        buf = None
-        for rows in self._row_chunks(width):
-            if width:
-                buf = np.empty((rows.stop - rows.start, width)) if buf is None else buf
-                xc = self._centred(rows, groups, buf)
-                np.matmul(xc, W_raw, out=f[rows])
-                f[rows] += b
-                R = residual(f[rows], rows)
-                G_raw += xc.T @ R
-            else:
-                f[rows] = b
+        G_raw = _drive(self._products(groups, W_raw.shape[0], P, forward=W_raw),
+                       lambda rows, F: residual(_store(f, rows, F, b), rows))
         return f, self.to_working(groups, G_raw)
 
     def gradient(self, R: np.ndarray, groups=None) -> np.ndarray:
@@ -277,12 +354,7 @@ class WorkingDesign:
         ((2, 3), True)
         """
         groups = list(range(len(self.slices))) if groups is None else list(groups)
-        width = self._raw_width(groups)
-        G_raw = np.zeros((width, R.shape[1]))
-        buf = None
-        for rows in self._row_chunks(width):
-            buf = np.empty((rows.stop - rows.start, width)) if buf is None else buf
-            G_raw += self._centred(rows, groups, buf).T @ R[rows]
+        G_raw = _drive(self._products(groups, self._raw_width(groups), R.shape[1]), lambda rows, F: R[rows])
         return self.to_working(groups, G_raw)
 
     def chunks(self, groups=None):
@@ -332,3 +404,19 @@ class WorkingDesign:
             out = np.empty((self.n, z.shape[1])) if out is None else out
             out[rows] = z
         return out
+
+
+def _store(f: np.ndarray, rows: slice, F: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """f[rows] = F + b (F is the chunk's centred product), returned as the view the residual reads."""
+    np.add(F, b, out=f[rows])
+    return f[rows]
+
+
+def _drive(products, respond) -> np.ndarray:
+    """Run a `WorkingDesign._products` generator: answer each chunk with ``respond(rows, F)``; its result."""
+    try:
+        rows, F = next(products)
+        while True:
+            rows, F = products.send(respond(rows, F))
+    except StopIteration as done:
+        return done.value

@@ -69,6 +69,34 @@ def data_loss(f: np.ndarray, Y: np.ndarray, link: str) -> float:
     return float(np.mean(logsumexp(f, axis=1) - np.sum(Y * f, axis=1)))
 
 
+def loss_and_mean(f: np.ndarray, Y: np.ndarray, link: str) -> tuple[float, np.ndarray]:
+    """Σ_i φ(f_i) − y_iᵀ f_i and ∇φ(f) of a chunk of rows, sharing one exponential.
+
+    The passes compute both on each chunk while it is at hand: a separate `data_loss` over the whole
+    linear predictor took as long as the link itself.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm_fit import data_loss, loss_and_mean, mean_function
+    >>> f = np.array([[2.0, -1.0, 0.5], [800.0, 0.0, -3.0]]); Y = np.eye(3)[[1, 0]]
+    >>> total, p = loss_and_mean(f, Y, "softmax")
+    >>> bool(np.isclose(total / 2, data_loss(f, Y, "softmax"))), bool(np.allclose(p, mean_function(f, "softmax")))
+    (True, True)
+    >>> total, p = loss_and_mean(f[:, :1], Y[:, :1], "sigmoid")
+    >>> bool(np.isclose(total / 2, data_loss(f[:, :1], Y[:, :1], "sigmoid")))
+    True
+    """
+    if link == "sigmoid":
+        return float(np.sum(np.logaddexp(0.0, f[:, 0]) - Y[:, 0] * f[:, 0])), sigmoid(f)
+    top = f.max(axis=1, keepdims=True)
+    e = np.exp(f - top)
+    total = e.sum(axis=1, keepdims=True)
+    lse = top[:, 0] + np.log(total[:, 0])
+    e /= total
+    return float(np.sum(lse) - np.sum(Y * f)), e
+
+
 def prior_intercept(Y: np.ndarray, link: str) -> np.ndarray:
     """Intercept-only optimum: the log prior (binary: log-odds; multinomial: centred log frequencies).
 
@@ -123,6 +151,9 @@ class Refit:
     grad_norm: float  # ‖∇r‖_∞ at the solution, working space
     n_evals: float  # objective + gradient evaluations, in float64 full-pass equivalents
     converged: bool
+    objective: float | None = None  # r(W, b) at the solution (penalty included)
+    gW: np.ndarray | None = None  # ∂r/∂W at the solution: with the next group's gradient, the next refit's start
+    gb: np.ndarray | None = None  # ∂r/∂b at the solution
 
 
 def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarray, link: str,
@@ -295,22 +326,35 @@ class BoundFactor:
 
 
 class _Problem:
-    """r in the preconditioned variables θ = (b, V), V = R W, evaluated by `evaluate(W, b)`."""
+    """r in the preconditioned variables θ = (b, V), V = R W, evaluated by `evaluate(W, b)`.
 
-    def __init__(self, evaluate, P, factor: BoundFactor, l2):
+    Every evaluation is a pass over the rows, so none is repeated: the last point is remembered
+    (scipy's L-BFGS re-evaluates its starting point), and the start can be given already evaluated
+    (`start`: the previous prefix's optimum with the new group at zero, whose gradient the scores
+    have just computed). `n_evals` counts the passes actually made.
+    """
+
+    def __init__(self, evaluate, P, factor: BoundFactor, l2, start=None):
         self.evaluate, self.P, self.factor, self.l2 = evaluate, P, factor, l2
         self.last: dict = {}
         self.n_evals = 0
+        self.start = start  # (r, ∂r/∂W, ∂r/∂b, f) at the first point asked for, or None
 
     def __call__(self, theta):
         P = self.P
+        if self.last and np.array_equal(theta, self.last["theta"]):
+            return self.last["value"]
         W = self.factor.solve(theta[P:].reshape(-1, P))
         b = theta[:P]
-        r, gW, gb, f = self.evaluate(W, b)
-        self.n_evals += 1
-        self.last = dict(theta=theta.copy(), gW=gW, gb=gb, f=f, W=W, b=b)
+        if self.start is not None:
+            (r, gW, gb, f), self.start = self.start, None
+        else:
+            r, gW, gb, f = self.evaluate(W, b)
+            self.n_evals += 1
         gV = self.factor.solve_t(gW)  # ∂r/∂V = R⁻ᵀ ∂r/∂W
-        return r, np.concatenate([gb, gV.ravel()])
+        value = (r, np.concatenate([gb, gV.ravel()]))
+        self.last = dict(theta=theta.copy(), r=r, gW=gW, gb=gb, f=f, W=W, b=b, value=value)
+        return value
 
     def grad_norm(self) -> float:
         return max(float(np.max(np.abs(self.last["gW"]))), float(np.max(np.abs(self.last["gb"]))))
@@ -333,7 +377,7 @@ class _Problem:
 
 
 def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndarray, link: str,
-          l2: float, tol: float = GRAD_TOL, factor: BoundFactor | None = None) -> Refit:
+          l2: float, tol: float = GRAD_TOL, factor: BoundFactor | None = None, start=None) -> Refit:
     """Minimise r(W, b) over the selected columns, warm-started at (W0, b0).
 
     Every evaluation is one pass over the rows. The selection passes a chunked design (see
@@ -358,6 +402,8 @@ def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndar
         Stop when ‖∇r‖_∞ is at most this.
     factor : BoundFactor, optional
         The factor of s·K_S + jitter·I, grown by the caller (otherwise factorised here from K_S).
+    start : tuple, optional
+        ``(r, ∂r/∂W, ∂r/∂b, f)`` at (W0, b0) when the caller already knows them (saves a pass).
 
     Returns
     -------
@@ -382,13 +428,14 @@ def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndar
     if m == 0:  # intercept only: closed form
         b = prior_intercept(Y, link)
         r, gW, gb, f = evaluate(W0, b)
-        return Refit(W0, b, f, r, float(np.max(np.abs(gb))), 0, True)
+        return Refit(W0, b, f, r, float(np.max(np.abs(gb))), 0, True, r, gW, gb)
     factor = BoundFactor.of(K_S, link, l2) if factor is None else factor
     theta = np.concatenate([b0, factor.mul(W0).ravel()])
-    exact = _Problem(evaluate, P, factor, l2)
+    exact = _Problem(evaluate, P, factor, l2, start)
     evals = exact.minimize(theta, tol)
     last, norm = exact.last, exact.grad_norm()
-    return Refit(last["W"], last["b"], last["f"], _loss_of(last["f"], Y, link), norm, evals, norm <= tol)
+    return Refit(last["W"], last["b"], last["f"], _loss_of(last["f"], Y, link), norm, evals, norm <= tol,
+                 last["r"], last["gW"], last["gb"])
 
 
 def _loss_of(f, Y, link) -> float:
@@ -424,15 +471,16 @@ def design_objective(design, groups, Y: np.ndarray, link: str, l2: float):
     n = Y.shape[0]
 
     def evaluate(W, b):
-        f, G, gb = link_pass(design, groups, W, b, Y, link)
-        r = data_loss(f, Y, link) + 0.5 * l2 * float(np.sum(W * W))
+        f, G, gb, loss = link_pass(design, groups, W, b, Y, link)
+        r = loss / n + 0.5 * l2 * float(np.sum(W * W))
         return r, G / n + l2 * W, gb / n, f
 
     return evaluate
 
 
 def link_pass(design, groups, W: np.ndarray, b: np.ndarray, Y: np.ndarray, link: str):
-    """f = Z_S W + b and the unscaled sums Z_Sᵀ(∇φ(f) − Y), Σ_i (∇φ(f_i) − y_i) in one pass over `design`.
+    """f = Z_S W + b, the unscaled sums Z_Sᵀ(∇φ(f) − Y), Σ_i (∇φ(f_i) − y_i) and the summed data loss
+    Σ_i φ(f_i) − y_iᵀ f_i in one pass over `design` (the loss per chunk, sharing the link's exponential).
 
     The one place where a pass over rows becomes loss-gradient material: the in-memory objective
     divides the sums by n, a cluster adds them over its partitions first (`dask_glm`), so both
@@ -443,6 +491,8 @@ def link_pass(design, groups, W: np.ndarray, b: np.ndarray, Y: np.ndarray, link:
     f : array (n, P)
     G : array (m, P)
     gb : array (P,)
+    loss : float
+        The data loss summed over the rows (divide by n for the mean).
 
     Examples
     --------
@@ -451,24 +501,29 @@ def link_pass(design, groups, W: np.ndarray, b: np.ndarray, Y: np.ndarray, link:
     >>> import numpy as np
     >>> from edgeseq.train.basis import build_working_problem
     >>> from edgeseq.train.glm_design import WorkingDesign
-    >>> from edgeseq.train.glm_fit import link_pass, mean_function
+    >>> from edgeseq.train.glm_fit import data_loss, link_pass, mean_function
     >>> from edgeseq.train.stats import sufficient_statistics
     >>> Z = np.random.default_rng(1).normal(size=(30, 2)); Y = (Z[:, :1] > 0).astype(float)
     >>> d = WorkingDesign.from_array(Z, build_working_problem(sufficient_statistics(Z, Y), [1, 1], whiten=False))
-    >>> f, G, gb = link_pass(d, [0], np.ones((1, 1)), np.zeros(1), Y, "sigmoid")
+    >>> f, G, gb, loss = link_pass(d, [0], np.ones((1, 1)), np.zeros(1), Y, "sigmoid")
     >>> R = mean_function(Z[:, :1], "sigmoid") - Y
     >>> bool(np.allclose(f, Z[:, :1])), bool(np.allclose(G, Z[:, :1].T @ R)), bool(np.allclose(gb, R.sum(axis=0)))
     (True, True, True)
+    >>> bool(np.isclose(loss / 30, data_loss(Z[:, :1], Y, "sigmoid")))
+    True
     """
     gb = np.zeros(Y.shape[1])
+    loss = [0.0]
 
     def residual(f_rows, rows):
-        R = mean_function(f_rows, link) - Y[rows]
+        chunk_loss, p = loss_and_mean(f_rows, Y[rows], link)
+        loss[0] += chunk_loss
+        R = p - Y[rows]
         gb[:] += R.sum(axis=0)
         return R
 
     f, G = design.fused_pass(groups, W, b, residual)
-    return f, G, gb
+    return f, G, gb, loss[0]
 
 
 def n_correct(f: np.ndarray, Y: np.ndarray, link: str) -> int:

@@ -144,6 +144,7 @@ class GLMState:
         self._bound: CholeskyFactor | None = None
         diag = np.diag(prob.K)
         self._precond = BoundFactor(link, l2, float(diag.mean()) if diag.size else 1.0)
+        self._scored = None  # (fit, groups, G) of the last `gradient` call
         self.fit = refit(self._objective(), Y, None, np.zeros((0, self.P)), np.zeros(self.P), link, l2, tol)
 
     def _selected(self) -> list[int]:
@@ -200,6 +201,7 @@ class GLMState:
             s = self.prob.slices[g]
             G[s] = rows[r:r + s.stop - s.start]
             r += s.stop - s.start
+        self._scored = (self.fit, set(groups), G)  # the next refit starts from this gradient (`add`)
         return G
 
     def _gradient_rows(self, groups: list[int]) -> np.ndarray:
@@ -321,8 +323,19 @@ class GLMState:
             self._grow_bound(g)
         W0 = np.vstack([self.fit.W, np.zeros((kg, self.P))])
         self.fit = refit(self._objective(), self.Y, None, W0, self.fit.b, self.link, self.l2, self.tol,
-                         self._precond)
+                         self._precond, self._start(g))
         return self.fit
+
+    def _start(self, g: int):
+        """(r, ∂r/∂W, ∂r/∂b, f) at the warm start: the previous optimum (same f, same r) with g's block at
+        zero, whose gradient is g's block of the scores' gradient (λ·0 adds nothing). None when the
+        scores did not compute it (``single``) — the refit then evaluates the start itself."""
+        fit = self.fit
+        scored, self._scored = self._scored, None
+        if scored is None or scored[0] is not fit or fit.gW is None or (self.prob.usable(g) and g not in scored[1]):
+            return None
+        gW = np.vstack([fit.gW, scored[2][self.prob.slices[g]]])
+        return fit.objective, gW, fit.gb, fit.f
 
     def _grow_bound(self, g: int) -> None:
         s = self.prob.slices[g]
