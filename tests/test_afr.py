@@ -151,25 +151,3 @@ def test_stage_model_is_the_trained_representation_and_readout():
     A, B = platt(p.sol.decision(fit.phi[np.ix_(fit.iV, p.dims)]), (p.y[fit.iV] > 0).astype(float))
     z = model.decision(X, len(model.stages) - 1)[:, 0]
     np.testing.assert_allclose(z, A * p.sol.decision(fit.phi[:, p.dims]) + B, rtol=1e-10, atol=1e-10)
-
-
-def test_first_tree_target_is_the_squared_hinge_negative_gradient():
-    """hinge_residual = −∂/∂f of ½ Σ β max(0, 1 − y f)², checked by central differences row by row."""
-    from edgeseq.train.afr import hinge_residual
-
-    rng = np.random.default_rng(5)
-    y = np.where(rng.random(40) < 0.3, 1.0, -1.0)
-    f = rng.normal(scale=2.0, size=40)
-    beta = rng.uniform(0.5, 3.0, size=40)
-
-    def loss(f):
-        return 0.5 * float(beta @ np.maximum(0.0, 1.0 - y * f) ** 2)
-
-    h = 1e-6
-    fd = np.array([-(loss(f + h * e) - loss(f - h * e)) / (2 * h) for e in np.eye(40)])
-    r = hinge_residual(f, y, beta)
-    assert np.allclose(r, fd, atol=1e-6)
-    beyond = y * f > 1
-    assert beyond.any() and np.all(r[beyond] == 0)
-    # negative control: the plain residual y − f is not this gradient (it is non-zero beyond the margin)
-    assert not np.allclose(y - f, fd, atol=1e-3) and np.all((y - f)[beyond] != 0)
