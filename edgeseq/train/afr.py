@@ -11,8 +11,8 @@ representation accumulates while the readout is refit per stage (`trees.TreeStag
 
 Training data are split (stratified) 50/40/10 into T (fits the SVM), V (the outer loss) and O
 (early stopping). Choices this implementation makes where the paper leaves room, all documented in
-docs/nonlinear.md: a new dimension starts from one cost-penalised tree fitted to the negative gradient
-of its problem's squared hinge, β y max(0, 1 − y f) (`hinge_residual`); gradient trees are fitted to the normalised negative gradient and added with step
+docs/nonlinear.md: a new dimension starts from one cost-penalised tree fitted to the residual y − f
+of its problem; gradient trees are fitted to the normalised negative gradient and added with step
 η·(scale of that dimension); C moves by ±`C_step` in log C along the sign of ∂L/∂log C; a tree that
 lowers O accuracy is rolled back and ends its dimension; training stops after `max_blocks` blocks,
 when every group is paid, or after `patience` blocks without a better O accuracy.
@@ -276,7 +276,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
         >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
         >>> [float(np.mean(p == y)) for p in clf.staged_predict(X)]  # training accuracy per stage
-        [0.575, 0.8625, 0.9625]
+        [0.575, 0.8625, 0.9875]
         """
         for proba in self.staged_predict_proba(X):
             yield self.classes_[np.argmax(proba, axis=1)]
@@ -406,8 +406,8 @@ class _AFRFit:
     def _grow_dimension(self, p: _Problem, lam: float) -> None:
         est = self.est
         fit_rows = self.iF
-        first = self._propose(p, -1, hinge_residual(self._f(p, fit_rows), p.y[fit_rows], p.beta[fit_rows]), lam,
-                              None)
+        resid = p.y[fit_rows] - self._f(p, fit_rows)
+        first = self._propose(p, -1, resid, lam, None)
         if first is None:
             return
         tree, out, _ = first
@@ -459,29 +459,6 @@ class _AFRFit:
         outputs = tuple(str(c) for c in range(2 if self.link == "sigmoid" else P))
         return TreeStageModel(self.spec.names, self.spec.columns, self.spec.costs, ens, tuple(stages), self.link,
                               outputs)
-
-
-def hinge_residual(f: np.ndarray, y: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """Target of a new dimension's first tree: β y max(0, 1 − y f), the negative gradient of the SVM's
-    class-weighted squared hinge ½ Σ β max(0, 1 − y f)² with respect to the score f.
-
-    Why not the plain residual y − f: a row already beyond the margin (y f > 1) costs the SVM nothing,
-    but y − f is non-zero there (a negative at f = −3 has residual +2), so a tree fitted to it spends
-    its few splits on rows that are already right. On the MNIST bank that made AFR learn more slowly
-    per tree than boosting (docs/nonlinear.md); the hinge's own gradient only sees margin violators,
-    weighted as the SVM weighs them.
-
-    Examples
-    --------
-    Rows beyond the margin get zero, violators their weighted slack with the label's sign:
-
-    >>> import numpy as np
-    >>> from edgeseq.train.afr import hinge_residual
-    >>> r = hinge_residual(np.array([-3.0, 0.5, 2.0, -0.5]), np.array([-1.0, 1.0, 1.0, -1.0]), np.array([1.0, 2.0, 2.0, 1.0]))
-    >>> r.tolist() == [0.0, 1.0, 0.0, -0.5]
-    True
-    """
-    return beta * y * np.maximum(0.0, 1.0 - y * f)
 
 
 def _split(idx: np.ndarray, k: np.ndarray, test_size: float, seed: int):
