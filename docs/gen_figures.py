@@ -90,14 +90,17 @@ def draw_tree_orders(runs: dict, path: Path) -> None:
     cols = 2
     rows = (len(names) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(11, 3.8 * rows), dpi=100, squeeze=False)
-    styles = ("-", "--", "-.", ":", "-", "--")
+    methods = sorted({m for by_method in runs.values() for m in by_method})
+    look = {m: (f"C{i}", ("-", "--", "-.", ":")[i % 4]) for i, m in enumerate(methods)}  # same look in every panel
     for ax, name in zip(axes.ravel(), names):
-        for (method, entry), style in zip(runs[name].items(), styles):
-            grid, acc = mean_step_curve(entry["splits"])
-            top = grid[-1] if grid[-1] > 0 else 1.0
-            x = np.append(np.maximum(grid, top * 1e-4), top * 1.5)  # log axis: cost 0 at the left edge
-            ax.step(x, np.append(acc, acc[-1]), where="post", linestyle=style, linewidth=1.6,
-                    label=f"{method} ({len(entry['splits'])} splits)")
+        curves = {m: mean_step_curve(entry["splits"]) for m, entry in runs[name].items()}
+        costs = np.concatenate([g for g, _ in curves.values()])
+        left = costs[costs > 0].min() / 3 if np.any(costs > 0) else 1e-3  # log axis: cost 0 drawn here
+        right = costs.max() * 1.5 if costs.max() > 0 else 1.0
+        for method, (grid, acc) in curves.items():
+            color, style = look[method]
+            ax.step(np.append(np.maximum(grid, left), right), np.append(acc, acc[-1]), where="post", color=color,
+                    linestyle=style, linewidth=1.6, label=f"{method} ({len(runs[name][method]['splits'])} splits)")
         ax.set_xscale("log")
         ax.set_title(name)
         ax.set_xlabel("budget: cumulative group cost (log scale)")
