@@ -30,7 +30,7 @@ from sklearn.model_selection import train_test_split
 
 from edgeseq import AFRClassifier, AnytimeClassifier, from_lightgbm
 from edgeseq.train.afr import _tree_output
-from edgeseq.train.cost_cart import Binner, fit_cost_tree
+from edgeseq.train.cost_cart import Binner, BinnedRows, fit_cost_tree
 from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 
 
@@ -46,7 +46,7 @@ def tree_learner(n_trees: int, depth: int = 3) -> dict:
     rng = np.random.default_rng(0)
     targets = [(y == rng.integers(10)) - 0.1 + 0.3 * rng.normal(size=y.size) for _ in range(n_trees)]
     binner = Binner(X, np.arange(64), max_bins=32)
-    codes = binner.codes(X)
+    codes = BinnedRows(binner.codes(X), binner.n_bins)  # built once, as AFR does (LightGBM bins its Dataset once)
     ds = lgb.Dataset(X, label=targets[0], params={"max_bin": 32, "verbose": -1, "min_data_in_bin": 1, "feature_pre_filter": False},
                      free_raw_data=False).construct()
     base = dict(objective="regression", num_leaves=2 ** depth, max_depth=depth, min_data_in_leaf=5, learning_rate=1.0,

@@ -1,35 +1,58 @@
 """The nonlinear options side by side: AFR, a LightGBM ensemble in boosting order, the same ensemble
-sequenced by cost, LightGBM's own cost-efficient boosting (CEGB), and the linear CS-G-OMP classifier.
+sequenced by cost, LightGBM's own cost-efficient boosting (CEGB), and the linear CS-G-OMP and CS-G-FR
+classifiers.
 
     .venv/bin/python bench/tree_orders.py [--splits 3] [--datasets breast_cancer digits interactions]
+    .venv/bin/python bench/tree_orders.py --datasets mnist --merge [--methods AFR ...]
 
 Data: breast cancer (10 measurements × mean/se/worst = 10 groups, costs 1..10), digits (8 pixel-row
-groups, unit costs) and a synthetic problem whose label depends on interactions within and across
+groups, unit costs), a synthetic problem whose label depends on interactions within and across
 groups (6 groups of 4 columns, costs 1, 2, 4, 8, 16, 32; the label is a within-group product of the
-cheapest group AND a cross-group sum, OR a threshold on the most expensive group, 5 % flipped). Per stratified 70/30 split, the training part is split again 75/25: LightGBM (100 rounds,
-15 leaves) is trained on the 75 %, and `edgeseq.sequence_trees` uses the 25 % to choose the order and
-refit the readouts; boosting order uses the same ensemble, so the two differ only in order and
-readout. LightGBM-CEGB trains on the same 75 % with `cegb_penalty_feature_coupled` = the cost of each
-feature's group (LightGBM charges per feature, edgeseq per group: every feature of a group carries
-the group's cost) and is imported in boosting order. AFR and CS-G-OMP fit the whole training part.
-Scores: full-budget test accuracy and the step accuracy-timeliness over budgets uniform in
-[0, total cost] (the mean test accuracy of a random budget), mean ± std over the splits; fit times.
+cheapest group AND a cross-group sum, OR a threshold on the most expensive group, 5 % flipped), and
+the MNIST bank (5,000 images, 48 extractor groups, 3,130 columns, costs in µs measured on this
+machine; needs edgeseq[images] and its feature cache). Per stratified 70/30 split, the training part
+is split again 75/25: LightGBM (100 rounds, 15 leaves) is trained on the 75 %, and
+`edgeseq.sequence_trees` uses the 25 % to choose the order and refit the readouts; boosting order
+uses the same ensemble, so the two differ only in order and readout. LightGBM-CEGB trains on the
+same 75 % with `cegb_penalty_feature_coupled` = the cost of each feature's group (LightGBM charges
+per feature, edgeseq per group: every feature of a group carries the group's cost) and is imported
+in boosting order. AFR, CS-G-OMP and CS-G-FR fit the whole training part.
+
+Scores per split: full-budget test accuracy; the step accuracy-timeliness over budgets uniform in
+[0, total cost] (the mean test accuracy of a random budget); the α-timeliness (docs/evaluation.md) on test
+accuracy, with c_α taken from the CS-G-OMP training-accuracy curve of the same split by the plateau
+rule (on banks whose costs span orders of magnitude the [0, total cost] average is dominated by the
+final accuracy; [0, c_α] looks at the budgets where the orders differ); fit seconds (wall clock, and for AFR and the
+linear models also CPU seconds of the process, which a shared, loaded machine inflates less). The anytime
+curve (cumulative cost, test accuracy per stage) of every method and split is kept in the result
+file, so the docs' figures are drawn from it. Summaries are mean ± std over the splits.
+
+``--merge`` keeps the data sets and methods of the existing result file that this run does not
+compute (a slow data set can be run on its own); ``--methods`` limits the run to some methods (the
+CS-G-OMP reference curve is always fitted, since c_α needs it). The file is rewritten after every
+split, so an interrupted run keeps the splits it finished.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import numpy as np
 from afr_trees import digits_groups, step_timeliness  # noqa: I001  (bench/ is on sys.path)
-from _results import command_line, write_result
+from _results import RESULTS, command_line, machine_info, write_result
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AFRClassifier, AnytimeClassifier, from_lightgbm, sequence_trees
+from edgeseq.evaluate import AnytimeCurve
+from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
-METHODS = ("AFR", "LightGBM (boosting order)", "LightGBM (cost-sequenced)", "LightGBM-CEGB", "CS-G-OMP (linear)")
+METHODS = ("AFR", "LightGBM (boosting order)", "LightGBM (cost-sequenced)", "LightGBM-CEGB", "CS-G-OMP (linear)",
+           "CS-G-FR (linear)")
+DATASETS = ("breast_cancer", "digits", "interactions", "mnist")
+SCORES = ("step_timeliness", "alpha_timeliness", "final_accuracy", "fit_s")
 LGBM = dict(n_estimators=100, num_leaves=15, learning_rate=0.1, verbose=-1, n_jobs=1, deterministic=True,
             force_row_wise=True)
 
@@ -47,13 +70,21 @@ def interactions(n: int = 4000, seed: int = 0):
     return X, np.where(flip, 1 - y, y), [list(range(4 * g, 4 * g + 4)) for g in range(6)], 2.0 ** np.arange(6)
 
 
+def mnist():
+    """The MNIST bank: features from the shared cache, extractor costs as measured on this machine."""
+    from edgeseq.extractors.datasets import mnist_data
+    d = mnist_data()
+    return d.X, d.y, [list(c) for c in d.columns], np.asarray(d.costs, dtype=float)
+
+
 def datasets(names):
-    Xb, yb = load_breast_cancer(return_X_y=True)
-    Xd, yd = load_digits(return_X_y=True)
-    every = {"breast_cancer": lambda: (Xb, yb, [[i, i + 10, i + 20] for i in range(10)], np.arange(1.0, 11.0)),
-             "digits": lambda: (Xd, yd, *digits_groups()),
-             "interactions": interactions}
-    return {n: every[n]() for n in names}
+    every = {"breast_cancer": lambda: (*load_breast_cancer(return_X_y=True), [[i, i + 10, i + 20] for i in range(10)],
+                                       np.arange(1.0, 11.0)),
+             "digits": lambda: (*load_digits(return_X_y=True), *digits_groups()),
+             "interactions": interactions,
+             "mnist": mnist}
+    for n in names:
+        yield n, every[n]()
 
 
 def staged_accuracy(model, classes, Xt, yt) -> list[float]:
@@ -65,71 +96,131 @@ def staged_accuracy(model, classes, Xt, yt) -> list[float]:
     return out
 
 
-def one_split(X, y, groups, costs, seed: int) -> dict:
+def estimator_curve(est, X, y) -> list[float]:
+    """Accuracy of every stage of a fitted edgeseq classifier (AFR or linear) on (X, y)."""
+    return [float(np.mean(p == y)) for p in est.staged_predict(X)]
+
+
+def reference_c_alpha(cum_cost, train_accuracy) -> tuple[float, float]:
+    """(α, c_α) from the CS-G-OMP *training* accuracy curve by the plateau rule (docs/evaluation.md)."""
+    ref = AnytimeCurve(costs=cum_cost, values=train_accuracy, group_names=[""] * (len(cum_cost) - 1))
+    alpha = plateau_alpha(ref)
+    return alpha, alpha_stopping_cost(ref, alpha)
+
+
+def step_curve_mean(cum_cost, acc, c_alpha: float) -> float:
+    """Mean test accuracy over budgets uniform in [0, c_α] of the step curve (the stage available)."""
+    curve = AnytimeCurve(costs=cum_cost, values=acc, group_names=[""] * (len(cum_cost) - 1))
+    return timeliness(curve, c_alpha, kind="step")
+
+
+def _lightgbm_methods(X, Xf, yf, Xv, yv, Xt, yt, groups, costs, wanted) -> dict:
     import lightgbm as lgb
+    row = {}
+    if wanted & {"LightGBM (boosting order)", "LightGBM (cost-sequenced)"}:
+        t0 = time.perf_counter()
+        clf = lgb.LGBMClassifier(**LGBM).fit(Xf, yf)
+        boosting = from_lightgbm(clf, groups, costs)
+        t_lgbm = time.perf_counter() - t0
+        row["LightGBM (boosting order)"] = (t_lgbm, boosting.cum_cost,
+                                            staged_accuracy(boosting, clf.classes_, Xt, yt))
+        if "LightGBM (cost-sequenced)" in wanted:
+            t0 = time.perf_counter()
+            costly = sequence_trees(boosting, Xv, yv)
+            row["LightGBM (cost-sequenced)"] = (t_lgbm + time.perf_counter() - t0, costly.cum_cost,
+                                                staged_accuracy(costly, clf.classes_, Xt, yt))
+    if "LightGBM-CEGB" in wanted:
+        feature_cost = np.zeros(X.shape[1])
+        for g, cols in enumerate(groups):
+            feature_cost[cols] = costs[g]
+        t0 = time.perf_counter()
+        cegb = lgb.LGBMClassifier(**LGBM, cegb_tradeoff=1.0,
+                                  cegb_penalty_feature_coupled=(feature_cost / feature_cost.sum()).tolist()).fit(Xf, yf)
+        cm = from_lightgbm(cegb, groups, costs)
+        row["LightGBM-CEGB"] = (time.perf_counter() - t0, cm.cum_cost, staged_accuracy(cm, cegb.classes_, Xt, yt))
+    return row
+
+
+def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
+    """Every wanted method on one stratified split: per method the scores and the test anytime curve."""
     Xa, Xt, ya, yt = train_test_split(X, y, test_size=0.3, random_state=seed, stratify=y)
     Xf, Xv, yf, yv = train_test_split(Xa, ya, test_size=0.25, random_state=seed, stratify=ya)
-    row = {}
+    row = _lightgbm_methods(X, Xf, yf, Xv, yv, Xt, yt, groups, costs, wanted)
+    cpu = {}  # CPU seconds of the fit, for the methods whose fit-time target matters (AFR)
     t0 = time.perf_counter()
-    clf = lgb.LGBMClassifier(**LGBM).fit(Xf, yf)
-    boosting = from_lightgbm(clf, groups, costs)
-    t_lgbm = time.perf_counter() - t0
-    row["LightGBM (boosting order)"] = (t_lgbm, boosting.cum_cost, staged_accuracy(boosting, clf.classes_, Xt, yt))
-    t0 = time.perf_counter()
-    costly = sequence_trees(boosting, Xv, yv)
-    row["LightGBM (cost-sequenced)"] = (t_lgbm + time.perf_counter() - t0, costly.cum_cost,
-                                        staged_accuracy(costly, clf.classes_, Xt, yt))
-    feature_cost = np.zeros(X.shape[1])
-    for g, cols in enumerate(groups):
-        feature_cost[cols] = costs[g]
-    t0 = time.perf_counter()
-    cegb = lgb.LGBMClassifier(**LGBM, cegb_tradeoff=1.0,
-                              cegb_penalty_feature_coupled=(feature_cost / feature_cost.sum()).tolist()).fit(Xf, yf)
-    cm = from_lightgbm(cegb, groups, costs)
-    row["LightGBM-CEGB"] = (time.perf_counter() - t0, cm.cum_cost, staged_accuracy(cm, cegb.classes_, Xt, yt))
-    t0 = time.perf_counter()
-    afr = AFRClassifier(groups, costs).fit(Xa, ya)
-    row["AFR"] = (time.perf_counter() - t0, afr.cum_cost_, [float(np.mean(p == yt)) for p in afr.staged_predict(Xt)])
-    t0 = time.perf_counter()
-    lin = AnytimeClassifier(groups, costs).fit(Xa, ya)
-    row["CS-G-OMP (linear)"] = (time.perf_counter() - t0, lin.cum_cost_,
-                                [float(np.mean(p == yt)) for p in lin.staged_predict(Xt)])
+    omp = AnytimeClassifier(groups, costs).fit(Xa, ya)
+    row["CS-G-OMP (linear)"] = (time.perf_counter() - t0, omp.cum_cost_, estimator_curve(omp, Xt, yt))
+    alpha, c_alpha = reference_c_alpha(omp.cum_cost_, estimator_curve(omp, Xa, ya))
+    for name, make in (("CS-G-FR (linear)", lambda: AnytimeClassifier(groups, costs, method="fr")),
+                       ("AFR", lambda: AFRClassifier(groups, costs))):
+        if name in wanted:
+            t0, c0 = time.perf_counter(), time.process_time()
+            est = make().fit(Xa, ya)
+            row[name] = (time.perf_counter() - t0, est.cum_cost_, estimator_curve(est, Xt, yt))
+            cpu[name] = time.process_time() - c0
     horizon = float(np.sum(costs))
-    return {m: {"fit_s": t, "final_accuracy": acc[-1], "step_timeliness": step_timeliness(cc, acc, horizon)}
-            for m, (t, cc, acc) in row.items()}
+    return {m: {"seed": seed, "fit_s": t, "final_accuracy": acc[-1], "step_timeliness": step_timeliness(cc, acc, horizon),
+                "alpha": alpha, "c_alpha": c_alpha, "alpha_timeliness": step_curve_mean(cc, acc, c_alpha),
+                "cum_cost": [float(c) for c in cc], "accuracy": acc, **({"fit_cpu_s": cpu[m]} if m in cpu else {})}
+            for m, (t, cc, acc) in row.items() if m in wanted}
 
 
-def run(names, splits: int) -> dict:
-    results = {}
-    for name, (X, y, groups, costs) in datasets(names).items():
-        runs = [one_split(X, y, groups, costs, seed) for seed in range(splits)]
-        results[name] = {m: {k: {"mean": float(np.mean([r[m][k] for r in runs])),
-                                 "std": float(np.std([r[m][k] for r in runs]))}
-                             for k in ("fit_s", "final_accuracy", "step_timeliness")} for m in METHODS}
+def summary(runs: list[dict]) -> dict:
+    """Mean and standard deviation of every score over the splits of one method."""
+    return {k: {"mean": float(np.mean([r[k] for r in runs])), "std": float(np.std([r[k] for r in runs]))}
+            for k in SCORES}
+
+
+def tables(runs: dict) -> list[dict]:
+    rows = []
+    for name, by_method in runs.items():
         for m in METHODS:
-            print(name, m, {k: f"{v['mean']:.3f}±{v['std']:.3f}" for k, v in results[name][m].items()}, flush=True)
-    return results
+            if m not in by_method:
+                continue
+            s = summary(by_method[m]["splits"])
+            cpu = [r.get("fit_cpu_s") for r in by_method[m]["splits"]]
+            rows.append([name, m, len(by_method[m]["splits"]),
+                         *(f"{s[k]['mean']:.3f} ± {s[k]['std']:.3f}" for k in SCORES),
+                         f"{np.mean(cpu):.1f}" if None not in cpu else "n/a"])
+    return [{"title": "Nonlinear options: test accuracy-timeliness over budgets uniform in [0, total cost] and in "
+                      "[0, c_α] (c_α from the CS-G-OMP training curve, plateau rule), full-budget accuracy and fit "
+                      "time, mean ± std over the splits",
+             "columns": ["data set", "method", "splits", "step timeliness [0, total]", "α-timeliness [0, c_α]",
+                         "final accuracy", "fit (s)", "fit CPU (s)"], "rows": rows}]
 
 
-def tables(results: dict, splits: int) -> list[dict]:
-    rows = [[name, m, *(f"{r[m][k]['mean']:.3f} ± {r[m][k]['std']:.3f}"
-                        for k in ("step_timeliness", "final_accuracy", "fit_s"))]
-            for name, r in results.items() for m in METHODS]
-    return [{"title": f"Nonlinear options: test accuracy-timeliness (budgets uniform in [0, total cost]) and "
-                      f"full-budget accuracy, mean ± std over {splits} splits",
-             "columns": ["data set", "method", "step timeliness", "final accuracy", "fit (s)"], "rows": rows}]
+def save(mine: dict, merge: bool, command: str) -> None:
+    """Write the result file: this run's records over those already in the file (re-read now, so two
+    merging runs on different data sets or methods do not undo each other)."""
+    path = RESULTS / "tree_orders.json"
+    runs = json.loads(path.read_text(encoding="utf-8")).get("runs", {}) if merge and path.exists() else {}
+    for name, by_method in mine.items():
+        runs.setdefault(name, {}).update(by_method)
+    runs = {name: runs[name] for name in DATASETS if name in runs}
+    results = {name: {m: summary(v["splits"]) for m, v in by_method.items()} for name, by_method in runs.items()}
+    write_result("tree_orders", {"results": results, "runs": runs, "tables": tables(runs)}, command)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=3)
-    ap.add_argument("--datasets", nargs="+", default=["breast_cancer", "digits", "interactions"],
-                    choices=["breast_cancer", "digits", "interactions"])
+    ap.add_argument("--datasets", nargs="+", default=["breast_cancer", "digits", "interactions"], choices=DATASETS)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--merge", action="store_true", help="keep what the existing result file has and this run not")
     args = ap.parse_args()
-    results = run(args.datasets, args.splits)
-    path = write_result("tree_orders", {"splits": args.splits, "results": results,
-                                        "tables": tables(results, args.splits)}, command_line())
-    print(f"wrote {path}")
+    command, wanted = command_line(), set(args.methods)
+    mine: dict = {}
+    for name, (X, y, groups, costs) in datasets(args.datasets):
+        fresh = {m: [] for m in METHODS if m in wanted}
+        for seed in range(args.splits):
+            for m, record in one_split(X, y, groups, costs, seed, wanted).items():
+                fresh[m].append(record)
+                mine.setdefault(name, {})[m] = {"splits": fresh[m], "command": command,
+                                                "load": machine_info()["load_end"]}
+            save(mine, args.merge, command)
+            for m in fresh:
+                print(name, seed, m, {k: round(fresh[m][-1][k], 3) for k in SCORES}, flush=True)
+    print(f"wrote {RESULTS / 'tree_orders.json'}")
 
 
 if __name__ == "__main__":

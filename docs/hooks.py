@@ -22,6 +22,9 @@ import re
 from pathlib import Path
 
 MARKER = "<!-- bench-results -->"
+VERDICT_MARKER = "<!-- tree-orders-verdict -->"
+LINEAR = ("CS-G-OMP (linear)", "CS-G-FR (linear)")
+NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB")
 ROOT = Path(__file__).resolve().parents[1]
 MAX_GENERIC_ROWS = 60
 
@@ -30,6 +33,9 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs ho
     """Replace the benchmarks marker with the generated sections; resolve lazy top-level names."""
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, render_benchmarks(ROOT / "bench"))
+    if VERDICT_MARKER in markdown:
+        markdown = markdown.replace(VERDICT_MARKER, render_tree_order_verdict(ROOT / "bench" / "results"
+                                                                              / "tree_orders.json"))
     return resolve_lazy_names(markdown)
 
 
@@ -257,6 +263,52 @@ def render_generic(data) -> list[str]:
     if len(pairs) > MAX_GENERIC_ROWS:
         out.append(f"\n({len(pairs) - MAX_GENERIC_ROWS} more fields in the file.)")
     return out
+
+
+def verdict(a: tuple[float, float], b: tuple[float, float]) -> str:
+    """"higher"/"lower" when mean a differs from mean b by more than their spreads combined, else a tie.
+
+    Examples
+    --------
+    >>> verdict((0.9, 0.01), (0.8, 0.02)), verdict((0.8, 0.05), (0.82, 0.01)), verdict((0.7, 0.0), (0.8, 0.0))
+    ('higher', 'within the spread', 'lower')
+    """
+    spread = math.hypot(a[1], b[1])
+    if a[0] - b[0] > spread:
+        return "higher"
+    if b[0] - a[0] > spread:
+        return "lower"
+    return "within the spread"
+
+
+def render_tree_order_verdict(path: Path) -> str:
+    """Per data set: each nonlinear method's timeliness next to the better linear model's, and which is higher.
+
+    Generated from the per-split records of ``bench/tree_orders.py`` so the page's statements follow
+    the measurements; "higher"/"lower" need a difference larger than the two spreads over splits
+    combined (one split has no spread, which the table says).
+    """
+    try:
+        runs = json.loads(Path(path).read_text(encoding="utf-8"))["runs"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return f"**Not yet measured**: `bench/results/{Path(path).name}` has no per-split runs; run `python bench/tree_orders.py`.\n"
+    cols = ["data set", "method", "splits", "α-timeliness", "best linear (α)", "vs linear (α)",
+            "timeliness [0, total]", "best linear ([0, total])", "vs linear ([0, total])"]
+    rows = []
+    for name, by_method in runs.items():
+        stats = {m: {k: mean_std([r[k] for r in v["splits"]]) for k in ("alpha_timeliness", "step_timeliness")}
+                 for m, v in by_method.items()}
+        linear = [m for m in LINEAR if m in stats]
+        if not linear:
+            continue
+        for m in (m for m in NONLINEAR if m in stats):
+            row = [name, m, len(by_method[m]["splits"])]
+            for key in ("alpha_timeliness", "step_timeliness"):
+                best = max(linear, key=lambda lm: stats[lm][key][0])
+                mine, ref = stats[m][key], stats[best][key]
+                row += [f"{mine[0]:.3f} ± {mine[1]:.3f}", f"{best}: {ref[0]:.3f} ± {ref[1]:.3f}", verdict(mine, ref)]
+            rows.append(row)
+    return "\n".join(table(cols, rows)) + "\n"
 
 
 RENDERERS = {"anytime_quality": render_anytime_quality}

@@ -5,7 +5,7 @@ TreeEnsemble evaluator's (same float32 x <= t decisions)."""
 import numpy as np
 import pytest
 
-from edgeseq.train.cost_cart import Binner, fit_cost_tree
+from edgeseq.train.cost_cart import Binner, BinnedRows, fit_cost_tree
 from edgeseq.train.trees import TreeEnsemble
 
 
@@ -104,3 +104,44 @@ def test_binner_codes_agree_with_float32_comparison():
     codes = b.codes(Xt)[:, 0]
     for k, e in enumerate(b.edges[0]):
         np.testing.assert_array_equal(codes <= k, Xt[:, 0].astype(np.float32) <= e)
+
+
+def _bincount_histograms(codes, t, rows, n_bins):
+    """The per-node statistics as a plain bincount over the node's rows (the independent reference)."""
+    m = codes.shape[1]
+    flat = codes[rows].astype(np.int64) + (np.arange(m) * n_bins)[None, :]
+    sums = np.bincount(flat.ravel(), weights=np.repeat(t[rows], m), minlength=m * n_bins).reshape(m, n_bins)
+    counts = np.bincount(flat.ravel(), minlength=m * n_bins).reshape(m, n_bins)
+    return sums, counts
+
+
+def test_level_histograms_equal_a_bincount_per_node_bit_for_bit():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 7))
+    X[:, 2] = np.round(X[:, 2])  # few distinct values: many empty bins
+    b = Binner(X, np.arange(7), max_bins=16)
+    codes = b.codes(X)
+    binned = BinnedRows(codes, b.n_bins)
+    t = rng.normal(size=300)
+    nodes = [np.arange(300)] + [np.sort(rng.choice(300, size=k, replace=False)) for k in (1, 40, 150, 7, 299)]
+    assert len(nodes) > BinnedRows.NODES_PER_PRODUCT  # more than one product per call is exercised
+    got = binned.histograms(t, nodes)
+    for rows, (sums, counts) in zip(nodes, got):
+        ref_sums, ref_counts = _bincount_histograms(codes, t, rows, b.n_bins)
+        assert np.array_equal(sums, ref_sums) and np.array_equal(counts, ref_counts)
+    # negative control: a node's statistics are not those of all rows
+    assert not np.array_equal(got[2][0], got[0][0])
+
+
+@pytest.mark.parametrize("depth", [1, 3, 5])
+def test_prebuilt_binned_rows_fit_the_same_tree_as_plain_codes(depth):
+    X, y = problem(seed=4, n=500)
+    b = Binner(X, np.arange(3), max_bins=32)
+    codes = b.codes(X)
+    a = fit_cost_tree(b, codes, y, COL_GROUP, COSTS, set(), 0.001, max_depth=depth, min_samples_leaf=3)
+    c = fit_cost_tree(b, BinnedRows(codes, b.n_bins), y, COL_GROUP, COSTS, set(), 0.001, max_depth=depth,
+                      min_samples_leaf=3)
+    assert a.n_splits >= 2 ** depth - 1 if depth <= 3 else a.n_splits > 4
+    for f in ("feature", "threshold", "left", "right", "value"):
+        assert np.array_equal(getattr(a, f), getattr(c, f))
+    assert a.new_groups == c.new_groups

@@ -231,3 +231,31 @@ def test_benchmark_tables_are_generated_from_result_files(tmp_path):
         ds, r = next(iter(data.items()))
         m, s = hooks.mean_std([split["CS-G-OMP"]["step"] for split in r["timeliness"]])
         assert f"{m:.4f} ± {s:.4f}" in hooks.render_benchmarks(ROOT / "bench")
+
+
+def test_tree_order_verdict_follows_the_result_file(tmp_path):
+    """The nonlinear page's "beats the linear models" table is computed from the per-split records."""
+    import json
+
+    spec = importlib.util.spec_from_file_location("docs_hooks_verdict", DOCS / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+
+    def rec(a, s):
+        return {"alpha_timeliness": a, "step_timeliness": s}
+
+    def page(afr, omp):
+        runs = {"toy": {"AFR": {"splits": [rec(*x) for x in afr]}, "CS-G-OMP (linear)": {"splits": [rec(*x) for x in omp]}}}
+        path = tmp_path / "tree_orders.json"
+        path.write_text(json.dumps({"runs": runs}))
+        return hooks.render_tree_order_verdict(path)
+
+    md = page(afr=[(0.9, 0.5), (0.8, 0.5)], omp=[(0.5, 0.9), (0.5, 0.7)])
+    row = next(line for line in md.splitlines() if line.startswith("| toy | AFR"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3] == "0.850 ± 0.050" and cells[4] == "CS-G-OMP (linear): 0.500 ± 0.000" and cells[5] == "higher"
+    assert cells[6] == "0.500 ± 0.000" and cells[8] == "lower"
+    # negative control: overlapping spreads are not called a win
+    md = page(afr=[(0.9, 0.5), (0.5, 0.5)], omp=[(0.6, 0.5), (0.6, 0.5)])
+    assert "within the spread" in md and "higher" not in md
+    assert "Not yet measured" in hooks.render_tree_order_verdict(tmp_path / "missing.json")

@@ -30,7 +30,7 @@ from sklearn.utils.validation import validate_data
 from edgeseq.errors import InputError
 from edgeseq.train.afr_svm import fit_svm, outer_gradients, outer_loss, platt
 from edgeseq.train.base import _wrap_validation, classification_targets, fitted_attribute
-from edgeseq.train.cost_cart import Binner, fit_cost_tree
+from edgeseq.train.cost_cart import Binner, BinnedRows, fit_cost_tree
 from edgeseq.train.groups import check_groups
 from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
 
@@ -302,7 +302,7 @@ class _AFRFit:
         self.problems = [_Problem(np.where(lab, 1.0, -1.0), est.C0) for lab in labels]
         used = np.concatenate(spec.columns)
         self.binner = Binner(X[self.iF], used, est.max_bins)
-        self.codes_F = self.binner.codes(X[self.iF])
+        self.codes_F = BinnedRows(self.binner.codes(X[self.iF]), self.binner.n_bins)
         self.X32 = X.astype(np.float32)
         owner = np.full(X.shape[1], -1)
         for g, cols in enumerate(spec.columns):
