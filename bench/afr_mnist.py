@@ -31,11 +31,11 @@ def run(seed: int) -> dict:
            "costs_measured_on": d.measured_on}
     for name, make in (("CS-G-OMP", lambda: AnytimeClassifier(d.columns, costs)),
                        ("AFR", lambda: AFRClassifier(d.columns, costs))):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         est = make().fit(Xa, ya)
-        fit_s = time.perf_counter() - t0
+        fit_s, fit_cpu_s = time.perf_counter() - t0, time.process_time() - c0
         acc = [float(np.mean(p == yt)) for p in est.staged_predict(Xt)]
-        out[name] = {"fit_s": fit_s, "stages": len(acc) - 1, "final_accuracy": acc[-1],
+        out[name] = {"fit_s": fit_s, "fit_cpu_s": fit_cpu_s, "stages": len(acc) - 1, "final_accuracy": acc[-1],
                      "step_timeliness": step_timeliness(est.cum_cost_, acc, float(costs.sum()))}
         print(name, out[name], flush=True)
     return out
@@ -46,11 +46,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     res = run(args.seed)
-    rows = [[m, f"{res[m]['fit_s']:.0f}", res[m]["stages"], f"{res[m]['final_accuracy']:.3f}",
+    rows = [[m, f"{res[m]['fit_s']:.0f}", f"{res[m]['fit_cpu_s']:.0f}", res[m]["stages"], f"{res[m]['final_accuracy']:.3f}",
              f"{res[m]['step_timeliness']:.3f}"] for m in ("AFR", "CS-G-OMP")]
     table = {"title": f"MNIST bank ({res['groups']} groups, {res['columns']} columns; {res['n_train']} training, "
                       f"{res['n_test']} test images, one stratified split); AFR fit target ≤ 600 s",
-             "columns": ["method", "fit (s)", "stages", "final accuracy", "step timeliness"], "rows": rows}
+             "columns": ["method", "fit (s)", "fit CPU (s, all threads)", "stages", "final accuracy", "step timeliness"], "rows": rows}
     path = write_result("afr_mnist", {"seed": args.seed, "results": res, "tables": [table]}, command_line())
     print(f"wrote {path}")
 
