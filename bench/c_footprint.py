@@ -8,10 +8,11 @@ figures written to bench/results/c_footprint.json (flash = text + data, RAM = da
 regression model is built with -DES_IDENTITY_ONLY, as its firmware would be (no expf, no libm), and
 the linear models with -DES_LINEAR_ONLY (no tree-stage code).
 Two tree-stage models follow (issue 12): a 100-tree LightGBM regressor on diabetes imported with
-`from_lightgbm`, and AFR with default settings on digits (8 pixel-row groups, 10 classes) -- the
-digits bank standing in for MNIST, whose extraction does not fit a size benchmark's time.
+`from_lightgbm`, and AFR with default settings on digits (8 pixel-row groups, 10 classes). With
+`--mnist`, also AFR at its defaults on the MNIST bank (edgeseq[images]; 70 % of the 5,000 images,
+the split of bench/afr_mnist.py): its first extraction takes minutes, so it is not in the default run.
 
-    python bench/c_footprint.py
+    python bench/c_footprint.py [--mnist]
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def reference_model(kind: str):
 
 
 def tree_model(kind: str):
-    """(TreeStageModel, label) of the tree reference `kind`: "lightgbm-100" or "afr"."""
+    """(TreeStageModel, label) of the tree reference `kind`: "lightgbm-100", "afr" or "afr-mnist"."""
     import numpy as np
     from sklearn.datasets import load_diabetes, load_digits
     if kind == "lightgbm-100":
@@ -67,6 +68,13 @@ def tree_model(kind: str):
                                 force_row_wise=True, n_jobs=1).fit(X, y)
         return from_lightgbm(reg, [[i] for i in range(X.shape[1])], DECIMAL_COSTS * 3 + [0.1]), "diabetes"
     from edgeseq.train.afr import AFRClassifier
+    if kind == "afr-mnist":
+        from sklearn.model_selection import train_test_split
+
+        from edgeseq.extractors.datasets import mnist_data
+        d = mnist_data()
+        Xa, _, ya, _ = train_test_split(d.X, d.y, test_size=0.3, random_state=0, stratify=d.y)
+        return AFRClassifier(d.columns, np.asarray(d.costs, dtype=float)).fit(Xa, ya).stage_model_, "MNIST bank"
     X, y = load_digits(return_X_y=True)
     clf = AFRClassifier([list(range(r * 8, r * 8 + 8)) for r in range(8)], np.ones(8)).fit(X, y)
     return clf.stage_model_, "digits"
@@ -77,7 +85,8 @@ TREE_KINDS = ("lightgbm-100", "afr")
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.parse_args(argv)
+    ap.add_argument("--mnist", action="store_true", help="also AFR on the MNIST bank (needs edgeseq[images])")
+    args = ap.parse_args(argv)
     missing = missing_tools(run=False)
     if missing:
         print(f"c_footprint: {missing}", file=sys.stderr)
@@ -91,7 +100,7 @@ def main(argv=None) -> int:
             rows += _measure(mdir, Path(tmp), kind, seq.link, {"groups": seq.n_groups,
                                                               "features": int(seq.group_sizes.sum()),
                                                               "outputs": seq.n_outputs})
-        for kind in TREE_KINDS:
+        for kind in TREE_KINDS + (("afr-mnist",) if args.mnist else ()):
             model, data = tree_model(kind)
             mdir = Path(tmp) / kind
             write_c_for(model, mdir, "tree")

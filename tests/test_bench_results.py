@@ -43,7 +43,9 @@ def test_committed_result_file_is_complete(path):
     assert isinstance(command, str) and command.startswith("python bench/")
     script = command.split()[1]
     assert (ROOT / script).is_file(), f"{path.name}: the command's script {script} does not exist"
-    assert Path(script).stem == path.stem, f"{path.name} was written by {script}"
+    words = command.split()
+    named = words[words.index("--result") + 1] if "--result" in words[:-1] else Path(script).stem
+    assert named == path.stem, f"{path.name} was written by {script} as {named}.json"
     machine = data["machine"]
     assert isinstance(machine, dict) and machine.get("cpu") and machine.get("load_start") and machine.get("load_end")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", data["date"])
