@@ -104,6 +104,13 @@ def main():
     ap.add_argument("--skip-speed", action="store_true", help="only the FR curvature measurement")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--write", action="store_true", help="write the figures to bench/results/glm_speed.json")
+    ap.add_argument("--own-process", action="store_true",
+                    help="fit each method in a fresh process of its own (generating the same data there), so "
+                         "each method's peak resident memory is its own: what goal 1's memory bound is about")
+    ap.add_argument("--methods", nargs="+", choices=("omp", "fr"), default=["omp", "fr"],
+                    help="with --own-process: fit only these; the others' figures are kept from the recorded run "
+                         "of the same shape (each method records its own date and load)")
+    ap.add_argument("--only", choices=("omp", "fr"), help=argparse.SUPPRESS)  # the child of --own-process
     args = ap.parse_args()
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cpus, "
           f"load {os.getloadavg()[0]:.1f}, python {platform.python_version()}, numpy {np.__version__}")
@@ -120,6 +127,10 @@ def main():
 
 
 def speed(args):
+    if args.own_process:
+        return speed_in_own_processes(args)
+    if args.only:
+        return speed_child(args)
     t0 = time.perf_counter()
     X, y, groups, costs = synthetic(args.n, args.groups, args.dim, args.classes)
     print(f"data: n={args.n} D={X.shape[1]} groups={args.groups} classes={args.classes} "
@@ -135,6 +146,66 @@ def speed(args):
         write_json(args, X, omp, fr, (t_omp, c_omp, t_fr, c_fr))
 
 
+def speed_child(args):
+    """Generate the data, fit one method, and print its figures (with this process's peak RSS) as JSON."""
+    import json
+    import resource
+
+    X, y, groups, costs = synthetic(args.n, args.groups, args.dim, args.classes)
+    clf, wall, cpu = timed_fit(args.only, X, y, groups, costs, args.quiet)
+    figures = per_method(clf, wall, cpu)
+    figures["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    figures["sequence"] = [int(g) for g in clf.sequence_]
+    print(CHILD_TAG + json.dumps({"X_bytes": int(X.nbytes), "D": int(X.shape[1]), "method": figures}), flush=True)
+
+
+def speed_in_own_processes(args):
+    """Each method in its own child process (same data: the generator is seeded); the parent records both."""
+    import json
+    import subprocess
+    import sys
+
+    figures = {}
+    for method in args.methods:
+        cmd = [sys.executable, __file__, "--n", str(args.n), "--groups", str(args.groups), "--dim", str(args.dim),
+               "--classes", str(args.classes), "--skip-hessian", "--only", method] + (["--quiet"] if args.quiet else [])
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+        print(out.replace(CHILD_TAG, "figures: "), end="")
+        figures[method] = json.loads(next(line for line in out.splitlines() if line.startswith(CHILD_TAG))[len(CHILD_TAG):])
+        m = figures[method]["method"]
+        m.update(date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), load_end=list(os.getloadavg()))
+        print(f"{method}: wall {m['wall_seconds']:.1f} s, cpu {m['cpu_seconds']:.1f} s, peak RSS "
+              f"{m['peak_rss_bytes'] / 1e9:.2f} GB for X = {figures[method]['X_bytes'] / 1e9:.2f} GB", flush=True)
+    if args.write:
+        kept = [r for r in previous_runs() if r.get("own_process") and (r["n"], r["groups"], r["dim"], r["classes"])
+                == (args.n, args.groups, args.dim, args.classes)]
+        for method in {"omp", "fr"} - set(figures):
+            if not kept:
+                raise SystemExit(f"no recorded --own-process run of this shape to keep the {method} figures from")
+            figures[method] = {"X_bytes": kept[0]["X_bytes"], "D": kept[0]["D"], "method": kept[0][method]}
+        omp, fr = figures["omp"], figures["fr"]
+        run = {"n": args.n, "D": omp["D"], "groups": args.groups, "dim": args.dim, "classes": args.classes,
+               "X_bytes": omp["X_bytes"], "own_process": True,
+               "peak_rss_bytes": max(omp["method"]["peak_rss_bytes"], fr["method"]["peak_rss_bytes"]),
+               "command": command_line(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "load_start": LOAD_START, "load_end": list(os.getloadavg()), "omp": omp["method"], "fr": fr["method"]}
+        print(f"wrote {write_result('glm_speed', payload_with(run, previous_runs()), command_line())}")
+
+
+CHILD_TAG = "GLM_SPEED_CHILD "
+
+
+def per_method(clf, wall, cpu):
+    """One method's figures: time, passes over the rows per selection step and per refit."""
+    refits = clf.n_evals_[1:]  # refits of prefixes 1..J (prefix 0 is the prior)
+    passes = clf.n_passes_  # every pass over the rows of each selection step: scores and refit
+    return {"wall_seconds": wall, "cpu_seconds": cpu, "steps": int(passes.size),
+            "seconds_per_step": wall / max(1, passes.size),
+            "refit_passes_mean": float(refits.mean()), "refit_passes_max": int(refits.max()),
+            "passes_per_step_mean": float(passes.mean()), "passes_per_step_max": int(passes.max()),
+            "final_train_accuracy": float(clf.train_accuracy_[-1])}
+
+
 def write_json(args, X, omp, fr, times):
     """The figures of this run (bench/_results format): time, passes over the rows per selection step,
     and the peak resident memory beside the size of X.
@@ -147,15 +218,6 @@ def write_json(args, X, omp, fr, times):
 
     t_omp, c_omp, t_fr, c_fr = times
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-    def per_method(clf, wall, cpu):
-        refits = clf.n_evals_[1:]  # refits of prefixes 1..J (prefix 0 is the prior)
-        passes = clf.n_passes_  # every pass over the rows of each selection step: scores and refit
-        return {"wall_seconds": wall, "cpu_seconds": cpu, "steps": int(passes.size),
-                "seconds_per_step": wall / max(1, passes.size),
-                "refit_passes_mean": float(refits.mean()), "refit_passes_max": int(refits.max()),
-                "passes_per_step_mean": float(passes.mean()), "passes_per_step_max": int(passes.max()),
-                "final_train_accuracy": float(clf.train_accuracy_[-1])}
 
     run = {"n": args.n, "D": int(X.shape[1]), "groups": args.groups, "dim": args.dim, "classes": args.classes,
            "X_bytes": int(X.nbytes), "peak_rss_bytes": peak, "command": command_line(),
@@ -191,19 +253,23 @@ def previous_runs() -> list[dict]:
 
 def payload_with(run: dict, runs: list[dict]) -> dict:
     """The JSON document: every run (this one replaces a previous run of the same shape) and one table."""
-    key = ("n", "D", "classes")
-    runs = [r for r in runs if tuple(r[k] for k in key) != tuple(run[k] for k in key)] + [run]
-    runs.sort(key=lambda r: tuple(r[k] for k in key))
+    def key(r):
+        return r["n"], r["D"], r["classes"], bool(r.get("own_process"))
+
+    runs = [r for r in runs if key(r) != key(run)] + [run]
+    runs.sort(key=key)
 
     def load(value):  # the 1-minute figure (older files recorded all three as one string)
         return value.split(",")[0].strip() if isinstance(value, str) else (f"{value[0]:.1f}" if value else "")
 
     rows = [[name, r["n"], r["D"], r["classes"], m["wall_seconds"], m["cpu_seconds"], m["seconds_per_step"],
-             m["passes_per_step_mean"], m["passes_per_step_max"], m["refit_passes_mean"], r["peak_rss_bytes"] / 1e9,
+             m["passes_per_step_mean"], m["passes_per_step_max"], m["refit_passes_mean"],
+             m.get("peak_rss_bytes", r["peak_rss_bytes"]) / 1e9,
              r["X_bytes"] / 1e9, f"{load(r['load_start'])}; {load(r['load_end'])}", r["date"]]
             for r in runs for name, m in (("CS-G-OMP", r["omp"]), ("CS-G-FR", r["fr"]))]
-    title = ("Multinomial CS-G-OMP and CS-G-FR in one process, one row pair per recorded run (peak RSS covers "
-             "both fits and the data; the load average is the 1-minute one of this shared 2-core machine)")
+    title = ("Multinomial CS-G-OMP and CS-G-FR, one row pair per recorded run (peak RSS: the method's own process "
+             "with its data in an --own-process run, else one process holding the data and both fits; the load "
+             "average is the 1-minute one of this shared 2-core machine)")
     return {"runs": runs, "tables": [{"title": title, "columns": COLUMNS, "rows": rows}]}
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgeseq.train.group_stats import GroupBlockStats
 from edgeseq.train.stats import SufficientStats
 
 EIG_RTOL = 1e-10  # correlation-matrix directions with eigenvalue <= EIG_RTOL * largest are dropped
@@ -37,7 +38,7 @@ class WorkingProblem:
     (2, (3, 3), (3, 1))
     """
 
-    K: np.ndarray  # (k, k)   Zᵀ Z / n
+    K: np.ndarray | None  # (k, k)   Zᵀ Z / n; None when only its diagonal blocks were computed (k_blocks)
     q: np.ndarray  # (k, P)   Zᵀ ỹ / n with ỹ centred and scaled per output
     transforms: list[np.ndarray]  # per group: (d_g, k_g) raw-centred -> working
     slices: list[slice]  # per group: its working dims
@@ -48,6 +49,73 @@ class WorkingProblem:
     cov_xx: np.ndarray  # (d, d) raw centred covariance (used by the linear `single` score; (0, 0) if not kept)
     cov_xy_scaled: np.ndarray  # (d, P) raw centred cross-covariance with the scaled target
     x_std: np.ndarray  # (d,)
+    k_blocks: list[np.ndarray] | None = None  # per group Z_gᵀ Z_g / n when K is None (within-group statistics)
+
+    @property
+    def n_working(self) -> int:
+        """k, the number of working dimensions (all groups).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); X[:, 2] = X[:, 1]
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=True).n_working
+        2
+        """
+        return self.slices[-1].stop if self.slices else 0
+
+    def k_diagonal(self) -> np.ndarray:
+        """diag(K), from K or from its diagonal blocks.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2))
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True).k_diagonal().tolist()
+        [1.0, 1.0]
+        """
+        if self.K is not None:
+            return np.diag(self.K)
+        return np.concatenate([np.diag(b) for b in self.k_blocks]) if self.k_blocks else np.zeros(0)
+
+    def k_group_block(self, g: int) -> np.ndarray:
+        """K's diagonal block of group g, (k_g, k_g).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 3))
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=True).k_group_block(1).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
+        s = self.slices[g]
+        return self.K[s, s] if self.K is not None else self.k_blocks[g]
+
+    def k_cross(self, cols, g: int) -> np.ndarray:
+        """K's rows `cols` (working dims of other groups) against group g's dims, (len(cols), k_g).
+
+        Zero when only the diagonal blocks were computed: what a block-diagonal preconditioner uses.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2)); X[:, 1] += X[:, 0]
+        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
+        >>> bool(prob.k_cross([0], 1)[0, 0] > 0.5)
+        True
+        """
+        s = self.slices[g]
+        if self.K is None:
+            return np.zeros((len(cols), s.stop - s.start))
+        return self.K[np.ix_(list(cols), range(s.start, s.stop))]
 
     @property
     def n_groups(self) -> int:
@@ -114,15 +182,17 @@ def _embed(rows: np.ndarray, d: int, block: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool, keep_cov: bool = True) -> WorkingProblem:
+def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes, whiten: bool, keep_cov: bool = True) -> WorkingProblem:
     """Whiten (or standardise) each group and express K, q in that basis.
 
     `stats` must hold the used columns group after group, in group-index order, with `group_sizes`.
 
     Parameters
     ----------
-    stats : SufficientStats
-        Centred sums of the used columns and the target.
+    stats : SufficientStats or GroupBlockStats
+        Centred sums of the used columns and the target. From `GroupBlockStats` (within-group blocks
+        only) K is not formed: ``K`` is None and ``k_blocks`` holds its diagonal blocks, which is all
+        that selections scoring each group on its own need.
     group_sizes : sequence of int
         Number of raw columns of each group, in order.
     whiten : bool
@@ -152,22 +222,41 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool, kee
     >>> np.allclose(prob.K[0:1, 0:1], np.eye(1))
     True
     """
-    xx, n = stats.xx, stats.n  # cov blocks are xx[a, b] / n, so no d × d covariance is formed here
-    diag_cov = np.diag(xx) / n
+    n = stats.n  # cov blocks are xx[a, b] / n, so no d × d covariance is formed here
+    blockwise = isinstance(stats, GroupBlockStats)  # only the within-group blocks were computed
+    diag_cov = stats.xx_diagonal() / n
     y_var = stats.var_y
     y_scale = np.sqrt(y_var)
     y_scale[~(y_scale > 0)] = 1.0
     cov_xy = stats.cov_xy / y_scale
     transforms, raw_slices, slices = [], [], []
     r = k = 0
-    for size in group_sizes:
+    for g, size in enumerate(group_sizes):
         rs = slice(r, r + int(size))
-        T = _group_transform(xx[rs, rs] / n, stats.x_mean[rs], whiten)
+        T = _group_transform((stats.blocks[g] if blockwise else stats.xx[rs, rs]) / n, stats.x_mean[rs], whiten)
         transforms.append(T)
         raw_slices.append(rs)
         slices.append(slice(k, k + T.shape[1]))
         r += int(size)
         k += T.shape[1]
+    K, k_blocks = (None, [T.T @ (B / n) @ T for T, B in zip(transforms, stats.blocks)]) if blockwise else \
+        (_whitened_gram(stats.xx, n, transforms, raw_slices, slices, k), None)
+    q = np.vstack([T.T @ cov_xy[rs] for T, rs in zip(transforms, raw_slices)]) if k else \
+        np.zeros((0, cov_xy.shape[1]))
+    if whiten:  # exact identity on diagonal blocks: removes rounding so OMP's K_gg^{-1} is truly I
+        for g, s in enumerate(slices):
+            if blockwise:
+                k_blocks[g] = np.eye(s.stop - s.start)
+            else:
+                K[s, s] = np.eye(s.stop - s.start)
+    return WorkingProblem(K=K, q=q, transforms=transforms, slices=slices, raw_slices=raw_slices,
+                          y_mean=stats.y_mean, y_scale=y_scale, x_mean=stats.x_mean,
+                          cov_xx=stats.cov_xx if keep_cov and not blockwise else np.zeros((0, 0)),
+                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(diag_cov, 0.0)), k_blocks=k_blocks)
+
+
+def _whitened_gram(xx: np.ndarray, n: int, transforms, raw_slices, slices, k: int) -> np.ndarray:
+    """K = Zᵀ Z / n assembled block by block, K_ab = T_aᵀ (xx_ab / n) T_b (no d × d covariance formed)."""
     K = np.empty((k, k))
     for a, (Ta, ra, sa) in enumerate(zip(transforms, raw_slices, slices)):
         for b in range(a, len(transforms)):
@@ -175,12 +264,4 @@ def build_working_problem(stats: SufficientStats, group_sizes, whiten: bool, kee
             block = Ta.T @ (xx[ra, rb] / n) @ Tb
             K[sa, sb] = block
             K[sb, sa] = block.T
-    q = np.vstack([T.T @ cov_xy[rs] for T, rs in zip(transforms, raw_slices)]) if k else \
-        np.zeros((0, cov_xy.shape[1]))
-    if whiten:  # exact identity on diagonal blocks: removes rounding so OMP's K_gg^{-1} is truly I
-        for s in slices:
-            K[s, s] = np.eye(s.stop - s.start)
-    return WorkingProblem(K=K, q=q, transforms=transforms, slices=slices, raw_slices=raw_slices,
-                          y_mean=stats.y_mean, y_scale=y_scale, x_mean=stats.x_mean,
-                          cov_xx=stats.cov_xx if keep_cov else np.zeros((0, 0)),
-                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(diag_cov, 0.0)))
+    return K

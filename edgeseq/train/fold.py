@@ -69,7 +69,7 @@ def raw_column_stats(spec, stats, n_features: int) -> tuple[np.ndarray, np.ndarr
     used = np.concatenate(spec.columns)
     mean, std = np.zeros(n_features), np.ones(n_features)
     mean[used] = stats.x_mean
-    std[used] = np.sqrt(np.maximum(np.diag(stats.xx) / stats.n, 0.0))  # cov_xx's diagonal, without a d × d copy
+    std[used] = np.sqrt(np.maximum(stats.xx_diagonal() / stats.n, 0.0))  # cov_xx's diagonal, without a d × d copy
     return mean, std
 
 

@@ -222,7 +222,9 @@ class BoundFactor:
         self.s = BOUND_SCALE[link]
         self.jitter = max(l2, 1e-10 * max(1.0, self.s * scale))
         self.m = 0
-        self.panels: list[tuple[int, np.ndarray]] = []  # (first row of the block, R[:end, block] (end, k_g))
+        # (first row of the block, first non-zero row above it, R[top:end, block] (end - top, k_g)): a block
+        # with no cross-Gram against the selected ones (within-group statistics) stores only its R₂₂
+        self.panels: list[tuple[int, int, np.ndarray]] = []
 
     @classmethod
     def of(cls, K_S: np.ndarray, link: str, l2: float) -> BoundFactor:
@@ -254,9 +256,10 @@ class BoundFactor:
         [[1.0, 0.5], [0.0, 0.866]]
         """
         kg = K_gg.shape[0]
-        R12 = self.solve_t(self.s * K_Sg)
+        top = 0 if K_Sg.any() else self.m  # R₁₂ = R₁₁⁻ᵀ·0 is exactly zero: not stored, not multiplied
+        R12 = self.solve_t(self.s * K_Sg)[top:]
         A22 = self.s * K_gg + self.jitter * np.eye(kg) - R12.T @ R12
-        self.panels.append((self.m, np.vstack([R12, np.linalg.cholesky(A22).T])))
+        self.panels.append((self.m, top, np.vstack([R12, np.linalg.cholesky(A22).T])))
         self.m += kg
 
     def solve(self, V: np.ndarray) -> np.ndarray:
@@ -270,10 +273,10 @@ class BoundFactor:
         [2.0, 2.0]
         """
         X = np.array(V, dtype=np.float64)
-        for start, panel in reversed(self.panels):
-            end = panel.shape[0]
-            X[start:end] = solve_triangular(panel[start:], X[start:end], lower=False, check_finite=False)
-            X[:start] -= panel[:start] @ X[start:end]
+        for start, top, panel in reversed(self.panels):
+            end = top + panel.shape[0]
+            X[start:end] = solve_triangular(panel[start - top:], X[start:end], lower=False, check_finite=False)
+            X[top:start] -= panel[:start - top] @ X[start:end]
         return X
 
     def solve_t(self, G: np.ndarray) -> np.ndarray:
@@ -288,10 +291,10 @@ class BoundFactor:
         True
         """
         Y = np.array(G, dtype=np.float64)
-        for start, panel in self.panels:
-            end = panel.shape[0]
-            Y[start:end] -= panel[:start].T @ Y[:start]
-            Y[start:end] = solve_triangular(panel[start:], Y[start:end], lower=False, trans="T", check_finite=False)
+        for start, top, panel in self.panels:
+            end = top + panel.shape[0]
+            Y[start:end] -= panel[:start - top].T @ Y[top:start]
+            Y[start:end] = solve_triangular(panel[start - top:], Y[start:end], lower=False, trans="T", check_finite=False)
         return Y
 
     def mul(self, W: np.ndarray) -> np.ndarray:
@@ -306,8 +309,9 @@ class BoundFactor:
         True
         """
         out = np.zeros((self.m, W.shape[1]))
-        for start, panel in self.panels:
-            out[:panel.shape[0]] += panel @ W[start:panel.shape[0]]
+        for start, top, panel in self.panels:
+            end = top + panel.shape[0]
+            out[top:end] += panel @ W[start:end]
         return out
 
     def dense(self) -> np.ndarray:
@@ -320,8 +324,9 @@ class BoundFactor:
         (0, 0)
         """
         R = np.zeros((self.m, self.m))
-        for start, panel in self.panels:
-            R[:panel.shape[0], start:panel.shape[0]] = panel
+        for start, top, panel in self.panels:
+            end = top + panel.shape[0]
+            R[top:end, start:end] = panel
         return R
 
 

@@ -34,6 +34,10 @@ from edgeseq.format import METHODS
 from edgeseq.train.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
 
 FR_HESSIANS = ("bohning", "diag")
+# Methods whose score compares a group with the selected ones (a Schur complement) and so reads the
+# cross-group blocks of the Gram; the others score each group on its own, and their refits only use K
+# as a preconditioner, so the within-group blocks suffice (`edgeseq.train.group_stats`).
+CROSS_GRAM_METHODS = frozenset({"fr"})
 _CHUNK_BYTES = 64 * 2**20
 
 
@@ -86,7 +90,7 @@ def working_design(X, used: np.ndarray, prob: WorkingProblem) -> np.ndarray:
     True
     """
     n = X.shape[0]
-    k = prob.K.shape[0]
+    k = prob.n_working
     Z = np.empty((n, k))
     d = max(1, used.size)
     rows = max(1, _CHUNK_BYTES // (8 * d))
@@ -142,7 +146,7 @@ class GLMState:
         self.cols: list[int] = []  # working columns of the selected groups, in selection order
         self.order: list[int] = []
         self._bound: CholeskyFactor | None = None
-        diag = np.diag(prob.K)
+        diag = prob.k_diagonal()
         self._precond = BoundFactor(link, l2, float(diag.mean()) if diag.size else 1.0)
         self._scored = None  # (fit, groups, G) of the last `gradient` call
         self.fit = refit(self._objective(), Y, None, np.zeros((0, self.P)), np.zeros(self.P), link, l2, tol)
@@ -194,7 +198,7 @@ class GLMState:
         True
         """
         groups = range(self.prob.n_groups) if groups is None else [g for g in groups if self.prob.usable(g)]
-        G = np.zeros((self.prob.K.shape[0], self.P))
+        G = np.zeros((self.prob.n_working, self.P))
         rows = self._gradient_rows(list(groups)) / self.n
         r = 0
         for g in groups:
@@ -256,6 +260,9 @@ class GLMState:
         if self.link == "softmax" and self.fr_hessian == "bohning":
             s = BOUND_SCALE["softmax"]
             if self._bound is None:
+                if self.prob.K is None:
+                    raise ValueError("the FR score needs the cross-group Gram: build the working problem "
+                                     "from the full statistics, not the within-group ones")
                 self._bound = CholeskyFactor(self.prob.K, np.zeros((self.prob.K.shape[0], 1)), self.l2 / s)
                 for g in self.order:
                     self._grow_bound(g)
@@ -316,7 +323,7 @@ class GLMState:
         s = self.prob.slices[g]
         kg = s.stop - s.start
         if kg:
-            self._precond.append(self.prob.K[np.ix_(self.cols, range(s.start, s.stop))], self.prob.K[s, s])
+            self._precond.append(self.prob.k_cross(self.cols, g), self.prob.k_group_block(g))
         self.cols.extend(range(s.start, s.stop))
         self.order.append(g)
         if self._bound is not None:

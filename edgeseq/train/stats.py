@@ -95,6 +95,18 @@ class SufficientStats:
         """
         return np.diag(self.yy) / self.n
 
+    def xx_diagonal(self) -> np.ndarray:
+        """The centred second moments of each column, ``diag(xx)`` (a view: no d × d work).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> sufficient_statistics(np.array([[0.0], [2.0]]), [0.0, 1.0]).xx_diagonal().tolist()
+        [2.0]
+        """
+        return np.diag(self.xx)
+
     def merge(self, other: "SufficientStats") -> "SufficientStats":
         """Combine statistics of two disjoint row sets (Chan et al.'s parallel update).
 
@@ -215,11 +227,25 @@ class SufficientStats:
         >>> len(a), a == sufficient_statistics(X.copy(), y).fingerprint(), a == sufficient_statistics(X, 1 - y).fingerprint()
         (16, True, False)
         """
-        h = hashlib.sha256()
-        h.update(np.int64(self.n).tobytes())
-        for a in (self.x_mean, self.y_mean, self.xx, self.xy, self.yy):
-            h.update(np.ascontiguousarray(a, dtype=np.float64))  # its buffer: the same bytes, no copy
-        return h.hexdigest()[:16]
+        return fingerprint_of(self.n, (self.x_mean, self.y_mean, self.xx, self.xy, self.yy))
+
+
+def fingerprint_of(n: int, arrays) -> str:
+    """16 hexadecimal characters of a SHA-256 over a row count and float64 arrays (their buffers).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.stats import fingerprint_of
+    >>> a = fingerprint_of(3, [np.zeros(2)])
+    >>> len(a), a == fingerprint_of(4, [np.zeros(2)])
+    (16, False)
+    """
+    h = hashlib.sha256()
+    h.update(np.int64(n).tobytes())
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=np.float64))  # its buffer: the same bytes, no copy
+    return h.hexdigest()[:16]
 
 
 def as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
@@ -262,6 +288,25 @@ def as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
     return y
 
 
+def default_chunk_rows(d: int, p: int = 1) -> int:
+    """Rows per chunk of the statistics pass over an array: about 64 MiB, but never fewer than d / 2.
+
+    Why the floor: besides its products (rows · d² multiply-adds), every chunk costs a few passes over
+    d × d arrays -- its own Gram is allocated, centred by a rank-one term and merged into the total.
+    At ten thousand columns a 64 MiB chunk is only ~760 rows, and those d² passes made the statistics
+    pass 1.8x a bare Gram; with at least d / 2 rows they are amortised over d / 2 rows of products
+    (measured 1.04x at n = 5,000, D = 11,016). The chunk itself is a view of X, so the floor costs
+    memory only where a chunk must be copied (float32 input, scattered columns, the exact path).
+
+    Examples
+    --------
+    >>> from edgeseq.train.stats import default_chunk_rows
+    >>> default_chunk_rows(63), default_chunk_rows(11016, 10)
+    (131072, 5508)
+    """
+    return max(1, _CHUNK_BYTES // (8 * max(1, d + p)), (d + 1) // 2)
+
+
 def iter_array_chunks(X, y, chunk_rows: int | None):
     """(X rows, y rows) views of an array X, a bounded number of bytes at a time.
 
@@ -272,7 +317,7 @@ def iter_array_chunks(X, y, chunk_rows: int | None):
     y : array-like
         Targets, 1-D or 2-D.
     chunk_rows : int or None
-        Rows per chunk; None picks a count that keeps a chunk near 64 MiB.
+        Rows per chunk; None picks `default_chunk_rows`.
 
     Yields
     ------
@@ -288,7 +333,7 @@ def iter_array_chunks(X, y, chunk_rows: int | None):
     """
     n, d = X.shape
     y2 = as_2d_y(y, n)
-    rows = chunk_rows or max(1, _CHUNK_BYTES // (8 * max(1, d + y2.shape[1])))
+    rows = chunk_rows or default_chunk_rows(d, y2.shape[1])
     for start in range(0, n, rows):
         yield X[start:start + rows], y2[start:start + rows]
 
