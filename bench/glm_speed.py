@@ -265,7 +265,8 @@ def payload_with(run: dict, runs: list[dict]) -> dict:
     rows = [[name, r["n"], r["D"], r["classes"], m["wall_seconds"], m["cpu_seconds"], m["seconds_per_step"],
              m["passes_per_step_mean"], m["passes_per_step_max"], m["refit_passes_mean"],
              m.get("peak_rss_bytes", r["peak_rss_bytes"]) / 1e9,
-             r["X_bytes"] / 1e9, f"{load(r['load_start'])}; {load(r['load_end'])}", r["date"]]
+             r["X_bytes"] / 1e9, f"{load(r['load_start'])}; {load(m.get('load_end', r['load_end']))}",
+             m.get("date", r["date"])]
             for r in runs for name, m in (("CS-G-OMP", r["omp"]), ("CS-G-FR", r["fr"]))]
     title = ("Multinomial CS-G-OMP and CS-G-FR, one row pair per recorded run (peak RSS: the method's own process "
              "with its data in an --own-process run, else one process holding the data and both fits; the load "
