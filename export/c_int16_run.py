@@ -200,6 +200,10 @@ def _consts(model_dir) -> dict:
     return {k: int(v) for k, v in re.findall(rf"#define {prefix}_(N_\w+) (\d+)u", header)}
 
 
+def _driver_defines(model_dir) -> list[str]:
+    return [f"ES16_PREFIX={int16_prefix(model_dir)}", "ES16_ON_COMMIT=driver_on_commit"]
+
+
 def driver_sources(model_dir) -> list[Path]:
     """The driver's sources: runtime, model, tests/driver_i16.c.
 
@@ -249,7 +253,7 @@ def run_int16_host(model_dir, xq, budgets=None, *, compiler=None, flags=STRICT_F
     with tempfile.TemporaryDirectory(prefix="edgeseq_i16_build_") as build:
         exe = compile_c(driver_sources(model_dir), Path(build) / "driver_i16",
                         include_dirs=[Path(model_dir), runtime_dir()],
-                        defines=[f"ES16_PREFIX={int16_prefix(model_dir)}"], compiler=compiler, flags=flags,
+                        defines=_driver_defines(model_dir), compiler=compiler, flags=flags,
                         extra=extra, libs=())
 
         def execute(args, cwd):
@@ -279,7 +283,7 @@ def run_int16_arm(model_dir, xq, target, budgets=None) -> tuple[Int16Run, Int16S
     with tempfile.TemporaryDirectory(prefix="edgeseq_i16_arm_") as build:
         elf = build_arm(driver_sources(model_dir), Path(build) / f"driver_i16_{target.name}.elf", target,
                         include_dirs=[Path(model_dir), runtime_dir()],
-                        defines=[f"ES16_PREFIX={int16_prefix(model_dir)}"])
+                        defines=_driver_defines(model_dir))
         return _run_all(model_dir, xq, budgets, lambda args, cwd: run_qemu(elf, target, args, cwd=cwd).stdout)
 
 
