@@ -85,21 +85,23 @@ def _header(seq: FittedSequence, qm: Int16Model, prefix: str, name: str) -> str:
         prefix, name, generator="c_int16.py",
         summary=f"Integer (int16) model for runtime_c/edgeseq_runtime_i16.c: link {seq.link}; {J} groups; {P} outputs;\n"
                 f" * {n_feat} features in the full prefix.",
-        group_names=seq.group_names, n_stages=J + 1, n_outputs=P, n_pred=qm.n_pred, n_features=n_feat,
+        group_names=seq.group_names, n_groups=J, n_stages=J + 1, n_outputs=P, n_pred=qm.n_pred, n_features=n_feat,
         work_words=f"({P}u + 2u * {qm.n_pred}u)", work_comment="outputs + 2 prediction slots",
         cost_defines=f"/* worst-case int16 x int16 multiply-adds of one es16_push (the last one) */\n"
                      f"#define {prefix}_MACS_PER_PUSH_MAX {max(macs) if macs else 0}u")
 
 
-def int16_header_text(prefix: str, name: str, *, generator: str, summary: str, group_names, n_stages: int,
+def int16_header_text(prefix: str, name: str, *, generator: str, summary: str, group_names, n_groups: int, n_stages: int,
                       n_outputs: int, n_pred: int, n_features: int, work_words: str, work_comment: str,
                       cost_defines: str) -> str:
     """The generated header of an int16 model of any kind: sizes, work buffer, RAM, group indices, externs.
 
+    `n_groups` counts the groups the runtime pushes (a tree model may leave some of `group_names` unused).
+
     Examples
     --------
     >>> from edgeseq.export.c_int16 import int16_header_text
-    >>> h = int16_header_text("m", "m", generator="x.py", summary="demo", group_names=("a",), n_stages=2,
+    >>> h = int16_header_text("m", "m", generator="x.py", summary="demo", group_names=("a",), n_groups=1, n_stages=2,
     ...                       n_outputs=1, n_pred=1, n_features=3, work_words="3u", work_comment="words",
     ...                       cost_defines="")
     >>> "#define m_N_STAGES 2u" in h, "extern const es16_model m_model;" in h
@@ -118,7 +120,7 @@ def int16_header_text(prefix: str, name: str, *, generator: str, summary: str, g
 
 #include "edgeseq_runtime_i16.h"
 
-#define {prefix}_N_GROUPS {len(group_names)}u
+#define {prefix}_N_GROUPS {n_groups}u
 #define {prefix}_N_STAGES {n_stages}u
 #define {prefix}_N_OUTPUTS {n_outputs}u
 #define {prefix}_N_PRED {n_pred}u
@@ -290,11 +292,29 @@ def int16_manifest_entry(seq: FittedSequence, qm: Int16Model, n_rows: int) -> di
     >>> e["accumulator"], [f["column"] for f in e["features"]], len(e["prefixes"])
     ('int32', [0, 1], 3)
     """
-    cols = seq.prefix_columns(seq.n_groups).tolist()
+    return int16_entry(qm, seq.prefix_columns(seq.n_groups), n_rows)
+
+
+def int16_entry(qm, columns, n_rows: int) -> dict:
+    """The ``c.int16`` object of any integer model (`Int16Model` or `TreeInt16Model`) whose features are
+    the raw `columns`, in C order: scales, and per prefix/stage the weight shift, headroom and loss.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.export.c_int16 import int16_entry
+    >>> qm = quantize_trees(_demo_model(), np.array([[0.0, 1.0], [1.0, 2.0]]))
+    >>> e = int16_entry(qm, qm.columns, 2)
+    >>> [f["column"] for f in e["features"]], [p["index"] for p in e["prefixes"]]
+    ([0, 1], [0, 1, 2])
+    """
+    cols = [int(c) for c in np.asarray(columns).tolist()]
     features = [{"column": int(c), "shift": int(s), "offset": int(o)}
                 for c, s, o in zip(cols, qm.feature_shift.tolist(), qm.feature_offset.tolist())]
     prefixes = []
-    for j in range(seq.n_prefixes):
+    for j in range(len(qm.weight_shift)):
         loss = {k: v for k, v in qm.loss[j].items() if k not in ("index", "reference")}
         prefixes.append({"index": j, "weight_shift": int(qm.weight_shift[j]), "headroom": int(qm.headroom[j]),
                          "reduced_bits": int(qm.reduced_bits[j]), **loss})

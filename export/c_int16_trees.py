@@ -16,7 +16,7 @@ import numpy as np
 
 from edgeseq.errors import ExportError
 from edgeseq.export.c_codegen import c_model_name, c_u32_list, validate_c_prefix, write_c_files
-from edgeseq.export.c_int16 import c_int_rows, int16_descriptor, int16_header_text
+from edgeseq.export.c_int16 import c_int_rows, int16_descriptor, int16_entry, int16_header_text
 from edgeseq.export.c_trees import TreeLayout, _work_per_push, c_tree_tables, tree_layout
 from edgeseq.export.names import c_comment_text
 from edgeseq.export.quantize import INT16_MAX, INT16_MIN, INT32_MAX
@@ -79,7 +79,8 @@ def _header(qm: TreeInt16Model, layout: TreeLayout, prefix: str, name: str) -> s
                f" * {len(model.stages)} stages, {len(layout.order)} groups, {ens.n_trees} trees, {ens.n_nodes} nodes, "
                f"an int32 state of {ens.n_targets},\n * {model.n_outputs} outputs, {sum(sizes)} features.")
     return int16_header_text(prefix, name, generator="c_int16_trees.py", summary=summary,
-                             group_names=model.group_names, n_stages=len(model.stages), n_outputs=model.n_outputs,
+                             group_names=model.group_names, n_groups=len(layout.order), n_stages=len(model.stages),
+                             n_outputs=model.n_outputs,
                              n_pred=qm.n_pred, n_features=sum(sizes),
                              work_words=f"({model.n_outputs}u + 2u * {qm.n_pred}u + {ens.n_targets}u)",
                              work_comment="outputs + 2 prediction slots + the int32 tree state", cost_defines=cost)
@@ -166,3 +167,37 @@ def write_c_int16_tree_model(model: TreeStageModel, qm: TreeInt16Model, out_dir,
     _check(qm, layout)
     name = c_model_name(prefix, model_name)
     return write_c_files(out_dir, _header(qm, layout, prefix, name), _source(qm, layout, prefix, name))
+
+
+def tree_int16_manifest_entry(qm: TreeInt16Model, n_rows: int) -> dict:
+    """The manifest's ``c.int16`` object of a tree-stage export: the linear entry's fields (features in
+    C order, per stage the readout's weight shift, headroom and loss; ``prefixes`` holds the stages)
+    and, per state dimension, the leaf shift, the proved bound and the readout shift.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
+    >>> e = tree_int16_manifest_entry(quantize_trees(_demo_model(), np.zeros((2, 2))), 2)
+    >>> e["state"], len(e["prefixes"])
+    ([{'leaf_shift': 27, 'bound': 1610612736, 'shift': 16}], 3)
+    """
+    return {**int16_entry(qm, qm.columns, n_rows), "state": state_entry(qm)}
+
+
+def state_entry(qm: TreeInt16Model) -> list[dict]:
+    """Per state dimension ``{"leaf_shift", "bound", "shift"}``: the manifest's record of the state scales.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.export.c_int16_trees import state_entry
+    >>> state_entry(quantize_trees(_demo_model(), np.zeros((2, 2))))
+    [{'leaf_shift': 27, 'bound': 1610612736, 'shift': 16}]
+    """
+    return [{"leaf_shift": int(L), "bound": int(A), "shift": int(r)}
+            for L, A, r in zip(qm.leaf_shift.tolist(), qm.state_bound.tolist(), qm.state_shift.tolist())]

@@ -236,10 +236,12 @@ def _float32(a) -> np.ndarray:
     return np.asarray(a, np.float32).astype(np.float64)
 
 
-def quantize_trees(model: TreeStageModel, X, y=None, *, source: str = "calibration-data") -> TreeInt16Model:
+def quantize_trees(model: TreeStageModel, X, y=None, *, classes=None, source: str = "calibration-data") -> TreeInt16Model:
     """The integer model of a tree-stage `model`, with feature ranges from the calibration rows `X`.
 
-    `X` has the model's raw columns; `y` (optional) gives true targets for the recorded loss.
+    `X` has the model's raw columns; `y` (optional) gives true targets for the recorded loss, as labels
+    among `classes` (default: the model's own, else ``0..n_classes-1``; an AFRClassifier's
+    ``classes_``).
 
     Raises
     ------
@@ -271,7 +273,7 @@ def quantize_trees(model: TreeStageModel, X, y=None, *, source: str = "calibrati
         raise InputError("calibration data must have at least one row and only finite values in the model's groups")
     shifts, offsets = feature_scales(X[:, cols]) if cols.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     qm = _build(model, layout, shifts, offsets, source)
-    qm.loss = stage_losses(model, qm, X, y)
+    qm.loss = stage_losses(model, qm, X, y, classes=classes)
     return qm
 
 
@@ -304,6 +306,67 @@ def _build(model: TreeStageModel, layout: TreeLayout, shifts, offsets, source, s
         group_stage=list(layout.group_stage), order=list(layout.order), leaf_shift=L, state_bound=i64(A),
         state_shift=r, coefs=tuple(coefs), intercepts=i64(icpt), weight_shift=i64(S), headroom=i64(H),
         reduced_bits=i64(red), table=table, cum_cost=np.asarray(model.cum_cost, np.float64), feature_source=source)
+
+
+def quantize_trees_from_manifest(model: TreeStageModel, entry: dict) -> TreeInt16Model:
+    """Rebuild the integer model of a tree export from its trees (`model`, read from the graphs) and the
+    scales its manifest records (`entry` = ``manifest["c"]["int16"]``), without the calibration rows.
+
+    Why: `edgeseq verify` regenerates the int16 C and compares it byte for byte. Thresholds follow from
+    the recorded feature scales, leaf scales and state shifts from the float32 leaves alone (so they
+    are recomputed and must equal the recorded ones), the readouts from the recorded weight shifts,
+    whose headroom proof is re-run. The per-stage loss is copied from the manifest.
+
+    Raises
+    ------
+    IntegrityError
+        Features that are not the model's, a scale out of range, a recorded leaf scale, bound or
+        shift that is not the one the trees give, or a readout shift that breaks its proof.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
+    >>> from edgeseq.export.quantize_trees import quantize_trees, quantize_trees_from_manifest
+    >>> model = _demo_model()
+    >>> qm = quantize_trees(model, np.array([[0.0, 1.0], [1.0, 3.0]]))
+    >>> entry = tree_int16_manifest_entry(qm, 2)
+    >>> back = quantize_trees_from_manifest(model, entry)
+    >>> bool(np.array_equal(back.node_value, qm.node_value)), back.loss == qm.loss
+    (True, True)
+    >>> entry["state"][0]["shift"] += 1
+    >>> quantize_trees_from_manifest(model, entry)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: manifest c.int16: the recorded state scales ... are not the ones the trees give ...
+    """
+    from edgeseq.errors import IntegrityError
+    from edgeseq.export.quantize import SHIFT_LIMIT
+
+    layout = tree_layout(model)
+    model = layout.model
+    feats, stages = entry["features"], entry["prefixes"]
+    if [f["column"] for f in feats] != tree_feature_order(model).tolist() or len(stages) != len(model.stages):
+        raise IntegrityError("manifest c.int16: its features or stages do not match the export's tree model")
+    shifts = np.array([f["shift"] for f in feats], dtype=np.int64)
+    offsets = np.array([f["offset"] for f in feats], dtype=np.int64)
+    if np.any(np.abs(shifts) >= SHIFT_LIMIT) or np.any(np.abs(offsets) > INT32_MAX):
+        raise IntegrityError(f"manifest c.int16: a feature shift is beyond +-{SHIFT_LIMIT - 1} or an offset beyond int32")
+    try:
+        qm = _build(model, layout, shifts, offsets, entry["feature_source"], stage_shifts=stages)
+    except ExportError as exc:
+        raise IntegrityError(f"manifest c.int16: {exc}") from None
+    from edgeseq.export.c_int16_trees import state_entry
+
+    state = state_entry(qm)
+    if entry.get("state") != state:
+        raise IntegrityError(f"manifest c.int16: the recorded state scales {str(entry.get('state'))[:80]} are not "
+                             f"the ones the trees give {str(state)[:80]}")
+    qm.loss = [{"index": k, "reference": entry.get("loss_reference"),
+                **{key: v for key, v in p.items() if key not in ("index", "weight_shift", "headroom", "reduced_bits")}}
+               for k, p in enumerate(stages)]
+    return qm
 
 
 def _readout_at(w, b, k, recorded: dict) -> tuple:
@@ -418,7 +481,12 @@ def simulate_trees(qm: TreeInt16Model, xq) -> list:
     return out
 
 
-def stage_losses(model: TreeStageModel, qm: TreeInt16Model, X: np.ndarray, y=None) -> list[dict]:
+@dataclass(frozen=True)
+class _Labels:
+    classes: np.ndarray  # what quantize._class_indices reads
+
+
+def stage_losses(model: TreeStageModel, qm: TreeInt16Model, X: np.ndarray, y=None, *, classes=None) -> list[dict]:
     """Per stage, what the integer model loses against float on rows `X` (`quantize.loss_entry`).
 
     Examples
@@ -431,7 +499,9 @@ def stage_losses(model: TreeStageModel, qm: TreeInt16Model, X: np.ndarray, y=Non
     [0.0, 0.0, 0.0]
     """
     regression = model.link == "identity"
-    ref = (y if regression else _class_indices(model, y)) if y is not None else None
+    if classes is None:
+        classes = model.classes if model.classes is not None else np.arange(qm.n_pred)
+    ref = (y if regression else _class_indices(_Labels(np.asarray(classes)), y)) if y is not None else None
     sims = simulate_trees(qm, quantize_tree_features(qm, X))
     floats = [model.apply_link(z) for z in model.staged_decision(X)]
     return [loss_entry(qm, k, f, pred, label, ref, regression=regression)

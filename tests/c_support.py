@@ -101,3 +101,15 @@ def interrupt_model(d, int16: bool = False):
         return d
     write_c_model(seq, d, "safety")
     return d
+
+
+def reseal(out, manifest=None):
+    """Recompute every checksum of an export after an edit (what an attacker can always do)."""
+    import json
+
+    from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
+    m = manifest or json.loads((out / "manifest.json").read_text())
+    for f in m["files"]:
+        f["sha256"] = sha256_file(out / f["file"])
+    m["manifest_sha256"] = manifest_checksum(m)
+    (out / "manifest.json").write_bytes(dump_manifest(m))

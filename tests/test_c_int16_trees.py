@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_support import SAN, boundary_budgets, compilers
+from c_support import SAN, boundary_budgets, compilers, reseal
 
 from edgeseq.budget import resolve_prefix
 from edgeseq.errors import ExportError
@@ -338,3 +338,79 @@ def test_es16_init_refuses_hand_edited_tree_tables(tmp_path, what):
                 "state_shift": ("_state_shift[] = {\n    ", "_state_shift[] = {\n    -1 + ")}[what]
     with pytest.raises(CCompilerError, match="ERR init|exited 3"):
         run_int16_host(_edited(tmp_path, d, old, new), xq)
+
+
+# ------------------------------------------------------------------ CLI export, manifest, inspect, verify
+
+def _invoke(*args):
+    from click.testing import CliRunner
+
+    from edgeseq.cli import main
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def tree_export(tmp_path_factory):
+    """An AFR binary model exported with --c-dtype int16 through the CLI."""
+    from edgeseq.io.model_io import save_model
+    d = tmp_path_factory.mktemp("cli_t16")
+    X, s = data(200)
+    np.savez(d / "cal.npz", X=X, y=(s > 0).astype(int))
+    save_model(afr_model(2), d / "afr.model")
+    res = _invoke("export", d / "afr.model", d / "out", "--c-dtype", "int16", "--calibration-data", d / "cal.npz",
+                  "--quiet")
+    assert res.exit_code == 0, res.output
+    return d
+
+
+def test_cli_int16_tree_export_manifest_inspect_and_verify(tree_export):
+    import json
+
+    from edgeseq.evaluate.verify import verify_export
+    out = tree_export / "out"
+    m = json.loads((out / "manifest.json").read_text())
+    q = m["c"]["int16"]
+    assert m["stage_kind"] == "trees" and m["c"]["dtype"] == "int16" and q["calibration_rows"] == 200
+    assert len(q["prefixes"]) == len(m["prefixes"]) and len(q["state"]) == m["state_width"]
+    assert all(p["headroom"] <= 2**31 - 1 and "accuracy_loss_pp" in p for p in q["prefixes"])
+    assert all(s["bound"] <= 2**31 - 1 and (s["bound"] >> s["shift"]) <= 32767 for s in q["state"])
+    assert "ES16_KIND_TREES" in (out / "edgeseq_model.c").read_text()
+    shown = _invoke("inspect", out)
+    assert shown.exit_code == 0 and "int16 C model" in shown.output and "tree state: dim 0" in shown.output
+    assert "tree stages" in shown.output
+    rep = verify_export(out, require_c=True)  # int16 C regenerated from the graphs + recorded scales, then run
+    assert rep.ok and "bit-identical to the integer simulation at every stage" in rep.c_note, rep.c_note
+    assert all(c.c_diff == 0.0 and c.c_ratio == 0.0 for c in rep.checks)
+    r = _invoke("verify", out, "--require-c")
+    assert r.exit_code == 0 and "bit-identical" in r.output, r.output
+
+
+def test_verify_refuses_edited_int16_tree_c_or_scales(tree_export, tmp_path):
+    """Negative controls: a threshold edited in the shipped C, or a recorded state shift or feature offset
+    changed, with every checksum recomputed, is refused before anything is compiled."""
+    import json
+    import shutil
+
+    from edgeseq.errors import IntegrityError
+    from edgeseq.evaluate.verify import verify_export
+    out = tmp_path / "out"
+    shutil.copytree(tree_export / "out", out)
+    src = out / "edgeseq_model.c"
+    original = src.read_text()
+    node = re.search(r"\{(\d+), (-?\d+), \{(\d+)u, (\d+)u\}\}", original)
+    src.write_text(original.replace(node.group(0), node.group(0).replace(f", {node.group(2)},",
+                                                                         f", {int(node.group(2)) + 1},", 1), 1))
+    reseal(out)
+    with pytest.raises(IntegrityError, match="differs from the int16 C model edgeseq generates"):
+        verify_export(out, require_c=True)
+    src.write_text(original)
+    m = json.loads((out / "manifest.json").read_text())
+    m["c"]["int16"]["state"][0]["shift"] += 1
+    reseal(out, m)
+    with pytest.raises(IntegrityError, match="recorded state scales"):
+        verify_export(out, require_c=True)
+    m["c"]["int16"]["state"][0]["shift"] -= 1
+    m["c"]["int16"]["features"][0]["offset"] += 1  # every threshold on that feature moves with it
+    reseal(out, m)
+    with pytest.raises(IntegrityError, match="differs from the int16 C model"):
+        verify_export(out, require_c=True)
