@@ -287,11 +287,13 @@ def run_int16_arm(model_dir, xq, target, budgets=None) -> tuple[Int16Run, Int16S
         return _run_all(model_dir, xq, budgets, lambda args, cwd: run_qemu(elf, target, args, cwd=cwd).stdout)
 
 
-def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity_only: bool = False) -> Path:
+def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity_only: bool = False,
+                   trees: bool = False) -> Path:
     """The minimal firmware ELF (-Os, nano newlib, --gc-sections) of the model in `model_dir`:
     runtime_c/examples/i16_footprint.c with the int16 runtime, or (``int16=False``, a float export)
-    m4_footprint.c with the float runtime (-DES_LINEAR_ONLY, and -DES_IDENTITY_ONLY with `identity_only`,
-    as a regression model's float firmware would be built). For sizes and the soft-float symbol check.
+    m4_footprint.c with the float runtime (-DES_LINEAR_ONLY unless `trees`, and -DES_IDENTITY_ONLY with
+    `identity_only`, as a regression model's float firmware would be built). For sizes and the
+    soft-float symbol check.
 
     Examples
     --------
@@ -312,7 +314,8 @@ def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity
         dfn = [f"ES16_PREFIX={int16_prefix(model_dir)}"]
     else:
         srcs = [rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "examples" / "m4_footprint.c"]
-        dfn = [f"ES_PREFIX={model_prefix(model_dir)}", "ES_LINEAR_ONLY", *(["ES_IDENTITY_ONLY"] if identity_only else [])]
+        dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *([] if trees else ["ES_LINEAR_ONLY"]),
+               *(["ES_IDENTITY_ONLY"] if identity_only else [])]
     objs = [compile_c([src], build / f"{src.stem}.o", include_dirs=[model_dir, rdir], defines=dfn, compiler=ARM_CC,
                       flags=STRICT_FLAGS, extra=("-c", *flags), libs=()) for src in srcs]
     return compile_c(objs, build / "firmware.elf", compiler=ARM_CC, flags=(),

@@ -61,7 +61,7 @@
  * the shared macros of edgeseq_seqlock.h: a push computes into the unpublished slot and publishes it
  * by one counter increment; es16_current may run in an interrupt handler. All memory is the caller's:
  * an es16_state, an int16 feature buffer of n_features and an int32 work buffer of
- * es16_work_words(model) = n_outputs + 2 * n_pred words. No heap, no stdio, no libm, no globals.
+ * es16_work_words(model) = n_outputs + 2 * n_pred (+ n_state for trees) words. No heap, no stdio, no libm, no globals.
  */
 #ifndef EDGESEQ_RUNTIME_I16_H
 #define EDGESEQ_RUNTIME_I16_H
