@@ -363,7 +363,9 @@ static void es16_tree_stage(es16_state *s, uint32_t k)
         for (step = 0u; step < depth && nd->feature >= 0; ++step) {
             nd = nodes + nd->child[!((int32_t)s->x[nd->feature] <= nd->value)]; /* the index, not a branch */
         }
-        state[t->tree_target[tr]] += nd->value;
+        /* a generated model always ends on a leaf (stage_depth is its deepest tree); should a hand-made
+           depth stop the walk early, nothing is added, so the state stays within the proved bound */
+        state[t->tree_target[tr]] += nd->feature < 0 ? nd->value : 0;
     }
     for (p = 0u; p < P; ++p) {
         int32_t acc = m->intercept[(size_t)k * P + p];

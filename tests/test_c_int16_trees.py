@@ -414,3 +414,19 @@ def test_verify_refuses_edited_int16_tree_c_or_scales(tree_export, tmp_path):
     reseal(out, m)
     with pytest.raises(IntegrityError, match="differs from the int16 C model"):
         verify_export(out, require_c=True)
+
+
+def test_a_hand_shortened_depth_adds_nothing_instead_of_a_threshold(tmp_path):
+    """stage_depth is not re-derived in C; if a hand-made model stops a walk on a split, the walk adds
+    nothing (not the split's t_q, which the state bound does not cover): the UBSan build runs cleanly
+    and stage 1's state stays 0, so its prediction is the readout of an empty state."""
+    model = _one_dim_model([(-7.5, 7.5)] * 64)
+    qm = quantize_trees(model, np.array([[-1.0], [1.0]]))
+    d = tmp_path / "m"
+    write_c_int16_tree_model(model, qm, d, "sh")
+    src = (d / "edgeseq_model.c").read_text()
+    assert "_stage_depth[] = { 0u, 1u };" in src
+    edited = _edited(tmp_path, d, "_stage_depth[] = { 0u, 1u };", "_stage_depth[] = { 0u, 0u };")
+    xq = np.array([[-32768], [32767]], dtype=np.int16)
+    run, _ = run_int16_host(edited, xq, flags=SAN, extra=("-O1",))
+    assert run.pred[1].ravel().tolist() == [int(qm.intercepts[1, 0])] * 2
