@@ -290,7 +290,8 @@ def run_int16_arm(model_dir, xq, target, budgets=None) -> tuple[Int16Run, Int16S
 def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity_only: bool = False,
                    trees: bool = False) -> Path:
     """The minimal firmware ELF (-Os, nano newlib, --gc-sections) of the model in `model_dir`:
-    runtime_c/examples/i16_footprint.c with the int16 runtime, or (``int16=False``, a float export)
+    runtime_c/examples/i16_footprint.c with the int16 runtime (-DES16_LINEAR_ONLY unless `trees`), or
+    (``int16=False``, a float export)
     m4_footprint.c with the float runtime (-DES_LINEAR_ONLY unless `trees`, and -DES_IDENTITY_ONLY with
     `identity_only`, as a regression model's float firmware would be built). For sizes and the
     soft-float symbol check.
@@ -311,7 +312,7 @@ def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity
     flags = (*target.cpu_flags, "-Os", "-ffunction-sections", "-fdata-sections")
     if int16:
         srcs = [rdir / "edgeseq_runtime_i16.c", model_dir / "edgeseq_model.c", rdir / "examples" / "i16_footprint.c"]
-        dfn = [f"ES16_PREFIX={int16_prefix(model_dir)}"]
+        dfn = [f"ES16_PREFIX={int16_prefix(model_dir)}", *([] if trees else ["ES16_LINEAR_ONLY"])]
     else:
         srcs = [rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "examples" / "m4_footprint.c"]
         dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *([] if trees else ["ES_LINEAR_ONLY"]),

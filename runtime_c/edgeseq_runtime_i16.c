@@ -13,7 +13,13 @@ void ES16_ON_COMMIT(const es16_state *state);
 #define ES16_ON_COMMIT(s) ((void)(s))
 #endif
 
+/* -DES16_LINEAR_ONLY: firmware that runs only linear models drops the tree code (every tree branch is
+   then constant false and the optimiser removes what it alone calls); es16_init refuses tree models. */
+#ifdef ES16_LINEAR_ONLY
+#define ES16_IS_TREES(m) ((void)(m), 0)
+#else
 #define ES16_IS_TREES(m) ((m)->kind == ES16_KIND_TREES)
+#endif
 
 size_t es16_work_words(const es16_model *m)
 {
@@ -205,6 +211,9 @@ static es16_status es16_check_model(const es16_model *m)
     }
     if (m->kind == ES16_KIND_LINEAR) {
         return m->trees == NULL ? es16_check_headroom(m) : ES16_ERR_BAD_MODEL;
+    }
+    if (!ES16_IS_TREES(m)) {
+        return ES16_ERR_BAD_MODEL; /* an unknown kind, or trees in a -DES16_LINEAR_ONLY build */
     }
     {
         const es16_trees *t = m->trees;

@@ -42,6 +42,8 @@
  * ADDS each on ARMv6-M), then the link: sigmoid one table read; softmax P table reads and P 32-bit
  * unsigned divisions (libgcc's __aeabi_uidiv on cores without a divider).
  *
+ * Build with -DES16_LINEAR_ONLY to drop the tree-stage code (es16_init then refuses tree models).
+ *
  * TREE STAGES (kind ES16_KIND_TREES, descriptor es16_trees; `edgeseq export --c-dtype int16` of an AFR
  * or imported LightGBM model). The stage rules are the float runtime's (edgeseq_runtime.h, TREE STAGES):
  * stage k owns trees stage_tree[k]..stage_tree[k+1]-1, a push completes the stage of its group when it

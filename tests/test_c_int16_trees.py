@@ -290,7 +290,7 @@ def test_cortex_m0_image_of_a_tree_model_links_no_soft_float_but_the_float_build
     model, X, y, n = _digits_afr()
     write_c_int16_tree_model(model, quantize_trees(model, X[:n]), tmp_path / "i16", "dig")
     m0 = INT_TARGETS["cortex-m0"]
-    assert soft_float_symbols(firmware_image(tmp_path / "i16", m0, tmp_path / "b16")) == []
+    assert soft_float_symbols(firmware_image(tmp_path / "i16", m0, tmp_path / "b16", trees=True)) == []
     write_c_tree_model(model, tmp_path / "f32", "dig")
     linked = soft_float_symbols(firmware_image(tmp_path / "f32", m0, tmp_path / "b32", int16=False, trees=True))
     assert any(s.startswith("__aeabi_f") for s in linked), linked  # negative control: the check can fail
@@ -437,3 +437,31 @@ def test_a_hand_shortened_depth_adds_nothing_instead_of_a_threshold(tmp_path):
     xq = np.array([[-32768], [32767]], dtype=np.int16)
     run, _ = run_int16_host(edited, xq, flags=SAN, extra=("-O1",))
     assert run.pred[1].ravel().tolist() == [int(qm.intercepts[1, 0])] * 2
+
+
+@pytest.mark.parametrize("cc", compilers()[:1])
+def test_linear_only_int16_build_refuses_tree_models_and_runs_linear_ones(tmp_path, cc):
+    """-DES16_LINEAR_ONLY (the linear firmware images) drops the tree code: es16_init then refuses a tree
+    model (the driver exits 3) while a linear int16 model still runs bit-identically."""
+    import subprocess
+
+    from edgeseq.export.c_harness import compile_c
+    from edgeseq.export.c_int16_run import driver_sources, int16_prefix, toy_int16_model, write_int16_rows
+    from edgeseq.export.quantize import simulate
+    model = _one_dim_model([(-1.0, 1.0)])
+    write_c_int16_tree_model(model, quantize_trees(model, np.array([[-1.0], [1.0]])), tmp_path / "tree", "tr")
+    seq, qm, xq = toy_int16_model(tmp_path / "lin")
+    codes = {}
+    for name, rows in (("tree", np.zeros((1, 1), np.int16)), ("lin", xq)):
+        d = tmp_path / name
+        exe = compile_c(driver_sources(d), tmp_path / f"drv_{name}", include_dirs=[d, runtime_dir()], compiler=cc,
+                        defines=[f"ES16_PREFIX={int16_prefix(d)}", "ES16_ON_COMMIT=driver_on_commit",
+                                 "ES16_LINEAR_ONLY"], flags=SAN, libs=())
+        write_int16_rows(rows, tmp_path / f"{name}.bin")
+        proc = subprocess.run([str(exe), "predict", str(tmp_path / f"{name}.bin")], capture_output=True, text=True,
+                              timeout=60)
+        codes[name] = proc.returncode
+        if name == "lin":
+            last = [ln.split() for ln in proc.stdout.splitlines() if ln.split()[:2] == ["0", "2"]][0]
+            assert int(last[3]) == int(simulate(qm, xq[:1], 2)[0][0, 0])
+    assert codes == {"tree": 3, "lin": 0}, codes
