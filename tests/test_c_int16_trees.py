@@ -5,7 +5,7 @@ every int16 value (and is not vacuous: ``<``, ``rint`` or ``ceil`` are caught); 
 headroom bound is maximal and refuses crafted leaves that would lose their precision. For an AFR
 binary model, an AFR multiclass model on digits, LightGBM regression and multiclass imports and
 random models with group-less and multi-group stages, the int16 C (host gcc and clang under
-ASan/UBSan, and the emulated Cortex-M0 `microbit`) gives at every stage and over a budget sweep
+ASan/UBSan, and the emulated Cortex-M0 `microbit` and Cortex-M3) gives at every stage and over a budget sweep
 predictions and labels bit-identical to `quantize_trees.simulate_trees`; the per-stage accuracy loss
 on digits and breast cancer is checked against the issue's 0.5 pp target; es16_init refuses
 hand-edited tables; a Cortex-M0 image of a tree model links no soft-float routine.
@@ -264,10 +264,11 @@ def test_a_strict_comparison_in_the_simulation_is_detected(case, monkeypatch):
 
 
 @pytest.mark.skipif(_ARM is not None, reason=f"emulated Cortex-M tests skipped: {_ARM}")
-def test_emulated_cortex_m0_is_bit_identical_to_the_simulation(case):
+@pytest.mark.parametrize("target", list(INT_TARGETS))
+def test_emulated_core_is_bit_identical_to_the_simulation(case, target):
     name, model, qm, d, xq, budgets = case
     rows = np.vstack([xq[:8], xq[-6:]])
-    run, sweep = run_int16_arm(d, rows, INT_TARGETS["cortex-m0"], budgets[:24])
+    run, sweep = run_int16_arm(d, rows, INT_TARGETS[target], budgets[:24])
     _assert_bit_identical(model, qm, rows, budgets[:24], run, sweep)
 
 
