@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_support import SAN, boundary_budgets, compilers, in_place_commit_runtime, interrupt_model, reseal
+from c_support import (SAN, boundary_budgets, compilers, in_place_commit_runtime, interrupt_model, reseal,
+                       systick_counts)
 from click.testing import CliRunner
 
 from edgeseq.budget import resolve_prefix
@@ -315,16 +316,9 @@ SYSTICK_PASSES = 300
 
 
 def _systick_i16(tmp_path, target, runtime_source):
-    from edgeseq.export.c_arm import build_arm, run_qemu
     d = interrupt_model(tmp_path / "model", int16=True)
-    elf = build_arm([runtime_source, d / "edgeseq_model.c", runtime_dir() / "tests" / "qemu" / "systick_test.c"],
-                    tmp_path / "systick_i16.elf", INT_TARGETS[target], include_dirs=[d, runtime_dir()],
-                    defines=["ES16_PREFIX=safety"])
-    proc = run_qemu(elf, INT_TARGETS[target], [str(SYSTICK_PERIOD), str(SYSTICK_PASSES)], check=False,
-                    extra=("-icount", "shift=3"))
-    tok = proc.stdout.split()
-    counts = {tok[i]: int(tok[i + 1]) for i in range(0, len(tok) - 1, 2) if tok[i] in ("reads", "during_push", "torn")}
-    return proc.returncode, counts
+    return systick_counts(tmp_path / "systick_i16.elf", INT_TARGETS[target], [runtime_source, d / "edgeseq_model.c"],
+                          [d, runtime_dir()], ["ES16_PREFIX=safety"], SYSTICK_PERIOD, SYSTICK_PASSES)
 
 
 @pytest.mark.skipif(_ARM is not None, reason=f"emulated Cortex-M tests skipped: {_ARM}")

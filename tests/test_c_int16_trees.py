@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_support import SAN, boundary_budgets, compilers, reseal
+from c_support import SAN, boundary_budgets, compilers, in_place_commit_runtime, reseal, systick_counts
 
 from edgeseq.budget import resolve_prefix
 from edgeseq.errors import ExportError
@@ -466,3 +466,31 @@ def test_linear_only_int16_build_refuses_tree_models_and_runs_linear_ones(tmp_pa
             last = [ln.split() for ln in proc.stdout.splitlines() if ln.split()[:2] == ["0", "2"]][0]
             assert int(last[3]) == int(simulate(qm, xq[:1], 2)[0][0, 0])
     assert codes == {"tree": 3, "lin": 0}, codes
+
+
+# ------------------------------------------------------------------ the shared commit under interrupts
+
+def _systick_trees(tmp_path, target, runtime_source, model_dir):
+    hook = "es_test_on_commit"  # read_check.h records every stage's commit, also those inside one push
+    return systick_counts(tmp_path / f"systick_t16_{runtime_source.parent.name}.elf", INT_TARGETS[target],
+                          [runtime_source, model_dir / "edgeseq_model.c"], [model_dir, runtime_dir()],
+                          ["ES16_PREFIX=t16", f"ES16_ON_COMMIT={hook}", f"ES_ON_COMMIT={hook}"])
+
+
+@pytest.mark.skipif(_ARM is not None, reason=f"emulated Cortex-M tests skipped: {_ARM}")
+@pytest.mark.parametrize("target", list(INT_TARGETS))
+def test_systick_reads_of_an_int16_tree_model_are_never_torn(tmp_path, target):
+    """A tree model (with a group-less stage committed inside its predecessor's push) read from SysTick
+    during pushes: every read matches a committed stage bit for bit; the in-place-commit copy of the
+    runtime is caught (the control)."""
+    model, X, _, n = _case("random")
+    d = tmp_path / "model"
+    write_c_int16_tree_model(model, quantize_trees(model, X[:n]), d, "t16")
+    rc, counts = _systick_trees(tmp_path, target, runtime_dir() / "edgeseq_runtime_i16.c", d)
+    print(f"\n{target} int16 trees: {counts}")
+    assert rc == 0 and counts["torn"] == 0 and counts["during_push"] >= 100, counts
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    rc, counts = _systick_trees(tmp_path, target, in_place_commit_runtime(broken, "edgeseq_runtime_i16.c"), d)
+    print(f"{target} int16 trees, in-place commit: {counts}")
+    assert rc == 1 and counts["torn"] > 0, counts
