@@ -494,3 +494,10 @@ def test_systick_reads_of_an_int16_tree_model_are_never_torn(tmp_path, target):
     rc, counts = _systick_trees(tmp_path, target, in_place_commit_runtime(broken, "edgeseq_runtime_i16.c"), d)
     print(f"{target} int16 trees, in-place commit: {counts}")
     assert rc == 1 and counts["torn"] > 0, counts
+
+
+def test_int16_tree_export_without_calibration_is_one_clear_error(tmp_path):
+    from edgeseq.export.writer import export_model
+    with pytest.raises(ExportError, match="--calibration-data") as exc:
+        export_model(lightgbm_model("softmax"), tmp_path / "out", c_dtype="int16")
+    assert "\n" not in str(exc.value) and not (tmp_path / "out").exists()
