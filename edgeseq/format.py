@@ -308,8 +308,11 @@ def _check_c_int16(m: dict) -> None:
     q = c["int16"]
     if [p["index"] for p in q["prefixes"]] != list(range(len(m["prefixes"]))):
         raise _bad("c.int16.prefixes", f"must list prefixes 0..{len(m['prefixes']) - 1} in order")
-    if len(q["features"]) != sum(g["dim"] for g in m["groups"]):
+    used = stage_group_counts(m)[-1] if m["prefixes"] else 0  # tree exports list unused groups last
+    if len(q["features"]) != sum(g["dim"] for g in m["groups"][:used]):
         raise _bad("c.int16.features", "must have one entry per feature of the full prefix")
+    if ("state" in q) != (stage_kind(m) == "trees") or len(q.get("state", [])) != m.get("state_width", 0):
+        raise _bad("c.int16.state", "must have one entry per state dimension exactly in a tree-stage export")
 
 
 def _check_prefixes(m: dict) -> None:

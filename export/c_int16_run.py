@@ -200,6 +200,10 @@ def _consts(model_dir) -> dict:
     return {k: int(v) for k, v in re.findall(rf"#define {prefix}_(N_\w+) (\d+)u", header)}
 
 
+def _driver_defines(model_dir) -> list[str]:
+    return [f"ES16_PREFIX={int16_prefix(model_dir)}", "ES16_ON_COMMIT=driver_on_commit"]
+
+
 def driver_sources(model_dir) -> list[Path]:
     """The driver's sources: runtime, model, tests/driver_i16.c.
 
@@ -249,7 +253,7 @@ def run_int16_host(model_dir, xq, budgets=None, *, compiler=None, flags=STRICT_F
     with tempfile.TemporaryDirectory(prefix="edgeseq_i16_build_") as build:
         exe = compile_c(driver_sources(model_dir), Path(build) / "driver_i16",
                         include_dirs=[Path(model_dir), runtime_dir()],
-                        defines=[f"ES16_PREFIX={int16_prefix(model_dir)}"], compiler=compiler, flags=flags,
+                        defines=_driver_defines(model_dir), compiler=compiler, flags=flags,
                         extra=extra, libs=())
 
         def execute(args, cwd):
@@ -279,15 +283,18 @@ def run_int16_arm(model_dir, xq, target, budgets=None) -> tuple[Int16Run, Int16S
     with tempfile.TemporaryDirectory(prefix="edgeseq_i16_arm_") as build:
         elf = build_arm(driver_sources(model_dir), Path(build) / f"driver_i16_{target.name}.elf", target,
                         include_dirs=[Path(model_dir), runtime_dir()],
-                        defines=[f"ES16_PREFIX={int16_prefix(model_dir)}"])
+                        defines=_driver_defines(model_dir))
         return _run_all(model_dir, xq, budgets, lambda args, cwd: run_qemu(elf, target, args, cwd=cwd).stdout)
 
 
-def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity_only: bool = False) -> Path:
+def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity_only: bool = False,
+                   trees: bool = False) -> Path:
     """The minimal firmware ELF (-Os, nano newlib, --gc-sections) of the model in `model_dir`:
-    runtime_c/examples/i16_footprint.c with the int16 runtime, or (``int16=False``, a float export)
-    m4_footprint.c with the float runtime (-DES_LINEAR_ONLY, and -DES_IDENTITY_ONLY with `identity_only`,
-    as a regression model's float firmware would be built). For sizes and the soft-float symbol check.
+    runtime_c/examples/i16_footprint.c with the int16 runtime (-DES16_LINEAR_ONLY unless `trees`), or
+    (``int16=False``, a float export)
+    m4_footprint.c with the float runtime (-DES_LINEAR_ONLY unless `trees`, and -DES_IDENTITY_ONLY with
+    `identity_only`, as a regression model's float firmware would be built). For sizes and the
+    soft-float symbol check.
 
     Examples
     --------
@@ -305,10 +312,11 @@ def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity
     flags = (*target.cpu_flags, "-Os", "-ffunction-sections", "-fdata-sections")
     if int16:
         srcs = [rdir / "edgeseq_runtime_i16.c", model_dir / "edgeseq_model.c", rdir / "examples" / "i16_footprint.c"]
-        dfn = [f"ES16_PREFIX={int16_prefix(model_dir)}"]
+        dfn = [f"ES16_PREFIX={int16_prefix(model_dir)}", *([] if trees else ["ES16_LINEAR_ONLY"])]
     else:
         srcs = [rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "examples" / "m4_footprint.c"]
-        dfn = [f"ES_PREFIX={model_prefix(model_dir)}", "ES_LINEAR_ONLY", *(["ES_IDENTITY_ONLY"] if identity_only else [])]
+        dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *([] if trees else ["ES_LINEAR_ONLY"]),
+               *(["ES_IDENTITY_ONLY"] if identity_only else [])]
     objs = [compile_c([src], build / f"{src.stem}.o", include_dirs=[model_dir, rdir], defines=dfn, compiler=ARM_CC,
                       flags=STRICT_FLAGS, extra=("-c", *flags), libs=()) for src in srcs]
     return compile_c(objs, build / "firmware.elf", compiler=ARM_CC, flags=(),

@@ -315,10 +315,21 @@ def _at_shift(w: np.ndarray, b: np.ndarray, s: int) -> tuple:
     return w_q, (b_f.astype(np.int64) if np.all(np.abs(b_f) <= INT32_MAX) else None)
 
 
-def _quantize_prefix(w: np.ndarray, b: np.ndarray, j: int) -> tuple:
-    """(w_q, b_q, S, H, reduced): the largest weight scale, lowered until the headroom proof holds."""
+def quantize_affine(w: np.ndarray, b: np.ndarray, j: int, what: str = "prefix") -> tuple:
+    """(w_q, b_q, S, H, reduced) of ``z = b + x @ w`` over int16 inputs: the largest weight scale, lowered
+    until the headroom proof holds (module text). Shared by the linear prefixes and the tree stages'
+    readouts, so both carry one proof; `what` and `j` name the prefix or stage in an ExportError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.quantize import quantize_affine
+    >>> w_q, b_q, S, H, reduced = quantize_affine(np.array([[0.5], [-0.25]]), np.array([1.0]), 1, "stage")
+    >>> w_q.ravel().tolist(), int(b_q[0]), S, reduced
+    ([16384, -8192], 32768, 15, 0)
+    """
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(b))):
-        raise ExportError(f"prefix {j}: weights are not finite; the model cannot be quantised")
+        raise ExportError(f"{what} {j}: weights are not finite; the model cannot be quantised")
     wmax = float(np.abs(w).max(initial=0.0))
     s0 = _max_shift(wmax, INT16_MAX) if wmax > 0 else _max_shift(float(np.abs(b).max(initial=0.0)), 2.0**30)
     s = s0
@@ -329,12 +340,12 @@ def _quantize_prefix(w: np.ndarray, b: np.ndarray, j: int) -> tuple:
             break
         s -= 1
         if s <= -SHIFT_LIMIT:
-            raise ExportError(f"prefix {j}: no weight scale keeps int32 accumulation in range")
+            raise ExportError(f"{what} {j}: no weight scale keeps int32 accumulation in range")
     if wmax > 0 and int(np.abs(w_q).max()) < 2 ** (MIN_WEIGHT_BITS - 1):
-        raise ExportError(f"prefix {j}: int32 headroom leaves the largest weight {int(np.abs(w_q).max())} "
+        raise ExportError(f"{what} {j}: int32 headroom leaves the largest weight {int(np.abs(w_q).max())} "
                           f"(< {MIN_WEIGHT_BITS} bits; intercept or weight sum too large against it); "
                           "export this model with --c-dtype float32")
-    check_headroom(w_q, b_q, f"prefix {j}")
+    check_headroom(w_q, b_q, f"{what} {j}")
     return w_q, b_q, s, h, s0 - s
 
 
@@ -374,7 +385,7 @@ def quantize_sequence(seq: FittedSequence, X, y=None, *, source: str = "calibrat
     J = seq.n_groups
     cols = seq.prefix_columns(J)
     shifts, offsets = feature_scales(X[:, cols]) if cols.size else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    prefixes = [_quantize_prefix(*_prefix_weights(seq, j, shifts, offsets), j) for j in range(J + 1)]
+    prefixes = [quantize_affine(*_prefix_weights(seq, j, shifts, offsets), j) for j in range(J + 1)]
     qm = _int16_model(seq, shifts, offsets, prefixes, source)
     qm.loss = prefix_losses(seq, qm, X, y)
     return qm
@@ -566,24 +577,45 @@ def prefix_losses(seq: FittedSequence, qm: Int16Model, X: np.ndarray, y=None) ->
     (['accuracy_loss_pp', 'index', 'label_agreement', 'reference'], 'float predictions', True)
     """
     xq = quantize_features(qm, X[:, seq.prefix_columns(seq.n_groups)])
-    out = []
-    for j in range(seq.n_prefixes):
-        f = seq.apply_link(seq.linear(X, j))
-        pred, label = simulate(qm, xq, j)
-        entry = {"index": j, "reference": "targets" if y is not None else "float predictions"}
-        if seq.task == "regression":
-            zf = np.asarray(f, dtype=np.float64).reshape(len(X), -1)
-            zi = dequantize(qm, pred, j)
-            ref = zf if y is None else np.asarray(y, dtype=np.float64).reshape(len(X), -1)
-            entry["explained_variance_loss"] = float(_explained_variance(ref, zf) - _explained_variance(ref, zi))
-            entry["max_abs_error"] = float(np.abs(zi - zf).max())
-        else:
-            lf = np.argmax(f, axis=1)
-            ref = lf if y is None else _class_indices(seq, y)
-            entry["accuracy_loss_pp"] = float(100.0 * ((lf == ref).mean() - (label == ref).mean()))
-            entry["label_agreement"] = float((label == lf).mean())
-        out.append(entry)
-    return out
+    ref = None if y is None or seq.task == "regression" else _class_indices(seq, y)
+    return [loss_entry(qm, j, seq.apply_link(seq.linear(X, j)), *simulate(qm, xq, j),
+                       y if seq.task == "regression" else ref, regression=seq.task == "regression")
+            for j in range(seq.n_prefixes)]
+
+
+def loss_entry(qm, j: int, f, pred, label, ref=None, *, regression: bool) -> dict:
+    """What stage/prefix j of an integer model loses against its float model `f` (predictions (n, P)).
+
+    One rule for every integer model (linear prefixes and tree stages), so their manifest entries mean
+    the same: ``accuracy_loss_pp`` and ``label_agreement`` for classifiers (`ref`: true class indices,
+    or None to compare with float's own labels), ``explained_variance_loss`` and ``max_abs_error``
+    (real units, via `dequantize`) for regression (`ref`: true targets, or None for float's values).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.quantize import Int16Model, loss_entry
+    >>> qm = Int16Model("softmax", 2, 2, np.zeros(0, np.int64), np.zeros(0, np.int64), (), np.zeros((1, 2), np.int64),
+    ...                 np.array([0]), np.array([0]), np.array([0]), np.zeros(0, np.int64), np.array([0.0]))
+    >>> f = np.array([[0.9, 0.1], [0.2, 0.8]])
+    >>> e = loss_entry(qm, 0, f, None, np.array([0, 0]), np.array([0, 1]), regression=False)
+    >>> e["accuracy_loss_pp"], e["label_agreement"]
+    (50.0, 0.5)
+    """
+    n = len(f)
+    entry = {"index": j, "reference": "targets" if ref is not None else "float predictions"}
+    if regression:
+        zf = np.asarray(f, dtype=np.float64).reshape(n, -1)
+        zi = dequantize(qm, pred, j)
+        r = zf if ref is None else np.asarray(ref, dtype=np.float64).reshape(n, -1)
+        entry["explained_variance_loss"] = float(_explained_variance(r, zf) - _explained_variance(r, zi))
+        entry["max_abs_error"] = float(np.abs(zi - zf).max())
+    else:
+        lf = np.argmax(f, axis=1)
+        r = lf if ref is None else np.asarray(ref)
+        entry["accuracy_loss_pp"] = float(100.0 * ((lf == r).mean() - (label == r).mean()))
+        entry["label_agreement"] = float((label == lf).mean())
+    return entry
 
 
 def _class_indices(seq: FittedSequence, y) -> np.ndarray:

@@ -367,8 +367,9 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     build (see ort_format).
     `labels`: "runtime" leaves a classifier's ArgMax out of the graphs (NNAPI and CoreML run none);
     edgeseq's runtime then picks the first most probable class itself, as the C runtime does.
-    `c_dtype`: "float32" (default) or "int16" -- the integer C model of `export/c_int16.py` for cores
-    without an FPU (linear and GLM models only); it needs `calibration`, a pair (X, y) of rows with
+    `c_dtype`: "float32" (default) or "int16" -- the integer C model of `export/c_int16.py` (linear and
+    GLM models) or `export/c_int16_trees.py` (tree stages) for cores without an FPU; it needs
+    `calibration`, a pair (X, y) of rows with
     the model's raw columns (y may be None) from which the feature ranges and the recorded
     accuracy/explained-variance loss are taken.
 
@@ -414,8 +415,6 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     _check_batch_size(batch_size)
     if c_dtype not in ("float32", "int16"):
         raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
-    if c_dtype == "int16" and tree_model is not None:
-        raise ExportError("--c-dtype int16 covers linear and GLM models; tree-stage models export float32 C only")
     check_labels(labels, tree_model.link if tree_model is not None else seq.link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
@@ -429,9 +428,12 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         from edgeseq.export.writer_trees import write_tree_export
 
         classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
+        c_int16 = None
+        if c_dtype == "int16":
+            c_int16 = _tree_int16(tree_model, calibration, classes)
         return _write_atomically(out, force, lambda tmp: write_tree_export(
             tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
-            labels=labels))
+            labels=labels, c_int16=c_int16))
     write_c, c_int16 = cgen.write_c_model, None
     if c_dtype == "int16":
         write_c, c_int16 = _int16_writer(seq, calibration)
@@ -439,15 +441,29 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                                                                write_c, batch_size, ort, labels, c_int16))
 
 
+def _calibration_rows(calibration):
+    if calibration is None:
+        raise ExportError("--c-dtype int16 needs calibration rows for the feature ranges (--calibration-data FILE); "
+                          "the model file stores no sample rows")
+    return calibration
+
+
+def _tree_int16(model, calibration, classes):
+    """(TreeInt16Model, manifest entry) of a tree model's int16 C: quantised once, here, from the rows."""
+    from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
+    from edgeseq.export.quantize_trees import quantize_trees
+
+    X, y = _calibration_rows(calibration)
+    qm = quantize_trees(model, X, y, classes=classes)
+    return qm, tree_int16_manifest_entry(qm, len(X))
+
+
 def _int16_writer(seq: FittedSequence, calibration):
     """(C writer, manifest entry) of the int16 model: quantised once, here, from the calibration rows."""
     from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
     from edgeseq.export.quantize import quantize_sequence
 
-    if calibration is None:
-        raise ExportError("--c-dtype int16 needs calibration rows for the feature ranges (--calibration-data FILE); "
-                          "the model file stores no sample rows")
-    X, y = calibration
+    X, y = _calibration_rows(calibration)
     qm = quantize_sequence(seq, X, y)
     return ((lambda s, tmp, prefix, model_name: write_c_int16_model(s, qm, tmp, prefix, model_name)),
             int16_manifest_entry(seq, qm, len(X)))

@@ -288,8 +288,11 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
 
 
 def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_size=None, ort=False,
-                      source: str = "", classes=None, labels: str = "graph") -> dict:
+                      source: str = "", classes=None, labels: str = "graph", c_int16=None) -> dict:
     """Write every file of a tree export into the (fresh, temporary) directory `tmp`; return the manifest.
+
+    `c_int16`: None (the float C of `c_trees`) or ``(TreeInt16Model, manifest entry)`` -- the integer C
+    of `c_int16_trees` and its ``c.int16`` entry (`quantize_trees.tree_int16_manifest_entry`).
 
     Raises
     ------
@@ -333,12 +336,19 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         atomic_write_bytes(tmp / fname, graph.SerializeToString())
         stage_files.append((fname, sha256_file(tmp / fname)))
     c_files = []
-    for f in write_c_tree_files(model, tmp, c_prefix, model_name):
+    if c_int16 is None:
+        written = write_c_tree_files(model, tmp, c_prefix, model_name)
+    else:
+        from edgeseq.export.c_int16_trees import write_c_int16_tree_model
+        written = write_c_int16_tree_model(model, c_int16[0], tmp, c_prefix, model_name)
+    for f in written:
         p = Path(f) if Path(f).is_absolute() else tmp / f
         if p.parent.resolve() != tmp.resolve() or not p.is_file():
             raise ExportError(f"the tree C emitter reported {f!r}, which is not a file directly in the export")
         c_files.append({"file": p.name, "sha256": sha256_file(p)})
     c = c_entry(c_files, c_prefix)
+    if c_int16 is not None:
+        c = {**c, "dtype": "int16", "int16": c_int16[1]}
     ort_entry = None
     if ort:
         from edgeseq.export.ort_format import write_ort_files

@@ -13,12 +13,38 @@ void ES16_ON_COMMIT(const es16_state *state);
 #define ES16_ON_COMMIT(s) ((void)(s))
 #endif
 
+/* -DES16_LINEAR_ONLY: firmware that runs only linear models drops the tree code (every tree branch is
+   then constant false and the optimiser removes what it alone calls); es16_init refuses tree models. */
+#ifdef ES16_LINEAR_ONLY
+#define ES16_IS_TREES(m) ((void)(m), 0)
+#else
+#define ES16_IS_TREES(m) ((m)->kind == ES16_KIND_TREES)
+#endif
+
 size_t es16_work_words(const es16_model *m)
 {
+    size_t state = 0u;
     if (m == NULL || m->n_outputs > 0x3FFFFFFFu || m->n_pred > 0x3FFFFFFFu) {
         return 0u;
     }
-    return (size_t)m->n_outputs + 2u * (size_t)m->n_pred;
+    if (ES16_IS_TREES(m)) {
+        if (m->trees == NULL || m->trees->n_state > 0x3FFFFFFFu) {
+            return 0u;
+        }
+        state = m->trees->n_state;
+    }
+    return (size_t)m->n_outputs + 2u * (size_t)m->n_pred + state;
+}
+
+uint32_t es16_n_stages(const es16_model *m)
+{
+    if (m == NULL) {
+        return 0u;
+    }
+    if (ES16_IS_TREES(m)) {
+        return m->trees != NULL ? m->trees->n_stages : 0u;
+    }
+    return m->n_groups + 1u;
 }
 
 static uint32_t es16_abs32(int32_t v)
@@ -26,34 +52,121 @@ static uint32_t es16_abs32(int32_t v)
     return v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
 }
 
-/* The headroom proof, re-checked from the tables: for every prefix and output,
-   |intercept| + 32768 * sum |coef| <= 2^31 - 1 (64-bit sums of at most 2^32 terms of < 2^31 cannot wrap). */
-static es16_status es16_check_headroom(const es16_model *m)
+/* The headroom proof of one affine map over d int16 inputs (prefix or stage j), re-checked from the
+   tables: for every output, |intercept| + 32768 * sum |coef| <= 2^31 - 1 (64-bit sums of at most 2^32
+   terms of < 2^31 cannot wrap). */
+static es16_status es16_check_affine(const es16_model *m, uint32_t j, uint32_t d)
 {
-    uint32_t j;
+    const int16_t *w = m->coef[j];
     uint32_t p;
     uint32_t i;
-    uint32_t d = 0u;
-    for (j = 0u; j <= m->n_groups; ++j) {
-        const int16_t *w = m->coef[j];
-        if (j > 0u) {
-            d += m->group_dim[j - 1u];
+    if ((d > 0u && w == NULL) || m->weight_shift[j] > ES16_MAX_SHIFT || m->weight_shift[j] < -ES16_MAX_SHIFT) {
+        return ES16_ERR_BAD_MODEL;
+    }
+    for (p = 0u; p < m->n_outputs; ++p) {
+        uint64_t sum = 0u;
+        for (i = 0u; i < d; ++i) {
+            sum += es16_abs32(w[(size_t)i * m->n_outputs + p]);
         }
-        if ((j > 0u && w == NULL) || m->weight_shift[j] > ES16_MAX_SHIFT || m->weight_shift[j] < -ES16_MAX_SHIFT) {
+        if (sum > (ES16_HEADROOM >> 15) ||
+            (sum << 15) + es16_abs32(m->intercept[(size_t)j * m->n_outputs + p]) > ES16_HEADROOM) {
             return ES16_ERR_BAD_MODEL;
-        }
-        for (p = 0u; p < m->n_outputs; ++p) {
-            uint64_t sum = 0u;
-            for (i = 0u; i < d; ++i) {
-                sum += es16_abs32(w[(size_t)i * m->n_outputs + p]);
-            }
-            if (sum > (ES16_HEADROOM >> 15) ||
-                (sum << 15) + es16_abs32(m->intercept[(size_t)j * m->n_outputs + p]) > ES16_HEADROOM) {
-                return ES16_ERR_BAD_MODEL;
-            }
         }
     }
     return ES16_OK;
+}
+
+/* Every linear prefix j reads the first d_j features. */
+static es16_status es16_check_headroom(const es16_model *m)
+{
+    uint32_t j;
+    uint32_t d = 0u;
+    for (j = 0u; j <= m->n_groups; ++j) {
+        es16_status st;
+        if (j > 0u) {
+            d += m->group_dim[j - 1u];
+        }
+        st = es16_check_affine(m, j, d);
+        if (st != ES16_OK) {
+            return st;
+        }
+    }
+    return ES16_OK;
+}
+
+/* The nodes of stage k's trees: children after their node and inside its tree, split features among
+   the d_k pushed once stage k runs, leaves exactly -1, targets inside the state. Each tree's largest
+   |leaf_q| is added into bound[target] (uint32: a sum <= 2^31 - 1 plus one |leaf_q| <= 2^31 cannot
+   wrap), which must stay <= 2^31 - 1: the state headroom proof. After this the walk needs no check. */
+static es16_status es16_check_stage_nodes(const es16_trees *t, uint32_t k, uint32_t d_k, uint32_t *bound)
+{
+    uint32_t tr;
+    for (tr = t->stage_tree[k]; tr < t->stage_tree[k + 1u]; ++tr) {
+        const uint32_t end = tr + 1u < t->n_trees ? t->tree_root[tr + 1u] : t->n_nodes;
+        uint32_t largest = 0u;
+        uint32_t i;
+        if (t->tree_root[tr] >= end || end > t->n_nodes || t->tree_target[tr] >= t->n_state) {
+            return ES16_ERR_BAD_MODEL;
+        }
+        for (i = t->tree_root[tr]; i < end; ++i) {
+            const es16_tree_node *nd = t->node + i;
+            if (nd->feature < 0) {
+                const uint32_t a = es16_abs32(nd->value);
+                if (nd->feature != -1) {
+                    return ES16_ERR_BAD_MODEL;
+                }
+                largest = a > largest ? a : largest;
+            } else if ((uint32_t)nd->feature >= d_k || nd->child[0] <= i || nd->child[0] >= end ||
+                       nd->child[1] <= i || nd->child[1] >= end) {
+                return ES16_ERR_BAD_MODEL;
+            }
+        }
+        bound[t->tree_target[tr]] += largest;
+        if (bound[t->tree_target[tr]] > ES16_HEADROOM) {
+            return ES16_ERR_BAD_MODEL;
+        }
+    }
+    return ES16_OK;
+}
+
+/* The tree tables: sizes, tree ranges, the group -> stage map (group-less stages cost nothing),
+   every node, the state headroom and shifts (|u_d| <= 32768), each readout's headroom. `bound` is
+   n_state words of scratch (the caller's state buffer, cleared again by es16_start). */
+static es16_status es16_check_trees(const es16_model *m, uint32_t *bound)
+{
+    const es16_trees *t = m->trees;
+    uint32_t k;
+    uint32_t j = 0u;
+    uint32_t d = 0u;
+    for (k = 0u; k < t->n_state; ++k) {
+        bound[k] = 0u;
+    }
+    for (k = 0u; k < t->n_stages; ++k) {
+        const uint32_t first = j;
+        es16_status st;
+        while (j < m->n_groups && t->group_stage[j] == k) {
+            d += m->group_dim[j]; /* es16_check_model proved the dims sum to n_features */
+            ++j;
+        }
+        if (t->stage_tree[k + 1u] < t->stage_tree[k] || t->stage_tree[k + 1u] > t->n_trees ||
+            (j < m->n_groups && t->group_stage[j] < k) || (k == 0u && j != 0u) ||
+            (k > 0u && j == first && m->cum_cost_bits != NULL && m->cum_cost_bits[k] != m->cum_cost_bits[k - 1u])) {
+            return ES16_ERR_BAD_MODEL; /* trees out of order, group_stage decreasing, a costly group-less stage */
+        }
+        st = es16_check_stage_nodes(t, k, d, bound);
+        if (st == ES16_OK) {
+            st = es16_check_affine(m, k, t->n_state);
+        }
+        if (st != ES16_OK) {
+            return st;
+        }
+    }
+    for (k = 0u; k < t->n_state; ++k) {
+        if (t->state_shift[k] < 0 || t->state_shift[k] > 31 || (bound[k] >> t->state_shift[k]) > 32767u) {
+            return ES16_ERR_BAD_MODEL;
+        }
+    }
+    return j == m->n_groups ? ES16_OK : ES16_ERR_BAD_MODEL; /* a group_stage beyond the last stage */
 }
 
 static es16_status es16_check_model(const es16_model *m)
@@ -96,7 +209,23 @@ static es16_status es16_check_model(const es16_model *m)
     if (total != m->n_features) {
         return ES16_ERR_BAD_MODEL;
     }
-    return es16_check_headroom(m);
+    if (m->kind == ES16_KIND_LINEAR) {
+        return m->trees == NULL ? es16_check_headroom(m) : ES16_ERR_BAD_MODEL;
+    }
+    if (!ES16_IS_TREES(m)) {
+        return ES16_ERR_BAD_MODEL; /* an unknown kind, or trees in a -DES16_LINEAR_ONLY build */
+    }
+    {
+        const es16_trees *t = m->trees;
+        if (m->kind != ES16_KIND_TREES || t == NULL || t->n_stages == 0u || t->n_stages == 0xFFFFFFFFu || t->n_state == 0u ||
+            t->stage_tree == NULL || t->stage_depth == NULL || t->state_shift == NULL ||
+            (t->n_trees != 0u && (t->tree_root == NULL || t->tree_target == NULL || t->node == NULL)) ||
+            (m->n_groups != 0u && t->group_stage == NULL) || t->stage_tree[0] != 0u ||
+            t->stage_tree[t->n_stages] != t->n_trees) {
+            return ES16_ERR_BAD_MODEL;
+        }
+    }
+    return ES16_OK; /* the nodes and readouts: es16_check_trees, once es16_init has the scratch buffer */
 }
 
 /* The argument check every state function starts with: a state and a required pointer (pass the
@@ -194,16 +323,96 @@ static int32_t es16_link(const es16_model *m, const int32_t *z, uint32_t j, vola
     return (int32_t)best;
 }
 
-/* Compute prefix j (the first d features) into the unpublished slot and publish it. */
-static void es16_commit(es16_state *s, uint32_t j, uint32_t d)
+/* Apply prefix/stage j's link to s->z into the unpublished slot and publish it. */
+static void es16_publish(es16_state *s, uint32_t j)
 {
     const es16_model *m = s->model;
     const uint32_t target = (s->seq + 1u) & 1u;
-    es16_affine(m, s->x, d, j, s->z);
     s->slot_label[target] = es16_link(m, s->z, j, s->slot + (size_t)target * m->n_pred);
     s->slot_prefix[target] = j;
     ES_SEQLOCK_PUBLISH(s->seq); /* edgeseq_seqlock.h: the float runtime's commit */
     ES16_ON_COMMIT(s);
+}
+
+/* Compute linear prefix j (the first d features) and publish it. */
+static void es16_commit(es16_state *s, uint32_t j, uint32_t d)
+{
+    es16_affine(s->model, s->x, d, j, s->z);
+    es16_publish(s, j);
+}
+
+/* floor(v / 2^r) for 0 <= r <= 31 without relying on >> of a negative value (implementation-defined
+   in C99): for v < 0, ~v = -v - 1 >= 0 and ~(~v >> r) = floor(v / 2^r). */
+static int32_t es16_floor_shift(int32_t v, int32_t r)
+{
+    return v >= 0 ? (int32_t)((uint32_t)v >> r) : ~(int32_t)((uint32_t)~v >> r);
+}
+
+/*
+ * Tree model: run stage k -- add each of its trees' leaf_q to the state (int32, within the bound
+ * es16_init proved), read out z = intercept_k + u @ coef_k with u_d = floor(s_d / 2^r_d) -- and publish
+ * it. The walk is bounded by the stage's depth; es16_init proved every index in range.
+ */
+static void es16_tree_stage(es16_state *s, uint32_t k)
+{
+    const es16_model *m = s->model;
+    const es16_trees *t = m->trees;
+    const es16_tree_node *const nodes = t->node;
+    int32_t *const state = s->tstate;
+    const uint32_t depth = t->stage_depth[k];
+    const uint32_t stop = t->stage_tree[k + 1u];
+    const uint32_t P = m->n_outputs;
+    const int16_t *w = m->coef[k];
+    uint32_t tr;
+    uint32_t p;
+    uint32_t i;
+    for (tr = t->stage_tree[k]; tr < stop; ++tr) {
+        const es16_tree_node *nd = nodes + t->tree_root[tr];
+        uint32_t step;
+        for (step = 0u; step < depth && nd->feature >= 0; ++step) {
+            nd = nodes + nd->child[!((int32_t)s->x[nd->feature] <= nd->value)]; /* the index, not a branch */
+        }
+        /* a generated model always ends on a leaf (stage_depth is its deepest tree); should a hand-made
+           depth stop the walk early, nothing is added, so the state stays within the proved bound */
+        state[t->tree_target[tr]] += nd->feature < 0 ? nd->value : 0;
+    }
+    for (p = 0u; p < P; ++p) {
+        int32_t acc = m->intercept[(size_t)k * P + p];
+        for (i = 0u; i < t->n_state; ++i) {
+            acc += es16_floor_shift(state[i], t->state_shift[i]) * (int32_t)w[(size_t)i * P + p];
+        }
+        s->z[p] = acc;
+    }
+    s->stage = k;
+    es16_publish(s, k);
+}
+
+/* Tree model: run every stage complete once s->next groups are pushed and not yet run (up to the
+   stage of the next group minus one, or the last stage after the last group). */
+static void es16_tree_advance(es16_state *s)
+{
+    const es16_trees *t = s->model->trees;
+    const uint32_t limit = s->next < s->model->n_groups ? t->group_stage[s->next] - 1u : t->n_stages - 1u;
+    while (s->stage < limit) {
+        es16_tree_stage(s, s->stage + 1u);
+    }
+}
+
+/* Commit stage 0 (and, for trees, the group-less stages right after it) from scratch. */
+static void es16_start(es16_state *s)
+{
+    uint32_t i;
+    s->next = 0u;
+    s->filled = 0u;
+    if (!ES16_IS_TREES(s->model)) {
+        es16_commit(s, 0u, 0u);
+        return;
+    }
+    for (i = 0u; i < s->model->trees->n_state; ++i) {
+        s->tstate[i] = 0;
+    }
+    es16_tree_stage(s, 0u);
+    es16_tree_advance(s);
 }
 
 es16_status es16_init(es16_state *s, const es16_model *m, int16_t *x, size_t x_len, int32_t *work, size_t work_len)
@@ -224,10 +433,17 @@ es16_status es16_init(es16_state *s, const es16_model *m, int16_t *x, size_t x_l
     s->x = x;
     s->z = work;
     s->slot = work + m->n_outputs;
+    s->tstate = NULL;
+    if (ES16_IS_TREES(m)) {
+        s->tstate = work + m->n_outputs + 2u * (size_t)m->n_pred;
+        st = es16_check_trees(m, (uint32_t *)s->tstate); /* int32/uint32 may alias (C99 6.5p7) */
+        if (st != ES16_OK) {
+            return st;
+        }
+    }
     s->seq = 0u;
-    s->next = 0u;
-    s->filled = 0u;
-    es16_commit(s, 0u, 0u);
+    s->stage = 0u;
+    es16_start(s);
     s->magic = ES16_STATE_MAGIC;
     return ES16_OK;
 }
@@ -238,9 +454,8 @@ es16_status es16_reset(es16_state *s)
     if (st != ES16_OK) {
         return st;
     }
-    s->next = 0u;
-    s->filled = 0u;
-    es16_commit(s, 0u, 0u);
+    s->stage = 0u;
+    es16_start(s);
     return ES16_OK;
 }
 
@@ -258,7 +473,9 @@ es16_status es16_next_group(const es16_state *s, es16_group_info *info)
     info->position = s->next;
     info->group = m->group_index[s->next];
     info->dim = m->group_dim[s->next];
-    info->cum_cost_bits = m->cum_cost_bits != NULL ? m->cum_cost_bits[s->next + 1u] : 0u;
+    /* the cost once this group is pushed: its prefix, or (trees) the stage it belongs to */
+    info->cum_cost_bits = m->cum_cost_bits == NULL ? 0u
+                          : m->cum_cost_bits[ES16_IS_TREES(m) ? m->trees->group_stage[s->next] : s->next + 1u];
     info->name = m->group_name != NULL ? m->group_name[s->next] : NULL;
     return ES16_OK;
 }
@@ -288,7 +505,11 @@ es16_status es16_push(es16_state *s, uint32_t group, const int16_t *values, size
     }
     s->filled += dim;
     s->next += 1u;
-    es16_commit(s, s->next, s->filled);
+    if (ES16_IS_TREES(m)) {
+        es16_tree_advance(s); /* commits nothing while the stage still needs groups */
+    } else {
+        es16_commit(s, s->next, s->filled);
+    }
     return ES16_OK;
 }
 
@@ -336,17 +557,20 @@ es16_status es16_prefix_for_budget(const es16_model *m, uint64_t budget_bits, ui
     if (budget_bits > inf) { /* NaN (positive payload) or any negative number (sign bit set) */
         return ES16_ERR_BUDGET;
     }
+    if (es16_n_stages(m) == 0u) {
+        return ES16_ERR_BAD_MODEL;
+    }
     if (m->cum_cost_bits == NULL) {
-        *prefix = m->n_groups;
+        *prefix = es16_n_stages(m) - 1u;
         return ES16_OK;
     }
-    ES_LAST_AFFORDABLE(m->cum_cost_bits, m->n_groups + 1u, budget_bits, prefix); /* the float runtime's rule */
+    ES_LAST_AFFORDABLE(m->cum_cost_bits, es16_n_stages(m), budget_bits, prefix); /* the float runtime's rule */
     return ES16_OK;
 }
 
 int32_t es16_output_shift(const es16_model *m, uint32_t prefix)
 {
-    if (m == NULL || m->weight_shift == NULL || prefix > m->n_groups) {
+    if (m == NULL || m->weight_shift == NULL || prefix >= es16_n_stages(m)) {
         return 0;
     }
     return m->weight_shift[prefix];

@@ -101,3 +101,27 @@ def interrupt_model(d, int16: bool = False):
         return d
     write_c_model(seq, d, "safety")
     return d
+
+
+def reseal(out, manifest=None):
+    """Recompute every checksum of an export after an edit (what an attacker can always do)."""
+    import json
+
+    from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
+    m = manifest or json.loads((out / "manifest.json").read_text())
+    for f in m["files"]:
+        f["sha256"] = sha256_file(out / f["file"])
+    m["manifest_sha256"] = manifest_checksum(m)
+    (out / "manifest.json").write_bytes(dump_manifest(m))
+
+
+def systick_counts(elf_path, target, sources, include_dirs, defines, period: int = 499, passes: int = 300):
+    """Build runtime_c/tests/qemu/systick_test.c with `sources` for the emulated `target` and run it:
+    (exit code, {"reads", "during_push", "torn"}) -- the interrupt test of the int16 runtime."""
+    from edgeseq.export.c_arm import build_arm, run_qemu
+    elf = build_arm([*sources, runtime_dir() / "tests" / "qemu" / "systick_test.c"], elf_path, target,
+                    include_dirs=include_dirs, defines=defines)
+    proc = run_qemu(elf, target, [str(period), str(passes)], check=False, extra=("-icount", "shift=3"))
+    tok = proc.stdout.split()
+    counts = {tok[i]: int(tok[i + 1]) for i in range(0, len(tok) - 1, 2) if tok[i] in ("reads", "during_push", "torn")}
+    return proc.returncode, counts

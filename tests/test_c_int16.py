@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_support import SAN, boundary_budgets, compilers, in_place_commit_runtime, interrupt_model
+from c_support import (SAN, boundary_budgets, compilers, in_place_commit_runtime, interrupt_model, reseal,
+                       systick_counts)
 from click.testing import CliRunner
 
 from edgeseq.budget import resolve_prefix
@@ -257,16 +258,6 @@ def test_cli_int16_export_manifest_and_inspect(cli_files, tmp_path):
     assert r.exit_code == 0 and "int16 C model, bit-identical" in r.output, r.output
 
 
-def _reseal(out, manifest=None):
-    """Recompute every checksum of an export after an edit (what an attacker can always do)."""
-    from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
-    m = manifest or json.loads((out / "manifest.json").read_text())
-    for f in m["files"]:
-        f["sha256"] = sha256_file(out / f["file"])
-    m["manifest_sha256"] = manifest_checksum(m)
-    (out / "manifest.json").write_bytes(dump_manifest(m))
-
-
 def test_verify_refuses_edited_int16_c_or_scales(cli_files, tmp_path):
     """Negative controls: C edited after export, or a recorded weight scale changed, with every checksum
     recomputed, is refused before anything is compiled."""
@@ -278,13 +269,13 @@ def test_verify_refuses_edited_int16_c_or_scales(cli_files, tmp_path):
     src = out / "edgeseq_model.c"
     original = src.read_text()
     src.write_text(original.replace("-", "+", 1))  # one weight's sign
-    _reseal(out)
+    reseal(out)
     with pytest.raises(IntegrityError, match="differs from the int16 C model edgeseq generates"):
         verify_export(out, require_c=True)
     src.write_text(original)
     m = json.loads((out / "manifest.json").read_text())
     m["c"]["int16"]["prefixes"][2]["weight_shift"] -= 1  # a scale the C was not generated with
-    _reseal(out, m)
+    reseal(out, m)
     with pytest.raises(IntegrityError, match="prefix 2's headroom|differs from the int16 C model"):
         verify_export(out, require_c=True)
 
@@ -325,16 +316,9 @@ SYSTICK_PASSES = 300
 
 
 def _systick_i16(tmp_path, target, runtime_source):
-    from edgeseq.export.c_arm import build_arm, run_qemu
     d = interrupt_model(tmp_path / "model", int16=True)
-    elf = build_arm([runtime_source, d / "edgeseq_model.c", runtime_dir() / "tests" / "qemu" / "systick_test.c"],
-                    tmp_path / "systick_i16.elf", INT_TARGETS[target], include_dirs=[d, runtime_dir()],
-                    defines=["ES16_PREFIX=safety"])
-    proc = run_qemu(elf, INT_TARGETS[target], [str(SYSTICK_PERIOD), str(SYSTICK_PASSES)], check=False,
-                    extra=("-icount", "shift=3"))
-    tok = proc.stdout.split()
-    counts = {tok[i]: int(tok[i + 1]) for i in range(0, len(tok) - 1, 2) if tok[i] in ("reads", "during_push", "torn")}
-    return proc.returncode, counts
+    return systick_counts(tmp_path / "systick_i16.elf", INT_TARGETS[target], [runtime_source, d / "edgeseq_model.c"],
+                          [d, runtime_dir()], ["ES16_PREFIX=safety"], SYSTICK_PERIOD, SYSTICK_PASSES)
 
 
 @pytest.mark.skipif(_ARM is not None, reason=f"emulated Cortex-M tests skipped: {_ARM}")

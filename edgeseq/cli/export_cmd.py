@@ -29,7 +29,7 @@ from edgeseq.cli._main import main
                    "(NNAPI and CoreML run none) and edgeseq's runtime picks the first most probable class.")
 @click.option("--c-dtype", type=click.Choice(["float32", "int16"]), default="float32", show_default=True,
               help="Number type of the generated C model. int16: integer-only C for cores without an FPU "
-                   "(Cortex-M0/M0+), linear and GLM models; needs --calibration-data.")
+                   "(Cortex-M0/M0+): linear, GLM and tree-stage models; needs --calibration-data.")
 @click.option("--calibration-data", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="--c-dtype int16: rows (CSV with a header, or .npz with X and y) with the model's raw columns; "
                    "the feature ranges and the recorded loss versus float come from them.")
@@ -56,7 +56,8 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
             raise click.UsageError("--calibration-data is for --c-dtype int16")
         from edgeseq.io.data import read_data
         with progress.stage("read calibration data", str(calibration_data)):
-            ds = read_data(calibration_data, target, getattr(seq, "task", "regression"))
+            task = getattr(seq, "task", None) or ("regression" if seq.link == "identity" else "classification")
+            ds = read_data(calibration_data, target, task)
             calibration = (ds.X, ds.y)
     what = (f"{len(seq.stages)} tree-stage graphs and manifest" if hasattr(seq, "stages")
             else f"{seq.n_prefixes} prefix graphs, {'int16 ' if c_dtype == 'int16' else ''}C model and manifest")
@@ -91,10 +92,10 @@ def manifest_table(m: dict) -> list[str]:
              f"provenance: {json.dumps(m['provenance'], sort_keys=True)}"]
     if m["doubling_violations"]:
         lines.append(f"doubling violations at steps {m['doubling_violations']}")
-    if m.get("stage_kind") == "trees":
-        return lines + _tree_stage_rows(m)
     if (m["c"] or {}).get("dtype") == "int16":
         lines += _int16_rows(m["c"]["int16"])
+    if m.get("stage_kind") == "trees":
+        return lines + _tree_stage_rows(m)
     head = f"{'step':>4}  {'group':<20} {'input':<20} {'dim':>4} {'cost':>9} {'cum_cost':>9} " \
            f"{'f32 diff':>9}  {'file':<16} train"
     lines += [head, "-" * len(head)]
@@ -116,6 +117,10 @@ def _int16_rows(q: dict) -> list[str]:
     lines = [f"int16 C model: features quantised with shifts {shifts[0] if shifts else '-'}..{shifts[-1] if shifts else '-'} "
              f"from {q['calibration_rows']} rows of {q['feature_source']}; {q['accumulator']} accumulation "
              f"(headroom proven per prefix); loss measured against {q['loss_reference']}"]
+    if "state" in q:  # tree stages: int32 state per dimension, its leaf scale, proved bound, readout shift
+        lines.append("tree state: " + "; ".join(f"dim {d} leaves at 2^{s['leaf_shift']}, |s| <= {s['bound']}, "
+                                                f"readout >> {s['shift']}" for d, s in enumerate(q["state"][:8]))
+                     + (f"; ... ({len(q['state'])} dims)" if len(q["state"]) > 8 else ""))
     head = f"{'prefix':>6} {'w shift':>7} {'headroom':>10} {'reduced':>7}  loss vs float"
     lines += [head, "-" * len(head)]
     for p in q["prefixes"]:

@@ -14,13 +14,14 @@ that.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import CCompilerError, InputError, IntegrityError, ModelFormatError
-from edgeseq.evaluate.verify import EPS32, N_SAMPLES, VerifyReport, checked_rows, prefix_check
-from edgeseq.format import MANIFEST, labels_of, read_verified
+from edgeseq.errors import InputError, IntegrityError, ModelFormatError
+from edgeseq.evaluate.verify import EPS32, N_SAMPLES, VerifyReport, _missing_compiler, checked_rows, prefix_check
+from edgeseq.format import MANIFEST, c_dtype, labels_of, read_verified
 from edgeseq.io.feature_rows import group_arrays
 from edgeseq.runtime.session import AnytimeSession
 
@@ -237,23 +238,78 @@ def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c
         if require_c:
             raise InputError("this export has no C model (it was written without one); run verify with --no-c")
         return None, "C column skipped: the export has no C model"
+    from edgeseq.export.c_harness import run_c
+    from edgeseq.export.c_trees import tree_feature_order, write_c_tree_model
+
+    write = lambda c_dir: write_c_tree_model(model, c_dir, manifest["c"]["prefix"],  # noqa: E731
+                                             model_name=manifest["model_name"])
+    with _regenerated_c(out_dir, manifest, write, "C model") as c_dir:
+        missing = _missing_compiler(compiler, require_c)
+        if missing:
+            return None, missing
+        return run_c(c_dir, X32[:, tree_feature_order(model)], compiler=compiler), None
+
+
+@contextlib.contextmanager
+def _regenerated_c(out_dir, manifest: dict, write, what: str):
+    """A temporary directory holding the C `write(dir)` generates, once the shipped ``.h``/``.c`` are
+    proved byte-identical to it (the only C verify ever compiles)."""
     import tempfile
 
     from edgeseq.evaluate.regenerate import require_identical
-    from edgeseq.export.c_harness import find_c_compiler, run_c
-    from edgeseq.export.c_trees import tree_feature_order, write_c_tree_model
 
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
-        write_c_tree_model(model, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
+        write(c_dir)
         for name in (manifest["c"]["header"], manifest["c"]["source"]):
-            require_identical(Path(out_dir) / name, (Path(c_dir) / name).read_bytes(), "C model")
-        try:
-            find_c_compiler(compiler)
-        except CCompilerError as exc:
-            if require_c:
-                raise
-            return None, f"C column skipped: {exc}"
-        return run_c(c_dir, X32[:, tree_feature_order(model)], compiler=compiler), None
+            require_identical(Path(out_dir) / name, (Path(c_dir) / name).read_bytes(), what)
+        yield c_dir
+
+
+def tree_int16_c_column(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c: bool, require_c: bool,
+                        compiler=None):
+    """(per-stage worst |C - simulation| in integer units, note) of an int16 tree export, or (None, note).
+
+    As for a linear int16 export: the integer model is rebuilt from the trees read from the graphs and
+    the scales the manifest records (`quantize_trees.quantize_trees_from_manifest`), its C regenerated
+    into a temporary directory, the shipped ``.h``/``.c`` must be byte-identical to it, and only that
+    copy is compiled; it runs the rows quantised with the recorded scales and must equal
+    `quantize_trees.simulate_trees` bit for bit at every stage.
+
+    Raises
+    ------
+    IntegrityError
+        The recorded scales are not consistent with the trees, or the shipped C differs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify_trees import tree_int16_c_column
+    >>> tree_int16_c_column(".", {"c": None}, None, np.zeros((1, 1)), use_c=False, require_c=False)
+    (None, 'C column skipped (--no-c)')
+    """
+    if not use_c:
+        return None, "C column skipped (--no-c)"
+    from edgeseq.export.c_int16_run import run_int16_host
+    from edgeseq.export.c_int16_trees import write_c_int16_tree_model
+    from edgeseq.export.quantize import dequantize
+    from edgeseq.export.quantize_trees import quantize_tree_features, quantize_trees_from_manifest, simulate_trees
+
+    qm = quantize_trees_from_manifest(model, manifest["c"]["int16"])
+    write = lambda c_dir: write_c_int16_tree_model(model, qm, c_dir, manifest["c"]["prefix"],  # noqa: E731
+                                                   model_name=manifest["model_name"])
+    with _regenerated_c(out_dir, manifest, write, "int16 C model") as c_dir:
+        missing = _missing_compiler(compiler, require_c)
+        if missing:
+            return None, missing
+        xq = quantize_tree_features(qm, X32)
+        run, _ = run_int16_host(c_dir, xq, compiler=compiler)
+    diffs, far = [], 0.0
+    for k, (sim, _) in enumerate(simulate_trees(qm, xq)):
+        diffs.append(int(np.abs(run.pred[k] - sim).max(initial=0)))
+        far = max(far, float(np.abs(dequantize(qm, sim, k) - model.predict(X32, stage=k)).max(initial=0.0)))
+    verdict = "bit-identical to" if not any(diffs) else "DIFFERENT from"
+    return diffs, (f"C column: the int16 C model, {verdict} the integer simulation at every stage "
+                   f"(|C - simulation| in integer units); its largest distance from the float model is {far:.3g}")
 
 
 def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
@@ -288,7 +344,12 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
         X = threshold_rows(model, N_SAMPLES)
         source = f"{X.shape[0]} rows on and around the trees' thresholds"
     X32 = checked_rows(X, m, source)
-    crun, note = tree_c_predictions(out_dir, m, model, X32, use_c=use_c, require_c=require_c, compiler=compiler)
+    crun, int16_diffs = None, None
+    if c_dtype(m) == "int16":  # integer predictions: bit-exact against simulate_trees, not numpy's bound
+        int16_diffs, note = tree_int16_c_column(out_dir, m, model, X32.astype(np.float64), use_c=use_c,
+                                                require_c=require_c, compiler=compiler)
+    else:
+        crun, note = tree_c_predictions(out_dir, m, model, X32, use_c=use_c, require_c=require_c, compiler=compiler)
     report = VerifyReport(X.shape[0], source, c_note=note, kind="trees")
     feats = group_arrays(m, X32.astype(np.float64))
     names = {g["input_name"]: g["name"] for g in m["groups"]}
@@ -297,4 +358,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
             ref, bound = model.predict(X32.astype(np.float64), stage=k), tree_stage_bound(model, X32, k)
             report.checks.append(prefix_check(k, ", ".join(names[n] for n in p["new_groups"]) or None, p["cum_cost"],
                                               sess.predict(feats, prefix=k), ref, bound, crun))
+            if int16_diffs is not None:  # exactness is the bound: any difference fails the stage
+                report.checks[-1].c_diff = float(int16_diffs[k])
+                report.checks[-1].c_ratio = np.inf if int16_diffs[k] else 0.0
     return report

@@ -2,10 +2,11 @@
  * Test driver of the integer runtime (edgeseq_runtime_i16.c): runs a generated int16 model over int16
  * feature rows. Small enough for a 16 KB Cortex-M0 (rows are read one at a time).
  *
- * Build with -DES16_PREFIX=<c prefix> -I<model dir> -I<runtime dir>, plus edgeseq_model.c and
- * edgeseq_runtime_i16.c. Usage:
+ * Build with -DES16_PREFIX=<c prefix> -DES16_ON_COMMIT=driver_on_commit -I<model dir> -I<runtime dir>,
+ * plus edgeseq_model.c and edgeseq_runtime_i16.c. Usage:
  *   driver_i16 predict ROWS.bin          rows of <prefix>_N_FEATURES int16 (native order), sequence
- *                                        order; prints "row j label v0 v1 ..." for j = 0..J
+ *                                        order; prints "row j label v0 v1 ..." at every commit, so for
+ *                                        every stage j = 0..K (a tree push may commit several stages)
  *   driver_i16 sweep ROWS.bin BUDGETS.txt per row and budget (a line "HI LO": the two 32-bit halves of
  *                                        the budget's binary64 bit pattern, hex), the firmware loop: push
  *                                        while cum_cost_bits <= budget; prints "row b rule loop label v..."
@@ -26,6 +27,20 @@ static int32_t out[ES16_N_PRED];
 static es16_state st;
 static uint64_t budgets[MAX_BUDGETS];
 
+static int tracing;         /* predict: print every commit of row `traced` */
+static unsigned long traced;
+
+static void print_current(unsigned long r, const char *mid);
+
+/* The runtime's commit hook (ES16_ON_COMMIT): runs after every publish. */
+void driver_on_commit(const es16_state *s);
+void driver_on_commit(const es16_state *s)
+{
+    if (tracing && s == &st) {
+        print_current(traced, "");
+    }
+}
+
 static void print_current(unsigned long r, const char *mid)
 {
     uint32_t prefix = 0u;
@@ -42,16 +57,16 @@ static void print_current(unsigned long r, const char *mid)
     printf("\n");
 }
 
-/* Push groups while `pred` allows (all of them for predict); print after each push when `every`. */
+/* Push groups while the budget allows (all of them for predict); print every commit when `every`,
+   else the final prediction. */
 static void run_row(unsigned long r, uint64_t budget, int limited, int every, const char *mid)
 {
     es16_group_info g;
     uint32_t filled = 0u;
+    tracing = every;
+    traced = r;
     if (es16_reset(&st) != ES16_OK) {
         exit(5);
-    }
-    if (every) {
-        print_current(r, mid);
     }
     while (es16_next_group(&st, &g) == ES16_OK && (!limited || g.cum_cost_bits <= budget)) {
         if (es16_push(&st, g.group, row + filled, g.dim) != ES16_OK) {
@@ -59,10 +74,8 @@ static void run_row(unsigned long r, uint64_t budget, int limited, int every, co
             exit(6);
         }
         filled += g.dim;
-        if (every) {
-            print_current(r, mid);
-        }
     }
+    tracing = 0;
     if (!every) {
         print_current(r, mid);
     }

@@ -25,7 +25,8 @@ static const int32_t g_shift[] = {0, 0, 4};
 static const char *const g_gname[] = {"b", "a"};
 static const char *const g_oname[] = {"y"};
 static const es16_model base = {ES16_ABI_VERSION, "hand", ES16_LINK_IDENTITY, 2u, 1u, 1u, 3u, g_index, g_dim, g_cost,
-                                g_coef, g_icpt, g_shift, NULL, 0u, 0, NULL, NULL, g_gname, g_oname};
+                                g_coef, g_icpt, g_shift, NULL, 0u, 0, NULL, NULL, g_gname, g_oname,
+                                ES16_KIND_LINEAR, NULL};
 
 /* at the bound: 2 * 32767 * 32768 + 65535 = 2^31 - 1 */
 static const uint32_t t_index[] = {0u};
@@ -36,7 +37,8 @@ static const int32_t t_icpt[] = {0, 65535};
 static const int32_t t_shift[] = {0, 0};
 static const char *const t_gname[] = {"g"};
 static const es16_model tight = {ES16_ABI_VERSION, "tight", ES16_LINK_IDENTITY, 1u, 1u, 1u, 2u, t_index, t_dim, NULL,
-                                 t_coef, t_icpt, t_shift, NULL, 0u, 0, NULL, NULL, t_gname, g_oname};
+                                 t_coef, t_icpt, t_shift, NULL, 0u, 0, NULL, NULL, t_gname, g_oname,
+                                 ES16_KIND_LINEAR, NULL};
 
 static int16_t x[4];
 static int32_t work[8];
