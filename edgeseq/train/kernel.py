@@ -47,7 +47,9 @@ class CholeskyFactor:
         self.q = q
         self.l2 = l2
         k = K.shape[0]
-        self._L = np.zeros((k, k))
+        # (both in anonymous maps of small pages: numpy asks for 2 MiB huge pages for large arrays, and
+        # filling a lower triangle then makes the whole square resident -- measured: all of it, not half)
+        self._L = ReleasableRows((k, k)).array
         self._Vt = ReleasableRows((k, k))
         self.m = 0  # rows of L and V so far
         self.u = np.zeros((0, q.shape[1]))
