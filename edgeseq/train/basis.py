@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.train.group_stats import GroupBlockStats
+from edgeseq.train.releasable import ReleasableRows
 from edgeseq.train.stats import SufficientStats
 
 EIG_RTOL = 1e-10  # correlation-matrix directions with eigenvalue <= EIG_RTOL * largest are dropped
@@ -50,6 +51,7 @@ class WorkingProblem:
     cov_xy_scaled: np.ndarray  # (d, P) raw centred cross-covariance with the scaled target
     x_std: np.ndarray  # (d,)
     k_blocks: list[np.ndarray] | None = None  # per group Z_gᵀ Z_g / n when K is None (within-group statistics)
+    k_storage: ReleasableRows | None = None  # K's buffer, whose rows `release_k_rows` can give back
 
     @property
     def n_working(self) -> int:
@@ -115,7 +117,29 @@ class WorkingProblem:
         s = self.slices[g]
         if self.K is None:
             return np.zeros((len(cols), s.stop - s.start))
-        return self.K[np.ix_(list(cols), range(s.start, s.stop))]
+        return self.K[s][:, list(cols)].T  # from g's own rows (K is exactly symmetric): others' may be released
+
+    def release_k_rows(self, g: int) -> None:
+        """Give back the memory of K's rows of group g, which its owner will not read again.
+
+        CS-G-FR's GLM score reads K only on rows of groups not yet selected (and reads g's cross
+        blocks from g's own rows while g is appended), so once g is in, its rows are dead weight: a
+        gigabyte of K at the thesis's width is returned as the selection proceeds. Only the owner of
+        this problem may call it (afterwards those rows are undefined).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.basis import build_working_problem
+        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2))
+        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
+        >>> prob.release_k_rows(0)   # group 0's rows are dead from now on; group 1's are intact
+        >>> float(prob.K[1, 1])
+        1.0
+        """
+        if self.k_storage is not None:
+            self.k_storage.release(self.slices[g])
 
     @property
     def n_groups(self) -> int:
@@ -182,7 +206,8 @@ def _embed(rows: np.ndarray, d: int, block: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes, whiten: bool, keep_cov: bool = True) -> WorkingProblem:
+def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes, whiten: bool, keep_cov: bool = True,
+                          consume: bool = False) -> WorkingProblem:
     """Whiten (or standardise) each group and express K, q in that basis.
 
     `stats` must hold the used columns group after group, in group-index order, with `group_sizes`.
@@ -201,6 +226,10 @@ def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes,
         Keep the raw covariance in ``cov_xx`` (a d × d copy, read only by the linear ``single``
         score). GLM selection passes False: at thousands of columns that copy is a gigabyte, and the
         blocks K is built from are read from ``stats.xx`` directly either way.
+    consume : bool
+        The caller will not read `stats` again: rows of ``stats.xx`` are given back to the system
+        as soon as K no longer needs them (when the pass built them in releasable memory), so K and
+        the sums never both occupy a full d × d at once. Not with `keep_cov`.
 
     Returns
     -------
@@ -239,8 +268,10 @@ def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes,
         slices.append(slice(k, k + T.shape[1]))
         r += int(size)
         k += T.shape[1]
+    storage = None if blockwise else ReleasableRows((k, k))
     K, k_blocks = (None, [T.T @ (B / n) @ T for T, B in zip(transforms, stats.blocks)]) if blockwise else \
-        (_whitened_gram(stats.xx, n, transforms, raw_slices, slices, k), None)
+        (_whitened_gram(storage.array, stats.xx, n, transforms, raw_slices, slices,
+                        stats.xx_storage if consume and not keep_cov else None), None)
     q = np.vstack([T.T @ cov_xy[rs] for T, rs in zip(transforms, raw_slices)]) if k else \
         np.zeros((0, cov_xy.shape[1]))
     if whiten:  # exact identity on diagonal blocks: removes rounding so OMP's K_gg^{-1} is truly I
@@ -252,16 +283,24 @@ def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes,
     return WorkingProblem(K=K, q=q, transforms=transforms, slices=slices, raw_slices=raw_slices,
                           y_mean=stats.y_mean, y_scale=y_scale, x_mean=stats.x_mean,
                           cov_xx=stats.cov_xx if keep_cov and not blockwise else np.zeros((0, 0)),
-                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(diag_cov, 0.0)), k_blocks=k_blocks)
+                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(diag_cov, 0.0)), k_blocks=k_blocks,
+                          k_storage=storage)
 
 
-def _whitened_gram(xx: np.ndarray, n: int, transforms, raw_slices, slices, k: int) -> np.ndarray:
-    """K = Zᵀ Z / n assembled block by block, K_ab = T_aᵀ (xx_ab / n) T_b (no d × d covariance formed)."""
-    K = np.empty((k, k))
+def _whitened_gram(K: np.ndarray, xx: np.ndarray, n: int, transforms, raw_slices, slices,
+                   release: ReleasableRows | None = None) -> np.ndarray:
+    """K = Zᵀ Z / n assembled block by block into `K`, K_ab = T_aᵀ (xx_ab / n) T_b (no d × d covariance formed).
+
+    Block row a reads xx's blocks (a, b ≥ a) only, and earlier block rows read xx's rows of a only in
+    columns of a; so once block row a is done nothing reads xx's rows of group a, and `release` (the
+    sums' buffer, when the caller consumes them) gives them back: K grows as xx shrinks.
+    """
     for a, (Ta, ra, sa) in enumerate(zip(transforms, raw_slices, slices)):
         for b in range(a, len(transforms)):
             Tb, rb, sb = transforms[b], raw_slices[b], slices[b]
             block = Ta.T @ (xx[ra, rb] / n) @ Tb
             K[sa, sb] = block
             K[sb, sa] = block.T
+        if release is not None:
+            release.release(ra)
     return K

@@ -147,6 +147,101 @@ def chunk_moments(xc: np.ndarray, yc: np.ndarray, ref: Reference, *, fast: bool 
         return _centred_copy(xc, yc, ref)
 
 
+def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
+    """Merge one chunk into `total` (statistics in `ref`'s shifted frame) without forming its d × d Gram.
+
+    Why: the chunk's own Gram is a second d × d array beside the running sums -- at ten thousand
+    columns the statistics pass held two gigabytes for one. Here the chunk's products go straight
+    into the sums (one BLAS ``syrk`` with beta = 1, updating the lower triangle of ``total.xx``), and
+    the chunk's centring and Chan's merge term are added as rank-one updates in place; the caller
+    mirrors the lower triangle once at the end of the pass (`mirror_lower`). The arithmetic is the
+    fast path's (`chunk_moments`): same products, same corrections, the cancellation between the raw
+    products and the chunk's mean bounded the same way, summed in another order.
+
+    Only for chunks the fast path takes as they are: no offset columns in `ref` and no drift of the
+    chunk's mean (checked first, from column sums and sums of squares); returns False, touching
+    nothing, otherwise -- the caller then takes `chunk_moments` and `absorb`.
+
+    Parameters
+    ----------
+    total : SufficientStats
+        Running statistics (possibly of no rows yet: `SufficientStats.empty`), merged into in place.
+    xc, yc : numpy.ndarray
+        The chunk (float64, (n, d) and (n, P)).
+    ref : Reference
+
+    Returns
+    -------
+    bool
+        Whether the chunk was merged.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.chunk_moments import Reference, absorb_chunk, mirror_lower
+    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(40, 3)) + 5.0; y = rng.normal(size=(40, 1))
+    >>> total = sufficient_statistics(X[:20], y[:20])
+    >>> ref = Reference(cols=np.zeros(0, dtype=int), x_shift=np.zeros(3), y_ref=np.zeros(1))
+    >>> absorb_chunk(total, X[20:], y[20:], ref), mirror_lower(total.xx) is total.xx
+    (True, True)
+    >>> bool(np.allclose(total.xx, sufficient_statistics(X, y).xx, rtol=1e-12))
+    True
+    """
+    from scipy.linalg.blas import dsyrk
+
+    if ref.cols.size or not (total.xx.flags.c_contiguous and total.xx.dtype == np.float64):
+        return False  # (a non-contiguous total would be copied by the BLAS wrapper, not updated in place)
+    n, P = xc.shape[0], yc.shape[1]
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported at the end of the pass
+        ys = np.empty((n, P + 1))
+        np.subtract(yc, ref.y_ref, out=ys[:, :P])
+        ys[:, P] = 1.0
+        XY = xc.T @ ys  # cross products with y and the column sums, one pass
+        sums, y_sums = XY[:, P], ys[:, :P].sum(axis=0)
+        mx, my = sums / n, y_sums / n
+        var_x = (np.einsum("ij,ij->j", xc, xc) - sums * mx) / n
+        yc0 = ys[:, :P] - my
+        yy = yc0.T @ yc0
+        if (mx * mx > DRIFT_RATIO**2 * var_x).any() or (my * my > DRIFT_RATIO**2 * np.diag(yy) / n).any():
+            return False
+        N = total.n + n
+        f = total.n * n / N
+        dx, dy = mx - total.x_mean, my - total.y_mean
+        dsyrk(1.0, xc.T, beta=1.0, c=total.xx.T, lower=0, overwrite_c=1)  # total.xx's lower triangle += xcᵀxc
+        add_outer(total.xx, sums, mx, -1.0)  # the chunk's centring: − s sᵀ/n
+        add_outer(total.xx, dx, dx, f)  # Chan's merge term
+        total.xy += XY[:, :P] - np.outer(sums, my)
+        add_outer(total.xy, dx, dy, f)
+        total.yy += yy
+        add_outer(total.yy, dy, dy, f)
+    total.n = N
+    total.x_mean = total.x_mean + dx * (n / N)
+    total.y_mean = total.y_mean + dy * (n / N)
+    return True
+
+
+def mirror_lower(a: np.ndarray) -> np.ndarray:
+    """Copy the lower triangle of square `a` onto its upper triangle in place, a band at a time.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.chunk_moments import mirror_lower
+    >>> mirror_lower(np.array([[1.0, 9.0], [2.0, 3.0]])).tolist()
+    [[1.0, 2.0], [2.0, 3.0]]
+    """
+    d = a.shape[0]
+    band = max(1, 2**21 // max(1, d))
+    for start in range(0, d, band):
+        stop = min(d, start + band)
+        block = a[start:stop, start:stop]
+        upper = np.triu_indices(stop - start, 1)
+        block[upper] = block.T[upper]
+        a[start:stop, stop:] = a[stop:, start:stop].T
+    return a
+
+
 def add_outer(acc: np.ndarray, left: np.ndarray, right: np.ndarray, f: float) -> np.ndarray:
     """acc += f · left rightᵀ in place, a band of rows at a time: no temporary the size of acc.
 

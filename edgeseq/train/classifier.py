@@ -153,7 +153,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         # no local name for the statistics: `_select` frees their d × d sums once K is built (a local
         # here would keep a second gigabyte alive through the whole selection at ten thousand columns)
         return self._select(self._statistics(X, Y, spec, used, progress), spec, X.shape[1], classes, progress, lambda prob: GLMState(
-            prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used, fr_hessian=self._fr_hessian))
+            prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used, fr_hessian=self._fr_hessian,
+            release_selected=True))
 
     def _statistics(self, X, Y, spec: GroupSpec, used, progress):
         """The full statistics for CS-G-FR and for narrow data; for the methods that score groups on
@@ -218,8 +219,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         # skinny (n×m)·(m×P) products are memory-bound and the D-space ones small: a second BLAS
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
         with threadpool_limits(limits=1, user_api="blas"):
-            prob = build_working_problem(stats, spec.sizes, self.whiten, keep_cov=False)
-            del stats  # the d × d sums are K's size again; nothing below reads them
+            prob = build_working_problem(stats, spec.sizes, self.whiten, keep_cov=False, consume=True)
+            del stats  # the d × d sums are K's size again; nothing below reads them (given back while K was built)
             state = make_state(prob)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
                                 progress=step_reporter(progress, spec))

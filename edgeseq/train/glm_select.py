@@ -119,6 +119,11 @@ class GLMState:
         Raw rows and used columns (only the ``single`` score reads them).
     fr_hessian : {"bohning", "diag"}
         Curvature used by the FR score for multinomial models.
+    release_selected : bool
+        Give back the memory of what nothing reads once a group is selected: its rows of ``prob.K``
+        and its columns of the FR score's factor (`WorkingProblem.release_k_rows`,
+        `CholeskyFactor.release_selected`). Only for an owner of `prob` that will not read K again
+        (the classifier); the FR score's memory then stays near one k × k array.
 
     Examples
     --------
@@ -135,11 +140,14 @@ class GLMState:
     """
 
     def __init__(self, prob: WorkingProblem, Z, Y: np.ndarray, link: str, l2: float,
-                 X=None, used=None, fr_hessian: str = "bohning", tol: float = GRAD_TOL):
+                 X=None, used=None, fr_hessian: str = "bohning", tol: float = GRAD_TOL,
+                 release_selected: bool = False):
         if fr_hessian not in FR_HESSIANS:
             raise ValueError(f"fr_hessian must be one of {FR_HESSIANS}, got {fr_hessian!r}")
         self.prob, self.Y, self.link, self.l2 = prob, Y, link, l2
         self.X, self.used, self.fr_hessian, self.tol = X, used, fr_hessian, tol
+        self.release_selected = release_selected
+        self._released = False  # whether some rows of K were given back (then no factor can be rebuilt)
         # a design object (chunked, or partitioned on a cluster: `dask_glm`) is used as is
         self.design = WorkingDesign.from_array(Z, prob) if isinstance(Z, np.ndarray) else Z
         self.n, self.P = self.design.n, Y.shape[1]
@@ -260,6 +268,8 @@ class GLMState:
         if self.link == "softmax" and self.fr_hessian == "bohning":
             s = BOUND_SCALE["softmax"]
             if self._bound is None:
+                if self._released:
+                    raise ValueError("K's rows of the selected groups were released; the FR factor cannot be rebuilt")
                 if self.prob.K is None:
                     raise ValueError("the FR score needs the cross-group Gram: build the working problem "
                                      "from the full statistics, not the within-group ones")
@@ -328,6 +338,10 @@ class GLMState:
         self.order.append(g)
         if self._bound is not None:
             self._grow_bound(g)
+            if self.release_selected:  # both factors have read g's rows of K: nothing will again
+                self.prob.release_k_rows(g)
+                self._bound.release_selected(s)
+                self._released = True
         W0 = np.vstack([self.fit.W, np.zeros((kg, self.P))])
         self.fit = refit(self._objective(), self.Y, None, W0, self.fit.b, self.link, self.l2, self.tol,
                          self._precond, self._start(g))

@@ -18,6 +18,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from edgeseq.train.basis import WorkingProblem
+from edgeseq.train.releasable import ReleasableRows
 
 SCHUR_RTOL = 1e-10  # Schur-complement eigenvalues below this (relative to C_gg's scale) are a null space
 TIE_RTOL = 1e-9  # scores this close to the best count as ties; ties go to the lowest group index
@@ -39,13 +40,17 @@ class CholeskyFactor:
     def __init__(self, K: np.ndarray, q: np.ndarray, l2: float):
         # C = K + λI is never formed (at thousands of working columns each k × k copy is a gigabyte):
         # its blocks are read from K with λ added on the diagonal. L and V grow inside buffers sized
-        # for every working dimension; np.zeros/np.empty pages become resident only once written.
+        # for every working dimension; their pages become resident only once written. V is stored
+        # transposed (a row per working column) so that the columns of selected groups, which nothing
+        # reads again, can be given back (`release_selected`).
         self.K = K
         self.q = q
         self.l2 = l2
         k = K.shape[0]
-        self._L = np.zeros((k, k))
-        self._V = np.empty((k, k))
+        # (both in anonymous maps of small pages: numpy asks for 2 MiB huge pages for large arrays, and
+        # filling a lower triangle then makes the whole square resident -- measured: all of it, not half)
+        self._L = ReleasableRows((k, k)).array
+        self._Vt = ReleasableRows((k, k))
         self.m = 0  # rows of L and V so far
         self.u = np.zeros((0, q.shape[1]))
         self.blocks: list[tuple[int, slice, np.ndarray, slice]] = []  # (group, working slice, B_g, rows)
@@ -67,7 +72,7 @@ class CholeskyFactor:
 
     @property
     def V(self) -> np.ndarray:
-        """L⁻¹ C_{S,:} (m, k), a contiguous view.
+        """L⁻¹ C_{S,:} (m, k), a view (Fortran-ordered: the transpose of the stored rows).
 
         Examples
         --------
@@ -78,7 +83,7 @@ class CholeskyFactor:
         >>> f.V.tolist()
         [[2.0, 1.0]]
         """
-        return self._V[:self.m]
+        return self._Vt.array[:, :self.m].T
 
     def c_block(self, rows: slice, cols=None) -> np.ndarray:
         """C[rows, cols] = K[rows, cols] + λI where they overlap (cols default: all columns).
@@ -178,10 +183,30 @@ class CholeskyFactor:
         m, kk = self.m, Lg.shape[0]
         self._L[m:m + kk, :m] = Vg.T
         self._L[m:m + kk, m:m + kk] = Lg
-        self._V[m:m + kk] = new_rows
+        self._Vt.array[:, m:m + kk] = new_rows.T
+        if self._Vt.released.any():  # that write touched the released columns' pages again
+            self._Vt.rerelease()
         self.m = m + kk
         self.u = np.vstack([self.u, new_u])
         self.blocks.append((g, s, B, slice(m, m + kk)))
+
+    def release_selected(self, s: slice) -> None:
+        """Give back the memory of V's columns `s` (a group just appended): nothing reads them again.
+
+        Only for callers that, like CS-G-FR's GLM score, read V on candidate columns alone; afterwards
+        those columns of `V` (and of `gradient`) are undefined (they read as zeros where whole pages
+        were given back).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> f = CholeskyFactor(np.array([[4.0, 2.0], [2.0, 4.0]]), np.ones((2, 1)), l2=0.0)
+        >>> f.append(0, slice(0, 1), np.ones((1, 1))); f.release_selected(slice(0, 1))
+        >>> f.V[:, 1].tolist()   # column 1 (a candidate) is intact
+        [1.0]
+        """
+        self._Vt.release(s)
 
     def weights(self, n_blocks: int | None = None) -> list[np.ndarray]:
         """Working-space weights of the first `n_blocks` selected groups (prefix refit, exact).

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, add_outer, chunk_moments
+from edgeseq.train.releasable import ReleasableRows
+from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, absorb_chunk, add_outer, chunk_moments, mirror_lower
 
+RELEASABLE_MIN_COLUMNS = 256  # from this width the pass sums into memory its consumer can give back
 _CHUNK_BYTES = 64 * 2**20  # bound on the rows read at a time (the chunk itself is used in place)
 
 
@@ -52,6 +54,9 @@ class SufficientStats:
     xx: np.ndarray  # (d, d)  sum of centred x xᵀ (divide by n for the covariance)
     xy: np.ndarray  # (d, P)
     yy: np.ndarray  # (P, P)
+    # the buffer behind xx when the pass built it in releasable memory (wide data): whoever consumes the
+    # statistics may give its rows back as it goes (`edgeseq.train.basis.build_working_problem`)
+    xx_storage: ReleasableRows | None = None
 
     @property
     def cov_xx(self) -> np.ndarray:
@@ -94,6 +99,21 @@ class SufficientStats:
         True
         """
         return np.diag(self.yy) / self.n
+
+    @classmethod
+    def empty(cls, d: int, p: int, *, releasable: bool = False) -> "SufficientStats":
+        """Statistics of no rows (zeros), to merge chunks into; xx in releasable memory if asked.
+
+        Examples
+        --------
+        >>> from edgeseq.train.stats import SufficientStats
+        >>> s = SufficientStats.empty(3, 1, releasable=True)
+        >>> s.n, s.xx.shape, s.xx_storage is not None
+        (0, (3, 3), True)
+        """
+        storage = ReleasableRows((d, d)) if releasable else None
+        xx = storage.array if storage is not None else np.zeros((d, d))
+        return cls(0, np.zeros(d), np.zeros(p), xx, np.zeros((d, p)), np.zeros((p, p)), xx_storage=storage)
 
     def xx_diagonal(self) -> np.ndarray:
         """The centred second moments of each column, ``diag(xx)`` (a view: no d × d work).
@@ -443,6 +463,7 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
     view, take = _column_plan(cols)
     total: SufficientStats | None = None
     n_cols = None
+    lower_only = False
     for i, pair in enumerate(chunks, start=first):
         try:
             xc, yc = pair
@@ -464,11 +485,19 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
                              f"{total.y_mean.shape[0]}")
         if ref is None:
             ref = Reference.from_probe(xc, yc)
-        part = SufficientStats(*chunk_moments(xc, yc, ref, fast=fast))
-        total = part if total is None else total.absorb(part)  # in place: no d × d temporaries
-        del part  # else the last chunk's d × d Gram stays alive while the next one is computed
+        if total is None and fast and xc.shape[1] >= RELEASABLE_MIN_COLUMNS:
+            total = SufficientStats.empty(xc.shape[1], yc.shape[1], releasable=True)
+        if total is not None and fast and absorb_chunk(total, xc, yc, ref):
+            lower_only = True  # the chunk's products went into total's lower triangle only
+        else:
+            part = SufficientStats(*chunk_moments(xc, yc, ref, fast=fast))
+            # (an empty releasable total that this chunk could not be merged into is dropped unused)
+            total = part if total is None or total.n == 0 else total.absorb(part)  # in place: no d × d temporaries
+            del part  # else the last chunk's d × d Gram stays alive while the next one is computed
         if on_chunk is not None:
             on_chunk(xc.shape[0])
+    if lower_only:
+        mirror_lower(total.xx)
     if total is not None and take is not None:
         total = total.take(take)
         ref = ref.take(take)
@@ -543,7 +572,7 @@ def finish_statistics(total: SufficientStats, ref: Reference, cols=None) -> Suff
     (11.0, 2.0)
     """
     total = SufficientStats(n=total.n, x_mean=total.x_mean + ref.x_shift, y_mean=total.y_mean + ref.y_ref,
-                            xx=total.xx, xy=total.xy, yy=total.yy)
+                            xx=total.xx, xy=total.xy, yy=total.yy, xx_storage=total.xx_storage)
     _check_finite(total, cols)
     return total
 
