@@ -235,7 +235,7 @@ def sequence_trees(model: TreeStageModel, X_val, y_val, *, l2: float = 1e-3, pro
         pending = list(unlocked)
         while locked.size:
             best = None
-            for missing, cost, gained in candidate_moves(uses, locked, paid, model.costs):
+            for missing, cost, gained in candidate_moves(uses, locked, paid, model.costs, MAX_MOVES_PER_STEP):
                 trial = fitter.fit(Z + state_of(gained), current, SCORE_TOL)
                 score = (current.loss - trial.loss) / cost
                 if best is None or score > best[0] * (1 + 1e-12) + 1e-300:
