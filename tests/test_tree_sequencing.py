@@ -271,7 +271,8 @@ def _same_stages(got, want) -> bool:
 
 @pytest.mark.parametrize("task, limit", [("regression", 2_000), ("multiclass", 2_000), ("multiclass", 3)])
 def test_the_vectorised_moves_choose_what_the_straightforward_loop_chooses(task, limit, monkeypatch):
-    """Same stages, trees and readouts as the set-based loop; with the move cap too. Negative control:
+    """Same stages, trees and readouts as the set-based loop that scores every move (the loss bound
+    skips some here), with the move cap too. Negative control:
     a reference whose state forgets the earlier stages' trees differs here, so the comparison can fail."""
     import edgeseq.train.tree_sequencing as ts
 
@@ -283,10 +284,18 @@ def test_the_vectorised_moves_choose_what_the_straightforward_loop_chooses(task,
     model = est(n_estimators=12, num_leaves=6, learning_rate=0.3, colsample_bytree=0.6, verbose=-1,
                 n_jobs=1).fit(X[:450], y[:450])
     groups = [[0, 1], [2], [3, 4], [5], [6, 7], [8], [9, 10], [11]]
-    boosting = from_lightgbm(model, groups, [3.0, 1.0, 2.0, 5.0, 1.5, 4.0, 2.5, 6.0])
+    boosting = from_lightgbm(model, groups, [3.0, 1.0, 2.0, 30.0, 1.5, 40.0, 2.5, 60.0])  # a wide span, as on real banks
     Xv, yv = X[450:], y[450:]
     monkeypatch.setattr(ts, "MAX_MOVES_PER_STEP", limit)
-    got = _stages_of(ts.sequence_trees(boosting, Xv, yv, l2=L2), boosting)
+    lines = []
+    got = _stages_of(ts.sequence_trees(boosting, Xv, yv, l2=L2, progress=lines.append), boosting)
+    scored = [tuple(map(int, line.split("; ")[1].split()[0:3:2])) for line in lines]  # (scored, moves) per step
+    if limit < 2_000:  # the cap binds: the first step has more moves than it lets through
+        uses = ts._tree_group_matrix(boosting)
+        assert len(ts.candidate_moves(uses, np.flatnonzero(uses.any(axis=1)), np.zeros(8, bool), boosting.costs,
+                                      10**6)) > limit
+    else:
+        assert any(k < m for k, m in scored), "the loss bound skipped no move: the comparison does not test it"
     want = _reference_sequence(boosting, Xv, yv, limit)
     assert len(want) >= 3, "too few stages for the comparison to mean anything"
     assert _same_stages(got, want), (got, want)
