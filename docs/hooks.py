@@ -362,7 +362,8 @@ def render_tree_order_figures(markdown: str, path: Path) -> str:
                 return "(not measured)"
             return {"higher": "higher than", "lower": "lower than"}.get(verdict(mine[:2], ref[:2]),
                                                                         "within the spread of")
-        return "(not measured)" if mine is None else f"{mine[0]:.3f} ± {mine[1]:.3f} ({mine[2]} splits)"
+        return "(not measured)" if mine is None else \
+            f"{mine[0]:.3f} ± {mine[1]:.3f} ({mine[2]} split{'s' if mine[2] != 1 else ''})"
 
     return FIGURE_MARKER.sub(figure, markdown)
 
