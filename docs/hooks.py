@@ -23,6 +23,8 @@ from pathlib import Path
 
 MARKER = "<!-- bench-results -->"
 VERDICT_MARKER = "<!-- tree-orders-verdict -->"
+# a figure in prose: <!-- tree-orders: data set / method or "best linear" / score [/ vs] --> (see below)
+FIGURE_MARKER = re.compile(r"<!-- tree-orders: *([^/>]+?) */ *([^/>]+?) */ *([a-z_]+)(?: */ *(vs))? *-->")
 LINEAR = ("CS-G-OMP (linear)", "CS-G-FR (linear)")
 NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB")
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +38,8 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs ho
     if VERDICT_MARKER in markdown:
         markdown = markdown.replace(VERDICT_MARKER, render_tree_order_verdict(ROOT / "bench" / "results"
                                                                               / "tree_orders.json"))
+    if FIGURE_MARKER.search(markdown):
+        markdown = render_tree_order_figures(markdown, ROOT / "bench" / "results" / "tree_orders.json")
     return resolve_lazy_names(markdown)
 
 
@@ -309,6 +313,59 @@ def render_tree_order_verdict(path: Path) -> str:
                 row += [f"{mine[0]:.3f} ± {mine[1]:.3f}", f"{best}: {ref[0]:.3f} ± {ref[1]:.3f}", verdict(mine, ref)]
             rows.append(row)
     return "\n".join(table(cols, rows)) + "\n"
+
+
+def render_tree_order_figures(markdown: str, path: Path) -> str:
+    """Replace every inline ``<!-- tree-orders: data set / method / score [/ vs] -->`` with its figure.
+
+    Why: the prose that discusses the measurements must not carry a number typed by hand. The marker
+    names a data set, a method (or ``best linear``: the linear model with the higher mean) and a score
+    of the per-split records (``alpha_timeliness``, ``step_timeliness``, ``final_accuracy``, ``fit_s``);
+    it becomes "mean ± std (n splits)", or with ``/ vs`` the method's comparison with the best linear
+    model: "higher than", "lower than" or "within the spread of" (the rule of the verdict table). A
+    figure the file does not hold renders as "(not measured)", never as a guess.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> runs = {"toy": {"AFR": {"splits": [{"fit_s": 1.0}, {"fit_s": 3.0}]},
+    ...                 "CS-G-OMP (linear)": {"splits": [{"fit_s": 9.0}, {"fit_s": 9.0}]}}}
+    >>> path = Path(tempfile.mkdtemp()) / "tree_orders.json"; _ = path.write_text(json.dumps({"runs": runs}))
+    >>> render_tree_order_figures("AFR took <!-- tree-orders: toy / AFR / fit_s --> s, "
+    ...                           "<!-- tree-orders: toy / AFR / fit_s / vs --> <!-- tree-orders: toy / best linear / fit_s -->; "
+    ...                           "<!-- tree-orders: toy / nope / fit_s -->", path)
+    'AFR took 2.000 ± 1.000 (2 splits) s, lower than 9.000 ± 0.000 (2 splits); (not measured)'
+    """
+    try:
+        runs = json.loads(Path(path).read_text(encoding="utf-8"))["runs"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        runs = {}
+
+    def stats(name: str, method: str, score: str):
+        by_method = runs.get(name, {}) if isinstance(runs, dict) else {}
+        if method == "best linear":
+            linear = [m for m in LINEAR if stats(name, m, score) is not None]
+            return max((stats(name, m, score) for m in linear), key=lambda st: st[0], default=None)
+        try:
+            values = [r[score] for r in by_method[method]["splits"]]
+        except (KeyError, TypeError):
+            return None
+        return (*mean_std(values), len(values)) if values else None
+
+    def figure(match) -> str:
+        name, method, score, vs = match.groups()
+        mine = stats(name, method, score)
+        if vs:
+            ref = stats(name, "best linear", score)
+            if mine is None or ref is None:
+                return "(not measured)"
+            return {"higher": "higher than", "lower": "lower than"}.get(verdict(mine[:2], ref[:2]),
+                                                                        "within the spread of")
+        return "(not measured)" if mine is None else \
+            f"{mine[0]:.3f} ± {mine[1]:.3f} ({mine[2]} split{'s' if mine[2] != 1 else ''})"
+
+    return FIGURE_MARKER.sub(figure, markdown)
 
 
 RENDERERS = {"anytime_quality": render_anytime_quality}

@@ -259,3 +259,32 @@ def test_tree_order_verdict_follows_the_result_file(tmp_path):
     md = page(afr=[(0.9, 0.5), (0.5, 0.5)], omp=[(0.6, 0.5), (0.6, 0.5)])
     assert "within the spread" in md and "higher" not in md
     assert "Not yet measured" in hooks.render_tree_order_verdict(tmp_path / "missing.json")
+
+
+def test_tree_order_figures_in_prose_come_from_the_result_file(tmp_path):
+    """Inline ``<!-- tree-orders: ... -->`` markers become the JSON's mean ± std and comparison words."""
+    import json
+
+    spec = importlib.util.spec_from_file_location("docs_hooks_figures", DOCS / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    runs = {"toy": {"LightGBM (cost-sequenced)": {"splits": [{"alpha_timeliness": 0.9}, {"alpha_timeliness": 0.8}]},
+                    "CS-G-OMP (linear)": {"splits": [{"alpha_timeliness": 0.5}, {"alpha_timeliness": 0.5}]},
+                    "CS-G-FR (linear)": {"splits": [{"alpha_timeliness": 0.6}, {"alpha_timeliness": 0.6}]}}}
+    path = tmp_path / "tree_orders.json"
+    path.write_text(json.dumps({"runs": runs}))
+    text = ("seq <!-- tree-orders: toy / LightGBM (cost-sequenced) / alpha_timeliness -->, "
+            "<!-- tree-orders: toy / LightGBM (cost-sequenced) / alpha_timeliness / vs --> "
+            "<!-- tree-orders: toy / best linear / alpha_timeliness -->.")
+    assert hooks.render_tree_order_figures(text, path) == \
+        "seq 0.850 ± 0.050 (2 splits), higher than 0.600 ± 0.000 (2 splits)."
+    # negative controls: a score or data set the file lacks is said, not guessed; a tie is not a win
+    assert hooks.render_tree_order_figures("<!-- tree-orders: toy / AFR / fit_s -->", path) == "(not measured)"
+    assert hooks.render_tree_order_figures("<!-- tree-orders: other / AFR / fit_s / vs -->", path) == "(not measured)"
+    runs["toy"]["CS-G-FR (linear)"]["splits"] = [{"alpha_timeliness": 0.95}, {"alpha_timeliness": 0.7}]
+    path.write_text(json.dumps({"runs": runs}))
+    assert hooks.render_tree_order_figures(
+        "<!-- tree-orders: toy / LightGBM (cost-sequenced) / alpha_timeliness / vs -->", path) == "within the spread of"
+    # the real page: every marker it carries is one the hook understands (none left in the built text)
+    page = (DOCS / "nonlinear.md").read_text(encoding="utf-8")
+    assert "<!-- tree-orders:" not in hooks.render_tree_order_figures(page, ROOT / "bench" / "results" / "tree_orders.json")

@@ -36,6 +36,7 @@ PUBLIC = {
     "fold_prefix": "edgeseq.train.fold",
     "CholeskyFactor": "edgeseq.train.kernel",
     "conclusion": "edgeseq.evaluate.report",
+    "sequence_trees": "edgeseq.train.tree_sequencing",
 }
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

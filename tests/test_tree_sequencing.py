@@ -200,3 +200,104 @@ def test_a_sequenced_model_exports_verifies_and_runs_like_the_model(task, tmp_pa
         got = exported.predict(feats, prefix=k)
         got = got.proba if isinstance(got, ClassifierPrediction) else np.asarray(got)
         np.testing.assert_allclose(got.reshape(len(X), -1), sm.predict(X32, stage=k), rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- the fast bookkeeping
+def _reference_sequence(sm, Xv, yv, limit, carry=True):
+    """The greedy loop written the straightforward way: per step, per move, per tree, in Python sets.
+
+    The readout refit is the module's own (`_ReadoutFitter`, checked against scikit-learn above), so
+    what this compares is the bookkeeping: the moves, their order and cap, the trees each unlocks and
+    the state they add. ``carry=False`` is a deliberately broken variant (a stage's state forgets the
+    trees of earlier stages), the negative control. Returns per stage (groups paid, trees, W, b).
+    """
+    from edgeseq.train.tree_sequencing import SCORE_TOL, _ReadoutFitter
+
+    ens = sm.ensemble
+    fit = _ReadoutFitter(sm, yv, L2)
+    leaves = ens.tree_outputs(Xv)
+    owner = np.full(ens.n_features, -1)
+    for g, cols in enumerate(sm.group_columns):
+        owner[cols] = g
+    needs = [frozenset(owner[ens.features_of_trees([t])].tolist()) for t in range(ens.n_trees)]
+
+    def state(trees):
+        out = np.zeros((len(Xv), ens.n_targets))
+        for t in trees:
+            out[:, ens.target[t]] += leaves[:, t]
+        return out
+
+    def cost(m):
+        return float(sum(sm.costs[g] for g in sorted(m)))
+
+    paid, done = frozenset(), [t for t in range(ens.n_trees) if not needs[t]]
+    locked = [t for t in range(ens.n_trees) if needs[t]]
+    current = fit.fit(np.zeros((len(Xv), ens.n_targets)), None)
+    stages, pending = [], list(done)
+    while locked:
+        moves = sorted({needs[t] - paid for t in locked}, key=lambda m: (cost(m), sorted(m)))[:limit]
+        best = None
+        for m in moves:
+            gained = [t for t in locked if needs[t] <= paid | m]
+            trial = fit.fit(state(done * carry + gained), current, SCORE_TOL)
+            score = (current.loss - trial.loss) / cost(m)
+            if best is None or score > best[0] * (1 + 1e-12) + 1e-300:
+                best = (score, m, gained, trial)
+        _, m, gained, trial = best
+        trial = fit.fit(state(done * carry + gained), trial)
+        paid, done = paid | m, done + gained
+        locked = [t for t in locked if t not in gained]
+        stages.append((sorted(m), sorted(pending + gained), trial.W, trial.b))
+        pending, current = [], trial
+    return stages
+
+
+def _stages_of(sm, original):
+    """(groups paid, original tree indices, W, b) per stage after stage 0, via the trees' node arrays."""
+    def key(ens, t):
+        a, b = ens.tree_range(t)
+        return ens.feature[a:b].tobytes() + ens.threshold[a:b].tobytes() + ens.value[a:b].tobytes()
+
+    where = {key(original.ensemble, t): t for t in range(original.ensemble.n_trees)}
+    return [(sorted(s.new_groups), sorted(where[key(sm.ensemble, t)] for t in range(s.tree_start, s.tree_stop)),
+             s.W, s.b) for s in sm.stages[1:]]
+
+
+def _same_stages(got, want) -> bool:
+    return len(got) == len(want) and all(
+        g[0] == w[0] and g[1] == w[1] and np.allclose(g[2], w[2], atol=1e-6) and np.allclose(g[3], w[3], atol=1e-6)
+        for g, w in zip(got[:-1], want[:-1])) and got[-1][:2] == want[-1][:2]
+
+
+@pytest.mark.parametrize("task, limit", [("regression", 2_000), ("multiclass", 2_000), ("multiclass", 3)])
+def test_the_vectorised_moves_choose_what_the_straightforward_loop_chooses(task, limit, monkeypatch):
+    """Same stages, trees and readouts as the set-based loop that scores every move (the loss bound
+    skips some here), with the move cap too. Negative control:
+    a reference whose state forgets the earlier stages' trees differs here, so the comparison can fail."""
+    import edgeseq.train.tree_sequencing as ts
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(700, 12))
+    score = X[:, 0] * X[:, 5] + X[:, 3] - X[:, 9] * X[:, 11] + 0.5 * X[:, 7] + 0.3 * rng.normal(size=700)
+    y = score if task == "regression" else np.digitize(score, [-0.7, 0.7])
+    est = lgb.LGBMRegressor if task == "regression" else lgb.LGBMClassifier
+    model = est(n_estimators=12, num_leaves=6, learning_rate=0.3, colsample_bytree=0.6, verbose=-1,
+                n_jobs=1).fit(X[:450], y[:450])
+    groups = [[0, 1], [2], [3, 4], [5], [6, 7], [8], [9, 10], [11]]
+    boosting = from_lightgbm(model, groups, [3.0, 1.0, 2.0, 30.0, 1.5, 40.0, 2.5, 60.0])  # a wide span, as on real banks
+    Xv, yv = X[450:], y[450:]
+    monkeypatch.setattr(ts, "MAX_MOVES_PER_STEP", limit)
+    lines = []
+    got = _stages_of(ts.sequence_trees(boosting, Xv, yv, l2=L2, progress=lines.append), boosting)
+    scored = [tuple(map(int, line.split("; ")[1].split()[0:3:2])) for line in lines]  # (scored, moves) per step
+    if limit < 2_000:  # the cap binds: the first step has more moves than it lets through
+        uses = ts._tree_group_matrix(boosting)
+        assert len(ts.candidate_moves(uses, np.flatnonzero(uses.any(axis=1)), np.zeros(8, bool), boosting.costs,
+                                      10**6)) > limit
+    else:
+        assert any(k < m for k, m in scored), "the loss bound skipped no move: the comparison does not test it"
+    want = _reference_sequence(boosting, Xv, yv, limit)
+    assert len(want) >= 3, "too few stages for the comparison to mean anything"
+    assert _same_stages(got, want), (got, want)
+    broken = _reference_sequence(boosting, Xv, yv, limit, carry=False)
+    assert not _same_stages(got, broken)

@@ -16,6 +16,11 @@ softmax) for classifiers. The readout corrects the scale and bias of a partial s
 never trained to stand alone. The last stage, where every tree is unlocked, keeps the ensemble's own
 readout, so the full budget predicts exactly what the user's model predicts.
 
+The cost of a step is the number of moves scored times one small refit. Moves are scored cheapest
+first, and the scoring stops at the first move whose cost makes even the largest conceivable gain (the
+whole current loss: a loss is never below zero) no better per cost than the best move so far; every
+later move costs at least as much. The chosen stages are exactly those of scoring every move.
+
 The result is an ordinary `TreeStageModel` (trees reordered by stage), so every emitter and runtime
 takes it as it takes the boosting-order import. Whether it beats boosting order is an empirical
 question the benchmark answers per data set (`bench/anytime_quality.py`).
@@ -26,8 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from edgeseq.errors import InputError
+# imported here, not in the refit: a BLAS library loaded inside `threadpool_limits` escapes the limit
+from edgeseq.train.glm_fit import GRAD_TOL, refit
 from edgeseq.train.trees import TreeStage, TreeStageModel
 
 MAX_MOVES_PER_STEP = 2_000  # bounds the work of one step on a huge, fragmented ensemble
@@ -83,8 +91,6 @@ class _ReadoutFitter:
             W = np.linalg.solve(A, zc.T @ yc / n)
             b = b - Z.mean(axis=0) @ W
             return _Readout(W, b, float(np.mean((Z @ W + b - self.Y) ** 2)))
-        from edgeseq.train.glm_fit import GRAD_TOL, refit
-
         W0 = np.zeros((Z.shape[1], P)) if warm is None or Z.shape[1] == 0 else warm.W
         b0 = np.zeros(P) if warm is None else warm.b
         fit = refit(Z, self.Y, Z.T @ Z / n, W0, b0, self.link, self.l2, tol=GRAD_TOL if tol is None else tol)
@@ -92,11 +98,70 @@ class _ReadoutFitter:
         return _Readout(W, fit.b, fit.loss)
 
 
-def _tree_groups(model: TreeStageModel) -> list[frozenset]:
-    owner = np.full(model.ensemble.n_features, -1)
+def _tree_group_matrix(model: TreeStageModel) -> np.ndarray:
+    """(n_trees, n_groups) bool: tree t splits on a column of group g (the validated ensemble's features)."""
+    ens = model.ensemble
+    owner = np.full(ens.n_features, -1)
     for g, cols in enumerate(model.group_columns):
         owner[cols] = g
-    return [frozenset(owner[model.ensemble.features_of_trees([t])].tolist()) for t in range(model.ensemble.n_trees)]
+    uses = np.zeros((ens.n_trees, len(model.group_columns)), dtype=bool)
+    for t in range(ens.n_trees):
+        uses[t, owner[ens.features_of_trees([t])]] = True
+    return uses
+
+
+def _set_cost(costs: np.ndarray, groups) -> float:
+    """Cost of a set of groups, summed in increasing group order (so it never depends on set iteration)."""
+    return float(sum(costs[g] for g in sorted(groups)))
+
+
+def candidate_moves(uses: np.ndarray, locked: np.ndarray, paid: np.ndarray, costs: np.ndarray,
+                    limit: int = MAX_MOVES_PER_STEP) -> list[tuple[frozenset, float, np.ndarray]]:
+    """The moves of one greedy step, in scoring order, each with the locked trees it unlocks.
+
+    A move is a distinct set M of groups that some locked tree is still missing; paying for M unlocks
+    every locked tree whose missing groups all lie in M. Why a matrix: a step of a large ensemble
+    (1,000 trees, hundreds of moves) asked "is tree t's missing set inside M" once per tree and move in
+    Python; as one product of the (trees × groups) missing matrix with the (groups × moves) complement
+    it is a single BLAS call. Moves are ordered by (cost, sorted groups) and cut at `limit`, and a
+    move's trees keep the order of `locked`.
+
+    Parameters
+    ----------
+    uses : array (n_trees, n_groups) of bool
+        Which groups each tree splits on.
+    locked : array of int
+        Trees not yet unlocked (increasing).
+    paid : array (n_groups,) of bool
+        Groups already paid for.
+    costs : array (n_groups,)
+    limit : int
+        At most this many moves, the cheapest.
+
+    Returns
+    -------
+    list of (frozenset, float, array)
+        Per move: its missing groups, their cost, and the trees it unlocks.
+
+    Examples
+    --------
+    Tree 0 needs group 0, tree 1 groups 0 and 1, tree 2 group 2; group 0 is not paid yet:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.tree_sequencing import candidate_moves
+    >>> uses = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1]], dtype=bool)
+    >>> moves = candidate_moves(uses, np.arange(3), np.zeros(3, bool), np.array([1.0, 2.0, 0.5]))
+    >>> [(sorted(m), c, t.tolist()) for m, c, t in moves]
+    [([2], 0.5, [2]), ([0], 1.0, [0]), ([0, 1], 3.0, [0, 1])]
+    """
+    missing = uses[locked] & ~paid
+    rows = np.unique(missing, axis=0)
+    sets = [frozenset(np.flatnonzero(r).tolist()) for r in rows]
+    cost = [_set_cost(costs, m) for m in sets]
+    order = sorted(range(len(sets)), key=lambda j: (cost[j], sorted(sets[j])))[:limit]
+    # tree i is unlocked by move j when none of its missing groups lies outside j
+    outside = missing.astype(np.float64) @ (~rows[order]).T.astype(np.float64)
+    return [(sets[j], cost[j], locked[outside[:, k] == 0]) for k, j in enumerate(order)]
 
 
 def sequence_trees(model: TreeStageModel, X_val, y_val, *, l2: float = 1e-3, progress=None) -> TreeStageModel:
@@ -159,45 +224,49 @@ def sequence_trees(model: TreeStageModel, X_val, y_val, *, l2: float = 1e-3, pro
         trees = np.asarray(trees, dtype=np.int64)
         return outputs[:, trees] @ into_state[trees]
 
-    groups_of = _tree_groups(model)
-    paid: set = set()
-    unlocked = [t for t in range(ens.n_trees) if not groups_of[t]]  # constant trees join the first stage
-    locked = [t for t in range(ens.n_trees) if groups_of[t]]
-    Z = state_of(unlocked)
-    current = fitter.fit(np.zeros_like(Z), None)
-    stages = [TreeStage((), 0.0, 0, 0, np.zeros((ens.n_targets, model.n_outputs)), current.b)]
-    order: list[int] = []
-    pending = list(unlocked)
-    while locked:
-        moves = {}
-        for t in locked:
-            moves.setdefault(groups_of[t] - paid, []).append(t)
-        best = None
-        for missing in sorted(moves, key=lambda m: (sum(model.costs[g] for g in m), sorted(m)))[:MAX_MOVES_PER_STEP]:
-            affordable = paid | missing
-            gained = [t for t in locked if groups_of[t] <= affordable]
-            cost = float(sum(model.costs[g] for g in missing))
-            trial = fitter.fit(Z + state_of(gained), current, SCORE_TOL)
-            score = (current.loss - trial.loss) / cost
-            if best is None or score > best[0] * (1 + 1e-12) + 1e-300:
-                best = (score, missing, gained, trial, cost)
-        score, missing, gained, trial, cost = best
-        trial = fitter.fit(Z + state_of(gained), trial)  # the chosen readout, to the full tolerance
-        paid |= missing
-        locked = [t for t in locked if t not in gained]
-        Z = Z + state_of(gained)
-        trees = sorted(pending + gained)
-        pending = []
-        new_groups = tuple(sorted(missing, key=lambda g: (model.costs[g], g)))
-        if not locked:  # the whole ensemble: the model's own readout, so the full budget is unchanged
-            last = model.stages[-1]
-            trial = _Readout(last.W, last.b, np.nan)
-        stages.append(TreeStage(new_groups, cost, len(order), len(order) + len(trees), trial.W, trial.b))
-        order.extend(trees)
-        current = trial
-        if progress is not None:
-            progress(f"tree sequencing: stage {len(stages) - 1} pays {[model.group_names[g] for g in new_groups]} "
-                     f"(cost {cost:g}), unlocks {len(trees)} trees, {len(locked)} still locked")
+    uses = _tree_group_matrix(model)
+    paid = np.zeros(uses.shape[1], dtype=bool)
+    constant = ~uses.any(axis=1)
+    unlocked = np.flatnonzero(constant).tolist()  # constant trees join the first stage
+    locked = np.flatnonzero(~constant)
+    # The refits are many small products ((n × n_targets) by (n_targets × P)): a second BLAS thread
+    # gains nothing on them and, on a loaded machine, spins (measured 25x slower per triangular solve
+    # with two OpenBLAS threads on the shared 2-core machine); the results do not change.
+    with threadpool_limits(limits=1, user_api="blas"):
+        Z = state_of(unlocked)
+        current = fitter.fit(np.zeros_like(Z), None)
+        stages = [TreeStage((), 0.0, 0, 0, np.zeros((ens.n_targets, model.n_outputs)), current.b)]
+        order: list[int] = []
+        pending = list(unlocked)
+        while locked.size:
+            best, scored = None, 0
+            moves = candidate_moves(uses, locked, paid, model.costs, MAX_MOVES_PER_STEP)
+            for missing, cost, gained in moves:
+                if best is not None and current.loss / cost <= best[0] * (1 + 1e-12) + 1e-300:
+                    break  # a loss is never below 0: this move and every costlier one after it cannot win
+                scored += 1
+                trial = fitter.fit(Z + state_of(gained), current, SCORE_TOL)
+                score = (current.loss - trial.loss) / cost
+                if best is None or score > best[0] * (1 + 1e-12) + 1e-300:
+                    best = (score, missing, gained, trial, cost)
+            score, missing, gained, trial, cost = best
+            trial = fitter.fit(Z + state_of(gained), trial)  # the chosen readout, to the full tolerance
+            paid[list(missing)] = True
+            locked = np.setdiff1d(locked, gained)
+            Z = Z + state_of(gained)
+            trees = sorted(pending + gained.tolist())
+            pending = []
+            new_groups = tuple(sorted(missing, key=lambda g: (model.costs[g], g)))
+            if not locked.size:  # the whole ensemble: the model's own readout, so the full budget is unchanged
+                last = model.stages[-1]
+                trial = _Readout(last.W, last.b, np.nan)
+            stages.append(TreeStage(new_groups, cost, len(order), len(order) + len(trees), trial.W, trial.b))
+            order.extend(trees)
+            current = trial
+            if progress is not None:
+                progress(f"tree sequencing: stage {len(stages) - 1} pays {[model.group_names[g] for g in new_groups]} "
+                         f"(cost {cost:g}), unlocks {len(trees)} trees, {locked.size} still locked; "
+                         f"{scored} of {len(moves)} moves scored")
     if pending:  # only constant trees: one stage that pays for nothing
         stages.append(TreeStage((), 0.0, 0, len(pending), model.stages[-1].W, model.stages[-1].b))
         order.extend(pending)
