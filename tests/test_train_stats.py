@@ -184,7 +184,10 @@ def test_drifting_chunks_fall_back_to_the_exact_copy(monkeypatch):
     Y = rng.normal(size=(1200, 1))
     s = sufficient_statistics(X, Y, chunk_rows=400)
     _close_to_brute(s, X, Y)
-    assert len(paths) == 2  # chunks 2 and 3 drifted; chunk 1 took the fast path
+    # chunk 2 drifted (1e7 against a spread of 1e-2 so far) and took the exact copy; chunk 3's -3e4
+    # lies within 32 standard deviations of the spread merged by then (chunk 2's jump), so its raw
+    # products round no worse than the sums already carry: fast path, and still close to brute force
+    assert len(paths) == 1
 
 
 @pytest.mark.parametrize("offsets", [False, True])

@@ -159,8 +159,8 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
     products and the chunk's mean bounded the same way, summed in another order.
 
     Only for chunks the fast path takes as they are: no offset columns in `ref` and no drift of the
-    chunk's mean (checked first, from column sums and sums of squares); returns False, touching
-    nothing, otherwise -- the caller then takes `chunk_moments` and `absorb`.
+    chunk's mean (checked first, against the running spread of the rows merged so far); returns
+    False, touching nothing, otherwise -- the caller then takes `chunk_moments` and `absorb`.
 
     Parameters
     ----------
@@ -200,10 +200,9 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
         XY = xc.T @ ys  # cross products with y and the column sums, one pass
         sums, y_sums = XY[:, P], ys[:, :P].sum(axis=0)
         mx, my = sums / n, y_sums / n
-        var_x = (np.einsum("ij,ij->j", xc, xc) - sums * mx) / n
         yc0 = ys[:, :P] - my
         yy = yc0.T @ yc0
-        if (mx * mx > DRIFT_RATIO**2 * var_x).any() or (my * my > DRIFT_RATIO**2 * np.diag(yy) / n).any():
+        if _drifted(total, xc, mx, my, yy, n):
             return False
         N = total.n + n
         f = total.n * n / N
@@ -219,6 +218,21 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
     total.x_mean = total.x_mean + dx * (n / N)
     total.y_mean = total.y_mean + dy * (n / N)
     return True
+
+
+def _drifted(total, xc, mx, my, yy, n) -> bool:
+    """Whether the chunk's mean sits more than DRIFT_RATIO standard deviations from the reference.
+
+    The spread is the running one of the rows merged so far (the diagonal of the sums: exact, and
+    free), so a chunk costs no extra pass; the first chunk has none yet and uses its own sums of
+    squares. Bounding the chunk's mean by the running spread bounds the rounding of its raw products
+    the same way (eps · DRIFT_RATIO² · n · var per entry), which is what the test is for.
+    """
+    if total.n:
+        var_x, var_y = np.diag(total.xx) / total.n, np.diag(total.yy) / total.n
+    else:
+        var_x, var_y = (np.einsum("ij,ij->j", xc, xc) - n * mx * mx) / n, np.diag(yy) / n
+    return bool((mx * mx > DRIFT_RATIO**2 * var_x).any() or (my * my > DRIFT_RATIO**2 * var_y).any())
 
 
 def mirror_lower(a: np.ndarray) -> np.ndarray:
