@@ -206,18 +206,31 @@ def save(mine: dict, merge: bool, command: str) -> None:
     write_result("tree_orders", {"results": results, "runs": runs, "tables": tables(runs)}, command)
 
 
+def kept_splits(name: str, method: str, below: int) -> list[dict]:
+    """The recorded splits of `method` on data set `name` whose seed is below `below` (for --first-split)."""
+    path = RESULTS / "tree_orders.json"
+    if below <= 0 or not path.exists():
+        return []
+    runs = json.loads(path.read_text(encoding="utf-8")).get("runs", {})
+    return [r for r in runs.get(name, {}).get(method, {}).get("splits", []) if r["seed"] < below]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=3)
     ap.add_argument("--datasets", nargs="+", default=["breast_cancer", "digits", "interactions"], choices=DATASETS)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--merge", action="store_true", help="keep what the existing result file has and this run not")
+    ap.add_argument("--first-split", type=int, default=0,
+                    help="run splits (seeds) first-split .. first-split + splits - 1; with --merge the splits of "
+                         "lower seeds already recorded for a method are kept in front of them (a slow data set can "
+                         "be completed one split at a time)")
     args = ap.parse_args()
     command, wanted = command_line(), set(args.methods)
     mine: dict = {}
     for name, (X, y, groups, costs) in datasets(args.datasets):
-        fresh = {m: [] for m in METHODS if m in wanted}
-        for seed in range(args.splits):
+        fresh = {m: kept_splits(name, m, args.first_split) if args.merge else [] for m in METHODS if m in wanted}
+        for seed in range(args.first_split, args.first_split + args.splits):
             for m, record in one_split(X, y, groups, costs, seed, wanted).items():
                 fresh[m].append(record)
                 mine.setdefault(name, {})[m] = {"splits": fresh[m], "command": command,
