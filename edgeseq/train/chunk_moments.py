@@ -194,10 +194,7 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
         return False  # (a non-contiguous total would be copied by the BLAS wrapper, not updated in place)
     n, P = xc.shape[0], yc.shape[1]
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported at the end of the pass
-        ys = np.empty((n, P + 1))
-        np.subtract(yc, ref.y_ref, out=ys[:, :P])
-        ys[:, P] = 1.0
-        XY = xc.T @ ys  # cross products with y and the column sums, one pass
+        ys, XY = _target_products(xc, yc, ref)
         sums, y_sums = XY[:, P], ys[:, :P].sum(axis=0)
         mx, my = sums / n, y_sums / n
         yc0 = ys[:, :P] - my
@@ -286,16 +283,22 @@ def _centred_copy(xc, yc, ref: Reference):
     return n, mx, my, xs.T @ xs, xs.T @ ys, ys.T @ ys
 
 
+def _target_products(xc, yc, ref: Reference):
+    """([y − y_ref, 1] (n, P+1), xcᵀ[y − y_ref, 1]): the cross products with y and the column sums, one pass."""
+    P = yc.shape[1]
+    ys = np.empty((xc.shape[0], P + 1))
+    np.subtract(yc, ref.y_ref, out=ys[:, :P])
+    ys[:, P] = 1.0
+    return ys, xc.T @ ys
+
+
 def _shifted(xc, yc, ref: Reference):
     B = ref.cols
     if 4 * B.size > xc.shape[1]:  # many offset columns: their extra products would cost more than one copy
         return None
     n, P = xc.shape[0], yc.shape[1]
-    ys = np.empty((n, P + 1))
-    np.subtract(yc, ref.y_ref, out=ys[:, :P])
-    ys[:, P] = 1.0
     G = xc.T @ xc  # numpy runs syrk for a transposed pair of the same buffer: no copy of the chunk
-    XY = xc.T @ ys  # cross products with y and the column sums, one pass
+    ys, XY = _target_products(xc, yc, ref)
     if B.size:
         xb = xc[:, B] - ref.x_shift[B]  # the only copy: offset columns
         GB = xc.T @ xb
