@@ -38,7 +38,8 @@ def link_problem(cc: str, flags: tuple = SANITIZE_FLAGS) -> str | None:
         src.write_text("int main(void) { return 0; }\n")
         proc = subprocess.run([path, *flags, str(src), "-o", str(exe)], capture_output=True, text=True)
         if proc.returncode != 0:
-            lines = [ln for ln in proc.stderr.splitlines() if "error" in ln] or proc.stderr.splitlines() or ["?"]
+            err = proc.stderr.splitlines()  # the linker's own line names the missing runtime
+            lines = [ln for ln in err if "cannot find" in ln] or [ln for ln in err if "error" in ln] or err or ["?"]
             return f"{cc} cannot link {' '.join(flags[:1])} programs here: {lines[0].strip()[:200]}"
         run = subprocess.run([str(exe)], capture_output=True, text=True)
         if run.returncode != 0:
