@@ -331,3 +331,21 @@ def test_build_check_fails_on_a_docstring_warning(tmp_path):
     assert problems and any("WARNING" in p for p in problems), res.stdout + res.stderr
     (tmp_path / "badmod.py").write_text('def f(x):\n    """One."""\n')  # the same site, fixed: no problem
     assert build_problems(mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")) == []
+
+
+def test_public_verbs_at_the_top_level():
+    """export_model, save_model and load_model are importable from edgeseq itself, are the functions
+    the API page documents, and the README uses the short import."""
+    import edgeseq
+    from edgeseq.export.writer import export_model
+    from edgeseq.io.model_io import load_model, save_model
+
+    assert (edgeseq.export_model, edgeseq.save_model, edgeseq.load_model) == (export_model, save_model, load_model)
+    assert {"export_model", "save_model", "load_model"} <= set(dir(edgeseq))
+    api = (DOCS / "api.md").read_text(encoding="utf-8")
+    for name in ("export.writer.export_model", "edgeseq.save_model", "edgeseq.load_model"):
+        assert f"::: {name}" in api, name
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "edgeseq.export.writer" not in readme and re.search(r"from edgeseq import .*export_model", readme)
+    with pytest.raises(AttributeError):  # negative control: the lazy lookup does not invent names
+        edgeseq.export_everything
