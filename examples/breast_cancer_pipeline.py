@@ -15,7 +15,7 @@ from sklearn.datasets import load_breast_cancer
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeClassifier
-from edgeseq.export.writer import export_model
+from edgeseq import export_model
 from edgeseq.runtime.session import AnytimeSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     idx_tr, idx_te = train_test_split(np.arange(len(data.y)), test_size=0.3, random_state=0, stratify=data.y)
     Xtr, Xte, ytr, yte = data.X[idx_tr], data.X[idx_te], data.y[idx_tr], data.y[idx_te]
 
-    from edgeseq.export.writer import export_model
+    from edgeseq import export_model
 
     models = {}
     for name, kw in METHODS.items():

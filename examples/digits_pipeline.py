@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeRegressor
-from edgeseq.export.writer import export_model
+from edgeseq import export_model
 from edgeseq.extractors.datasets import digits_data
 from edgeseq.runtime.session import AnytimeSession
 

@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeRegressor
-from edgeseq.export.writer import export_model
+from edgeseq import export_model
 from edgeseq.extractors.datasets import mnist_data
 from edgeseq.errors import DataUnavailableError
 from edgeseq.runtime.session import AnytimeSession

@@ -28,7 +28,7 @@ from sklearn.model_selection import train_test_split
 
 import edgeseq
 from edgeseq.evaluate.verify import verify_export
-from edgeseq.export.writer import export_model
+from edgeseq import export_model
 from edgeseq.runtime.session import AnytimeSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

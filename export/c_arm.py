@@ -121,10 +121,11 @@ def build_arm(sources, out_path, target: ArmTarget, *, include_dirs=(), defines=
     --------
     A program built for the Cortex-M3 prints through semihosting on the emulated board:
 
-    >>> import pathlib
+    >>> import pathlib, tempfile
     >>> from edgeseq.export.c_arm import TARGETS, build_arm, run_qemu
-    >>> _ = pathlib.Path("hello.c").write_text('#include <stdio.h>\nint main(void) { printf("%d\\n", 6 * 7); return 0; }\n')
-    >>> elf = build_arm([pathlib.Path("hello.c")], "hello.elf", TARGETS["cortex-m3"])
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "hello.c").write_text('#include <stdio.h>\nint main(void) { printf("%d\\n", 6 * 7); return 0; }\n')
+    >>> elf = build_arm([d / "hello.c"], d / "hello.elf", TARGETS["cortex-m3"])
     >>> run_qemu(elf, TARGETS["cortex-m3"]).stdout
     '42\n'
     """
@@ -151,10 +152,11 @@ def run_qemu(elf, target: ArmTarget, args=(), *, cwd=None, timeout: float = QEMU
     --------
     The exit status and argv arrive through semihosting:
 
-    >>> import pathlib
+    >>> import pathlib, tempfile
     >>> from edgeseq.export.c_arm import TARGETS, build_arm, run_qemu
-    >>> _ = pathlib.Path("argc.c").write_text("int main(int argc, char **argv) { (void)argv; return argc; }\n")
-    >>> elf = build_arm([pathlib.Path("argc.c")], "argc.elf", TARGETS["cortex-m4f"])
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "argc.c").write_text("int main(int argc, char **argv) { (void)argv; return argc; }\n")
+    >>> elf = build_arm([d / "argc.c"], d / "argc.elf", TARGETS["cortex-m4f"])
     >>> run_qemu(elf, TARGETS["cortex-m4f"], ["x", "y"], check=False).returncode
     3
     """
@@ -184,8 +186,10 @@ def build_driver_arm(model_dir, build_dir, target: ArmTarget) -> Path:
     ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
     ...                      intercepts=np.ones((3, 1)), output_names=("y",))
     >>> from edgeseq.export.c_arm import TARGETS, build_driver_arm
-    >>> _ = write_c_model(seq, "arm_model", "demo")
-    >>> build_driver_arm("arm_model", "arm_model", TARGETS["cortex-m4f"]).name
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(seq, d, "demo")
+    >>> build_driver_arm(d, d, TARGETS["cortex-m4f"]).name
     'driver_cortex-m4f.elf'
     """
     model_dir, rdir = Path(model_dir), runtime_dir()
@@ -215,9 +219,11 @@ def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tupl
     ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
     ...                      intercepts=np.ones((3, 1)), output_names=("y",))
     >>> from edgeseq.export.c_arm import TARGETS, run_driver_arm
-    >>> _ = write_c_model(seq, "arm_driver", "demo")
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(seq, d, "demo")
     >>> X = np.array([[1.0, 2.0], [0.5, -1.0]])
-    >>> run, sweep = run_driver_arm("arm_driver", X, TARGETS["cortex-m4f"], budgets=[0.0, 1.0, 3.0])
+    >>> run, sweep = run_driver_arm(d, X, TARGETS["cortex-m4f"], budgets=[0.0, 1.0, 3.0])
     >>> run.predictions[2].ravel().tolist(), (1 + 2 * X[:, 0] + 3 * X[:, 1]).tolist()
     ([9.0, -1.0], [9.0, -1.0])
     >>> sweep.prefix.tolist()
@@ -279,11 +285,12 @@ def section_sizes(paths) -> dict:
 
     Examples
     --------
-    >>> import pathlib
+    >>> import pathlib, tempfile
     >>> from edgeseq.export.c_arm import ARM_CC, TARGETS, section_sizes
     >>> from edgeseq.export.c_harness import compile_c
-    >>> _ = pathlib.Path("table.c").write_text("const int table[4] = {1, 2, 3, 4};\nint counter;\n")
-    >>> obj = compile_c([pathlib.Path("table.c")], "table.o", compiler=ARM_CC,
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "table.c").write_text("const int table[4] = {1, 2, 3, 4};\nint counter;\n")
+    >>> obj = compile_c([d / "table.c"], d / "table.o", compiler=ARM_CC,
     ...                 extra=("-c", *TARGETS["cortex-m3"].cpu_flags), libs=())
     >>> sizes = section_sizes([obj])["table.o"]
     >>> sizes["text"] >= 16, sizes["bss"] + sizes["data"] < 16
@@ -320,8 +327,10 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
     ...                      intercepts=np.ones((3, 1)), output_names=("y",))
     >>> from edgeseq.export.c_arm import TARGETS, footprint
-    >>> _ = write_c_model(seq, "arm_fp", "demo")
-    >>> fp = footprint("arm_fp", TARGETS["cortex-m4f"], "arm_fp/build", identity_only=True)
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write_c_model(seq, d, "demo")
+    >>> fp = footprint(d, TARGETS["cortex-m4f"], d + "/build", identity_only=True)
     >>> sorted(fp), fp["model_flash"] < fp["image_flash"] < 16384
     (['image_flash', 'image_ram', 'model_flash', 'runtime_text'], True)
     """

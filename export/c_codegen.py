@@ -418,12 +418,14 @@ def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | N
     >>> from edgeseq.export.c_codegen import write_c_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
-    >>> write_c_model(seq, "c_demo", "demo")
+    >>> import tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> write_c_model(seq, d, "demo")
     ['edgeseq_model.h', 'edgeseq_model.c']
-    >>> "extern const es_model demo_model;" in pathlib.Path("c_demo/edgeseq_model.h").read_text()
+    >>> "extern const es_model demo_model;" in (d / "edgeseq_model.h").read_text()
     True
     >>> inc = str(pathlib.Path(edgeseq.runtime_c.__file__).parent)
-    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", inc, "c_demo/edgeseq_model.c", "-o", "c_demo/m.o"]).returncode
+    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", inc, str(d / "edgeseq_model.c"), "-o", str(d / "m.o")]).returncode
     0
     """
     validate_c_prefix(prefix)

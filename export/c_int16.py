@@ -260,13 +260,15 @@ def write_c_int16_model(seq: FittedSequence, qm: Int16Model, out_dir, prefix: st
     >>> from edgeseq.export.c_int16 import write_c_int16_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
-    >>> write_c_int16_model(seq, quantize_sequence(seq, X), "c16_demo", "demo")
+    >>> import tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> write_c_int16_model(seq, quantize_sequence(seq, X), d, "demo")
     ['edgeseq_model.h', 'edgeseq_model.c']
-    >>> src = pathlib.Path("c16_demo/edgeseq_model.c").read_text()
+    >>> src = (d / "edgeseq_model.c").read_text()
     >>> "float" in src or "double" in src
     False
     >>> inc = str(pathlib.Path(edgeseq.runtime_c.__file__).parent)
-    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", inc, "c16_demo/edgeseq_model.c", "-o", "c16_demo/m.o"]).returncode
+    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", inc, str(d / "edgeseq_model.c"), "-o", str(d / "m.o")]).returncode
     0
     """
     validate_c_prefix(prefix)

@@ -84,7 +84,8 @@ def toy_int16_model(out_dir, n_rows: int = 20):
     Examples
     --------
     >>> from edgeseq.export.c_int16_run import toy_int16_model
-    >>> seq, qm, xq = toy_int16_model("i16_toy")
+    >>> import tempfile
+    >>> seq, qm, xq = toy_int16_model(tempfile.mkdtemp())
     >>> seq.n_prefixes, xq.shape, xq.dtype.name
     (3, (20, 2), 'int16')
     """
@@ -245,8 +246,10 @@ def run_int16_host(model_dir, xq, budgets=None, *, compiler=None, flags=STRICT_F
     --------
     >>> from edgeseq.export.quantize import simulate
     >>> from edgeseq.export.c_int16_run import run_int16_host, toy_int16_model
-    >>> seq, qm, xq = toy_int16_model("i16_host")
-    >>> run, sweep = run_int16_host("i16_host", xq, budgets=[0.0, 1.0, 3.0])
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> seq, qm, xq = toy_int16_model(d)
+    >>> run, sweep = run_int16_host(d, xq, budgets=[0.0, 1.0, 3.0])
     >>> bool((run.pred[2] == simulate(qm, xq, 2)[0]).all()), sweep.prefix[0].tolist()
     (True, [0, 1, 2])
     """
@@ -273,8 +276,10 @@ def run_int16_arm(model_dir, xq, target, budgets=None) -> tuple[Int16Run, Int16S
     >>> from edgeseq.export.quantize import simulate
     >>> from edgeseq.export.c_arm import INT_TARGETS
     >>> from edgeseq.export.c_int16_run import run_int16_arm, toy_int16_model
-    >>> seq, qm, xq = toy_int16_model("i16_arm")
-    >>> run, _ = run_int16_arm("i16_arm", xq, INT_TARGETS["cortex-m0"])
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> seq, qm, xq = toy_int16_model(d)
+    >>> run, _ = run_int16_arm(d, xq, INT_TARGETS["cortex-m0"])
     >>> bool((run.pred[2] == simulate(qm, xq, 2)[0]).all())
     True
     """
@@ -300,8 +305,10 @@ def firmware_image(model_dir, target, build_dir, *, int16: bool = True, identity
     --------
     >>> from edgeseq.export.c_arm import INT_TARGETS
     >>> from edgeseq.export.c_int16_run import firmware_image, soft_float_symbols, toy_int16_model
-    >>> _ = toy_int16_model("i16_fw")
-    >>> soft_float_symbols(firmware_image("i16_fw", INT_TARGETS["cortex-m0"], "i16_fw/build"))
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = toy_int16_model(d)
+    >>> soft_float_symbols(firmware_image(d, INT_TARGETS["cortex-m0"], d + "/build"))
     []
     """
     from edgeseq.export.c_arm import ARM_CC

@@ -151,13 +151,15 @@ def write_c_int16_tree_model(model: TreeStageModel, qm: TreeInt16Model, out_dir,
     >>> from edgeseq.export.quantize_trees import quantize_trees
     >>> from edgeseq.export.c_int16_trees import write_c_int16_tree_model
     >>> model = _demo_model()
-    >>> write_c_int16_tree_model(model, quantize_trees(model, np.zeros((2, 2))), "t16_demo", "demo")
+    >>> import tempfile
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> write_c_int16_tree_model(model, quantize_trees(model, np.zeros((2, 2))), d, "demo")
     ['edgeseq_model.h', 'edgeseq_model.c']
-    >>> src = pathlib.Path("t16_demo/edgeseq_model.c").read_text()
+    >>> src = (d / "edgeseq_model.c").read_text()
     >>> "float" in src or "double" in src
     False
-    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", str(runtime_dir()), "t16_demo/edgeseq_model.c",
-    ...                 "-o", "t16_demo/m.o"]).returncode
+    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", str(runtime_dir()), str(d / "edgeseq_model.c"),
+    ...                 "-o", str(d / "m.o")]).returncode
     0
     """
     validate_c_prefix(prefix)

@@ -43,9 +43,11 @@ def sequence_from_export(out_dir) -> FittedSequence:
     >>> from edgeseq.export.writer import export_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
-    >>> manifest = export_model(seq, "manifest_demo")
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp() + "/manifest_demo"
+    >>> manifest = export_model(seq, out)
     >>> from edgeseq.export.manifest import sequence_from_export
-    >>> back = sequence_from_export("manifest_demo")
+    >>> back = sequence_from_export(out)
     >>> back.n_prefixes == seq.n_prefixes, all(np.array_equal(b, s.astype(np.float32))
     ...                                        for b, s in zip(back.coefs, seq.coefs))
     (True, True)

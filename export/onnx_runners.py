@@ -31,7 +31,8 @@ def prefix_feed(manifest: dict, X, j: int) -> dict:
     >>> from edgeseq.export.writer import export_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
-    >>> manifest = export_model(seq, "feed_demo")
+    >>> import tempfile
+    >>> manifest = export_model(seq, tempfile.mkdtemp() + "/feed_demo")
     >>> from edgeseq.export.onnx_runners import prefix_feed
     >>> {name: a.shape for name, a in prefix_feed(manifest, X[:3], 2).items()}
     {'g0': (3, 1), 'g1': (3, 1)}
@@ -110,11 +111,13 @@ def run_graph(runtime: str, path, feed: dict) -> dict:
     >>> from edgeseq.export.writer import export_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
-    >>> manifest = export_model(seq, "runner_demo")
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp() + "/runner_demo"
+    >>> manifest = export_model(seq, out)
     >>> from edgeseq.export.onnx_runners import prefix_feed, run_graph
     >>> feed = prefix_feed(manifest, X[:4], 2)
-    >>> ort_y = run_graph("onnxruntime", "runner_demo/prefix_002.onnx", feed)["y"]
-    >>> ref_y = run_graph("onnx-reference", "runner_demo/prefix_002.onnx", feed)["y"]
+    >>> ort_y = run_graph("onnxruntime", out + "/prefix_002.onnx", feed)["y"]
+    >>> ref_y = run_graph("onnx-reference", out + "/prefix_002.onnx", feed)["y"]
     >>> z64 = seq.linear_from_prefix_features(2, X[:4][:, seq.prefix_columns(2)])
     >>> np.allclose(ort_y, ref_y, atol=1e-6), np.allclose(ort_y, z64, atol=1e-5)
     (True, True)

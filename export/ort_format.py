@@ -52,12 +52,14 @@ def write_ort_files(export_dir, onnx_files: list[str]) -> tuple[list[str], str]:
     >>> from edgeseq.export.writer import export_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
-    >>> manifest = export_model(seq, "ort_demo")
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp() + "/ort_demo"
+    >>> manifest = export_model(seq, out)
     >>> from edgeseq.export.ort_format import write_ort_files
-    >>> write_ort_files("ort_demo", ["prefix_001.onnx", "prefix_002.onnx"])
+    >>> write_ort_files(out, ["prefix_001.onnx", "prefix_002.onnx"])
     (['prefix_001.ort', 'prefix_002.ort'], 'required_operators.config')
     >>> import pathlib  # the config names the models without the scratch directory's path
-    >>> [line for line in pathlib.Path("ort_demo/required_operators.config").read_text().splitlines()
+    >>> [line for line in pathlib.Path(out, "required_operators.config").read_text().splitlines()
     ...  if line.startswith("# -")]
     ['# - prefix_001.ort', '# - prefix_002.ort']
     """

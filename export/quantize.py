@@ -5,7 +5,7 @@ the link tables -- is taken here once, from the `FittedSequence` and the calibra
 in an `Int16Model`. The C emitter (`export/c_int16.py`) only prints that object and `simulate` only
 executes it; neither recomputes anything, so C and Python cannot drift apart.
 
-The arithmetic (DESIGN section 11), for feature i of the full prefix (sequence order) and prefix j:
+The arithmetic (docs/integer-models.md), for feature i of the full prefix (sequence order) and prefix j:
 
 * feature: ``x_q = sat16(rint(x * 2**s_i) - O_i)`` -- a power-of-two scale ``s_i`` and an integer
   offset ``O_i`` (real offset ``O_i * 2**-s_i``). Power-of-two scales cost at most one bit of range

@@ -395,14 +395,16 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     >>> X = np.random.default_rng(0).normal(size=(50, 2))
     >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
     >>> from edgeseq.export.writer import export_model
-    >>> m = export_model(seq, "demo_export")
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp() + "/demo_export"
+    >>> m = export_model(seq, out)
     >>> [p["file"] for p in m["prefixes"]]
     ['prefix_000.onnx', 'prefix_001.onnx', 'prefix_002.onnx']
-    >>> export_model(seq, "demo_export")
+    >>> export_model(seq, out)
     Traceback (most recent call last):
     ...
     edgeseq.errors.ExportError: ...demo_export is not empty; choose another directory or pass --force to replace it
-    >>> export_model(seq, "demo_export", force=True)["model_name"]
+    >>> export_model(seq, out, force=True)["model_name"]
     'demo_export'
     """
     tree_model = _tree_model_of(seq)

@@ -22,7 +22,7 @@
  * those links and the libm dependency (es_init then rejects non-identity models). Compile it with
  * -DES_LINEAR_ONLY to drop the tree-stage code (es_init then rejects tree models).
  *
- * STATES AND KINDS. A model is a sequence of stages 0..K (DESIGN section 8); es_current reports
+ * STATES AND KINDS. A model is a sequence of stages 0..K (docs/c-runtime.md); es_current reports
  * the index of the committed stage (its `prefix` argument). A LINEAR model (kind ES_KIND_LINEAR)
  * has one stage per group: stage j is the affine prefix of the first j groups. A TREE model
  * (ES_KIND_TREES, see TREE STAGES below) has stages that each need zero, one or several new groups.

@@ -1,6 +1,6 @@
 /*
  * edgeseq integer runtime: the anytime loop for cores without an FPU (Cortex-M0/M0+, small RISC-V),
- * for models exported with `edgeseq export --c-dtype int16` (DESIGN section 11).
+ * for models exported with `edgeseq export --c-dtype int16` (docs/integer-models.md).
  *
  * No float or double type appears in this runtime or in an int16 generated model: features arrive
  * as int16, weights are int16, sums are int32, links are table look-ups and integer divisions, and

@@ -8,7 +8,7 @@ import zlib
 
 import numpy as np
 import pytest
-from c_support import SAN, assert_matches_numpy, compilers, float32_bound
+from c_support import SAN, assert_matches_numpy, float32_bound, sanitizer_compilers
 from sequences import random_sequence
 
 from edgeseq.export.c_harness import predict_all_prefixes_c, run_c
@@ -87,7 +87,7 @@ def test_label_is_the_first_maximum_of_the_returned_probabilities():
     assert run.labels[0][0] == 0  # logit argmax would be class 1
 
 
-@pytest.mark.parametrize("cc", compilers())
+@pytest.mark.parametrize("cc", sanitizer_compilers())
 def test_under_sanitizers_and_both_compilers(cc):
     rng = np.random.default_rng(7)
     seq = random_sequence(rng, (3, 1, 4), n_outputs=4, link="softmax")

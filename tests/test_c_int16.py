@@ -1,4 +1,4 @@
-"""Integer (int16) C models (DESIGN section 11, issue 13 "Integer C models").
+"""Integer (int16) C models (docs/integer-models.md, issue 13 "Integer C models").
 
 For a regression (diabetes), a binary (breast cancer) and a multiclass (digits) model -- the reference
 models of bench/c_footprint.py, calibrated on their training rows -- the int16 C (host gcc and clang
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_support import (SAN, boundary_budgets, compilers, in_place_commit_runtime, interrupt_model, reseal,
-                       systick_counts)
+from c_support import (SAN, boundary_budgets, in_place_commit_runtime, interrupt_model, reseal,
+                       sanitizer_compilers, systick_counts)
 from click.testing import CliRunner
 
 from edgeseq.budget import resolve_prefix
@@ -83,7 +83,7 @@ def _assert_bit_identical(seq, qm, xq, budgets, run, sweep):
         np.testing.assert_array_equal(sweep.pred[:, cols], np.repeat(simulate(qm, xq, j)[0][:, None], cols.size, 1))
 
 
-@pytest.mark.parametrize("cc", compilers())
+@pytest.mark.parametrize("cc", sanitizer_compilers())
 def test_host_build_is_bit_identical_to_the_simulation(model, cc):
     seq, qm, d, xq, budgets = model
     run, sweep = run_int16_host(d, xq, budgets, compiler=cc, flags=SAN, extra=("-O1",))
@@ -179,7 +179,7 @@ def test_the_runtime_rejects_a_descriptor_whose_headroom_fails(model, tmp_path):
         run_int16_host(tmp_path, xq[:2])
 
 
-@pytest.mark.parametrize("cc", compilers())
+@pytest.mark.parametrize("cc", sanitizer_compilers())
 def test_status_codes_budget_bits_and_tight_headroom_in_c(cc, tmp_path):
     """runtime_c/tests/status_i16.c: error codes leave the state unchanged; -0.0, +inf, NaN and negative
     budgets; refused descriptors; exact sums at the int16 limits of a model at the bound (ASan/UBSan)."""

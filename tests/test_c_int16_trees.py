@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c_support import SAN, boundary_budgets, compilers, in_place_commit_runtime, reseal, systick_counts
+from c_support import (SAN, boundary_budgets, in_place_commit_runtime, reseal, sanitizer_compilers,
+                       systick_counts)
 
 from edgeseq.budget import resolve_prefix
 from edgeseq.errors import ExportError
@@ -248,7 +249,7 @@ def _assert_bit_identical(model, qm, xq, budgets, run, sweep):
         np.testing.assert_array_equal(sweep.pred[:, cols], np.repeat(sims[k][0][:, None], cols.size, 1))
 
 
-@pytest.mark.parametrize("cc", compilers())
+@pytest.mark.parametrize("cc", sanitizer_compilers())
 def test_host_build_is_bit_identical_to_the_simulation(case, cc):
     name, model, qm, d, xq, budgets = case
     run, sweep = run_int16_host(d, xq, budgets, compiler=cc, flags=SAN, extra=("-O1",))
@@ -440,7 +441,7 @@ def test_a_hand_shortened_depth_adds_nothing_instead_of_a_threshold(tmp_path):
     assert run.pred[1].ravel().tolist() == [int(qm.intercepts[1, 0])] * 2
 
 
-@pytest.mark.parametrize("cc", compilers()[:1])
+@pytest.mark.parametrize("cc", sanitizer_compilers()[:1])
 def test_linear_only_int16_build_refuses_tree_models_and_runs_linear_ones(tmp_path, cc):
     """-DES16_LINEAR_ONLY (the linear firmware images) drops the tree code: es16_init then refuses a tree
     model (the driver exits 3) while a linear int16 model still runs bit-identically."""

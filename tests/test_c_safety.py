@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 import pytest
-from c_support import in_place_commit_runtime, interrupt_model, require
+from c_support import in_place_commit_runtime, interrupt_model, link_problem, require
 
 from edgeseq.errors import CCompilerError
 from edgeseq.export.c_harness import compile_c, runtime_dir
@@ -93,3 +93,14 @@ def test_demo_requires_a_model_dir():
     make = require("make")
     proc = subprocess.run([make, "-C", str(runtime_dir()), "demo"], capture_output=True, text=True)
     assert proc.returncode != 0 and "MODEL_DIR" in proc.stdout
+
+
+def test_sanitizer_probe_names_what_cannot_be_linked():
+    """The probe that makes sanitizer tests skip (not fail) on a compiler without its runtime: it says
+    yes to what links, and names the missing piece otherwise (negative control: a library that does not
+    exist), so it cannot skip everything by answering no."""
+    require("gcc")
+    assert link_problem("gcc", ("-std=c99",)) is None
+    why = link_problem("gcc", ("-lno_such_runtime_edgeseq",))
+    assert why is not None and "no_such_runtime_edgeseq" in why, why
+    assert link_problem("no-such-cc-edgeseq") == "no-such-cc-edgeseq not installed"

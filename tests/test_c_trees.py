@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 import pytest
-from c_support import SAN, U32, boundary_budgets, compilers, in_place_commit_runtime
+from c_support import SAN, U32, boundary_budgets, in_place_commit_runtime, sanitizer_compilers
 from tree_models import boundary_rows, random_tree_model, rows
 
 from edgeseq.errors import ExportError
@@ -78,7 +78,7 @@ def _case_model(case):
     return random_tree_model(rng, sizes, stage_groups, trees, n_state=S, n_outputs=P, link=link), rng
 
 
-@pytest.mark.parametrize("cc", compilers())
+@pytest.mark.parametrize("cc", sanitizer_compilers())
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{len(c[2])}stages" for c in CASES])
 def test_every_stage_matches_numpy(case, cc):
     model, rng = _case_model(case)

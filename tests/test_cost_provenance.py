@@ -1,4 +1,4 @@
-"""Measured-cost provenance (DESIGN.md §7): GROUPS.json's measured_on / cost_unit reach the model, the
+"""Measured-cost provenance (docs/own-data.md): GROUPS.json's measured_on / cost_unit reach the model, the
 manifest, `edgeseq inspect` and `edgeseq report`; bad provenance is refused with a clear line."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from c_support import SAN, compilers
+from c_support import SAN, sanitizer_compilers
 from click.testing import CliRunner
 
 from edgeseq.cli import main
@@ -35,7 +35,7 @@ def _line(**over) -> str:
     return "EDGESEQ_COSTS " + json.dumps(doc)
 
 
-@pytest.mark.parametrize("cc", compilers())
+@pytest.mark.parametrize("cc", sanitizer_compilers())
 def test_measurement_on_a_simulated_counter_is_exact_under_sanitizers(cc, tmp_path):
     """Overhead subtraction, medians dropping outliers, 32- and 24-bit wrap, errors, JSON escaping."""
     exe = compile_c([RT / "edgeseq_costs.c", RT / "tests" / "costs_test.c"], tmp_path / "costs_test",

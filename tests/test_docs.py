@@ -99,14 +99,26 @@ def run_blocks(blocks: list[tuple[int, str]], name: str) -> int:
 
 
 # ----------------------------------------------------------------------------- the checks
+def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    """`make docs`'s build (``mkdocs build --strict``, nothing hidden) of `config` into `site`."""
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+                          cwd=config.parent, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+def build_problems(res: subprocess.CompletedProcess) -> list[str]:
+    """Why a build fails `make docs`: a non-zero exit, and every WARNING or ERROR line it logged (under
+    --strict a warning aborts the build, so a test that ran with --quiet saw rc 0 and no reason)."""
+    lines = [ln.strip() for ln in (res.stdout + res.stderr).splitlines()
+             if re.match(r"^\s*(WARNING|ERROR)\b", ln)]
+    return ([f"mkdocs exited with {res.returncode}"] if res.returncode else []) + lines
+
+
 def test_mkdocs_build_strict(tmp_path):
     if importlib.util.find_spec("mkdocs") is None:
         pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
-                          "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert res.returncode == 0, res.stdout + res.stderr
+    res = mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert build_problems(res) == [], (res.stdout + res.stderr)[-5000:]
     bench = (tmp_path / "site" / "benchmarks" / "index.html").read_text(encoding="utf-8")
     assert "bench-results" not in bench  # the marker was replaced by generated tables
     for script in sorted((ROOT / "bench").glob("[!_]*.py")):  # _x.py: helpers shared by the benchmarks
@@ -153,6 +165,19 @@ def test_nothing_points_to_an_outside_design_document():
                ROOT / "examples" / "demo.py", DOCS / "hooks.py", DOCS / "gen_figures.py"]
     offenders += [str(p.relative_to(ROOT)) for p in sources if "DESIGN" in p.read_text(encoding="utf-8")]
     assert offenders == []
+
+
+OUTSIDE_DESIGN = re.compile("DESIGN" + r"(\.md|'s| section)")  # split: this file would match itself
+
+
+def test_no_source_file_cites_an_outside_design_document():
+    """Code comments and docstrings cite the docs pages, never the design document outside the repository."""
+    files = [p for d in ("edgeseq", "export", "runtime_c", "tests", "bench", "examples", "docs")
+             for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".c", ".h", ".md")]
+    assert len(files) > 100  # the walk found the tree
+    offenders = [str(p.relative_to(ROOT)) for p in files if OUTSIDE_DESIGN.search(p.read_text(encoding="utf-8"))]
+    assert offenders == []
+    assert OUTSIDE_DESIGN.search("see " + "DESIGN" + ".md §3")  # negative control
 
 
 def test_help_texts_do_not_point_to_a_design_document():
@@ -288,3 +313,39 @@ def test_tree_order_figures_in_prose_come_from_the_result_file(tmp_path):
     # the real page: every marker it carries is one the hook understands (none left in the built text)
     page = (DOCS / "nonlinear.md").read_text(encoding="utf-8")
     assert "<!-- tree-orders:" not in hooks.render_tree_order_figures(page, ROOT / "bench" / "results" / "tree_orders.json")
+
+
+def test_build_check_fails_on_a_docstring_warning(tmp_path):
+    """Negative control: a docstring section griffe warns about fails the check (it passed with --quiet)."""
+    if importlib.util.find_spec("mkdocstrings") is None:
+        pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "badmod.py").write_text(
+        'def f(x):\n    """One.\n\n    Parameters\n    ----------\n    y : int\n        Not a parameter of f.\n    """\n')
+    (tmp_path / "docs" / "index.md").write_text("# Bad\n\n::: badmod.f\n")
+    (tmp_path / "mkdocs.yml").write_text(
+        "site_name: bad\nplugins:\n  - mkdocstrings:\n      handlers:\n        python:\n"
+        "          paths: [.]\n          options:\n            docstring_style: numpy\n")
+    res = mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    problems = build_problems(res)
+    assert problems and any("WARNING" in p for p in problems), res.stdout + res.stderr
+    (tmp_path / "badmod.py").write_text('def f(x):\n    """One."""\n')  # the same site, fixed: no problem
+    assert build_problems(mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")) == []
+
+
+def test_public_verbs_at_the_top_level():
+    """export_model, save_model and load_model are importable from edgeseq itself, are the functions
+    the API page documents, and the README uses the short import."""
+    import edgeseq
+    from edgeseq.export.writer import export_model
+    from edgeseq.io.model_io import load_model, save_model
+
+    assert (edgeseq.export_model, edgeseq.save_model, edgeseq.load_model) == (export_model, save_model, load_model)
+    assert {"export_model", "save_model", "load_model"} <= set(dir(edgeseq))
+    api = (DOCS / "api.md").read_text(encoding="utf-8")
+    for name in ("export.writer.export_model", "edgeseq.save_model", "edgeseq.load_model"):
+        assert f"::: {name}" in api, name
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "edgeseq.export.writer" not in readme and re.search(r"from edgeseq import .*export_model", readme)
+    with pytest.raises(AttributeError):  # negative control: the lazy lookup does not invent names
+        edgeseq.export_everything

@@ -28,6 +28,7 @@ PUBLIC = {
     "timeliness": "edgeseq.evaluate.timeliness",
     "save_model": "edgeseq.io.model_io",
     "load_model": "edgeseq.io.model_io",
+    "export_model": "edgeseq.export.writer",
     "EdgeseqError": "edgeseq.errors",
     "ExportedModel": "edgeseq.runtime.model",
     "sequence_from_gram": "edgeseq.train.functional",
@@ -55,9 +56,10 @@ def test_public_entry_point_has_a_numpydoc_examples_section(name):
 
 
 @pytest.mark.parametrize("module", sorted(set(PUBLIC.values())))
-def test_docstring_examples_run(module, tmp_path, monkeypatch):
+def test_docstring_examples_run(module, tmp_path, monkeypatch, doctest_namespace):
     monkeypatch.chdir(tmp_path)  # examples that write files write them here
-    result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS, report=True)
+    result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS, report=True,
+                             extraglobs=dict(doctest_namespace))  # toy_export (tests/conftest.py)
     assert result.attempted > 0 and result.failed == 0, result
 
 
@@ -74,15 +76,18 @@ def _all_modules() -> list[str]:
 
 
 @pytest.mark.parametrize("module", _all_modules())
-def test_every_example_in_the_package_runs(module, tmp_path, monkeypatch):
+def test_every_example_in_the_package_runs(module, tmp_path, monkeypatch, doctest_namespace):
     """Not only the public entry points: any Examples section anywhere must stay true."""
     if module in ("edgeseq.export.c_arm", "edgeseq.export.c_int16_run"):
         from edgeseq.export.c_arm import missing_tools
         if missing_tools():  # its examples build and run firmware on an emulated core
             pytest.skip(missing_tools())
     monkeypatch.chdir(tmp_path)
-    result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS, report=True)
+    result = doctest.testmod(importlib.import_module(module), optionflags=FLAGS, report=True,
+                             extraglobs=dict(doctest_namespace))
     assert result.failed == 0, result
+    wrote = sorted(p.name for p in tmp_path.iterdir())
+    assert wrote == [], f"{module}'s examples wrote {wrote} into the working directory (use a temporary directory)"
 
 
 def test_a_wrong_example_fails():

@@ -1,4 +1,4 @@
-"""A NON-editable install works (DESIGN.md section 1).
+"""A NON-editable install works (docs/design.md, "The pipeline": one installable package).
 
 The wheel is built from a copy of the working tree (never in place: setuptools' stale `build/lib`
 would leak removed files into it), its file list is checked against the source tree, and it is
@@ -116,6 +116,7 @@ def test_wheel_file_list(wheel):
     (info,) = dist_info
     entry_points = zipfile.ZipFile(wheel).read(f"{info}/entry_points.txt").decode()
     assert re.search(r"^edgeseq\s*=\s*edgeseq\.cli:main$", entry_points, re.M), entry_points
+    assert re.search(r"^edgeseq-run\s*=\s*edgeseq\.device:main$", entry_points, re.M), entry_points
 
 
 @pytest.fixture(scope="module")
@@ -222,8 +223,7 @@ def test_runtime_only_install(wheel, tmp_path):
     without its dependencies, in a venv that has nothing else, runs AnytimeSession on an export."""
     import numpy as np
 
-    from edgeseq import AnytimeRegressor
-    from edgeseq.export.writer import export_model
+    from edgeseq import AnytimeRegressor, export_model
 
     vdir = tmp_path / "device"
     assert _run([sys.executable, "-m", "venv", vdir], cwd=tmp_path, timeout=240).returncode == 0
@@ -248,6 +248,22 @@ def test_runtime_only_install(wheel, tmp_path):
     assert r.returncode == 0 and "runtime-only-ok" in r.stdout, r.stdout + r.stderr
     assert "trainer unavailable" in r.stdout  # negative control: the venv really lacks the trainer
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), est.predict(X), rtol=1e-5, atol=1e-5)
+
+    # the README's device command: `edgeseq-run` (no click here), and `python -m edgeseq.device`
+    header = "a0,a1,b,c0,c1"
+    np.savetxt(tmp_path / "rows.csv", X, delimiter=",", header=header, comments="")
+    r = _run([_bin(vdir, "edgeseq-run"), tmp_path / "out", tmp_path / "rows.csv", "--budget", "3",
+              "-o", tmp_path / "preds.csv"], cwd=tmp_path, timeout=240)
+    assert r.returncode == 0 and "wrote 6 predictions" in r.stderr, r.stdout + r.stderr
+    got = np.genfromtxt(tmp_path / "preds.csv", delimiter=",", names=True)
+    assert got["prefix"].tolist() == [2] * 6  # groups a and b cost 3
+    np.testing.assert_allclose(got["y"], est.predict(X, prefix=2), rtol=1e-5, atol=1e-5)
+    r = _run([_bin(vdir, "python"), "-m", "edgeseq.device", tmp_path / "missing", tmp_path / "rows.csv"],
+             cwd=tmp_path, timeout=240)
+    assert r.returncode == 1 and r.stderr.startswith("Error: ") and "Traceback" not in r.stderr, r.stderr
+    # negative control: the full command line does need click, which this venv lacks
+    r = _run([_bin(vdir, "edgeseq"), "--help"], cwd=tmp_path, timeout=240)
+    assert r.returncode != 0 and "click" in r.stderr, r.stdout + r.stderr
 
 
 def test_checkout_root_imports_with_a_regular_install(venv):

@@ -1,5 +1,5 @@
 """Every selection method against a brute-force implementation written here from the definitions
-(DESIGN.md §2): whitening by eigendecomposition of the data itself, a fresh ridge solve per prefix and
+(docs/design.md): whitening by eigendecomposition of the data itself, a fresh ridge solve per prefix and
 per candidate, scores computed on the n rows. Nothing from edgeseq's training code is reused."""
 
 import numpy as np

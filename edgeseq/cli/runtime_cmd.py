@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
 from edgeseq.cli._main import main
-from edgeseq.io.atomic import atomic_output
 
 _OUT = click.Path(exists=True, file_okay=False, path_type=Path)
 _DATA = click.Path(dir_okay=False, path_type=Path)
@@ -53,19 +49,6 @@ def verify_command(out_dir, data, ignore, require_c, no_c, cc):
         raise VerifyMismatch(f"{out_dir}: runtimes disagree beyond the float32 bound (table above)")
 
 
-def _header(sess) -> list[str]:
-    if sess.task == "regression":
-        outs = list(sess.output_names)
-    else:
-        outs = ["label"] + [f"proba_{c}" for c in sess.classes.tolist()]
-    return ["row", "prefix", "cum_cost"] + outs
-
-
-def _fmt(v) -> str:
-    """float32 values round-trip with 9 significant digits."""
-    return format(float(v), ".9g")
-
-
 @main.command("run")
 @click.argument("out_dir", type=_OUT)
 @click.argument("data", type=_DATA)
@@ -81,38 +64,9 @@ def run_command(out_dir, data, budget, ignore, output):
     empty cell or NaN in a group means the group was not computed, so the row falls back to the prefix
     before it (the anytime semantics for logged data). Inf or non-numbers are errors.
     """
-    import numpy as np  # here, not at import: `edgeseq --help` stays fast
+    from edgeseq.device import predict_csv, summary  # here, not at import: `edgeseq --help` stays fast
 
-    from edgeseq.runtime.session import AnytimeSession
-    from edgeseq.budget import budget_affords_nothing
-    from edgeseq.format import stage_group_counts
-    from edgeseq.io.feature_rows import available_prefix, group_arrays, read_feature_rows
-
-    sess = AnytimeSession(out_dir)
-    rows = read_feature_rows(data, sess.manifest, ignore)
-    j_max = sess.n_prefixes - 1 if budget is None else sess.prefix_for_budget(budget)
-    if budget_affords_nothing(sess.cum_cost, budget):
-        click.echo(f"warning: budget {budget:g} affords no group (the first costs {sess.cum_cost[1]:g}); every "
-                   "row gets the prior (prefix 0)", err=True)
-    prefix = np.minimum(available_prefix(sess.manifest, rows.X), j_max)
-    feats = group_arrays(sess.manifest, rows.X)
-    needs = stage_group_counts(sess.manifest)  # groups prefix (or tree stage) j reads
-    lines: list = [None] * rows.X.shape[0]
-    for j in np.unique(prefix).tolist():
-        idx = np.nonzero(prefix == j)[0]
-        pred = sess.predict({g: a[idx] for g, a in list(feats.items())[:needs[j]]}, prefix=j)
-        for k, i in enumerate(idx.tolist()):
-            k = k if j else 0  # prefix 0 is one constant row
-            if sess.task == "regression":
-                vals = [_fmt(v) for v in np.atleast_1d(pred[k])]
-            else:
-                vals = [str(pred.label[k])] + [_fmt(v) for v in pred.proba[k]]
-            lines[i] = [str(i), str(j), _fmt(sess.cum_cost[j])] + vals
-    with atomic_output(output, "w", newline="", encoding="utf-8") if output else nullcontext(sys.stdout) as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(_header(sess))
-        w.writerows(lines)
+    counts = predict_csv(out_dir, data, budget=budget, ignore=ignore, output=output,
+                         warn=lambda message: click.echo(message, err=True))
     if output:
-        counts = np.bincount(prefix, minlength=sess.n_prefixes)
-        click.echo(f"wrote {len(lines)} predictions to {output}; rows per prefix: "
-                   + ", ".join(f"{j}: {c}" for j, c in enumerate(counts.tolist()) if c), err=True)
+        click.echo(summary(counts, output), err=True)

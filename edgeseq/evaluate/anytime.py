@@ -1,4 +1,4 @@
-"""Evaluation entry point: the anytime curve of any fitted model on any data (DESIGN.md §3).
+"""Evaluation entry point: the anytime curve of any fitted model on any data (docs/evaluation.md).
 
 `anytime_curve` evaluates every prefix j = 0..J of a FittedSequence (or of an estimator exposing
 `fitted_sequence_`) on (X, y) and returns an :class:`~edgeseq.evaluate.curves.AnytimeCurve`.
@@ -10,7 +10,7 @@ What F is
   (F = 1 - sum SSE / sum SS), so every output counts by its variance.
 * Classification: the same definition applied to the one-hot target Y and the predicted class
   probabilities P, F_j = 1 - sum ||Y - P_j||^2 / sum ||Y - mean(Y)||^2 (the Brier skill score).
-  Chosen over the log-loss reduction because it is exactly DESIGN's "fraction of variance of y
+  Chosen over the log-loss reduction because it is exactly the "fraction of variance of y
   explained" (what the papers plot for their binary data set), is bounded above by 1 and stays finite
   when a probability is exactly 0 or 1, so areas under the curve never blow up. Prefix 0 predicts
   the training prior, so F_0 = 0 on the training data (and near 0 on held-out data). Accuracy and

@@ -1,7 +1,7 @@
 """The anytime curve as data: one (cumulative cost, value) point per prefix, read as a step function.
 
 An :class:`AnytimeCurve` holds one point per prefix j = 0..J: the cumulative cost c(S_j) (c_0 = 0)
-and the value F_j of that prefix on some data (DESIGN.md §3). The prediction available at budget B
+and the value F_j of that prefix on some data (docs/concepts.md). The prediction available at budget B
 is the one of the longest prefix with c(S_j) <= B (inclusive), so a curve is a *step* function of B
 (:func:`value_at_budget`). Building curves from models is :mod:`edgeseq.evaluate.anytime`; stopping costs and
 timeliness are :mod:`edgeseq.evaluate.timeliness`.

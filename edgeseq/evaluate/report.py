@@ -33,7 +33,8 @@ class ReportFiles:
     >>> from edgeseq.evaluate import AnytimeCurve
     >>> from edgeseq.evaluate.report import write_report
     >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
-    >>> files = write_report({"CS-G-OMP": curve}, "rep", plots=False)
+    >>> import tempfile
+    >>> files = write_report({"CS-G-OMP": curve}, tempfile.mkdtemp() + "/rep", plots=False)
     >>> files.markdown.name, files.json.name, files.plots, files.plots_skipped
     ('report.md', 'report.json', [], 'not requested')
     """
@@ -272,7 +273,9 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     >>> from edgeseq.evaluate.report import write_report
     >>> a = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
     >>> b = AnytimeCurve(costs=[0.0, 3.0, 4.0], values=[0.0, 0.3, 0.9], group_names=("b", "a"))
-    >>> files = write_report({"fast first": a, "slow first": b}, "rep", reference="fast first", plots=False)
+    >>> import tempfile
+    >>> out = tempfile.mkdtemp() + "/rep"
+    >>> files = write_report({"fast first": a, "slow first": b}, out, reference="fast first", plots=False)
     >>> [r["curve"] for r in files.summary]
     ['fast first', 'slow first']
     >>> "| fast first |" in files.markdown.read_text()

@@ -1,4 +1,4 @@
-"""α-stopping cost, the plateau rule and α-timeliness (DESIGN.md §3, the papers' §5.2).
+"""α-stopping cost, the plateau rule and α-timeliness (docs/evaluation.md; the papers' §5.2).
 
 Linear predictors plateau long before every group is computed, and the plateau would dominate an
 area under the whole curve. So the curve is cut at the α-stopping cost c_α of a *reference* curve

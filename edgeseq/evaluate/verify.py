@@ -248,13 +248,8 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
 
     Examples
     --------
-    >>> import numpy as np, tempfile
-    >>> from edgeseq import AnytimeRegressor
     >>> from edgeseq.evaluate.verify import verify_export
-    >>> from edgeseq.export.writer import export_model
-    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, -2.0, 0.5]
-    >>> out = tempfile.mkdtemp() + "/out"
-    >>> _ = export_model(AnytimeRegressor([[0, 1], [2]], [1.0, 2.0]).fit(X, y).fitted_sequence_, out)
+    >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
     >>> rep = verify_export(out, use_c=False)
     >>> rep.ok, [c.prefix for c in rep.checks], rep.c_note
     (True, [0, 1, 2], 'C column skipped (--no-c)')

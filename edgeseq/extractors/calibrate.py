@@ -379,7 +379,8 @@ def write_groups_json(doc: dict, path) -> Path:
     --------
     >>> from edgeseq.extractors.calibrate import read_calibration, write_groups_json
     >>> doc = {"groups": [{"name": "a", "columns": [0], "cost": 1.5, "dim": 1}], "cost_unit": "us"}
-    >>> path = write_groups_json(doc, "cal/GROUPS.json")
+    >>> import tempfile
+    >>> path = write_groups_json(doc, tempfile.mkdtemp() + "/cal/GROUPS.json")
     >>> read_calibration(path) == doc
     True
     """
@@ -415,13 +416,14 @@ def read_calibration(path, bank=None, sample=None) -> dict:
     >>> import numpy as np
     >>> from edgeseq.extractors.calibrate import read_calibration, write_groups_json
     >>> doc = {"groups": [{"name": "ends", "columns": [0, 1], "cost": 2.0}]}
-    >>> path = write_groups_json(doc, "GROUPS.json")
+    >>> import tempfile
+    >>> path = write_groups_json(doc, tempfile.mkdtemp() + "/GROUPS.json")
     >>> read_calibration(path, bank={"ends": lambda v: [v[0], v[-1]]}, sample=[1, 2, 3])["groups"][0]["cost"]
     2.0
     >>> read_calibration(path, bank={"ends": lambda v: [v[0]]}, sample=[1, 2, 3])
     Traceback (most recent call last):
     ...
-    edgeseq.errors.ModelFormatError: GROUPS.json: group 'ends' is stored as 2 columns 0..1, but the bank now extracts 1 features at columns 0..0; a dimension changed: recalibrate (e.g. --recalibrate)
+    edgeseq.errors.ModelFormatError: ...GROUPS.json: group 'ends' is stored as 2 columns 0..1, but the bank now extracts 1 features at columns 0..0; a dimension changed: recalibrate (e.g. --recalibrate)
     """
     path = Path(path)
     try:

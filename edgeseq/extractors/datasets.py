@@ -47,7 +47,8 @@ class BankData:
         >>> from edgeseq.extractors.calibrate import read_calibration, write_groups_json
         >>> from edgeseq.extractors.datasets import digits_data
         >>> data = digits_data(n=20)
-        >>> doc = read_calibration(write_groups_json(data.groups_doc(), "GROUPS.json"))
+        >>> import tempfile
+        >>> doc = read_calibration(write_groups_json(data.groups_doc(), tempfile.mkdtemp() + "/GROUPS.json"))
         >>> [g["name"] for g in doc["groups"]] == data.names
         True
         """

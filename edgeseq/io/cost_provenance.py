@@ -1,6 +1,6 @@
 """Where the group costs came from, carried from GROUPS.json to every place costs are shown.
 
-DESIGN.md §7: measured costs are stored with the machine and library versions, and every place that
+docs/own-data.md: measured costs are stored with the machine and library versions, and every place that
 shows them says "measured on <machine>". `edgeseq calibrate` writes ``measured_on`` and ``cost_unit``
 into GROUPS.json; `edgeseq train` copies them into ``FittedSequence.provenance`` under the keys below,
 the export manifest carries the provenance unchanged, and `edgeseq inspect` / `edgeseq report` print

@@ -152,13 +152,8 @@ class ExportedModel:
 
         Examples
         --------
-        >>> import numpy as np, tempfile
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
-        >>> out = tempfile.mkdtemp() + "/out"
-        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> import numpy as np
+        >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
         >>> model = ExportedModel(out)
         >>> model.n_prefixes, len(model.group_names) + 1, len(model.cum_cost)
         (3, 3, 3)
@@ -170,13 +165,8 @@ class ExportedModel:
 
         Examples
         --------
-        >>> import numpy as np, tempfile
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
-        >>> out = tempfile.mkdtemp() + "/out"
-        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> import numpy as np
+        >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
         >>> model = ExportedModel(out)
         >>> model.cum_cost.tolist()
         [0.0, 1.0, 3.0]
@@ -209,13 +199,8 @@ class ExportedModel:
 
         Examples
         --------
-        >>> import numpy as np, tempfile
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
-        >>> out = tempfile.mkdtemp() + "/out"
-        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> import numpy as np
+        >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
         >>> model = ExportedModel(out)
         >>> feats = {"a": X[:4, [0]], "b": X[:4, 1:]}
         >>> yb = model.predict(feats, budget=1.0)            # prefix 1: group "a" only

@@ -5,7 +5,9 @@ session competes with the feature extractors for the cores. So every session is 
 (intra/inter-op threads 1, sequential execution, no spinning). The call path is
 IO binding for small batches (see `PrefixRunner`), and otherwise the compiled session's `run` (what
 `InferenceSession.run` calls after re-validating its arguments, which we validated once at load
-time) with a pre-built output-name list.
+time) with a pre-built output-name list. The compiled session is onnxruntime's private attribute, so
+it is reached in one place, `session_calls`, which falls back to the public methods; what it saves
+per call is measured by bench/ort_private_call.py (see the benchmarks page).
 """
 
 from __future__ import annotations
@@ -77,6 +79,36 @@ def load_verified_bytes(path: Path, sha256: str) -> bytes:
     if hashlib.sha256(data).hexdigest() != sha256:
         raise IntegrityError(f"{path}: sha256 changed after verification (modified while loading)")
     return data
+
+
+def session_calls(session, private: bool = True) -> tuple:
+    """``(run, run_bound, private_used)``: the two calls a runner makes on an onnxruntime session.
+
+    ``run(output_names, feeds, None)`` and ``run_bound(binding, None)`` behave as the session's public
+    `run` and `run_with_iobinding`. The public methods re-validate names and feeds on every call, which
+    a runner has done once at load; the compiled session behind them (``session._sess``, not public
+    onnxruntime API) takes the same calls without that. It is used when `private` and when it has
+    both methods with the expected names; otherwise (an onnxruntime that renamed it, or
+    ``private=False``) the public methods are, with the same results. `private_used` says which:
+    a binding then passes its ``_iobinding`` (private) or itself (public) to `run_bound`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> est, X, out, p = toy_prefix(2)  # toy_export() (float32 rows) and prefix 2's manifest entry
+    >>> sess = ort.InferenceSession(str(out / p["file"]), providers=["CPUExecutionProvider"])
+    >>> feeds = dict(zip(p["inputs"], [X[:3, [0]], X[:3, 1:]]))
+    >>> fast, _, used = session_calls(sess)
+    >>> public, _, unused = session_calls(sess, private=False)
+    >>> used, unused, bool(np.array_equal(fast(["y"], feeds, None)[0], public(["y"], feeds, None)[0]))
+    (True, False, True)
+    """
+    inner = getattr(session, "_sess", None) if private else None
+    if inner is not None and callable(getattr(inner, "run", None)) \
+            and callable(getattr(inner, "run_with_iobinding", None)):
+        return inner.run, inner.run_with_iobinding, True
+    return (lambda names, feeds, _opts: session.run(names, feeds),
+            lambda binding, _opts: session.run_with_iobinding(binding), False)
 
 
 BIND_MAX_ROWS = 64  # IO binding for batches up to this size (the latency regime); plain run above
@@ -176,16 +208,8 @@ class PrefixRunner:
 
     Examples
     --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
     >>> import numpy as np
-    >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.writer import export_model
-    >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-    >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
-    >>> out = Path(tempfile.mkdtemp()) / "out"
-    >>> _ = export_model(est.fitted_sequence_, out)
-    >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][2]
+    >>> est, X, out, p = toy_prefix(2)  # toy_export() (float32 rows) and prefix 2's manifest entry
     >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
     ...                       p["file"], squeeze=True)
     >>> (y,), finite = runner.run([X[:5, [0]], X[:5, 1:]])
@@ -217,13 +241,7 @@ class PrefixRunner:
             raise IntegrityError(f"{where}: output {outputs[0]!r} has shape {have[outputs[0]].shape}, "
                                  f"not one column as the manifest's 1-D target says")
         self._squeeze = squeeze
-        # the compiled session behind InferenceSession: the same calls without the wrapper's per-call
-        # re-validation of names and feeds (validated once, here)
-        inner = getattr(self.session, "_sess", None)
-        self._run = inner.run if inner is not None else (lambda o, f, _opts: self.session.run(o, f))
-        self._run_io = (inner.run_with_iobinding if inner is not None
-                        else lambda io, _opts: self.session.run_with_iobinding(io))
-        self._inner = inner is not None
+        self._run, self._run_io, self._inner = session_calls(self.session)
         self._bindings: dict[int, _Binding] = {}
         self._lock = threading.Lock()
 
@@ -235,16 +253,8 @@ class PrefixRunner:
 
         Examples
         --------
-        >>> import json, tempfile
-        >>> from pathlib import Path
         >>> import numpy as np
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
-        >>> out = Path(tempfile.mkdtemp()) / "out"
-        >>> _ = export_model(est.fitted_sequence_, out)
-        >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][2]
+        >>> est, X, out, p = toy_prefix(2)  # toy_export() (float32 rows) and prefix 2's manifest entry
         >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
         ...                       p["file"], squeeze=True)
         >>> (y,), finite = runner.call([X[:3, [0]], X[:3, 1:]], 3)
@@ -276,16 +286,8 @@ class PrefixRunner:
 
         Examples
         --------
-        >>> import json, tempfile
-        >>> from pathlib import Path
         >>> import numpy as np
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
-        >>> out = Path(tempfile.mkdtemp()) / "out"
-        >>> _ = export_model(est.fitted_sequence_, out)
-        >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][2]
+        >>> est, X, out, p = toy_prefix(2)  # toy_export() (float32 rows) and prefix 2's manifest entry
         >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
         ...                       p["file"], squeeze=True)
         >>> (y,), finite = runner.run([X[:1, [0]], X[:1, 1:]])
@@ -302,16 +304,8 @@ class PrefixRunner:
 
         Examples
         --------
-        >>> import json, tempfile
-        >>> from pathlib import Path
         >>> import numpy as np
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0]).fit(X, X @ [3.0, 0.2, 0.1])
-        >>> out = Path(tempfile.mkdtemp()) / "out"
-        >>> _ = export_model(est.fitted_sequence_, out)
-        >>> p = json.loads((out / "manifest.json").read_text())["prefixes"][0]
+        >>> est, X, out, p = toy_prefix(0)  # toy_export() (float32 rows) and prefix 0's manifest entry
         >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
         ...                       p["file"], squeeze=True)
         >>> (y,) = runner.run_rows(4)

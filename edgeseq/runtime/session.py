@@ -109,13 +109,8 @@ class AnytimeSession(ExportedModel):
 
         Examples
         --------
-        >>> import numpy as np, tempfile
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
-        >>> out = tempfile.mkdtemp() + "/out"
-        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> import numpy as np
+        >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
         >>> model = AnytimeSession(out)
         >>> def broken(row):
         ...     raise ValueError("sensor unplugged")
@@ -203,13 +198,8 @@ class AnytimeSession(ExportedModel):
 
         Examples
         --------
-        >>> import numpy as np, tempfile
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
-        >>> out = tempfile.mkdtemp() + "/out"
-        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> import numpy as np
+        >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
         >>> model = AnytimeSession(out)
         >>> import threading
         >>> release = threading.Event()
@@ -238,13 +228,8 @@ class AnytimeSession(ExportedModel):
 
         Examples
         --------
-        >>> import numpy as np, tempfile
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
-        >>> out = tempfile.mkdtemp() + "/out"
-        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> import numpy as np
+        >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
         >>> model = AnytimeSession(out)
         >>> model.wait_idle(0.0)                     # nothing ever overran: idle at once
         True
@@ -266,13 +251,8 @@ class AnytimeSession(ExportedModel):
 
         Examples
         --------
-        >>> import numpy as np, tempfile
-        >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.export.writer import export_model
-        >>> X = np.random.default_rng(0).normal(size=(50, 3)); y = X @ [1.0, 2.0, 0.5]
-        >>> est = AnytimeRegressor(groups=[[0], [1, 2]], costs=[1.0, 2.0], group_names=["a", "b"]).fit(X, y)
-        >>> out = tempfile.mkdtemp() + "/out"
-        >>> _ = export_model(est.fitted_sequence_, out)
+        >>> import numpy as np
+        >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
         >>> model = AnytimeSession(out)
         >>> model.close()
         >>> model.predict({"a": X[:2, [0]]}, prefix=1).shape

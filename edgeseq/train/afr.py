@@ -71,9 +71,24 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
     max_bins, min_samples_leaf : histogram resolution and leaf size of the trees.
     random_state : seed of the T/V/O split.
 
-    Learned attributes: ``stage_model_`` (`TreeStageModel`, the fitted object), ``classes_``,
-    ``n_features_in_``, ``cum_cost_``, ``stage_groups_`` (group indices each stage adds),
-    ``C_`` (final C per problem), ``n_trees_``, ``holdout_accuracy_`` (O accuracy per block).
+    Attributes
+    ----------
+    stage_model_ : TreeStageModel
+        The fitted stages; what `export_model` and the runtimes take.
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, in the order of the predicted probabilities.
+    n_features_in_ : int
+        Number of columns seen by `fit`.
+    cum_cost_ : ndarray of shape (n_stages,)
+        Cumulative cost of each stage (stage 0, the prior, costs 0).
+    stage_groups_ : list of list of int
+        The group indices each stage adds.
+    C_ : ndarray of shape (n_problems,)
+        The final SVM C of each one-vs-all problem.
+    n_trees_ : int
+        Number of gradient trees in the fitted ensemble.
+    holdout_accuracy_ : ndarray of shape (n_blocks,)
+        Accuracy on the held-out O split after each block.
 
     Examples
     --------

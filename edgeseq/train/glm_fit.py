@@ -1,6 +1,6 @@
 """Refit of a generalized linear model on the selected working columns (logistic or multinomial).
 
-Objective (DESIGN.md §2, thesis eq. 3.27) on the working design Z_S (centred, group-whitened):
+Objective (docs/design.md; thesis eq. 3.27) on the working design Z_S (centred, group-whitened):
 
     r(W, b) = (1/n) Σ_i [φ(f_i) − y_iᵀ f_i] + λ/2 ‖W‖_F²,    f_i = Z_S,i W + b,
 

@@ -1,4 +1,4 @@
-"""The Sparse baseline: cost-weighted group lasso along a decreasing λ path (DESIGN.md §3).
+"""The Sparse baseline: cost-weighted group lasso along a decreasing λ path (docs/evaluation.md).
 
     min_w  ½ n⁻¹ ‖ỹ − Z w‖²_F + λ Σ_g c_g ‖w_g‖_F
 
