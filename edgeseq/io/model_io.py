@@ -13,6 +13,7 @@ forbidden global, before it is ever called.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import io
 import math
@@ -477,6 +478,10 @@ def as_exportable(obj):
     True
     """
     trees = _tree_model_in(obj)
+    if trees is not None and trees.classes is None and trees is not obj and trees.link != "identity":
+        classes = vars(obj).get("classes_")  # a file saved before the stage model carried its labels
+        if classes is not None:  # checked against the model's outputs when the file was loaded
+            trees = dataclasses.replace(trees, classes=classes)
     return trees if trees is not None else as_sequence(obj)
 
 
