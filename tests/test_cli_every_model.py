@@ -20,19 +20,16 @@ from click.testing import CliRunner
 import edgeseq
 from edgeseq.cli import main
 from edgeseq.io.model_io import save_model
-
-GROUPS = [[0, 1], [2, 3], [4], [5, 6, 7]]
-COSTS = [1.0, 2.0, 4.0, 8.0]
-NAMES = ["cheap", "pair", "single", "costly"]
-LGBM = dict(n_estimators=6, num_leaves=4, learning_rate=0.3, min_child_samples=5, verbose=-1,
-            deterministic=True, force_row_wise=True, n_jobs=1)
+from tree_models import COSTS, GROUPS, NAMES
+from tree_models import PARAMS as LGBM
+from tree_models import data
+from tree_models import toy_model
 
 
-def _data(n=160, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 8)).round(2)
-    score = X[:, 0] + X[:, 2] * X[:, 3] + 0.5 * X[:, 5] - 0.3 * X[:, 7] ** 2
-    return X, score
+def _data(n, seed=0):
+    """The tree tests' rows, with a target that every model kind (linear ones too) explains."""
+    X, _ = data(n, seed)
+    return X, X[:, 0] + 0.8 * X[:, 2] * (1 + 0.3 * X[:, 3]) + 0.5 * X[:, 5] - 0.3 * X[:, 7]
 
 
 def _target(score, kind):
@@ -63,7 +60,7 @@ def _build(name, kind):
     """The model `name` ("<public name>-<variant>") fitted for `kind` on tiny data."""
     from edgeseq import AFRClassifier, AnytimeClassifier, AnytimeRegressor
 
-    X, score = _data()
+    X, score = _data(160)
     y = _target(score, kind)
     kw = dict(groups=GROUPS, costs=COSTS, group_names=NAMES)
     builder = name.split("-")[0]
@@ -178,8 +175,6 @@ def test_an_afr_file_saved_before_its_stage_model_carried_labels_still_reports(t
 def test_a_bare_tree_model_without_labels_reports_with_labels_0_to_c_minus_1(tmp_path):
     """A TreeStageModel saved alone may hold no labels (they are optional); report then uses 0..C-1,
     the labels its export writes."""
-    from tree_models import toy_model
-
     model = toy_model("sigmoid")
     assert model.classes is None
     save_model(model, tmp_path / "m.pkl")
