@@ -335,3 +335,13 @@ def test_cli_train_on_a_shard_directory_with_a_lying_header_is_one_line(shard_di
                                   "-o", str(tmp_path / "m.pkl"), "--quiet"])
     assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output[-800:]
     assert r.output.count("\n") == 1 and "part-001.npy" in r.output and "header says" in r.output, r.output
+
+
+def test_the_threat_model_page_states_the_bounds_the_code_uses():
+    from edgeseq.io.data import MAX_GROUPS_BYTES, MAX_ROW_CHARS
+    from edgeseq.io.device_costs import MAX_LOG_BYTES
+
+    page = (ROOT / "docs" / "threat-model.md").read_text(encoding="utf-8")
+    assert MAX_LOG_BYTES == MAX_GROUPS_BYTES == 16 << 20
+    assert "| Device log size | 16 MiB |" in page and "| `GROUPS.json` size | 16 MiB |" in page
+    assert f"| One CSV row | {MAX_ROW_CHARS:,} characters |" in page
