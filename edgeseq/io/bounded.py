@@ -21,8 +21,11 @@ from edgeseq.messages import clip
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
-# never wait for a FIFO's writer while opening; regular files ignore the flag (absent on Windows)
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+# never wait for a FIFO's writer nor adopt a terminal while opening (should the path be swapped after
+# its check); regular files ignore both flags. Flags a platform lacks (Windows) count as 0.
+_OPEN_FLAGS = os.O_RDONLY
+for _flag in ("O_NONBLOCK", "O_NOCTTY", "O_BINARY", "O_CLOEXEC"):
+    _OPEN_FLAGS |= getattr(os, _flag, 0)
 
 
 def file_kind(mode: int) -> str:
