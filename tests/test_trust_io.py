@@ -52,13 +52,14 @@ _CHILD = textwrap.dedent("""
         before, t0 = peak(), time.monotonic()
         signal.alarm(spec["timeout"])
         try:
-            result = "ok: " + str(run(path))
+            try:
+                result = "ok: " + str(run(path))
+            finally:
+                signal.alarm(0)  # before any handler runs: the alarm cannot interrupt one
         except Timeout:
             result = "TIMEOUT"
         except BaseException as exc:
             result = f"{type(exc).__name__}: {exc}"
-        finally:
-            signal.alarm(0)
         out.append({"path": path, "result": result, "seconds": time.monotonic() - t0, "mb": peak() - before})
     print(json.dumps(out))
 """)

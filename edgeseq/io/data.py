@@ -255,6 +255,8 @@ def read_npz(path, target: str | None = None) -> Dataset:
     try:
         with open_regular(path, "data file") as f, np.load(f, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+    except InputError:  # open_regular's own line (not a regular file)
+        raise
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {path} as .npz without pickles: {exc}") from None
     if target not in (None, "y"):

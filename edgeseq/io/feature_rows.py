@@ -111,6 +111,8 @@ def _read_npz(path: Path, manifest: dict) -> np.ndarray:
     try:
         with open_regular(path, "data file") as f, np.load(f, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+    except InputError:  # open_regular's own line (not a regular file)
+        raise
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {path} as .npz without pickles: {exc}") from None
     X = arrays.get("X")
