@@ -75,7 +75,7 @@ def test_a_log_larger_than_the_bound_is_refused_unread(tmp_path, monkeypatch):
     log.write_text(_line() + "\n" + "x" * 200)
     assert device_costs.read_device_log(log).costs == {"a": 10.0, "b": 100.0}
     monkeypatch.setattr(device_costs, "MAX_LOG_BYTES", 100)
-    with pytest.raises(InputError, match="more than the 100 a cost measurement needs"):
+    with pytest.raises(InputError, match="over the 100-byte limit; a cost measurement needs far less"):
         device_costs.read_device_log(log)
 
 

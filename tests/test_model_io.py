@@ -187,7 +187,7 @@ def test_model_file_size_cap(tmp_path, est, monkeypatch):
     path = tmp_path / "m.pkl"
     save_model(model, path)
     size = path.stat().st_size
-    with pytest.raises(ModelFormatError, match=f"{size} bytes, over the 1000-byte limit"):
+    with pytest.raises(ModelFormatError, match=f"{size:,} bytes, over the 1,000-byte limit"):
         load_model(path, max_bytes=1000)
     monkeypatch.setenv("EDGESEQ_MAX_MODEL_BYTES", "1000")
     with pytest.raises(ModelFormatError, match="EDGESEQ_MAX_MODEL_BYTES"):

@@ -117,6 +117,32 @@ def test_nan_in_a_partition_names_partition_row_and_column(client):
         AnytimeRegressor(GROUPS, COSTS).fit(good, y2)
 
 
+def _worker_failure_logs(client) -> int:
+    """How many "Compute Failed" records the workers have logged (their own in-memory log)."""
+    return sum("Compute Failed" in msg for entries in client.get_worker_logs().values() for _, msg in entries)
+
+
+def test_an_expected_error_is_one_line_without_a_worker_log_but_a_crash_is_still_logged(client):
+    """Issue 24 item 14: the workers logged their own ERROR and traceback of an edgeseq error the client
+    then printed as its one line. Regression (statistics pass) and classification (GLM passes) alike."""
+    import operator
+
+    from edgeseq import AnytimeClassifier
+
+    before = _worker_failure_logs(client)
+    X, y = _data(9, n=1200)
+    X[900, 4] = np.nan
+    with pytest.raises(InputError, match=r"^partition 3: X contains NaN or Inf at row 900"):
+        AnytimeRegressor(groups=GROUPS, costs=COSTS).fit(da.from_array(X, chunks=(300, 12)), y)
+    with pytest.raises(InputError, match=r"^partition 3: X contains NaN or Inf at row 900"):
+        AnytimeClassifier(groups=GROUPS, costs=COSTS).fit(da.from_array(X, chunks=(300, 12)), y > 0)
+    assert _worker_failure_logs(client) == before
+    # negative control: a genuine crash in a task is still logged by the worker that ran it
+    with pytest.raises(ZeroDivisionError):
+        client.submit(operator.truediv, 1, 0, pure=False).result()
+    assert _worker_failure_logs(client) == before + 1
+
+
 def test_partition_with_a_different_column_count(client):
     """A block whose data disagree with the shape its dask chunk declared (e.g. a bad shard)."""
     from dask import delayed

@@ -224,27 +224,15 @@ def _calibrate(bank_spec, samples, builtin, output, repeats, warmup, max_samples
                    f"{doc['measured_on']['cpu']} ({doc['cost_unit']})", err=True)
 
 
-MAX_GROUPS_BYTES = 16 << 20  # a GROUPS.json is small; a larger file is refused unread
-
-
 def _from_device(device_log: Path, groups_in: Path, output: Path, quiet: bool) -> None:
     """GROUPS.json with the costs a board measured; the input file is never modified."""
-    import json
-
     from edgeseq.extractors.calibrate import write_groups_json
     from edgeseq.io.cost_provenance import read_cost_provenance
+    from edgeseq.io.data import read_groups_doc
     from edgeseq.io.device_costs import apply_device_costs, read_device_log
-    from edgeseq.messages import clip
 
     device = read_device_log(device_log)
-    try:
-        if groups_in.stat().st_size > MAX_GROUPS_BYTES:
-            raise InputError(f"{groups_in} is larger than {MAX_GROUPS_BYTES:,} bytes; is it a GROUPS.json?")
-        doc = json.loads(groups_in.read_text(encoding="utf-8-sig"))
-    except OSError as exc:
-        raise InputError(f"cannot read {groups_in}: {clip(exc)}") from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"{groups_in} is not valid JSON: {clip(exc)}") from None
+    doc = read_groups_doc(groups_in)
     new = apply_device_costs(doc, device)
     read_cost_provenance(new, output)  # what `edgeseq train` will check
     write_groups_json(new, output)

@@ -72,7 +72,10 @@ def _steps(model) -> _Steps:
     if isinstance(trees, TreeStageModel):
         names = tuple(" + ".join(trees.group_names[g] for g in s.new_groups) or "(no new group)"
                       for s in trees.stages[1:])
-        return _Steps(trees.link, trees.classes, trees.n_outputs, trees.ensemble.n_features, trees.group_columns,
+        classes = trees.classes
+        if classes is None and trees.link != "identity":  # e.g. a LightGBM Booster: labels 0..C-1, as exported
+            classes = np.arange(2 if trees.link == "sigmoid" else trees.n_outputs)
+        return _Steps(trees.link, classes, trees.n_outputs, trees.ensemble.n_features, trees.group_columns,
                       trees.cum_cost, names, None, "tree stages", trees.staged_decision)
     seq = _as_sequence(model)
     return _Steps(seq.link, seq.classes, seq.n_outputs, seq.n_features_in, seq.group_columns, seq.cum_cost,

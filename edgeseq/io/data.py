@@ -13,6 +13,7 @@ checked and kept (`GroupsFile.cost_provenance`), so the model can say where its 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgeseq.io.bounded import check_regular, open_regular, read_bounded
 from edgeseq.io.cost_provenance import read_cost_provenance
 from edgeseq.errors import GroupSpecError, InputError
 from edgeseq.messages import brief, clip
@@ -90,9 +92,61 @@ def parse_float(text: str, where: str) -> float:
     return float(text)
 
 
+MAX_ROW_CHARS = 1 << 20  # one CSV row (all its physical lines): ~100,000 numeric columns
+
+
+def iter_csv_rows(path, what: str = "data file"):
+    r"""Yield (physical line number, fields) of every non-empty row of a CSV file, one row at a time.
+
+    The file must be a regular file (`edgeseq.io.bounded.open_regular`), and no row may be longer
+    than `MAX_ROW_CHARS` characters (its line ends and quoted newlines included): the row is refused
+    as soon as its text passes the bound, before it is held whole, so a file holding one endless line
+    costs a bounded amount of memory. A UTF-8 byte-order mark is ignored (as in GROUPS.json).
+
+    Raises
+    ------
+    InputError
+        One line naming the file (and for a long row its line and the bound).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "d.csv"
+    >>> _ = p.write_text("a,b\n1,2\n")
+    >>> next(iter_csv_rows(p))
+    (1, ['a', 'b'])
+    """
+    line = 0
+    room = MAX_ROW_CHARS  # characters the row being parsed may still take
+
+    def lines(f):
+        nonlocal line, room
+        while True:
+            text = f.readline(room + 1)
+            if not text:
+                return
+            line += 1
+            room -= len(text)
+            if room < 0:
+                raise InputError(f"{path}, line {line}: a row longer than {MAX_ROW_CHARS:,} characters, the limit "
+                                 f"for one CSV row; is this a CSV file?")
+            yield text
+
+    try:
+        with open_regular(path, what) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(lines(f))
+            for row in reader:
+                room = MAX_ROW_CHARS
+                if row:
+                    yield reader.line_num, row
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"cannot read {what} {path}: {clip(exc)}") from None
+
+
 def csv_rows(path) -> list[tuple[int, list[str]]]:
     r"""(physical line number, fields) of every non-empty row, so errors name the line a user sees;
-    a UTF-8 byte-order mark is ignored (as in GROUPS.json).
+    a UTF-8 byte-order mark is ignored (as in GROUPS.json). Rows are bounded as in `iter_csv_rows`.
 
     Examples
     --------
@@ -103,12 +157,7 @@ def csv_rows(path) -> list[tuple[int, list[str]]]:
     >>> csv_rows(p)
     [(1, ['a', 'b']), (4, ['x\ny', '2'])]
     """
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            return [(reader.line_num, r) for r in reader if r]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"cannot read {path}: {clip(exc)}") from None
+    return list(iter_csv_rows(path))
 
 
 def _target_values(cells: list[str], task: str, path) -> np.ndarray:
@@ -204,8 +253,10 @@ def read_npz(path, target: str | None = None) -> Dataset:
     """
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open_regular(path, "data file") as f, np.load(f, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+    except InputError:  # open_regular's own line (not a regular file)
+        raise
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {path} as .npz without pickles: {exc}") from None
     if target not in (None, "y"):
@@ -249,8 +300,7 @@ def read_data(path, target: str | None = None, task: str = "regression") -> Data
     edgeseq.errors.InputError: ...: give the target column of the CSV with --target COL
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"data file {path} does not exist")
+    check_regular(path, "data file")
     suffix = path.suffix.lower()
     if suffix == ".npz":
         return read_npz(path, target)
@@ -351,6 +401,40 @@ def _column_index(ref, ds: Dataset, gname: str) -> int:
     return idx - (idx > ds.target_index)
 
 
+MAX_GROUPS_BYTES = 16 << 20  # a GROUPS.json is small; a larger file is refused unread
+
+
+def read_groups_doc(path):
+    r"""The parsed JSON of a GROUPS.json file, read as a regular file of at most MAX_GROUPS_BYTES.
+
+    The one reader of GROUPS.json text (`read_groups`, ``calibrate --from-device``): a device, FIFO or
+    oversized file is refused before it is read, and a UTF-8 byte-order mark is ignored, as in CSV.
+
+    Raises
+    ------
+    GroupSpecError
+        One line: missing, not a regular file, too large, or not valid JSON.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> g = Path(tempfile.mkdtemp()) / "GROUPS.json"
+    >>> _ = g.write_text('{"groups": []}')
+    >>> read_groups_doc(g)
+    {'groups': []}
+    >>> read_groups_doc(os.devnull)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.GroupSpecError: groups file /dev/null is a character device, not a regular file; save its content to a file and pass that
+    """
+    data = read_bounded(path, MAX_GROUPS_BYTES, "groups file", GroupSpecError, hint="is it a GROUPS.json?")
+    try:
+        return json.loads(data.decode("utf-8-sig"))  # a BOM is ignored, as in CSV
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, 5000-digit ints
+        raise GroupSpecError(f"{path} is not valid JSON: {clip(exc)}") from None
+
+
 def read_groups(path, ds: Dataset) -> GroupsFile:
     r"""Parse and check GROUPS.json against the data set's columns.
 
@@ -379,12 +463,7 @@ def read_groups(path, ds: Dataset) -> GroupsFile:
     edgeseq.errors.GroupSpecError: group 'x': unknown column 'ayy'; did you mean 'ay'?
     """
     path = Path(path)
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8-sig"))  # a BOM is ignored, as in CSV
-    except OSError as exc:
-        raise GroupSpecError(f"cannot read groups file {path}: {clip(exc)}") from None
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, 5000-digit ints
-        raise GroupSpecError(f"{path} is not valid JSON: {clip(exc)}") from None
+    doc = read_groups_doc(path)
     groups = doc.get("groups") if isinstance(doc, dict) else None
     if not isinstance(groups, list) or not groups:
         raise GroupSpecError(f'{path} must hold {{"groups": [{{"name": ..., "columns": [...], "cost": ...}}, ...]}}')

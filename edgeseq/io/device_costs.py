@@ -8,7 +8,8 @@ into a copy of the user's GROUPS.json — groups, columns and everything else un
 ``cost_unit`` and ``measured_on`` naming the board, so `edgeseq train` learns the board's order and
 every report says where the costs came from.
 
-A device log is untrusted input: it is read with a size bound, and every problem is one line.
+A device log is untrusted input: it is read as a regular file with a size bound (see
+:mod:`edgeseq.io.bounded`), and every problem is one line.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from edgeseq.errors import GroupSpecError, InputError
+from edgeseq.io.bounded import read_bounded
 from edgeseq.messages import brief, clip
 
 LINE_TAG = "EDGESEQ_COSTS "  # ES_COSTS_LINE_TAG in edgeseq_costs.h
@@ -128,26 +129,28 @@ def parse_device_costs(text: str, where: str = "device log") -> DeviceCosts:
 
 
 def read_device_log(path) -> DeviceCosts:
-    """:func:`parse_device_costs` of a log file, refused unread when larger than MAX_LOG_BYTES.
+    """:func:`parse_device_costs` of a log file: a regular file of at most MAX_LOG_BYTES.
+
+    The log is saved from the board's channel first: a serial port, FIFO or other device is refused
+    unread (its size says nothing, and reading it would wait for the board or never end), and a file
+    larger than the bound is refused before it is read.
 
     Examples
     --------
+    >>> import os
     >>> from pathlib import Path
     >>> from edgeseq.io.device_costs import read_device_log
     >>> read_device_log(Path("no-such.log"))
     Traceback (most recent call last):
     ...
-    edgeseq.errors.InputError: cannot read device log no-such.log: ...
+    edgeseq.errors.InputError: device log no-such.log does not exist
+    >>> read_device_log(os.devnull)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: device log /dev/null is a character device, not a regular file; save its content to a file and pass that
     """
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_LOG_BYTES:
-            raise InputError(f"device log {path} is {size:,} bytes, more than the {MAX_LOG_BYTES:,} a cost "
-                             f"measurement needs: pass the part holding the {LINE_TAG.strip()} line")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read device log {path}: {clip(exc)}") from None
+    data = read_bounded(path, MAX_LOG_BYTES, "device log",
+                        hint=f"a cost measurement needs far less: pass the part holding the {LINE_TAG.strip()} line")
     return parse_device_costs(data.decode("utf-8", errors="replace"), f"device log {path}")
 
 

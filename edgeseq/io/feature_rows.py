@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError
+from edgeseq.io.bounded import check_regular, open_regular
 from edgeseq.format import stage_group_counts
 from edgeseq.io.data import csv_rows, parse_float
 from edgeseq.messages import brief
@@ -108,8 +109,10 @@ def _read_csv(path: Path, manifest: dict, ignore=()) -> np.ndarray:
 
 def _read_npz(path: Path, manifest: dict) -> np.ndarray:
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open_regular(path, "data file") as f, np.load(f, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+    except InputError:  # open_regular's own line (not a regular file)
+        raise
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {path} as .npz without pickles: {exc}") from None
     X = arrays.get("X")
@@ -155,8 +158,7 @@ def read_feature_rows(path, manifest: dict, ignore=()) -> FeatureRows:
     [0.5, 2.0, 1.0]
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"data file {path} does not exist")
+    check_regular(path, "data file")
     suffix = path.suffix.lower()
     if suffix == ".npz":
         X = _read_npz(path, manifest)

@@ -13,6 +13,7 @@ forbidden global, before it is ever called.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import io
 import math
@@ -20,12 +21,12 @@ import os
 import pickle
 import re
 import struct
-from pathlib import Path
 
 import numpy as np
 
 from edgeseq.errors import InputError, ModelFormatError
 from edgeseq.io.atomic import atomic_write_bytes
+from edgeseq.io.bounded import read_bounded
 from edgeseq.io.plain_data import check_plain, plain_dtype
 from edgeseq.messages import brief, clip
 from edgeseq.sequence import FittedSequence
@@ -426,7 +427,8 @@ def _check_sequence(seq) -> None:
 def load_model(path, max_bytes: int | None = None):
     """Load a model file written by `save_model`, `edgeseq train` or a plain `pickle.dump`.
 
-    The size is checked before anything is read (see `loads_model` for `max_bytes`). Only edgeseq's
+    The file must be a regular file (not a device or FIFO) and its size is checked before anything is
+    read (see `loads_model` for `max_bytes`). Only edgeseq's
     model classes and the numpy pieces they contain can be constructed; anything else in the file
     is a `ModelFormatError` naming the forbidden global, raised before it is called.
 
@@ -451,11 +453,9 @@ def load_model(path, max_bytes: int | None = None):
     ...     print("refused")
     refused
     """
-    p = Path(path)
-    if not p.is_file():
-        raise ModelFormatError(f"model file {p} does not exist")
-    _check_size(p.stat().st_size, max_bytes, f"model file {p}")
-    return loads_model(p.read_bytes(), max_bytes)
+    data = read_bounded(path, _size_cap(max_bytes), "model file", ModelFormatError,
+                        hint=f"if it is trusted, raise the limit (max_bytes=... or {MAX_BYTES_ENV})")
+    return loads_model(data, max_bytes)
 
 
 def as_exportable(obj):
@@ -478,6 +478,10 @@ def as_exportable(obj):
     True
     """
     trees = _tree_model_in(obj)
+    if trees is not None and trees.classes is None and trees is not obj and trees.link != "identity":
+        classes = vars(obj).get("classes_")  # a file saved before the stage model carried its labels
+        if classes is not None:  # checked against the model's outputs when the file was loaded
+            trees = dataclasses.replace(trees, classes=classes)
     return trees if trees is not None else as_sequence(obj)
 
 

@@ -20,15 +20,17 @@ error naming the shard.
 
 from __future__ import annotations
 
-import csv
 import glob
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.io.data import Dataset, read_csv
+from edgeseq.io.bounded import check_regular, open_regular
+from edgeseq.io.data import Dataset, iter_csv_rows, read_csv
 from edgeseq.messages import brief, clip
 
 SUFFIXES = (".npy", ".csv", ".parquet")
@@ -75,12 +77,11 @@ def find_shards(source) -> list[Path]:
     text = str(source)
     p = Path(text)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in SUFFIXES)
-    elif p.is_file():
-        files = [p]
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() in SUFFIXES)
+    elif p.exists() and not any(c in text for c in "*?["):
+        files = [p]  # one file named on purpose: a link is followed, as for any path the user types
     else:
-        files = sorted(Path(f) for f in glob.glob(text) if Path(f).is_file()
-                       and Path(f).suffix.lower() in SUFFIXES)
+        files = sorted(Path(f) for f in glob.glob(text) if Path(f).suffix.lower() in SUFFIXES)
     if not files:
         raise InputError(f"no .npy, .csv or .parquet shards in {text}")
     if len(files) > MAX_SHARDS:
@@ -89,7 +90,21 @@ def find_shards(source) -> list[Path]:
     kinds = sorted({f.suffix.lower() for f in files})
     if len(kinds) > 1:
         raise InputError(f"{text} mixes {' and '.join(kinds)} shards; use one kind")
+    for f in files:  # every entry is a shard or an error: none is skipped silently
+        check_regular(f, "shard")
+        if f is not p:
+            _check_link(f)
     return files
+
+
+def _check_link(f: Path) -> None:
+    """A shard found by listing a directory or a pattern may be a symbolic link only to a file in its own
+    directory: a link elsewhere would make the training set depend on files nobody listed."""
+    if f.is_symlink():
+        home, target = os.path.realpath(f.parent), os.path.realpath(f)
+        if os.path.commonpath([home, target]) != home:
+            raise InputError(f"shard {f} is a symbolic link to {brief(target)}, outside its directory {f.parent}; "
+                             f"copy or move the file into the directory, or pass the shards where they are")
 
 
 @dataclass
@@ -292,16 +307,24 @@ def open_shards(source, target: str | None) -> ShardSet:
 
 
 def _npy_header(path: Path):
+    """(shape, dtype) from the header, checked against the file's size: a .npy file holds exactly
+    header + rows x columns x itemsize bytes, so a header claiming more rows than the file holds is
+    refused here rather than failing later in a worker's memory map."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, "shard") as fh:
             version = np.lib.format.read_magic(fh)
             read = {(1, 0): np.lib.format.read_array_header_1_0,
                     (2, 0): np.lib.format.read_array_header_2_0}.get(version)
             if read is None:
                 raise ValueError(f"unsupported .npy version {version}")
             shape, _, dtype = read(fh)
+            data_bytes = os.fstat(fh.fileno()).st_size - fh.tell()
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read shard {path} as .npy: {exc}") from None
+        raise InputError(f"cannot read shard {path} as .npy: {clip(exc)}") from None
+    claimed = math.prod(shape) * dtype.itemsize
+    if claimed != data_bytes:
+        raise InputError(f"shard {path}: its header says shape {brief(shape)} of {dtype} ({claimed:,} bytes of data), "
+                         f"the file holds {data_bytes:,}; it is truncated or was not written by numpy.save")
     return shape, dtype
 
 
@@ -339,14 +362,14 @@ def _open_npy(paths: list[Path], target) -> ShardSet:
 
 
 def _csv_header(path: Path) -> tuple[str, ...]:
+    rows = iter_csv_rows(path, "shard")
     try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            first = next(csv.reader(fh), None)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"cannot read shard {path}: {exc}") from None
-    if not first:
+        first = next(rows, None)
+    finally:
+        rows.close()
+    if first is None:
         raise InputError(f"shard {path} has no header row")
-    return tuple(h.strip() for h in first)
+    return tuple(h.strip() for h in first[1])
 
 
 def _open_csv(paths: list[Path], target) -> ShardSet:
@@ -417,7 +440,11 @@ def _open_parquet(paths: list[Path], target) -> ShardSet:
 
 # ---------------------------------------------------------------- run on the workers
 def _load_npy(path: str, t: int, n_cols: int):
-    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    check_regular(path, "shard")  # a memory map needs a path: checked again here, on the worker
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read shard {path} as .npy: {clip(exc)}") from None
     if arr.ndim != 2 or arr.shape[1] != n_cols:
         raise InputError(f"shard {path} changed since it was opened: shape {arr.shape}")
     X = arr[:, :t] if t == n_cols - 1 else np.delete(arr, t, axis=1)  # a view of the file when the target is last
@@ -443,8 +470,4 @@ _LOADERS = {".npy": _load_npy, ".csv": _load_csv, ".parquet": _load_parquet}
 
 
 def _count_csv_rows(path: str) -> int:
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            return max(0, sum(1 for row in csv.reader(fh) if row) - 1)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"cannot read shard {path}: {exc}") from None
+    return max(0, sum(1 for _ in iter_csv_rows(path, "shard")) - 1)

@@ -21,6 +21,7 @@ when every group is paid, or after `patience` blocks without a better O accuracy
 from __future__ import annotations
 
 import numbers
+from dataclasses import replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -185,7 +186,8 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         if not np.all(np.isfinite(X[:, used])):
             raise InputError("X contains NaN or Inf in columns of the groups; clean or impute them first")
         fit = _AFRFit(self, X, k, classes.size, spec)
-        self.stage_model_ = fit.run()
+        # the stage model carries its labels: a saved model is evaluated, reported and exported alone
+        self.stage_model_ = replace(fit.run(), classes=classes, output_names=tuple(str(c) for c in classes))
         self.classes_ = classes
         self.C_ = np.array([np.exp(p.logC) for p in fit.problems])
         self.n_trees_ = self.stage_model_.ensemble.n_trees

@@ -214,6 +214,10 @@ class PartitionedRows:
         (4, ['partition 0', 'partition 1'])
         """
         blocks = [b for b in blocks if b[2] > 0]  # an empty partition adds nothing to any sum
+        if client is not None:
+            from edgeseq.train.dask_logging import quiet_expected_errors
+
+            quiet_expected_errors(client)  # a partition's own error reaches the user as one line
         labels = [f"partition {k}" for k in range(len(blocks))] if labels is None else list(labels)
         xs, ys = [], []
         for source, _, _ in blocks:

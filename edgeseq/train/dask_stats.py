@@ -373,6 +373,9 @@ def _on_cluster(client, blocks, cols, d, say, labels):
     from dask import delayed
     from distributed import as_completed
 
+    from edgeseq.train.dask_logging import quiet_expected_errors
+
+    quiet_expected_errors(client)  # a partition's own error reaches the user as one line, not under a worker log
     ref = delayed(_probe, pure=True)(blocks[0][0], cols, d, labels[0])
     parts = [delayed(partition_statistics, pure=True)(source, cols, ref, labels[k], start, rows, d)
              for k, (source, start, rows) in enumerate(blocks)]
