@@ -26,7 +26,8 @@ VERDICT_MARKER = "<!-- tree-orders-verdict -->"
 # a figure in prose: <!-- tree-orders: data set / method or "best linear" / score [/ vs] --> (see below)
 FIGURE_MARKER = re.compile(r"<!-- tree-orders: *([^/>]+?) */ *([^/>]+?) */ *([a-z_]+)(?: */ *(vs))? *-->")
 LINEAR = ("CS-G-OMP (linear)", "CS-G-FR (linear)")
-NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB")
+NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB", "LightGBM-CEGB (tuned)",
+             "AnytimeBoosting (stagewise)")
 ROOT = Path(__file__).resolve().parents[1]
 MAX_GENERIC_ROWS = 60
 
