@@ -16,7 +16,10 @@ is split again 75/25: LightGBM (100 rounds, 15 leaves) is trained on the 75 %, a
 uses the same ensemble, so the two differ only in order and readout. LightGBM-CEGB trains on the
 same 75 % with `cegb_penalty_feature_coupled` = the cost of each feature's group (LightGBM charges
 per feature, edgeseq per group: every feature of a group carries the group's cost) and is imported
-in boosting order. AFR, CS-G-OMP and CS-G-FR fit the whole training part.
+in boosting order. LightGBM-CEGB (tuned) does the same for every ``cegb_tradeoff`` in a grid
+(1e-3 .. 100) and keeps the one with the best step timeliness on the 25 %. AFR, CS-G-OMP, CS-G-FR and
+AnytimeBoosting (stagewise; it holds out its own 25 % for early stopping, the candidate scores and
+the comparison with the linear model) fit the whole training part.
 
 Scores per split: full-budget test accuracy; the step accuracy-timeliness over budgets uniform in
 [0, total cost] (the mean test accuracy of a random budget); the α-timeliness (docs/evaluation.md) on test
@@ -46,12 +49,13 @@ from _results import RESULTS, command_line, machine_info, write_result
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.model_selection import train_test_split
 
-from edgeseq import AFRClassifier, AnytimeClassifier, from_lightgbm, sequence_trees
+from edgeseq import AFRClassifier, AnytimeBoostingClassifier, AnytimeClassifier, from_lightgbm, sequence_trees
 from edgeseq.evaluate import AnytimeCurve
 from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
-METHODS = ("AFR", "LightGBM (boosting order)", "LightGBM (cost-sequenced)", "LightGBM-CEGB", "CS-G-OMP (linear)",
-           "CS-G-FR (linear)")
+METHODS = ("AFR", "LightGBM (boosting order)", "LightGBM (cost-sequenced)", "LightGBM-CEGB", "LightGBM-CEGB (tuned)",
+           "AnytimeBoosting (stagewise)", "CS-G-OMP (linear)", "CS-G-FR (linear)")
+CEGB_TRADEOFFS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)  # LightGBM-CEGB (tuned): the grid searched on validation
 DATASETS = ("breast_cancer", "digits", "interactions", "mnist")
 SCORES = ("step_timeliness", "alpha_timeliness", "final_accuracy", "fit_s")
 LGBM = dict(n_estimators=100, num_leaves=15, learning_rate=0.1, verbose=-1, n_jobs=1, deterministic=True,
@@ -133,6 +137,10 @@ def _lightgbm_methods(X, Xf, yf, Xv, yv, Xt, yt, groups, costs, wanted, extra: d
             extra["LightGBM (cost-sequenced)"] = {"sequence_s": t_seq, "sequence_cpu_s": time.process_time() - c0}
             row["LightGBM (cost-sequenced)"] = (t_lgbm + t_seq, costly.cum_cost,
                                                 staged_accuracy(costly, clf.classes_, Xt, yt))
+    if "LightGBM-CEGB (tuned)" in wanted:
+        t0 = time.perf_counter()
+        cm, classes = _tuned_cegb(X, Xf, yf, Xv, yv, groups, costs, extra)
+        row["LightGBM-CEGB (tuned)"] = (time.perf_counter() - t0, cm.cum_cost, staged_accuracy(cm, classes, Xt, yt))
     if "LightGBM-CEGB" in wanted:
         feature_cost = np.zeros(X.shape[1])
         for g, cols in enumerate(groups):
@@ -143,6 +151,25 @@ def _lightgbm_methods(X, Xf, yf, Xv, yv, Xt, yt, groups, costs, wanted, extra: d
         cm = from_lightgbm(cegb, groups, costs)
         row["LightGBM-CEGB"] = (time.perf_counter() - t0, cm.cum_cost, staged_accuracy(cm, cegb.classes_, Xt, yt))
     return row
+
+
+def _tuned_cegb(X, Xf, yf, Xv, yv, groups, costs, extra: dict):
+    """LightGBM-CEGB with ``cegb_tradeoff`` chosen on the validation rows by step timeliness over
+    [0, total cost]; every column carries its group's cost in ``cegb_penalty_feature_coupled``."""
+    import lightgbm as lgb
+    feature_cost = np.zeros(X.shape[1])
+    for g, cols in enumerate(groups):
+        feature_cost[cols] = costs[g]
+    best = None
+    for tradeoff in CEGB_TRADEOFFS:
+        est = lgb.LGBMClassifier(**LGBM, cegb_tradeoff=tradeoff,
+                                 cegb_penalty_feature_coupled=feature_cost.tolist()).fit(Xf, yf)
+        model = from_lightgbm(est, groups, costs)
+        score = step_timeliness(model.cum_cost, staged_accuracy(model, est.classes_, Xv, yv), float(np.sum(costs)))
+        if best is None or score > best[0]:
+            best = (score, tradeoff, model, est.classes_)
+    extra["LightGBM-CEGB (tuned)"] = {"cegb_tradeoff": best[1], "validation_step_timeliness": best[0]}
+    return best[2], best[3]
 
 
 def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
@@ -157,12 +184,16 @@ def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
     row["CS-G-OMP (linear)"] = (time.perf_counter() - t0, omp.cum_cost_, estimator_curve(omp, Xt, yt))
     alpha, c_alpha = reference_c_alpha(omp.cum_cost_, estimator_curve(omp, Xa, ya))
     for name, make in (("CS-G-FR (linear)", lambda: AnytimeClassifier(groups, costs, method="fr")),
-                       ("AFR", lambda: AFRClassifier(groups, costs))):
+                       ("AFR", lambda: AFRClassifier(groups, costs)),
+                       ("AnytimeBoosting (stagewise)",
+                        lambda: AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=seed))):
         if name in wanted:
             t0, c0 = time.perf_counter(), time.process_time()
             est = make().fit(Xa, ya)
             row[name] = (time.perf_counter() - t0, est.cum_cost_, estimator_curve(est, Xt, yt))
             cpu[name] = time.process_time() - c0
+            if hasattr(est, "model_kind_"):
+                extra[name] = {"model_kind": est.model_kind_}
     horizon = float(np.sum(costs))
     return {m: {"seed": seed, "fit_s": t, "final_accuracy": acc[-1], "step_timeliness": step_timeliness(cc, acc, horizon),
                 "alpha": alpha, "c_alpha": c_alpha, "alpha_timeliness": step_curve_mean(cc, acc, c_alpha),

@@ -23,10 +23,12 @@ from pathlib import Path
 
 MARKER = "<!-- bench-results -->"
 VERDICT_MARKER = "<!-- tree-orders-verdict -->"
+CHOICE_MARKER = "<!-- tree-orders-choice -->"  # "Which model should I use?": every method ranked per data set
 # a figure in prose: <!-- tree-orders: data set / method or "best linear" / score [/ vs] --> (see below)
 FIGURE_MARKER = re.compile(r"<!-- tree-orders: *([^/>]+?) */ *([^/>]+?) */ *([a-z_]+)(?: */ *(vs))? *-->")
 LINEAR = ("CS-G-OMP (linear)", "CS-G-FR (linear)")
-NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB")
+NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB", "LightGBM-CEGB (tuned)",
+             "AnytimeBoosting (stagewise)")
 ROOT = Path(__file__).resolve().parents[1]
 MAX_GENERIC_ROWS = 60
 
@@ -38,6 +40,9 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs ho
     if VERDICT_MARKER in markdown:
         markdown = markdown.replace(VERDICT_MARKER, render_tree_order_verdict(ROOT / "bench" / "results"
                                                                               / "tree_orders.json"))
+    if CHOICE_MARKER in markdown:
+        markdown = markdown.replace(CHOICE_MARKER, render_tree_order_choice(ROOT / "bench" / "results"
+                                                                            / "tree_orders.json"))
     if FIGURE_MARKER.search(markdown):
         markdown = render_tree_order_figures(markdown, ROOT / "bench" / "results" / "tree_orders.json")
     return resolve_lazy_names(markdown)
@@ -312,6 +317,40 @@ def render_tree_order_verdict(path: Path) -> str:
                 mine, ref = stats[m][key], stats[best][key]
                 row += [f"{mine[0]:.3f} ± {mine[1]:.3f}", f"{best}: {ref[0]:.3f} ± {ref[1]:.3f}", verdict(mine, ref)]
             rows.append(row)
+    return "\n".join(table(cols, rows)) + "\n"
+
+
+def render_tree_order_choice(path: Path) -> str:
+    """Per data set, every method ranked by its mean timeliness over [0, total cost], with its
+    α-timeliness, full-budget accuracy and the gap of each to the best method (a negative gap larger
+    than the two spreads combined is marked "lower", per `verdict`).
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> rec = lambda s, a, f: {"step_timeliness": s, "alpha_timeliness": a, "final_accuracy": f}
+    >>> runs = {"toy": {"A": {"splits": [rec(0.9, 0.8, 0.95)]}, "B": {"splits": [rec(0.7, 0.8, 0.96)]}}}
+    >>> path = Path(tempfile.mkdtemp()) / "tree_orders.json"; _ = path.write_text(json.dumps({"runs": runs}))
+    >>> print(render_tree_order_choice(path).splitlines()[3])
+    | toy | 2 | B | 1 | 0.700 ± 0.000 (lower than A) | 0.800 ± 0.000 | 0.960 ± 0.000 |
+    """
+    try:
+        runs = json.loads(Path(path).read_text(encoding="utf-8"))["runs"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return f"**Not yet measured**: `bench/results/{Path(path).name}` has no per-split runs.\n"
+    keys = ("step_timeliness", "alpha_timeliness", "final_accuracy")
+    cols = ["data set", "rank", "method", "splits", "timeliness [0, total]", "α-timeliness", "final accuracy"]
+    rows = []
+    for name, by_method in runs.items():
+        stats = {m: {k: mean_std([r[k] for r in v["splits"]]) for k in keys} for m, v in by_method.items()}
+        ranked = sorted(stats, key=lambda m: -stats[m]["step_timeliness"][0])
+        for rank, m in enumerate(ranked, 1):
+            st = stats[m]["step_timeliness"]
+            best = stats[ranked[0]]["step_timeliness"]
+            note = f" (lower than {ranked[0]})" if rank > 1 and verdict(st, best) == "lower" else ""
+            rows.append([name, rank, m, len(by_method[m]["splits"]), f"{st[0]:.3f} ± {st[1]:.3f}{note}",
+                         *(f"{stats[m][k][0]:.3f} ± {stats[m][k][1]:.3f}" for k in keys[1:])])
     return "\n".join(table(cols, rows)) + "\n"
 
 

@@ -19,6 +19,8 @@ __version__ = "0.2.0.dev0"
 
 # public name -> module that defines it
 _LAZY = {"AFRClassifier": "edgeseq.train.afr",
+         "AnytimeBoostingClassifier": "edgeseq.train.stagewise_boosting",
+         "AnytimeBoostingRegressor": "edgeseq.train.stagewise_boosting",
          "AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
          "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
          "from_lightgbm": "edgeseq.train.lightgbm_import", "sequence_from_gram": "edgeseq.train.functional",

@@ -129,7 +129,9 @@ def test_deterministic_given_random_state():
 
 def test_scikit_learn_check_estimator():
     from sklearn.utils.estimator_checks import check_estimator
-    check_estimator(AFRClassifier(n_dims=2, n_trees=2, max_blocks=2), expected_failed_checks={
+    # min_samples_leaf=1: the checks fit on as few as 12 rows, where 5-row leaves leave AFR no split (and
+    # an AFR without a tree is refused rather than returned empty)
+    check_estimator(AFRClassifier(n_dims=2, n_trees=2, max_blocks=2, min_samples_leaf=1), expected_failed_checks={
         # an anytime model reads only the groups its stage has paid for: NaN in a group that is never
         # extracted is legitimate input, not an error
         "check_estimators_nan_inf": "stages read only the groups they paid for"})
@@ -151,3 +153,33 @@ def test_stage_model_is_the_trained_representation_and_readout():
     A, B = platt(p.sol.decision(fit.phi[np.ix_(fit.iV, p.dims)]), (p.y[fit.iV] > 0).astype(float))
     z = model.decision(X, len(model.stages) - 1)[:, 0]
     np.testing.assert_allclose(z, A * p.sol.decision(fit.phi[:, p.dims]) + B, rtol=1e-10, atol=1e-10)
+
+
+def _symmetric_interaction(n: int, seed: int):
+    """Label = [x0·x2 > 0] with 5 % flipped: the sign of a product of a column of group 0 and one of
+    group 1. Every column is independent of the label, so a linear model is at chance and no single
+    split gains anything in expectation: a depth-limited greedy tree under a cost penalty has no
+    first split that pays (AFR used to come back with no tree at all here)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 8))
+    y = (X[:, 0] * X[:, 2] > 0).astype(int)
+    return X, np.where(rng.random(n) < 0.05, 1 - y, y)
+
+
+SYM_GROUPS, SYM_COSTS = [[0, 1], [2, 3], [4, 5], [6, 7]], [1.0, 2.0, 4.0, 8.0]
+
+
+def test_afr_finds_a_symmetric_interaction_where_a_linear_model_is_at_chance():
+    X, y = _symmetric_interaction(800, 0)
+    Xt, yt = _symmetric_interaction(3000, 1)
+    afr = AFRClassifier(SYM_GROUPS, SYM_COSTS).fit(X, y)
+    linear = edgeseq.AnytimeClassifier(SYM_GROUPS, SYM_COSTS).fit(X, y)
+    assert abs(linear.score(Xt, yt) - 0.5) < 0.05  # control: the signal is invisible to a linear model
+    assert len(afr.cum_cost_) >= 2 and afr.score(Xt, yt) >= 0.70
+
+
+def test_afr_that_finds_no_tree_raises_one_clear_error():
+    X = np.ones((60, 4))  # no column can be split: no stage at any cost penalty
+    y = np.arange(60) % 2
+    with pytest.raises(InputError, match="AFR found no tree.*AnytimeBoostingClassifier"):
+        AFRClassifier([[0, 1], [2, 3]], [1.0, 2.0], max_blocks=2).fit(X, y)

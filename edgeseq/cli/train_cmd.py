@@ -72,8 +72,12 @@ def _refuse_ambiguous_target(y) -> None:
               ".npy/CSV/Parquet files. Needs edgeseq[dask].")
 @click.option("--workers", type=int, help="Train on the shards on a local Dask cluster of N worker processes. "
               "Needs edgeseq[dask].")
+@click.option("--model", "model_kind", type=click.Choice(["linear", "boosting"]), default="linear",
+              show_default=True, help="linear: one linear model per prefix; boosting: LightGBM tree stages chosen "
+              "by validation gain per cost (AnytimeBoosting*, kept only when it beats the linear model on "
+              "validation). Needs edgeseq[trees] for boosting.")
 def train_command(data, target, groups_path, method, doubling, no_whiten, l2, task, output, quiet,
-                  scheduler, workers):
+                  scheduler, workers, model_kind):
     """Learn the group order and one linear model per prefix; write MODEL.pkl.
 
     Progress (stages with elapsed time) goes to stderr, the sequence table to stdout.
@@ -104,6 +108,14 @@ def train_command(data, target, groups_path, method, doubling, no_whiten, l2, ta
     spec = read_groups(groups_path, layout)
     n_used = sum(len(c) for c in spec.columns)
     progress.say(f"groups: {len(spec.names)} groups over {n_used} columns ({groups_path})")
+    if model_kind == "boosting":
+        from edgeseq.cli.train_boosting import fit_boosting, stage_table
+        est = fit_boosting(ds, spec, task, sharded, progress)
+        with progress.stage("save", str(output)):
+            save_model(est, output)
+        if not quiet:
+            click.echo("\n".join(stage_table(est) + [f"wrote {output}"]))
+        return
     params = {} if l2 is None else {"l2": l2}
     est = _estimator(task, groups=spec.columns, costs=spec.costs, method=method, whiten=not no_whiten,
                      doubling=doubling, group_names=spec.names, feature_names=layout.feature_names,

@@ -36,6 +36,7 @@ from edgeseq.train.groups import check_groups
 from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 C_MIN, C_MAX = 1e-3, 1e3
+EMPTY_HALVINGS = 30  # λ halvings tried before λ = 0 while no tree has been built (the paper's ε)
 
 
 class _Problem:
@@ -402,11 +403,22 @@ class _AFRFit:
     def run(self) -> TreeStageModel:
         est, spec = self.est, self.spec
         lam = est.lambda0 if est.lambda0 is not None else 0.1 / float(spec.costs.min())
-        best, stale = (-np.inf, -np.inf), 0
-        for _block in range(est.max_blocks):
+        eps = lam * 2.0 ** -EMPTY_HALVINGS
+        best, stale, block = (-np.inf, -np.inf), 0, 0
+        while block < est.max_blocks:
             for _s in range(est.n_dims):
                 for p in self.problems:
                     self._grow_dimension(p, lam)
+            if not self.trees:
+                # Nothing built yet: the paper's outer loop runs while λ > ε, so only λ moves (an
+                # empty block counts toward neither max_blocks nor patience); the last try is λ = 0,
+                # where any split with a positive gain is taken and a depth-2 tree can start a
+                # symmetric interaction (x·y) whose first split alone gains almost nothing.
+                if lam == 0.0:
+                    break
+                lam = lam / 2.0 if lam > eps else 0.0
+                continue
+            block += 1
             score = self._holdout_score()
             self.block_accuracy.append(score[0])
             if score > best:
@@ -416,8 +428,11 @@ class _AFRFit:
             if stale >= est.patience or len(self.paid) == spec.n_groups and stale:
                 break
             lam /= 2.0
-        if self.open is not None:
-            self._close(self._readout())
+        if self.open is None:
+            raise InputError("AFR found no tree with a split on these data, even with no cost penalty "
+                             "(the classes may not be separable by its shallow trees); try "
+                             "AnytimeBoostingClassifier, which boosts deeper LightGBM trees per stage")
+        self._close(self._readout())
         return self._model()
 
     def _grow_dimension(self, p: _Problem, lam: float) -> None:
