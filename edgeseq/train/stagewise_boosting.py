@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numbers
 from itertools import combinations
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -386,6 +386,8 @@ class _AnytimeBoostingBase(BaseEstimator):
             X[i_fit], y_idx[i_fit], X[i_val], y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
             max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds), progress=progress)
         trees = stage_model(stages, prior, spec, X.shape[1], task, output_names)
+        if task != "regression":  # the stage model carries its labels: a saved model is evaluated alone
+            trees = replace(trees, classes=self.classes_)
         # plain containers with string keys: what a model file may hold besides edgeseq models and arrays
         self.trace_ = {"scores": [[[list(c), float(v)] for c, v in d.items()] for d in trace.scores],
                        "chosen": [list(c) for c in trace.chosen], "rounds": list(trace.rounds),
@@ -563,8 +565,14 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     def _curve(self, cum_cost, staged, model, y_idx):
         return [float(np.mean(np.argmax(model.apply_link(z), axis=1) == y_idx)) for z in staged]
 
+    def _y_for_linear(self, y_idx):
+        # the linear model learns the user's labels, so a saved "linear" choice carries the same
+        # classes_ as this estimator (class indices would not match them)
+        return self.classes_[y_idx]
+
     def _linear_curve(self, lin, X, y_idx):
-        return [float(np.mean(p == y_idx)) for p in lin.staged_predict(X)]
+        labels = self.classes_[y_idx]
+        return [float(np.mean(p == labels)) for p in lin.staged_predict(X)]
 
     def predict_proba(self, X, budget=None):
         """Class probabilities (n, n_classes) of the last stage within `budget` (default: the last stage).
