@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import click
 
@@ -32,8 +31,7 @@ def _afr(task: str, *, groups, costs, group_names, feature_names, **_linear_only
     return AFRClassifier(groups, costs, group_names=group_names, feature_names=feature_names)
 
 
-@dataclass(frozen=True)
-class ModelKind:
+class ModelKind(NamedTuple):
     """One `edgeseq train --model` choice: how to build its estimator and what it can learn."""
 
     build: Callable  # (task, groups=, costs=, group_names=, feature_names=, method=, ...) -> estimator
