@@ -262,3 +262,23 @@ def test_export_refuses_a_non_empty_directory_before_loading_anything(afr_export
     # negative control: an empty target does get to loading the model
     with pytest.raises(AssertionError, match="was loaded"):
         invoke("export", afr_export[0], tmp_path / "fresh")
+
+
+def test_report_reads_a_reordered_table_by_name(data, lgbm_files, tmp_path):
+    d, *_ = data
+    model = tmp_path / "lgb.pkl"  # (a report on an AFR model file is issue 24's, not this test's)
+    assert invoke("import-lightgbm", d / "named.txt", "--groups", d / "groups.json", "-o", model).exit_code == 0
+    curves = {}
+    for src in ("train.csv", "shuffled.csv"):
+        res = invoke("report", model, d / src, "--target", "label", "-o", tmp_path / src, "--no-plots",
+                     "--quiet")
+        assert res.exit_code == 0, res.output
+        doc = json.loads((tmp_path / src / "report.json").read_text())
+        curves[src] = next(iter(doc["curves"].values()))
+    assert curves["shuffled.csv"]["accuracy"] == curves["train.csv"]["accuracy"]
+    assert curves["train.csv"]["accuracy"][-1] > 0.8
+    rows = (d / "shuffled.csv").read_text().splitlines()
+    (tmp_path / "cut.csv").write_text("\n".join(",".join(r.split(",")[1:]) for r in rows) + "\n")
+    line = one_line_error(invoke("report", model, tmp_path / "cut.csv", "--target", "label", "-o",
+                                 tmp_path / "cut", "--no-plots"))
+    assert "the model's column(s) ['temp'] are not in the file's columns" in line

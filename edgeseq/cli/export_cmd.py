@@ -61,11 +61,11 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
         seq = as_exportable(loaded)
     calibration = None
     if calibration_data is not None:
-        from edgeseq.io.data import read_data
+        from edgeseq.io.data import in_model_order, read_data
         with progress.stage("read calibration data", str(calibration_data)):
             task = getattr(seq, "task", None) or ("regression" if seq.link == "identity" else "classification")
             ds = read_data(calibration_data, target, task)
-            calibration = (ds.X, ds.y)
+            calibration = (in_model_order(ds, seq.feature_names, calibration_data), ds.y)
     what = (f"{len(seq.stages)} tree-stage graphs and manifest" if hasattr(seq, "stages")
             else f"{seq.n_prefixes} prefix graphs, {'int16 ' if c_dtype == 'int16' else ''}C model and manifest")
     with progress.stage("export", f"{what} to {out_dir}"):
