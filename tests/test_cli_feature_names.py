@@ -282,3 +282,29 @@ def test_report_reads_a_reordered_table_by_name(data, lgbm_files, tmp_path):
     line = one_line_error(invoke("report", model, tmp_path / "cut.csv", "--target", "label", "-o",
                                  tmp_path / "cut", "--no-plots"))
     assert "the model's column(s) ['temp'] are not in the file's columns" in line
+
+
+def test_messages_name_columns_and_groups_when_names_exist(data, afr_export, tmp_path):
+    from edgeseq import AnytimeRegressor
+    from edgeseq.errors import GroupSpecError
+
+    d, X, y = data
+    text = (d / "train.csv").read_text().splitlines()
+    cells = text[1].split(",")
+    cells[NAMES.index("mic")] = "nan"
+    (tmp_path / "nan.csv").write_text("\n".join([text[0], ",".join(cells)] + text[2:]) + "\n")
+    line = one_line_error(invoke("train", tmp_path / "nan.csv", "--target", "label", "--groups", d / "groups.json",
+                                 "--task", "regression", "-o", tmp_path / "m.pkl"))
+    assert "NaN or Inf in column(s) 'mic' of the groups" in line
+    with pytest.raises(GroupSpecError, match="column 'ay' appears in groups 'imu' and 'audio'"):
+        AnytimeRegressor([[0, 1], [1, 2]], [1.0, 2.0], group_names=["imu", "audio"], feature_names=NAMES).fit(X, y)
+    with pytest.raises(GroupSpecError, match="column 1 appears in groups 0 and 1"):  # no names: indices
+        AnytimeRegressor([[0, 1], [1, 2]], [1.0, 2.0]).fit(X, y)
+    est = load_model(afr_export[0])
+    bad = X[:2].copy()
+    bad[0, NAMES.index("hum")] = np.nan
+    with pytest.raises(InputError, match="column\\(s\\) 'hum' that this stage uses"):
+        est.predict(bad)
+    seq = AnytimeRegressor([[0, 1], [2, 3]], [1.0, 2.0], feature_names=NAMES).fit(X, y)
+    with pytest.raises(InputError, match="column\\(s\\) 'ax' that the prediction uses"):
+        seq.predict(np.where(np.arange(6) == 0, np.nan, X[:2]))
