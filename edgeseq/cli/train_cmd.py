@@ -26,9 +26,23 @@ def _estimator(task: str, **params):
     return AnytimeClassifier(**params)
 
 
-def _afr(task: str, *, groups, costs, group_names, feature_names, **_linear_only):
-    from edgeseq.train.afr import AFRClassifier
-    return AFRClassifier(groups, costs, group_names=group_names, feature_names=feature_names)
+def estimator_from(**by_task: str) -> Callable:
+    """A `ModelKind.build` for an estimator taking ``(groups, costs, *, group_names, feature_names)``:
+    ``estimator_from(classification="edgeseq.train.afr:AFRClassifier")``; imported only when used.
+
+    Examples
+    --------
+    >>> build = estimator_from(classification="edgeseq.train.afr:AFRClassifier")
+    >>> type(build("classification", groups=[[0]], costs=[1.0], group_names=["a"], feature_names=None)).__name__
+    'AFRClassifier'
+    """
+    def build(task: str, *, groups, costs, group_names, feature_names, **_linear_only):
+        import importlib
+
+        module, name = by_task[task].split(":")
+        cls = getattr(importlib.import_module(module), name)
+        return cls(groups, costs, group_names=group_names, feature_names=feature_names)
+    return build
 
 
 class ModelKind(NamedTuple):
@@ -44,8 +58,9 @@ class ModelKind(NamedTuple):
 MODELS = {
     "linear": ModelKind(_estimator, ("regression", "classification"), "one linear model per prefix of groups "
                         "(CS-G-OMP and relatives; --method picks the selection)", shards=True),
-    "afr": ModelKind(_afr, ("classification",), "tree stages: cost-sensitive boosted-tree features with an SVM "
-                     "readout (AFRClassifier; classification only)"),
+    "afr": ModelKind(estimator_from(classification="edgeseq.train.afr:AFRClassifier"), ("classification",),
+                     "tree stages: cost-sensitive boosted-tree features with an SVM readout (AFRClassifier; "
+                     "classification only)"),
 }
 
 
