@@ -62,3 +62,23 @@ def clip(text: str, max_chars: int = MAX_CHARS) -> str:
     """
     text = str(text)
     return text if len(text) <= max_chars else f"{text[:max_chars]}... ({len(text) - max_chars} more characters)"
+
+
+def columns_text(cols, names=None, max_items: int = MAX_ITEMS) -> str:
+    """Columns for an error message: by name when the caller knows the names, else by index.
+
+    A user who gave a CSV header or a data frame thinks in column names; "column(s) [1]" makes
+    them count. At most `max_items` are listed, and each name is quoted with `brief`.
+
+    Examples
+    --------
+    >>> columns_text([1, 3], ("ax", "ay", "mic", "lux"))
+    "'ay', 'lux'"
+    >>> columns_text([1, 3]), columns_text(range(20))
+    ('1, 3', '0, 1, 2, 3, 4, 5, 6, 7, ... 12 more')
+    """
+    cols = [int(c) for c in list(cols)]
+    known = names is not None and all(0 <= c < len(names) for c in cols)
+    shown = [brief(names[c], max_chars=60) if known else str(c) for c in cols[:max_items]]
+    more = f", ... {len(cols) - max_items} more" if len(cols) > max_items else ""
+    return ", ".join(shown) + more

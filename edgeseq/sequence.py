@@ -558,11 +558,56 @@ def _validate_outputs(seq, P: int) -> None:
         raise _bad("output_names", "repeats a name")
 
 
+def check_feature_names(names, n_features: int, what: str = "feature_names") -> tuple[str, ...] | None:
+    """`names` as a tuple of `n_features` distinct, writable names, or None when there are none.
+
+    Every model kind records the names of its raw columns with this one check, because data are
+    matched to a model by column name wherever names exist (`edgeseq run`, `verify`, `predict` on a
+    data frame); a repeated name would make that matching ambiguous.
+
+    Parameters
+    ----------
+    names : sequence of str or None
+        One name per raw column; numpy strings are converted to `str`.
+    n_features : int
+        The model's number of raw columns.
+    what : str, default="feature_names"
+        How the caller names the field, for the message.
+
+    Raises
+    ------
+    InputError
+        On a wrong count, a repeated name, or a name no emitter can write.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_feature_names(np.array(["ax", "ay"]), 2)
+    ('ax', 'ay')
+    >>> check_feature_names(None, 2) is None
+    True
+    >>> check_feature_names(["ax", "ax"], 2)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: feature_names repeats a name ('ax', 'ax') (columns are matched by name)
+    """
+    if names is None:
+        return None
+    if isinstance(names, (str, bytes)) or not hasattr(names, "__len__") or len(names) != n_features:
+        raise InputError(f"{what} must be {n_features} names, one per column of X, got {brief(names)}")
+    out = tuple(str(n) if isinstance(n, np.str_) else n for n in names)
+    for i, name in enumerate(out):
+        check_name(name, f"{what}[{i}]", allow_empty=True)
+    if len(set(out)) != len(out):
+        raise InputError(f"{what} repeats a name {brief(out)} (columns are matched by name)")
+    return out
+
+
 def _validate_extras(seq, J: int, D: int) -> None:
     if seq.feature_names is not None:
-        _names(seq, "feature_names", D, "feature name")
-        if len(set(seq.feature_names)) != D:
-            raise _bad("feature_names", "repeats a name (columns are matched by name)")
+        if type(seq.feature_names) is not tuple:
+            raise _bad("feature_names", f"must be a tuple of {D} names, got {brief(seq.feature_names)}")
+        check_feature_names(seq.feature_names, D, "FittedSequence.feature_names")
     for name in ("feature_mean", "feature_std"):
         v = getattr(seq, name)
         if v is not None and (type(v) is not np.ndarray or v.shape != (D,) or v.dtype.kind != "f"

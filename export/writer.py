@@ -8,7 +8,6 @@ next export to the same place cleans up what the crash left.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -25,6 +24,7 @@ from edgeseq.export import onnx_graphs
 from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, labels_entry, manifest_checksum,
                        listed_files, read_verified, sha256_file, validate_manifest)
 from edgeseq.export.names import onnx_input_names
+from edgeseq.export.target import prepare_target as _prepare_target
 
 N_CHECK_ROWS = 512
 MAX_BATCH_SIZE = 1 << 16
@@ -313,39 +313,6 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
     return manifest
 
 
-def _prepare_target(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"{out} exists and is not a directory")
-    if not out.is_dir() or not any(out.iterdir()):
-        return
-    if not force:
-        raise ExportError(f"{out} is not empty; choose another directory or pass --force to replace it")
-    why = _not_an_export(out)
-    if why:
-        raise ExportError(f"--force replaces only an empty directory or an earlier edgeseq export, and {out} "
-                          f"{why}; nothing was deleted - choose another directory or remove it yourself")
-
-
-def _not_an_export(out: Path) -> str | None:
-    """Why `out` is not an earlier export that --force may delete (None when it is one): its
-    manifest.json must parse, say "format": "edgeseq-export", and list every entry of the directory."""
-    try:
-        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return f"has no {MANIFEST}"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return f"has a {MANIFEST} that is not readable JSON"
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        return f'has a {MANIFEST} without "format": "{FORMAT}"'
-    try:
-        listed = {MANIFEST} | {e["file"] for e in listed_files(manifest)}
-    except (KeyError, TypeError):
-        return f"has a {MANIFEST} whose file list is unreadable"
-    foreign = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir()
-                     if p.name not in listed or p.is_symlink() or not p.is_file())
-    if foreign:
-        return f"holds entries its {MANIFEST} does not list: {', '.join(foreign[:5])}"
-    return None
 
 
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,

@@ -249,12 +249,14 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
     ('trees', 1, [['n'], ['a', 'state_in']])
     """
     order = group_order(model)
+    fnames = model.feature_names  # raw column names, so `edgeseq run` matches a table by name
     groups, cum = [], 0.0
     for g in order:
         cols = model.group_columns[g].tolist()
         cum += float(model.costs[g])
         groups.append({"name": model.group_names[g], "input_name": input_names[g], "index": g, "columns": cols,
-                       "column_names": None, "dim": len(cols), "cost": float(model.costs[g]), "cum_cost": cum})
+                       "column_names": None if fnames is None else [fnames[c] for c in cols],
+                       "dim": len(cols), "cost": float(model.costs[g]), "cum_cost": cum})
     stages, cum = [], 0.0
     for k, ((fname, sha), s) in enumerate(zip(stage_files, model.stages)):
         cum += s.cost
@@ -275,7 +277,8 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
         "dtype": "float32",
         "onnx": {"opset": onnx_graphs.OPSET, "ir_version": onnx_graphs.IR_VERSION, "ml_opset": onnx_trees.ML_OPSET},
         "batch_size": None if batch_size is None else int(batch_size), "ort": ort,
-        "n_features_in": model.ensemble.n_features, "feature_names": None, "feature_mean": None,
+        "n_features_in": model.ensemble.n_features, "feature_names": None if fnames is None else list(fnames),
+        "feature_mean": None,
         "feature_std": None, "groups": groups, "prefixes": stages, "files": files,
         "c": c, "doubling_violations": [],
         "provenance": {"stage_kind": "trees", "source": source or type(model).__name__,

@@ -101,8 +101,10 @@ def test_python_api_builds_the_same_model_as_the_cli(bc, tmp_path):
 
 def test_bad_estimator_inputs_are_clear():
     X, y = np.random.default_rng(0).normal(size=(20, 3)), np.arange(20) % 2
-    with pytest.raises(Exception, match="feature_names must be 3 distinct strings"):
+    with pytest.raises(Exception, match=r"feature_names repeats a name \('a', 'a', 'b'\)"):
         AnytimeClassifier(feature_names=["a", "a", "b"]).fit(X, y)
+    with pytest.raises(Exception, match="feature_names must be 3 names, one per column of X"):
+        AnytimeClassifier(feature_names=["a", "b"]).fit(X, y)
     with pytest.raises(Exception, match="cost_provenance must be a dict"):
         AnytimeClassifier(cost_provenance={"measured": "x"}).fit(X, y)
 

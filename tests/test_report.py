@@ -261,3 +261,41 @@ def test_cli_report_on_a_tree_model(tmp_path):
     assert curve["costs"] == model.cum_cost.tolist() and len(curve["values"]) == len(model.stages)
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "stages over 4 groups" in md and "timeliness" in res.output
+
+
+def test_plots_keep_one_colour_per_method_show_the_prior_and_explain_themselves(tmp_path, monkeypatch):
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figs, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    c, g = [0.0, 1.0, 3.0, 6.0], ("a", "b", "c")
+    curves = {  # accuracy only on some curves: the second plot has fewer lines than the first
+        "Oracle": AnytimeCurve(costs=c, values=[-0.2, 0.7, 0.85, 0.9], group_names=g),
+        "Sparse": AnytimeCurve(costs=c, values=[-0.2, 0.5, 0.7, 0.9], group_names=g, accuracy=[0.4, 0.7, 0.8, 0.9]),
+        "CS-G-OMP": AnytimeCurve(costs=c, values=[-0.2, 0.6, 0.82, 0.9], group_names=g,
+                                 accuracy=[0.4, 0.78, 0.88, 0.9]),
+    }
+    files = write_report(curves, tmp_path, reference="CS-G-OMP", main=("CS-G-OMP",), bounds=("Oracle",))
+    assert [p.name for p in files.plots] == ["anytime_curves.png", "anytime_accuracy.png"] and len(figs) == 2
+    seen = {}
+    for fig in figs:
+        ax = fig.axes[0]
+        lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("stopping")}
+        for key, ln in lines.items():
+            assert seen.setdefault(key, ln.get_color()) == ln.get_color(), key  # same colour in every plot
+        thick = lines["CS-G-OMP"]
+        assert all(thick.get_linewidth() > ln.get_linewidth() and thick.get_zorder() > ln.get_zorder()
+                   for k, ln in lines.items() if k != "CS-G-OMP")
+        assert "Oracle" not in lines or lines["Oracle"].get_linestyle() == ":"  # a bound, drawn dotted
+        prior = min(float(np.min(ln.get_ydata())) for ln in lines.values())
+        assert ax.get_ylim()[0] < prior  # the prior (prefix 0) is inside the axes, not cut off
+        words = " ".join([ax.get_ylabel(), ax.get_xlabel()] + [t.get_text() for t in ax.get_legend().get_texts()])
+        assert "α" not in words and not words.split("(")[0].strip().endswith(" F")  # no symbols as labels
+        caption = " ".join(t.get_text() for t in fig.texts)
+        assert "stopping budget" in caption and "CS-G-OMP first reaches" in caption
+    assert len(set(seen.values())) == 3 and lines["Sparse"].get_color() == seen["Sparse"]
+    assert "stopping budget" in files.markdown.read_text()
+    # negative control: without `main`, the first curve is the one drawn on top
+    figs.clear()
+    write_report(curves, tmp_path / "default", reference="CS-G-OMP")
+    lines = {ln.get_label(): ln for ln in figs[0].axes[0].get_lines()}
+    assert lines["Oracle"].get_linewidth() > lines["Sparse"].get_linewidth()

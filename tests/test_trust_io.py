@@ -148,7 +148,7 @@ def test_cli_from_device_and_train_groups_refuse_dev_zero_in_one_line(tmp_path):
                               "-o", "{tmp_path}/out.json"],
                 "device_groups": ["calibrate", "--from-device", "{fifo}", "--groups", "/dev/zero",
                                   "-o", "{tmp_path}/out.json"],
-                "train_groups": ["train", "{tmp_path}/d.csv", "--target", "y", "--groups", "/dev/zero",
+                "train_groups": ["train", "{tmp_path}/d.csv", "--target", "y", "--task", "regression", "--groups", "/dev/zero",
                                  "-o", "{tmp_path}/m.pkl", "--quiet"]}}
         def run(name):
             r = CliRunner().invoke(main, ARGS[name])

@@ -42,6 +42,15 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
     stderr, the one-line summary to stdout.
     """
+    from edgeseq.export.target import prepare_target
+
+    prepare_target(out_dir, force)  # refuse a bad target in milliseconds, before the model and ONNX load
+    if calibration_data is not None and c_dtype != "int16":
+        raise click.UsageError("--calibration-data is for --c-dtype int16")
+    if not model.is_file():
+        from edgeseq.errors import ModelFormatError
+        raise ModelFormatError(f"model file {model} does not exist")
+
     from edgeseq.export.writer import export_model
     from edgeseq.io.model_io import as_exportable, load_model
     from edgeseq.cli.progress import Progress
@@ -52,13 +61,11 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
         seq = as_exportable(loaded)
     calibration = None
     if calibration_data is not None:
-        if c_dtype != "int16":
-            raise click.UsageError("--calibration-data is for --c-dtype int16")
-        from edgeseq.io.data import read_data
+        from edgeseq.io.data import in_model_order, read_data
         with progress.stage("read calibration data", str(calibration_data)):
             task = getattr(seq, "task", None) or ("regression" if seq.link == "identity" else "classification")
             ds = read_data(calibration_data, target, task)
-            calibration = (ds.X, ds.y)
+            calibration = (in_model_order(ds, seq.feature_names, calibration_data), ds.y)
     what = (f"{len(seq.stages)} tree-stage graphs and manifest" if hasattr(seq, "stages")
             else f"{seq.n_prefixes} prefix graphs, {'int16 ' if c_dtype == 'int16' else ''}C model and manifest")
     with progress.stage("export", f"{what} to {out_dir}"):

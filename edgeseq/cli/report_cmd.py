@@ -40,7 +40,7 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     \b
     edgeseq report model.pkl test.csv --target y -o report/
     """
-    from edgeseq.io.data import read_data
+    from edgeseq.io.data import in_model_order, read_data
     from edgeseq.evaluate.anytime import anytime_curve
     from edgeseq.io.model_io import as_exportable, load_model
     from edgeseq.sequence import FittedSequence
@@ -52,12 +52,14 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     provenance = {"method": "tree stages"} if trees else seq.provenance
     ds = read_data(data, target, task)
     name = str(provenance.get("method", "model")) if provenance else "model"
-    curves = {f"{name} on {data.name}": anytime_curve(seq, ds.X, ds.y, label=f"{name} on {data.name}")}
+    X = in_model_order(ds, seq.feature_names, data)  # by header name when the model has names
+    curves = {f"{name} on {data.name}": anytime_curve(seq, X, ds.y, label=f"{name} on {data.name}")}
     size = f"{len(seq.stages) - 1} stages over {len(seq.group_names)} groups" if trees else f"{len(seq.order)} groups"
     notes = [f"model {model.name}: {task}, link {seq.link}, {size}", cost_summary(provenance)]
     if train_data is not None:
         tr = read_data(train_data, target, task)
-        reference = anytime_curve(seq, tr.X, tr.y, label=f"{name} on {train_data.name}")
+        reference = anytime_curve(seq, in_model_order(tr, seq.feature_names, train_data), tr.y,
+                                  label=f"{name} on {train_data.name}")
         curves[reference.label] = reference
     else:
         reference = None if trees else _training_reference(seq)

@@ -151,29 +151,62 @@ def _prefix_table(c: AnytimeCurve, cost_unit: str = "") -> list[str]:
     return lines
 
 
-def _y_range(series: dict, curves: dict) -> tuple[float, float]:
-    """The interesting range: from the lowest value any curve holds after its first group to the top.
+def _y_range(series: dict) -> tuple[float, float]:
+    """Every value of every curve, prefix 0 (the prior) included, with a small margin.
 
-    Prefix 0 (the prior) is usually far below; its step then enters from the bottom edge instead of
-    squeezing every difference between methods into a few pixels."""
-    after_first = [float(np.min(v[1:])) for v in series.values() if len(v) > 1]
-    lo = min(after_first) if after_first else min(float(np.min(v)) for v in series.values())
+    Cutting the axis above the prior hid the first stages - the part of an anytime curve a reader
+    looks at first."""
+    lo = min(float(np.min(v)) for v in series.values())
     hi = max(float(np.max(v)) for v in series.values())
     pad = 0.06 * (hi - lo) if hi > lo else 0.05 * max(abs(hi), 1.0)
     return lo - pad, hi + pad
 
 
+# plain axis labels for the metrics a curve can hold (the report's own words, not symbols)
+PLAIN_METRICS = {"explained variance": "explained variance (1 = perfect, 0 = no better than the mean)",
+                 "accuracy": "accuracy (fraction of rows classified correctly)"}
+
+
+def curve_colors(keys, palette) -> dict:
+    """One colour per method, fixed for every plot of a report (assigned in the order of `keys`).
+
+    Examples
+    --------
+    >>> curve_colors(["CS-G-OMP", "Sparse", "Oracle"], ["red", "blue"])
+    {'CS-G-OMP': 'red', 'Sparse': 'blue', 'Oracle': 'red'}
+    """
+    return {k: palette[i % len(palette)] for i, k in enumerate(keys)}
+
+
+def plot_caption(alpha: float, reference: str, metric: str = "explained variance") -> str:
+    """What the plots show, in words, for the caption under each of them.
+
+    Examples
+    --------
+    >>> plot_caption(0.96, "CS-G-OMP")[:60]
+    'Each curve is the score of the prediction available at a bud'
+    """
+    return (f"Each curve is the score of the prediction available at a budget: it steps up when a group's cost "
+            f"is paid. The dashed line is the stopping budget, where {reference} first reaches {alpha:.0%} of "
+            f"its final {metric}; timeliness averages a curve over budgets up to it. Thick: the method the report "
+            "is about; dotted: bounds, not trainable models.")
+
+
 def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir: Path, title: str,
-          cost_unit: str, main: tuple = ()) -> tuple[list[Path], str | None]:
+          cost_unit: str, main: tuple = (), bounds: tuple = (), reference: str = "the reference"
+          ) -> tuple[list[Path], str | None]:
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return [], "matplotlib is not installed (pip install 'edgeseq[plots]'); plots were skipped"
-    panels = [("values", "explained variance F", "anytime_curves.png"),
-              ("accuracy", "accuracy", "anytime_accuracy.png")]
+    first = next(iter(curves.values()))
+    panels = [("values", PLAIN_METRICS.get(first.metric, first.metric), "anytime_curves.png"),
+              ("accuracy", PLAIN_METRICS["accuracy"], "anytime_accuracy.png")]
     x_max = max(c.total_cost for c in curves.values())
+    colors = curve_colors(curves, plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    caption = plot_caption(alpha, reference, first.metric)
     written = []
     for attr, ylabel, fname in panels:
         series = {k: getattr(c, attr) for k, c in curves.items() if getattr(c, attr) is not None}
@@ -185,21 +218,25 @@ def _plot(curves: dict[str, AnytimeCurve], c_alpha: float, alpha: float, out_dir
             vals, c = series[key], curves[key]
             xs = np.append(c.costs, x_max)
             label = str(key).replace("$", r"\$")  # the caller's method name; no mathtext from user text
-            style = dict(linewidth=2.6, zorder=3) if key in main else dict(linewidth=1.2, alpha=0.75, zorder=2)
-            ax.step(xs, np.append(vals, vals[-1]), where="post", label=label, **style)
-        ax.set_ylim(*_y_range(series, curves))
-        ax.axvline(c_alpha, color="grey", linestyle="--", linewidth=1, label=f"α={alpha:.2f} stopping cost")
+            style = dict(linewidth=3.2, zorder=4) if key in main else dict(linewidth=1.3, alpha=0.8, zorder=2)
+            if key in bounds:
+                style["linestyle"] = ":"
+            ax.step(xs, np.append(vals, vals[-1]), where="post", label=label, color=colors[key], **style)
+        ax.set_ylim(*_y_range(series))
+        ax.axvline(c_alpha, color="grey", linestyle="--", linewidth=1, zorder=1,
+                   label="stopping budget (see below)")
         positive = [float(c.step_costs[c.step_costs > 0].min()) for c in curves.values()
                     if np.any(c.step_costs > 0)]
         if positive and x_max / min(positive) > 100:  # costs spanning orders of magnitude: log-like axis
             ax.set_xscale("symlog", linthresh=min(positive))
             ax.set_xlim(left=0.0)
-        ax.set_xlabel(f"budget (cumulative cost{', ' + cost_unit if cost_unit else ''}"
-                      f"{'; symlog scale' if ax.get_xscale() == 'symlog' else ''})")
+        ax.set_xlabel(f"budget: cost of the groups computed so far{' (' + cost_unit + ')' if cost_unit else ''}"
+                      f"{'; symlog scale' if ax.get_xscale() == 'symlog' else ''}")
         ax.set_ylabel(ylabel)
         ax.set_title(title.replace("$", r"\$"))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        fig.text(0.01, -0.01, caption.replace("$", r"\$"), fontsize=8.5, va="top", wrap=True)
         fig.tight_layout()
         path = out_dir / fname
         with atomic_output(path) as f:
@@ -291,8 +328,9 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
     out = Path(out_dir)
     with _writing(out):
         out.mkdir(parents=True, exist_ok=True)
-        png, skipped = _plot(curves, c_alpha, a, out, title, cost_unit, tuple(main)) if plots \
-            else ([], "not requested")
+        main = tuple(main) or (next(iter(curves)),)  # default: the first curve is what the report is about
+        png, skipped = _plot(curves, c_alpha, a, out, title, cost_unit, main, tuple(bounds), str(ref_name)) \
+            if plots else ([], "not requested")
 
     md = [f"# {md_escape(title)}", ""]
     md += [f"- {md_escape(n)}" for n in notes]
@@ -312,7 +350,7 @@ def write_report(curves: dict[str, AnytimeCurve], out_dir, reference: AnytimeCur
                   f"{_fmt(r['timeliness_trapezoid'])} | {_fmt(r['final_value'])} | {_fmt(r['total_cost'])} |")
     md.append("")
     if png:
-        md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in png] + [""]
+        md += ["## Plots", "", md_escape(plot_caption(a, str(ref_name), next(iter(curves.values())).metric)), ""] + [f"![{p.stem}]({p.name})" for p in png] + [""]
     else:
         md += [f"Plots: skipped ({md_escape(skipped)}).", ""]
     for key, c in curves.items():

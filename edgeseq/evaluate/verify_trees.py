@@ -168,7 +168,8 @@ def tree_model_from_export(out_dir):
         classes = m["outputs"]["classes"]
         model = TreeStageModel(tuple(g["name"] for g in by_index), tuple(g["columns"] for g in by_index),
                               [g["cost"] for g in by_index], ens, tuple(stages), m["link"],
-                              tuple(m["outputs"]["names"]), None if classes is None else np.array(classes))
+                              tuple(m["outputs"]["names"]), None if classes is None else np.array(classes),
+                              None if m["feature_names"] is None else tuple(m["feature_names"]))
         for k, p in enumerate(m["prefixes"]):
             facts = stage_facts(model, k)
             if any(p[key] != v for key, v in facts.items()):

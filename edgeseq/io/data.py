@@ -311,6 +311,40 @@ def read_data(path, target: str | None = None, task: str = "regression") -> Data
     raise InputError(f"{path}: unsupported data format {suffix!r}; use .csv (with a header) or .npz")
 
 
+def in_model_order(ds: Dataset, names, path) -> np.ndarray:
+    r"""``ds.X`` with its columns in the model's order: matched by header name when the model and the
+    file both have names (any order, extra columns ignored), else as the file has them.
+
+    For commands that read a labelled table and hand it to a model (`edgeseq report`, the
+    calibration rows of `edgeseq export`), so a reordered header never feeds columns by position.
+
+    Raises
+    ------
+    InputError
+        Naming the model's columns the file lacks.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> p = Path(tempfile.mkdtemp()) / "test.csv"
+    >>> _ = p.write_text("ay,y,ax\n2.0,10,1.0\n")
+    >>> in_model_order(read_csv(p, "y"), ("ax", "ay"), p).tolist()
+    [[1.0, 2.0]]
+    >>> in_model_order(read_csv(p, "y"), ("ax", "mic"), p)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: ...: the model's column(s) ['mic'] are not in the file's columns ('ay', 'ax')
+    """
+    if names is None or ds.feature_names is None:
+        return ds.X
+    missing = [n for n in names if n not in ds.feature_names]
+    if missing:
+        raise InputError(f"{path}: the model's column(s) {brief(missing)} are not in the file's columns "
+                         f"{brief(ds.feature_names)}")
+    return ds.X[:, [ds.feature_names.index(n) for n in names]]
+
+
 @dataclass
 class GroupsFile:
     r"""A checked GROUPS.json: per group its columns of ``Dataset.X``, cost and name.

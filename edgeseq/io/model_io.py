@@ -234,8 +234,76 @@ class _RestrictedUnpickler(pickle._Unpickler):
                                        "version does not have; re-train or upgrade edgeseq") from None
             if _is_edgeseq_model_class(obj):
                 return obj
+        if module.split(".")[0] == "lightgbm":
+            raise ModelFormatError(f"model file holds a pickled LightGBM {name}, not an edgeseq model; import it "
+                                   f"first: {LIGHTGBM_HINT}")
         raise ModelFormatError(f"model file references the forbidden global {module}.{name}; "
                                "refusing to load it (only edgeseq models and numpy arrays)")
+
+
+# where a LightGBM model given in place of an edgeseq model is sent
+LIGHTGBM_HINT = ("edgeseq import-lightgbm MODEL.txt --groups GROUPS.json -o model.pkl "
+                 "(Python: edgeseq.from_lightgbm(booster, groups, costs))")
+
+
+def is_lightgbm_file(data: bytes) -> bool:
+    r"""True for the start of a LightGBM model: the text of ``Booster.save_model`` or the JSON of
+    ``dump_model`` (both name the model "tree" and give ``num_tree_per_iteration`` near the top).
+
+    Examples
+    --------
+    >>> is_lightgbm_file(b"tree\nversion=v4\nnum_class=1\n"), is_lightgbm_file(b"\x80\x05...")
+    (True, False)
+    >>> is_lightgbm_file(b'{"name": "tree", "version": "v4", "num_tree_per_iteration": 1}')
+    True
+    """
+    head = data[:2048]
+    return head.startswith(b"tree\n") and b"version=" in head or \
+        head.lstrip().startswith(b"{") and b'"num_tree_per_iteration"' in head
+
+
+def read_lightgbm_file(path, max_bytes: int | None = None) -> dict:
+    """The model dump (``Booster.dump_model()``'s dict) of a LightGBM model file.
+
+    Reads the JSON of ``dump_model`` without LightGBM, and the text of ``Booster.save_model``
+    through LightGBM (``pip install lightgbm``). The size is checked first, as for model files.
+
+    Raises
+    ------
+    ModelFormatError
+        For a missing, oversized or unreadable file, or a text model without LightGBM installed.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> p = tempfile.mkdtemp() + "/m.json"
+    >>> with open(p, "w") as f:
+    ...     json.dump({"name": "tree", "num_tree_per_iteration": 1, "tree_info": []}, f)
+    >>> sorted(read_lightgbm_file(p))
+    ['name', 'num_tree_per_iteration', 'tree_info']
+    """
+    import json
+
+    p = path
+    data = read_bounded(path, _size_cap(max_bytes), "LightGBM model file", ModelFormatError,
+                        hint=f"if it is trusted, raise the limit (max_bytes=... or {MAX_BYTES_ENV})")
+    if not is_lightgbm_file(data):
+        raise ModelFormatError(f"{p} is not a LightGBM model file (the text of Booster.save_model or the JSON "
+                               "of Booster.dump_model)")
+    if data.lstrip().startswith(b"{"):
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise ModelFormatError(f"{p} is not valid JSON: {clip(exc)}") from None
+    try:
+        import lightgbm
+    except ImportError:
+        raise ModelFormatError(f"{p} is a LightGBM text model; reading it needs LightGBM (pip install lightgbm), "
+                               "or give the JSON of Booster.dump_model()") from None
+    try:
+        return lightgbm.Booster(model_str=data.decode("utf-8")).dump_model()
+    except (UnicodeDecodeError, lightgbm.basic.LightGBMError) as exc:
+        raise ModelFormatError(f"LightGBM cannot read {p}: {clip(exc)}") from None
 
 
 def _size_cap(max_bytes) -> int:
@@ -293,6 +361,9 @@ def loads_model(data: bytes, max_bytes: int | None = None):
     except ModelFormatError:
         raise
     except Exception as exc:  # truncated/corrupted streams raise many different types
+        if is_lightgbm_file(data):
+            raise ModelFormatError(f"this is a LightGBM model file, not an edgeseq model; import it first: "
+                                   f"{LIGHTGBM_HINT}") from None
         raise ModelFormatError(f"not a readable edgeseq model file ({type(exc).__name__}: "
                                f"{clip(exc)})") from None
     check_plain(obj, _is_edgeseq_model_class)

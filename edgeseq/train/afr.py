@@ -29,8 +29,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import validate_data
 
 from edgeseq.errors import InputError
+from edgeseq.messages import columns_text
 from edgeseq.train.afr_svm import fit_svm, outer_gradients, outer_loss, platt
-from edgeseq.train.base import _wrap_validation, classification_targets, fitted_attribute
+from edgeseq.train.base import (_wrap_validation, check_table_columns, classification_targets, fit_feature_names,
+                                fitted_attribute)
 from edgeseq.train.cost_cart import Binner, BinnedRows, fit_cost_tree
 from edgeseq.train.groups import check_groups
 from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
@@ -72,6 +74,9 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
     C0, C_step : initial SVM C and its step in log C.
     max_bins, min_samples_leaf : histogram resolution and leaf size of the trees.
     random_state : seed of the T/V/O split.
+    feature_names : names of the raw columns (length n_features), recorded in the model and its
+        export so tables are matched by column name; default the columns of a data frame given to
+        `fit`, else none.
 
     Attributes
     ----------
@@ -108,7 +113,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, groups=None, costs=None, group_names=None, n_dims=4, n_trees=4, max_depth=2,
                  learning_rate=0.3, lambda0=None, max_blocks=8, patience=3, a=5.0, C0=1.0, C_step=0.1,
-                 max_bins=32, min_samples_leaf=5, random_state=0):
+                 max_bins=32, min_samples_leaf=5, random_state=0, feature_names=None):
         self.groups = groups
         self.costs = costs
         self.group_names = group_names
@@ -125,6 +130,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         self.max_bins = max_bins
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
+        self.feature_names = feature_names
 
     # ------------------------------------------------------------------ fit
     def _check_params(self) -> None:
@@ -182,13 +188,18 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         self._check_params()
         X, y, classes, k = classification_targets(
             self, X, y, min_samples=10, why="AFR splits the data 50/40/10 and needs at least 10 rows")
-        spec = check_groups(self.groups, self.costs, self.group_names, X.shape[1])
+        names = fit_feature_names(self, X.shape[1])
+        spec = check_groups(self.groups, self.costs, self.group_names, X.shape[1], feature_names=names)
         used = np.concatenate(spec.columns)
-        if not np.all(np.isfinite(X[:, used])):
-            raise InputError("X contains NaN or Inf in columns of the groups; clean or impute them first")
+        bad = used[~np.isfinite(X[:, used]).all(axis=0)]
+        if bad.size:
+            raise InputError(f"X contains NaN or Inf in column(s) {columns_text(bad, names)} of the groups; clean "
+                             "or impute them first")
         fit = _AFRFit(self, X, k, classes.size, spec)
-        # the stage model carries its labels: a saved model is evaluated, reported and exported alone
-        self.stage_model_ = replace(fit.run(), classes=classes, output_names=tuple(str(c) for c in classes))
+        # the stage model carries its labels and column names: a saved model is evaluated, reported and
+        # exported alone, and tables are matched by name
+        self.stage_model_ = replace(fit.run(), classes=classes, output_names=tuple(str(c) for c in classes),
+                                    feature_names=names)
         self.classes_ = classes
         self.C_ = np.array([np.exp(p.logC) for p in fit.problems])
         self.n_trees_ = self.stage_model_.ensemble.n_trees
@@ -202,6 +213,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         return fitted_attribute(self, "stage_model_")
 
     def _rows(self, X, model: TreeStageModel, k: int) -> np.ndarray:
+        check_table_columns(X, model.feature_names)
         X = _wrap_validation(lambda: validate_data(self, X, accept_sparse=False, ensure_all_finite=False,
                                                    dtype=(np.float64, np.float32), reset=False))
         return model.check_rows(X, k)

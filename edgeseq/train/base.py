@@ -19,7 +19,8 @@ from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.format import METHODS
 from edgeseq.io.cost_provenance import read_cost_provenance
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
-from edgeseq.sequence import FittedSequence
+from edgeseq.messages import brief, columns_text
+from edgeseq.sequence import FittedSequence, check_feature_names
 
 
 def _wrap_validation(call):
@@ -29,7 +30,72 @@ def _wrap_validation(call):
     except (ValueError, TypeError) as exc:
         if isinstance(exc, InputError):
             raise
-        raise (InputTypeError if isinstance(exc, TypeError) else InputError)(str(exc)) from exc
+        # one line: scikit-learn's messages (e.g. on feature names) span several
+        raise (InputTypeError if isinstance(exc, TypeError) else InputError)(" ".join(str(exc).split())) from exc
+
+
+def fit_feature_names(est, n_features: int) -> tuple[str, ...] | None:
+    """The raw column names a fit records.
+
+    The `feature_names` parameter when given, else the columns of a data frame passed to `fit`
+    (scikit-learn's ``feature_names_in_``, which `validate_data` has just set), else None. The
+    model keeps them so every table entry point can match columns by name (`check_table_columns`,
+    `edgeseq run`).
+
+    Raises
+    ------
+    InputError
+        When the parameter and the data frame's columns disagree, or the names are not valid.
+
+    Examples
+    --------
+    >>> from sklearn.base import BaseEstimator
+    >>> est = BaseEstimator(); est.feature_names = ["ax", "ay"]
+    >>> fit_feature_names(est, 2)
+    ('ax', 'ay')
+    """
+    given = getattr(est, "feature_names", None)
+    seen = getattr(est, "feature_names_in_", None)
+    names = check_feature_names(given, n_features) if given is not None else None
+    if seen is None:
+        return names
+    seen = check_feature_names(seen, n_features, "the columns of X")
+    if names is not None and seen != names:
+        raise InputError(f"feature_names {brief(names)} differ from the columns of X {brief(seen)}; give one or "
+                         "the other")
+    est.feature_names_in_ = np.asarray(seen, dtype=str)  # a str array: model files hold plain arrays only
+    return seen
+
+
+def check_table_columns(X, names) -> None:
+    """Refuse, in one line, a data frame whose columns are not the model's `names` in order.
+
+    A model with names must never read a reordered table by position; an array has no names and is
+    read by position, as everywhere in scikit-learn.
+
+    Raises
+    ------
+    InputError
+        Naming the missing columns, or saying the order differs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_table_columns(np.zeros((1, 2)), ("ax", "ay"))      # an array: by position
+    """
+    if names is None:
+        return
+    from sklearn.utils.validation import _get_feature_names
+
+    got = _wrap_validation(lambda: _get_feature_names(X))
+    if got is None:
+        return
+    got = tuple(str(g) for g in got)
+    if got != tuple(names):
+        missing = [n for n in names if n not in got]
+        why = f"lack {brief(missing)}" if missing else "are in another order or have extra ones"
+        raise InputError(f"X's columns {why}; the model reads {brief(tuple(names))} by name, in that order "
+                         "(select them: X[list(names)])")
 
 
 def classification_targets(est, X, y, min_samples: int = 2, why: str = "need at least 2 samples to fit"):
@@ -146,14 +212,8 @@ class AnytimeBase(BaseEstimator):
 
     def _with_inputs(self, seq: FittedSequence) -> FittedSequence:
         """The fitted sequence with the caller's raw column names (checked against the data's width)."""
-        names = self.feature_names
-        if names is None:
-            return seq
-        names = tuple(names) if not isinstance(names, str) else None
-        if names is None or len(names) != seq.n_features_in or not all(isinstance(n, str) for n in names) \
-                or len(set(names)) != len(names):
-            raise InputError(f"feature_names must be {seq.n_features_in} distinct strings, one per column of X")
-        return dataclasses.replace(seq, feature_names=tuple(str(n) for n in names))  # np.str_ -> str
+        names = fit_feature_names(self, seq.n_features_in)
+        return seq if names is None else dataclasses.replace(seq, feature_names=names)
 
     def _cluster_fit(self, X, client) -> bool:
         """True when X is a dask array (fit it where its partitions are); `client` is only for those."""
@@ -172,7 +232,8 @@ class AnytimeBase(BaseEstimator):
         return X, y
 
     def _group_spec(self, n_features: int) -> GroupSpec:
-        return check_groups(self.groups, self.costs, self.group_names, n_features)
+        return check_groups(self.groups, self.costs, self.group_names, n_features,
+                            feature_names=getattr(self, "feature_names_in_", self.feature_names))
 
     def _provenance(self, stats) -> dict:
         """How the model was trained, for the manifest (no training data, only its fingerprint)."""
@@ -191,6 +252,7 @@ class AnytimeBase(BaseEstimator):
 
     def _validate_predict_X(self, X, seq: FittedSequence, prefixes) -> np.ndarray:
         """Check X's shape; only the columns the requested prefixes use must be finite."""
+        check_table_columns(X, seq.feature_names)
         X = _wrap_validation(lambda: validate_data(
             self, X, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
             reset=False))
@@ -198,8 +260,8 @@ class AnytimeBase(BaseEstimator):
         if cols.size:
             bad = ~np.isfinite(X[:, cols]).all(axis=0)
             if bad.any():
-                raise InputError(f"X contains NaN or Inf in column(s) {cols[bad][:10].tolist()} that the "
-                                 f"prediction uses; clean or impute them first")
+                raise InputError(f"X contains NaN or Inf in column(s) {columns_text(cols[bad], seq.feature_names)} "
+                                 "that the prediction uses; clean or impute them first")
         return X
 
     def _linear(self, X, budget=None, prefix=None):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import GroupSpecError, InputError
+from edgeseq.messages import brief, columns_text
 from edgeseq.sequence import check_name
 
 
@@ -106,7 +107,7 @@ def _as_group_columns(groups, n_features: int) -> tuple[list[np.ndarray], list[s
     return columns, None
 
 
-def check_groups(groups, costs, names, n_features: int) -> GroupSpec:
+def check_groups(groups, costs, names, n_features: int, feature_names=None) -> GroupSpec:
     """Normalise and validate a group specification against a data set of `n_features` columns.
 
     `groups=None` means one group per column; then `costs=None` means unit costs.
@@ -124,6 +125,8 @@ def check_groups(groups, costs, names, n_features: int) -> GroupSpec:
         Unique non-empty group names; default ``g0, g1, ...`` (or the string labels).
     n_features : int
         Number of columns of X.
+    feature_names : sequence of str or None, default=None
+        Names of X's columns, used only to name columns in messages (indices otherwise).
 
     Returns
     -------
@@ -144,11 +147,21 @@ def check_groups(groups, costs, names, n_features: int) -> GroupSpec:
     Traceback (most recent call last):
     ...
     edgeseq.errors.GroupSpecError: column 0 appears in groups 0 and 1; groups must not overlap
+    >>> check_groups([[0], [0, 1]], [1.0, 1.0], ["imu", "audio"], n_features=2, feature_names=["ax", "mic"])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.GroupSpecError: column 'ax' appears in groups 'imu' and 'audio'; groups must not overlap
     """
     columns, label_names = _as_group_columns(groups, n_features)
     if not columns:
         raise GroupSpecError("no feature groups: give at least one group of columns")
     seen: dict[int, int] = {}
+    # messages name groups and columns as the caller does, when the caller gave usable names
+    if names is not None and not isinstance(names, str):
+        names = list(names)
+    named = isinstance(names, list) and len(names) == len(columns) and all(isinstance(n, str) for n in names)
+    if feature_names is not None and (isinstance(feature_names, str) or len(feature_names) != n_features):
+        feature_names = None
     for i, cols in enumerate(columns):
         bad = cols[(cols < 0) | (cols >= n_features)]
         if bad.size:
@@ -157,8 +170,10 @@ def check_groups(groups, costs, names, n_features: int) -> GroupSpec:
                 f"(valid indices are 0..{n_features - 1})")
         for c in cols.tolist():
             if c in seen:
-                where = "twice in group" if seen[c] == i else f"in groups {seen[c]} and"
-                raise GroupSpecError(f"column {c} appears {where} {i}; groups must not overlap")
+                gname = lambda k: brief(names[k]) if named else str(k)  # noqa: E731
+                where = "twice in group" if seen[c] == i else f"in groups {gname(seen[c])} and"
+                raise GroupSpecError(f"column {columns_text([c], feature_names)} appears {where} {gname(i)}; "
+                                     "groups must not overlap")
             seen[c] = i
 
     if costs is None:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.errors import GroupSpecError, InputTypeError, ModelFormatError
+from edgeseq.errors import GroupSpecError, InputError, InputTypeError, ModelFormatError
+from edgeseq.messages import brief
+from edgeseq.sequence import check_feature_names
 from edgeseq.train.groups import check_groups
 from edgeseq.train.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, TreeStageModel
 
@@ -30,7 +32,7 @@ IDENTITY_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile
 MAX_TREES = 100_000
 
 
-def from_lightgbm(model, groups, costs, group_names=None) -> TreeStageModel:
+def from_lightgbm(model, groups, costs, group_names=None, feature_names=None) -> TreeStageModel:
     """Stage sequence of a trained LightGBM model (Booster or scikit-learn wrapper).
 
     Parameters
@@ -39,6 +41,11 @@ def from_lightgbm(model, groups, costs, group_names=None) -> TreeStageModel:
         objectives: regression-type with identity output, ``binary``, ``multiclass`` (softmax).
     groups, costs, group_names : the feature groups (column indices of the model's features) and
         their extraction costs, as for the other edgeseq estimators.
+    feature_names : sequence of str, optional
+        Names of the model's columns, recorded so tables are matched by name. Default: the
+        booster's own feature names (from a data frame or ``feature_name=``), or none when the
+        booster has only LightGBM's placeholders ``Column_0, Column_1, ...``. Names that differ
+        from real booster names are refused.
 
     Returns
     -------
@@ -70,10 +77,12 @@ def from_lightgbm(model, groups, costs, group_names=None) -> TreeStageModel:
     if not hasattr(booster, "dump_model"):
         raise InputTypeError(f"expected a trained LightGBM Booster or LGBM* estimator, got {type(model).__name__}")
     classes = getattr(model, "classes_", None)
-    return from_lightgbm_dump(booster.dump_model(), groups, costs, group_names, classes=classes)
+    return from_lightgbm_dump(booster.dump_model(), groups, costs, group_names, classes=classes,
+                              feature_names=feature_names)
 
 
-def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None) -> TreeStageModel:
+def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None,
+                       feature_names=None) -> TreeStageModel:
     """`from_lightgbm` on an already dumped model (the dict ``Booster.dump_model()`` returns).
 
     Needs no LightGBM installation, so a model trained elsewhere can be imported from its JSON.
@@ -86,6 +95,8 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
         The feature groups and their costs, as for `from_lightgbm`.
     classes : array-like, optional
         Class labels of a classifier (default ``0..n_classes-1``).
+    feature_names : sequence of str, optional
+        As for `from_lightgbm` (default: the dump's ``feature_names`` unless LightGBM's placeholders).
 
     Returns
     -------
@@ -158,7 +169,45 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
         classes = np.arange(n_cls) if classes is None else np.asarray(classes)
         names = tuple(str(c) for c in classes)
     return TreeStageModel(spec.names, spec.columns, spec.costs, ens, stages, link, names,
-                          classes=None if link == "identity" else classes)
+                          classes=None if link == "identity" else classes,
+                          feature_names=booster_feature_names(dump, n_features, feature_names))
+
+
+def booster_feature_names(dump: dict, n_features: int, given=None) -> tuple[str, ...] | None:
+    """The column names an imported model records: `given`, else the booster's own names.
+
+    LightGBM names the columns of an unnamed array ``Column_0, Column_1, ...``; those are
+    placeholders, not names a table could be matched by, so they count as no names.
+
+    Raises
+    ------
+    InputError
+        When `given` differs from real booster names, or the names are not valid.
+
+    Examples
+    --------
+    >>> booster_feature_names({"feature_names": ["ax", "ay"]}, 2)
+    ('ax', 'ay')
+    >>> booster_feature_names({"feature_names": ["Column_0", "Column_1"]}, 2) is None
+    True
+    >>> booster_feature_names({"feature_names": ["Column_0", "Column_1"]}, 2, given=["ax", "ay"])
+    ('ax', 'ay')
+    >>> booster_feature_names({"feature_names": ["ax", "ay"]}, 2, given=["ay", "ax"])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: feature_names ('ay', 'ax') differ from the LightGBM model's feature names ('ax', 'ay')
+    """
+    own = dump.get("feature_names")
+    if not isinstance(own, list) or len(own) == n_features and all(n == f"Column_{i}" for i, n in enumerate(own)):
+        own = None
+    else:
+        own = check_feature_names(own, n_features, "the LightGBM model's feature_names")
+    if given is None:
+        return own
+    given = check_feature_names(given, n_features)
+    if own is not None and given != own:
+        raise InputError(f"feature_names {brief(given)} differ from the LightGBM model's feature names {brief(own)}")
+    return given
 
 
 def _int(v, name: str, lo: int, hi: int) -> int:

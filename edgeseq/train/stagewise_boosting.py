@@ -33,7 +33,8 @@ from sklearn.utils.validation import validate_data
 
 from edgeseq.errors import InputError
 from edgeseq.train.afr import _split
-from edgeseq.train.base import _wrap_validation, classification_targets, fitted_attribute
+from edgeseq.train.base import (_wrap_validation, check_table_columns, classification_targets, fit_feature_names,
+                                fitted_attribute)
 from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.train.lightgbm_import import _read_tree
 from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
@@ -334,7 +335,7 @@ class _AnytimeBoostingBase(BaseEstimator):
 
     def __init__(self, groups=None, costs=None, *, group_names=None, learning_rate=0.1, num_leaves=15,
                  max_rounds=200, stopping_rounds=10, min_child_samples=20, validation_fraction=0.25,
-                 compare_linear=True, n_jobs=None, random_state=None):
+                 compare_linear=True, n_jobs=None, random_state=None, feature_names=None):
         self.groups = groups
         self.costs = costs
         self.group_names = group_names
@@ -347,6 +348,7 @@ class _AnytimeBoostingBase(BaseEstimator):
         self.compare_linear = compare_linear
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.feature_names = feature_names
 
     def _check_params(self) -> None:
         _check_int("num_leaves", self.num_leaves, 2, 131072)
@@ -372,7 +374,9 @@ class _AnytimeBoostingBase(BaseEstimator):
                 "seed": 0 if self.random_state is None else int(self.random_state)}
 
     def _fit(self, X, y_idx, task, n_classes, output_names, stratify, progress):
-        spec = check_groups(self.groups, self.costs, self.group_names, X.shape[1])
+        names = fit_feature_names(self, X.shape[1])
+        spec = check_groups(self.groups, self.costs, self.group_names, X.shape[1], feature_names=names)
+        self._names = names
         used = np.concatenate(spec.columns)
         if not np.all(np.isfinite(X[:, used])):
             raise InputError("X contains NaN or Inf in columns of the groups; clean or impute them first")
@@ -385,7 +389,7 @@ class _AnytimeBoostingBase(BaseEstimator):
         stages, prior, trace = boost_stages(
             X[i_fit], y_idx[i_fit], X[i_val], y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
             max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds), progress=progress)
-        trees = stage_model(stages, prior, spec, X.shape[1], task, output_names)
+        trees = replace(stage_model(stages, prior, spec, X.shape[1], task, output_names), feature_names=names)
         if task != "regression":  # the stage model carries its labels: a saved model is evaluated alone
             trees = replace(trees, classes=self.classes_)
         # plain containers with string keys: what a model file may hold besides edgeseq models and arrays
@@ -429,6 +433,7 @@ class _AnytimeBoostingBase(BaseEstimator):
         return self.linear_ if kind == "linear" else self.stage_model_
 
     def _rows(self, X, model: TreeStageModel, k: int) -> np.ndarray:
+        check_table_columns(X, model.feature_names)
         X = _wrap_validation(lambda: validate_data(self, X, accept_sparse=False, ensure_all_finite=False,
                                                    dtype=(np.float64, np.float32), reset=False))
         return model.check_rows(X, k)
@@ -488,6 +493,9 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         LightGBM threads (``None`` or ``-1``: OpenMP's default).
     random_state : int or None, default=None
         Seed of the validation split and of LightGBM.
+    feature_names : list of str or None, default=None
+        Names of the raw columns, recorded in the model and its export so that tables are matched by
+        column name; default the columns of a data frame given to `fit`, else none.
 
     Attributes
     ----------
@@ -560,7 +568,7 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     def _linear_estimator(self, spec):
         from edgeseq.train.classifier import AnytimeClassifier
         return AnytimeClassifier(groups=[c.tolist() for c in spec.columns], costs=spec.costs.tolist(),
-                                 group_names=list(spec.names))
+                                 group_names=list(spec.names), feature_names=self._names)
 
     def _curve(self, cum_cost, staged, model, y_idx):
         return [float(np.mean(np.argmax(model.apply_link(z), axis=1) == y_idx)) for z in staged]
@@ -710,7 +718,7 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
     def _linear_estimator(self, spec):
         from edgeseq.train.regressor import AnytimeRegressor
         return AnytimeRegressor(groups=[c.tolist() for c in spec.columns], costs=spec.costs.tolist(),
-                                group_names=list(spec.names))
+                                group_names=list(spec.names), feature_names=self._names)
 
     def _curve(self, cum_cost, staged, model, y):
         return [-float(np.mean((z[:, 0] - y) ** 2)) for z in staged]

@@ -32,7 +32,8 @@ import numpy as np
 
 from edgeseq.errors import InputError, ModelFormatError
 from edgeseq.budget import longest_affordable_prefix
-from edgeseq.sequence import LINKS, apply_link
+from edgeseq.messages import columns_text
+from edgeseq.sequence import LINKS, apply_link, check_feature_names
 
 MAX_DEPTH = 32  # a bound on traversal work per tree; deeper trees are refused, not truncated
 MAX_NODES = 1 << 24  # bounds memory and generated-code size of one ensemble
@@ -399,8 +400,13 @@ class TreeStageModel:
     link: str
     output_names: tuple[str, ...]
     classes: np.ndarray | None = None
+    # raw column names (data frame columns, CSV header, booster); files saved before they existed
+    # read the class default None
+    feature_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "feature_names", check_feature_names(
+            self.feature_names, self.ensemble.n_features, "tree model feature_names"))
         object.__setattr__(self, "costs", np.asarray(self.costs, dtype=np.float64))
         object.__setattr__(self, "group_columns", tuple(np.asarray(c, np.int64) for c in self.group_columns))
         stages = tuple(TreeStage(tuple(int(g) for g in s.new_groups), float(s.cost), int(s.tree_start),
@@ -719,14 +725,16 @@ class TreeStageModel:
         >>> model.check_rows([[1.0, np.nan]], 2)
         Traceback (most recent call last):
         ...
-        edgeseq.errors.InputError: X contains NaN or Inf in columns this stage uses; clean or impute them first
+        edgeseq.errors.InputError: X contains NaN or Inf in column(s) 1 that this stage uses; clean or impute them first
         """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.ensemble.n_features:
             raise InputError(f"X must have shape (n, {self.ensemble.n_features}), got {X.shape}")
         cols = self.columns_required(k)
-        if cols.size and not np.all(np.isfinite(X[:, cols])):
-            raise InputError("X contains NaN or Inf in columns this stage uses; clean or impute them first")
+        bad = cols[~np.isfinite(X[:, cols]).all(axis=0)] if cols.size else cols
+        if bad.size:
+            raise InputError(f"X contains NaN or Inf in column(s) {columns_text(bad, self.feature_names)} that this "
+                             "stage uses; clean or impute them first")
         return X
 
     def apply_link(self, z: np.ndarray) -> np.ndarray:
