@@ -117,7 +117,7 @@ def first_leaf(node):
     (lambda d: first_split(d).update(decision_type="=="), ModelFormatError, "categorical"),
     (lambda d: first_split(d).update(missing_type="Zero"), ModelFormatError, "zero-as-missing"),
     (lambda d: first_split(d).update(left_child=None), ModelFormatError, "not an object"),
-    (lambda d: d.update(objective="poisson"), ModelFormatError, "not supported"),
+    (lambda d: d.update(objective="poisson"), ModelFormatError, "poisson.* is refused: it predicts exp"),
     (lambda d: d.update(objective="binary sigmoid:nan"), ModelFormatError, "sigmoid coefficient"),
     (lambda d: d.update(average_output=True), ModelFormatError, "random-forest"),
     (lambda d: d.update(max_feature_idx="7"), ModelFormatError, "max_feature_idx"),
@@ -146,3 +146,112 @@ def test_deep_or_cyclic_structures_are_bounded(dump):
     d["tree_info"][0]["tree_structure"] = loop
     with pytest.raises(ModelFormatError, match="reached twice"):
         from_lightgbm_dump(d, GROUPS, COSTS)
+
+
+# ----------------------------------------------------------------------------- every objective (issue 24 item 2)
+def _objective_data(objective, seed=5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(240, 8)).astype(np.float32).astype(np.float64)
+    s = X[:, 0] + X[:, 2] * X[:, 3] + 0.5 * X[:, 5] - 0.3 * X[:, 7] ** 2 + 0.3 * rng.normal(size=240)
+    group = None
+    if objective in ("poisson", "gamma", "tweedie"):
+        y = np.exp(s / 3)
+    elif objective in ("regression", "regression_l1", "huber", "fair", "quantile"):
+        y = s
+    elif objective == "mape":
+        y = 3 + s
+    elif objective in ("binary",):
+        y = (s > 0).astype(float)
+    elif objective in ("cross_entropy", "cross_entropy_lambda"):
+        y = 1 / (1 + np.exp(-s))
+    elif objective in ("lambdarank", "rank_xendcg"):
+        y, group = np.digitize(s, [-0.5, 0.5]).astype(float), [24] * 10
+    else:  # multiclass, multiclassova: num_class set by the case
+        y = None
+    return X, s, y, group
+
+
+# (objective, extra parameters, imported?) - every objective LightGBM 4 knows, and the parameters that
+# change what its predict computes
+OBJECTIVES = [
+    ("regression", {}, True), ("regression", {"reg_sqrt": True}, False),
+    ("regression", {"boost_from_average": False}, True),
+    ("regression_l1", {}, True), ("regression_l1", {"reg_sqrt": True}, False),
+    ("huber", {}, True), ("huber", {"reg_sqrt": True}, True),  # huber ignores reg_sqrt: predict is the raw score
+    ("fair", {}, True), ("fair", {"reg_sqrt": True}, False),
+    ("quantile", {"alpha": 0.3}, True), ("quantile", {"reg_sqrt": True}, False),
+    ("mape", {}, True), ("mape", {"reg_sqrt": True}, False),
+    ("poisson", {}, False), ("gamma", {}, False), ("tweedie", {}, False),
+    ("binary", {}, True), ("binary", {"sigmoid": 2.5}, True), ("binary", {"sigmoid": 0.4}, True),
+    ("binary", {"boost_from_average": False}, True), ("binary", {"is_unbalance": True}, True),
+    ("cross_entropy", {}, True), ("cross_entropy_lambda", {}, False),
+    ("multiclass", {"num_class": 3}, True), ("multiclass", {"num_class": 2}, True),
+    ("multiclass", {"num_class": 4, "boost_from_average": False}, True),
+    ("multiclassova", {"num_class": 3}, False),
+    ("lambdarank", {}, True), ("rank_xendcg", {}, True),
+]
+
+
+@pytest.mark.parametrize("objective, extra, imported", OBJECTIVES,
+                         ids=[f"{o}-{'-'.join(f'{k}={v}' for k, v in e.items())}" for o, e, _ in OBJECTIVES])
+def test_every_objective_is_imported_exactly_or_refused_in_one_line(objective, extra, imported):
+    X, s, y, group = _objective_data(objective)
+    if y is None:
+        y = np.digitize(s, np.quantile(s, np.linspace(0, 1, extra["num_class"] + 1)[1:-1])).astype(float)
+    params = dict(objective=objective, num_leaves=7, learning_rate=0.3, min_data_in_leaf=5, verbose=-1,
+                  deterministic=True, force_row_wise=True, num_threads=1, **extra)
+    booster = lgb.train(params, lgb.Dataset(X, y, group=group), num_boost_round=12)
+    Xt = X[:120]
+    if not imported:
+        with pytest.raises(ModelFormatError, match=f"LightGBM objective '{objective}") as exc:
+            from_lightgbm(booster, GROUPS, COSTS)
+        assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
+        # control: the refusal is deserved - LightGBM's predict is not the raw score
+        assert not np.allclose(booster.predict(Xt), booster.predict(Xt, raw_score=True))
+        return
+    model = from_lightgbm(booster, GROUPS, COSTS)
+    Xt = np.vstack([Xt, boundary_rows(model, Xt)])  # float32 rows on, and beside, the thresholds
+    want, got = booster.predict(Xt), model.predict(Xt)
+    if model.link == "sigmoid":
+        np.testing.assert_allclose(got[:, 0] + got[:, 1], 1.0, atol=1e-12)
+        got = got[:, 1]
+    elif model.link == "identity":
+        got = got[:, 0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_reg_sqrt_refusal_names_the_fix():
+    X, s, y, _ = _objective_data("regression")
+    reg = lgb.LGBMRegressor(**{**PARAMS, "n_estimators": 5}, reg_sqrt=True).fit(X, s)
+    with pytest.raises(ModelFormatError, match=r"'regression sqrt' \(reg_sqrt=True\) predicts the square"):
+        from_lightgbm(reg, GROUPS, COSTS)
+
+
+@pytest.mark.parametrize("objective, message", [
+    (None, "names no objective"),  # a custom objective function: LightGBM writes none
+    ("regression sqrt", "reg_sqrt=True"),
+    ("regression_l1 sqrt", "reg_sqrt=True"),
+    ("regression alpha:0.5", "parameters"),
+    ("binary", "parameters"),
+    ("binary sigmoid:1 sqrt", "reg_sqrt"),
+    ("binary sigmoid:0", "sigmoid coefficient"),
+    ("binary sigmoid:1e400", "sigmoid coefficient"),
+    ("binary sigmoid:x", "not a number"),
+    ("binary sigmoid:1 sigmoid:2", "repeated"),
+    ("multiclass num_class:3", "inconsistent"),  # the dump has one tree per round
+    ("multiclass num_class:2", "inconsistent"),
+    ("multiclassova num_class:1 sigmoid:1", "one independent sigmoid"),
+    ("custom", "not supported"),
+    ("poisson max_delta_step:0.7", "exp"),
+    (["regression"], "short string"),
+    ("regression " + "x" * 500, "short string"),
+])
+def test_crafted_objective_strings_are_refused(dump, objective, message):
+    d = copy.deepcopy(dump)
+    if objective is None:
+        d.pop("objective")
+    else:
+        d["objective"] = objective
+    with pytest.raises(ModelFormatError, match=message) as exc:
+        from_lightgbm_dump(d, GROUPS, COSTS)
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 400

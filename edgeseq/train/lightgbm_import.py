@@ -5,7 +5,10 @@ the trees is itself a predictor. Given the user's feature groups and their costs
 boosting order and close a stage whenever a tree first splits on a group no earlier tree used; that
 tree and the ones after it (until the next such tree) form the stage, whose readout is the plain
 ensemble's (identity, scaled by the binary objective's sigmoid coefficient). The last stage is the
-whole model, so it reproduces LightGBM's ``predict`` / ``predict_proba``.
+whole model, so it reproduces LightGBM's ``predict`` / ``predict_proba`` on float32 rows (below).
+Only objectives whose prediction is the raw score through one of edgeseq's links (identity,
+sigmoid, softmax) are imported; every other objective, or objective parameter (``reg_sqrt``), is
+refused with one line, never imported approximately.
 
 We read the model through its JSON dump (``Booster.dump_model()``), so LightGBM itself is needed
 only to train, not to import, and the reader can be tested on crafted dumps. Everything a later
@@ -14,36 +17,68 @@ emitter will index is checked here (via `TreeEnsemble`); unsupported content fai
 Thresholds: LightGBM compares ``double(x) <= threshold`` (a double). Devices feed float32 features,
 so each threshold becomes the largest float32 not above it; then for every float32 x,
 ``x <= t32`` exactly when ``double(x) <= t`` — the imported model decides like LightGBM on every
-float32 input, boundary values included.
+float32 input, boundary values included. (LightGBM's ``predict`` reads any |x| <= 1e-35 as 0; a
+threshold inside that band is moved to its edge, so the band goes the way 0 goes, as in LightGBM.)
+The contract is float32: `TreeStageModel.predict`, the
+ONNX graphs and the C runtime all round a float64 row to float32 first, so a float64 value strictly
+between a threshold and its float32 rounding can go the other way in LightGBM's own float64
+``predict``; equality with LightGBM holds for rows that are float32 values (what a device feeds).
+
+Bounds, checked before the work they bound: at most `MAX_CLASSES` classes (and no more than the
+trees present), `MAX_TREES` trees and `MAX_NODES` nodes (the dump's own per-tree leaf counts are
+summed before any tree is read); every number is finite and inside float32's range.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.errors import GroupSpecError, InputTypeError, ModelFormatError
+from edgeseq.errors import EdgeseqError, GroupSpecError, InputTypeError, ModelFormatError
 from edgeseq.train.groups import check_groups
 from edgeseq.train.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, TreeStageModel
 
-# objectives whose raw score is the prediction (identity link)
-IDENTITY_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile", "mape")
+# objectives whose prediction is the raw score (identity link): LightGBM's predict returns it unchanged
+IDENTITY_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
+                       "rank_xendcg")
+# objectives whose prediction no edgeseq link (identity, sigmoid, softmax) reproduces: why, and what to do
+REFUSED_OBJECTIVES = {
+    "poisson": "predicts exp(raw score)", "gamma": "predicts exp(raw score)",
+    "tweedie": "predicts exp(raw score)",
+    "multiclassova": "predicts one independent sigmoid per class, not a softmax; train with objective='multiclass'",
+    "cross_entropy_lambda": "predicts log(1 + exp(raw score)); train with objective='cross_entropy'",
+}
 MAX_TREES = 100_000
+MAX_CLASSES = 1_000  # bounds the (classes x classes) identity readout each stage carries (8 MB)
+F32_MAX = float(np.finfo(np.float32).max)
+K_ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold: its predict reads |x| <= this as 0
 
 
-def from_lightgbm(model, groups, costs, group_names=None) -> TreeStageModel:
+def from_lightgbm(model, groups, costs, group_names=None, *, progress=None) -> TreeStageModel:
     """Stage sequence of a trained LightGBM model (Booster or scikit-learn wrapper).
 
     Parameters
     ----------
-    model : ``lightgbm.Booster``, ``LGBMRegressor`` or ``LGBMClassifier`` (fitted). Supported
-        objectives: regression-type with identity output, ``binary``, ``multiclass`` (softmax).
-    groups, costs, group_names : the feature groups (column indices of the model's features) and
-        their extraction costs, as for the other edgeseq estimators.
+    model : lightgbm.Booster, LGBMRegressor, LGBMClassifier or LGBMRanker
+        A fitted model. Imported objectives: those whose prediction is the raw score
+        (``regression``, ``regression_l1``, ``huber``, ``fair``, ``quantile``, ``mape``,
+        ``lambdarank``, ``rank_xendcg``), ``binary`` (any ``sigmoid``) and ``cross_entropy``
+        (sigmoid link), ``multiclass`` (softmax). Everything else is refused: ``reg_sqrt=True``
+        (LightGBM squares the raw score), ``poisson`` / ``gamma`` / ``tweedie`` (exp),
+        ``multiclassova``, ``cross_entropy_lambda`` and custom objective functions.
+    groups, costs, group_names
+        The feature groups (column indices of the model's features) and their extraction costs,
+        as for the other edgeseq estimators.
+    progress : callable, optional
+        Called with a text line as the import advances (a line per tenth of the trees), so a long
+        import of a large ensemble shows that it is moving.
 
     Returns
     -------
-    TreeStageModel whose last stage reproduces the model's predictions (raw score, or class
-    probabilities through the sigmoid/softmax link).
+    TreeStageModel
+        Its last stage reproduces the model's predictions (raw score, or class probabilities
+        through the sigmoid/softmax link) on float32 rows: every prediction rounds the row to
+        float32 first, as the ONNX graphs and the C runtime do, so float64 values that fall between
+        a threshold and its float32 neighbour are decided as their float32 rounding is.
 
     Raises
     ------
@@ -70,10 +105,20 @@ def from_lightgbm(model, groups, costs, group_names=None) -> TreeStageModel:
     if not hasattr(booster, "dump_model"):
         raise InputTypeError(f"expected a trained LightGBM Booster or LGBM* estimator, got {type(model).__name__}")
     classes = getattr(model, "classes_", None)
-    return from_lightgbm_dump(booster.dump_model(), groups, costs, group_names, classes=classes)
+    if progress is not None:
+        progress("LightGBM import: dumping the model")
+    try:
+        dump = booster.dump_model()
+    except EdgeseqError:
+        raise
+    except Exception as exc:  # LightGBM's own failure (e.g. a model string it cannot print as JSON)
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise ModelFormatError(f"LightGBM could not dump the model ({type(exc).__name__}: {first})") from None
+    return from_lightgbm_dump(dump, groups, costs, group_names, classes=classes, progress=progress)
 
 
-def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None) -> TreeStageModel:
+def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None, *,
+                       progress=None) -> TreeStageModel:
     """`from_lightgbm` on an already dumped model (the dict ``Booster.dump_model()`` returns).
 
     Needs no LightGBM installation, so a model trained elsewhere can be imported from its JSON.
@@ -86,6 +131,8 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
         The feature groups and their costs, as for `from_lightgbm`.
     classes : array-like, optional
         Class labels of a classifier (default ``0..n_classes-1``).
+    progress : callable, optional
+        As `from_lightgbm`.
 
     Returns
     -------
@@ -94,8 +141,9 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
     Raises
     ------
     ModelFormatError
-        On content that is not supported or not a well-formed tree (categorical or zero-as-missing
-        splits, linear leaves, random forests, NaN thresholds, cycles, too deep or too many trees).
+        On content that is not supported or not a well-formed tree (an objective no link reproduces,
+        categorical or zero-as-missing splits, linear leaves, random forests, numbers that are not
+        finite or outside float32's range, cycles, too deep, too many trees, nodes or classes).
     GroupSpecError
         If a tree splits on a feature in none of the groups.
 
@@ -120,7 +168,7 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
     if not isinstance(dump, dict) or not isinstance(dump.get("tree_info"), list):
         raise ModelFormatError("not a LightGBM model dump (no 'tree_info' list)")
     n_features = _int(dump.get("max_feature_idx"), "max_feature_idx", 0, MAX_NODES) + 1
-    per_iter = _int(dump.get("num_tree_per_iteration", 1), "num_tree_per_iteration", 1, 10_000)
+    per_iter = _int(dump.get("num_tree_per_iteration", 1), "num_tree_per_iteration", 1, MAX_CLASSES)
     link, scale = _link(dump, per_iter)
     if dump.get("average_output"):
         raise ModelFormatError("random-forest LightGBM models (average_output) are not supported; "
@@ -128,28 +176,42 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
     trees = dump["tree_info"]
     if len(trees) > MAX_TREES:
         raise ModelFormatError(f"the model has {len(trees)} trees; at most {MAX_TREES} are supported")
+    if not trees:
+        raise ModelFormatError("the LightGBM model has no trees")
+    if len(trees) % per_iter:  # LightGBM adds num_tree_per_iteration trees per round, always
+        raise ModelFormatError(f"the model has {len(trees)} trees, not a whole number of rounds of "
+                               f"num_tree_per_iteration={per_iter} trees")
+    claimed = _claimed_nodes(trees)
+    if claimed > MAX_NODES:
+        raise ModelFormatError(f"the model's trees have {claimed} nodes; at most {MAX_NODES} are supported")
     try:
         spec = check_groups(groups, costs, group_names, n_features)
     except GroupSpecError as exc:
         raise GroupSpecError(f"{exc} (the LightGBM model has {n_features} features)") from None
-    owner = np.full(n_features, -1)
+    top = max(int(c.max()) for c in spec.columns) + 1  # columns past the groups' are in no group
+    owner = np.full(top, -1)
     for g, cols in enumerate(spec.columns):
         owner[cols] = g
 
     arrays = {k: [] for k in ("feature", "threshold", "left", "right", "value")}
-    roots, targets, tree_groups = [], [], []
+    roots, tree_groups = [], []
+    report = _tree_reporter(progress, len(trees), claimed)
     for t, info in enumerate(trees):
         if not isinstance(info, dict) or not isinstance(info.get("tree_structure"), dict):
             raise ModelFormatError(f"tree {t} of the dump has no 'tree_structure'")
         roots.append(len(arrays["feature"]))
-        targets.append(t % per_iter)
         tree_groups.append(_read_tree(info["tree_structure"], t, arrays, owner, n_features))
         if len(arrays["feature"]) > MAX_NODES:
             raise ModelFormatError(f"the model has more than {MAX_NODES} nodes")
-    if not trees:
-        raise ModelFormatError("the LightGBM model has no trees")
-    ens = TreeEnsemble(**{k: np.array(v) for k, v in arrays.items()}, roots=np.array(roots, np.int64),
-                       target=np.array(targets, np.int64), n_features=n_features, n_targets=per_iter)
+        if report is not None:
+            report(t, len(arrays["feature"]))
+    roots = np.array(roots, np.int64)
+    thresholds = _thresholds32(np.array(arrays["threshold"], np.float64), roots)
+    ens = TreeEnsemble(feature=np.array(arrays["feature"], np.int64), threshold=thresholds,
+                       left=np.array(arrays["left"], np.int64), right=np.array(arrays["right"], np.int64),
+                       value=np.array(arrays["value"], np.float64), roots=roots,
+                       target=np.arange(len(trees), dtype=np.int64) % per_iter, n_features=n_features,
+                       n_targets=per_iter)
     stages = _boosting_order_stages(ens, tree_groups, spec.costs, per_iter, scale)
     if link == "identity":
         names = ("y",) if per_iter == 1 else tuple(f"y{i}" for i in range(per_iter))
@@ -163,103 +225,217 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
 
 def _int(v, name: str, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
-        raise ModelFormatError(f"LightGBM dump: {name} must be an integer in {lo}..{hi}, got {v!r}")
+        raise ModelFormatError(f"LightGBM dump: {name} must be an integer in {lo}..{hi}, got {_show(v)}")
     return int(v)
 
 
+def _show(v) -> str:
+    """A bounded description of a value for an error line (a 401-digit integer is not printed)."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10 ** 30:
+        return f"an integer of {len(str(abs(v))) if abs(v) < 10 ** 4000 else 'over 4000'} digits"
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _claimed_nodes(trees: list) -> int:
+    """Nodes the dump's own per-tree ``num_leaves`` announce (2 L - 1 each), summed before any tree
+    is read so an oversized model is refused at once; a tree without the count counts one node (the
+    walk bounds it again)."""
+    total = 0
+    for info in trees:
+        n = info.get("num_leaves") if isinstance(info, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            total += 2 * min(n, MAX_NODES) - 1
+        else:
+            total += 1
+    return total
+
+
+def _tree_reporter(progress, n_trees: int, n_nodes: int):
+    """report(t, nodes_so_far): a progress line per tenth of the trees (None without a callback)."""
+    if progress is None:
+        return None
+    done = [0]
+
+    def report(t: int, nodes: int) -> None:
+        tenth = (t + 1) * 10 // n_trees
+        if tenth > done[0]:
+            done[0] = tenth
+            progress(f"LightGBM import: {t + 1:,}/{n_trees:,} trees, {nodes:,} of about {n_nodes:,} nodes")
+    return report
+
+
 def _link(dump: dict, per_iter: int) -> tuple[str, float]:
-    """(link, scale of the raw score) from the objective string, e.g. 'binary sigmoid:1'."""
-    objective = str(dump.get("objective", ""))
+    """(link, scale of the raw score) from the WHOLE objective string, e.g. 'binary sigmoid:2'.
+
+    LightGBM rebuilds the objective that transforms its raw score from this string when it predicts,
+    so every word matters: 'regression sqrt' squares the raw score. A word this function does not
+    know makes the model refused, never imported as if the word were absent.
+    """
+    objective = dump.get("objective")
+    if objective is None:
+        raise ModelFormatError("the LightGBM model names no objective (a custom objective function?): its "
+                               "predict returns the raw score, whose meaning edgeseq cannot know; train with a "
+                               "built-in objective")
+    if not isinstance(objective, str) or len(objective) > 200:
+        raise ModelFormatError(f"LightGBM dump: objective must be a short string, got {_show(objective)}")
     words = objective.split()
-    name = words[0] if words else ""
-    params = dict(w.split(":", 1) for w in words[1:] if ":" in w)
-    if name in IDENTITY_OBJECTIVES and per_iter == 1:
+    name, params = (words[0] if words else ""), {}
+    shown = _show(objective)
+    for w in words[1:]:
+        key, sep, value = w.partition(":")
+        if key == "sqrt" and not sep:
+            raise ModelFormatError(f"LightGBM objective {shown} (reg_sqrt=True) predicts the square of the raw "
+                                   f"score, which edgeseq's links cannot reproduce; train with reg_sqrt=False "
+                                   f"(e.g. on sqrt(y), squaring the prediction yourself)")
+        if not sep or key in params:
+            raise ModelFormatError(f"LightGBM objective {shown}: unknown or repeated parameter {_show(w)}; "
+                                   f"refused rather than imported without it")
+        params[key] = value
+    if name in REFUSED_OBJECTIVES:
+        raise ModelFormatError(f"LightGBM objective {shown} is refused: it {REFUSED_OBJECTIVES[name]}, which "
+                               f"edgeseq's links (identity, sigmoid, softmax) cannot reproduce")
+    expect = {"binary": {"sigmoid"}, "multiclass": {"num_class"}}.get(name, set())
+    known = name in IDENTITY_OBJECTIVES or name in ("binary", "cross_entropy", "multiclass")
+    if known and set(params) != expect:
+        raise ModelFormatError(f"LightGBM objective {shown}: parameters {sorted(params)} where LightGBM writes "
+                               f"{sorted(expect)}; refused rather than guessed")
+    n_class = dump.get("num_class", per_iter)
+    if name in IDENTITY_OBJECTIVES and per_iter == 1 and n_class == 1:
         return "identity", 1.0
-    if name == "binary" and per_iter == 1:
-        try:
-            s = float(params.get("sigmoid", 1.0))
-        except ValueError:
-            s = float("nan")
-        if not np.isfinite(s) or s <= 0:
-            raise ModelFormatError(f"LightGBM dump: bad sigmoid coefficient in objective {objective!r}")
+    if name in ("binary", "cross_entropy") and per_iter == 1 and n_class == 1:
+        s = _param_float(params.get("sigmoid", "1"), objective)
+        if not np.isfinite(s) or s <= 0 or s > 1e6:
+            raise ModelFormatError(f"LightGBM dump: bad sigmoid coefficient in objective {shown}")
         return "sigmoid", s
-    if name == "multiclass" and per_iter >= 3:
+    if name == "multiclass" and 2 <= per_iter:
+        k = _param_float(params["num_class"], objective)
+        if k != per_iter or n_class != per_iter:
+            raise ModelFormatError(f"LightGBM objective {shown}: num_class disagrees with the model's "
+                                   f"num_tree_per_iteration={per_iter}")
         return "softmax", 1.0
-    raise ModelFormatError(f"LightGBM objective {objective!r} is not supported (regression with identity "
-                           f"output, binary and multiclass are)")
+    if known:
+        raise ModelFormatError(f"LightGBM objective {shown} with num_tree_per_iteration={per_iter} and num_class="
+                               f"{_show(n_class)} is inconsistent")
+    raise ModelFormatError(f"LightGBM objective {shown} is not supported (raw-score objectives such as regression, "
+                           f"binary, cross_entropy and multiclass are)")
 
 
-def _threshold32(t, where: str) -> np.float32:
-    """Largest float32 <= t, so float32 x <= result exactly when double(x) <= t."""
+def _param_float(text: str, objective: str) -> float:
     try:
-        t = float(t)
-    except (TypeError, ValueError):
-        raise ModelFormatError(f"{where}: threshold {t!r} is not a number") from None
-    if not np.isfinite(t):
-        raise ModelFormatError(f"{where}: threshold is {t!r}; NaN/Inf thresholds are refused")
+        return float(text)
+    except ValueError:
+        raise ModelFormatError(f"LightGBM objective {_show(objective)}: {_show(text)} is not a number") from None
+
+
+def _number(v, what: str, t: int) -> float:
+    """A JSON number as a float, refused when not finite or outside float32's range (the runtimes'
+    type); huge integers (a 401-digit leaf) included, without printing them."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ModelFormatError(f"LightGBM tree {t}: {what} {_show(v)} is not a number")
+    try:
+        f = float(v)
+    except OverflowError:
+        f = float("inf")
+    if not abs(f) <= F32_MAX:  # NaN fails too
+        raise ModelFormatError(f"LightGBM tree {t}: {what} {_show(v)} is not a finite number in float32's range")
+    return f
+
+
+def _thresholds32(t: np.ndarray, roots: np.ndarray) -> np.ndarray:
+    """Largest float32 <= t (elementwise), so float32 x <= result exactly when double(x) <= t.
+
+    Near zero LightGBM's predict first reads |x| <= 1e-35 as 0, and so does the result.
+
+    Thresholds above float32's range become its largest value (every finite float32 goes left, as
+    in LightGBM); thresholds below it are refused (naming the tree).
+    """
     with np.errstate(over="ignore"):
-        t32 = np.float32(t)
-    if np.isinf(t32):
-        t32 = np.float32(np.finfo(np.float32).max) if t > 0 else t32
-    if float(t32) > t:
-        t32 = np.nextafter(t32, np.float32(-np.inf))
-    if not np.isfinite(t32):
-        raise ModelFormatError(f"{where}: threshold {t!r} is below the float32 range")
+        t32 = t.astype(np.float32)
+    t32[t > F32_MAX] = np.float32(F32_MAX)
+    down = t32.astype(np.float64) > t
+    t32[down] = np.nextafter(t32[down], np.float32(-np.inf))
+    # LightGBM's predict reads |x| <= K_ZERO as 0 (a missing sparse entry): a threshold inside that band
+    # decides the whole band as 0 does, so it moves to the band's edge on 0's side
+    t32[(t >= -K_ZERO) & (t < 0)] = np.nextafter(np.float32(-K_ZERO), np.float32(-np.inf))
+    t32[(t >= 0) & (t < K_ZERO)] = np.float32(K_ZERO)
+    low = np.flatnonzero(np.isneginf(t32))
+    if low.size:
+        tree = int(np.searchsorted(roots, low[0], side="right")) - 1
+        raise ModelFormatError(f"LightGBM tree {tree}: threshold {float(t[low[0]])!r} is below the float32 range")
     return t32
 
 
 def _read_tree(root: dict, t: int, arrays: dict, owner: np.ndarray, n_features: int) -> list[int]:
-    """Append one tree (breadth-first, so children follow parents) and return the groups it uses."""
+    """Append one tree (breadth-first, so children follow parents) and return the groups it uses.
+
+    Thresholds are appended as float64 (checked finite here, rounded to float32 for the whole model
+    at once); everything an error names is computed only on the error path, which keeps the walk
+    at a few microseconds per node.
+    """
     used: list[int] = []
     seen: set[int] = set()  # ids of node objects: a parsed JSON tree never shares one
     queue = [(root, 0)]
     base = len(arrays["feature"])
     head = 0
+    feature, threshold, left, right, value = (arrays[k] for k in ("feature", "threshold", "left", "right", "value"))
+    top = owner.shape[0]
     while head < len(queue):
         node, depth = queue[head]
         head += 1
-        where = f"LightGBM tree {t}"
         if not isinstance(node, dict):
-            raise ModelFormatError(f"{where}: a node is not an object")
+            raise ModelFormatError(f"LightGBM tree {t}: a node is not an object")
         if id(node) in seen:
-            raise ModelFormatError(f"{where}: a node is reached twice (a shared or cyclic structure, not a tree)")
+            raise ModelFormatError(f"LightGBM tree {t}: a node is reached twice (a shared or cyclic structure, "
+                                   f"not a tree)")
         seen.add(id(node))
         if depth > MAX_DEPTH:
-            raise ModelFormatError(f"{where}: deeper than {MAX_DEPTH} levels")
+            raise ModelFormatError(f"LightGBM tree {t}: deeper than {MAX_DEPTH} levels")
         if len(queue) + base > MAX_NODES:
-            raise ModelFormatError(f"{where}: too many nodes")
+            raise ModelFormatError(f"LightGBM tree {t}: too many nodes")
         if "split_feature" not in node:
             if "leaf_coeff" in node:
-                raise ModelFormatError(f"{where}: linear-tree leaves are not supported")
-            v = node.get("leaf_value")
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
-                raise ModelFormatError(f"{where}: leaf value {v!r} is not a finite number")
-            for k, val in (("feature", -1), ("threshold", 0.0), ("left", -1), ("right", -1), ("value", float(v))):
-                arrays[k].append(val)
+                raise ModelFormatError(f"LightGBM tree {t}: linear-tree leaves are not supported")
+            feature.append(-1)
+            threshold.append(0.0)
+            left.append(-1)
+            right.append(-1)
+            value.append(_number(node.get("leaf_value"), "leaf value", t))
             continue
         if node.get("decision_type", "<=") != "<=":
-            raise ModelFormatError(f"{where}: categorical split ({node.get('decision_type')!r}) is not supported; "
-                                   f"encode the category as numbers or train without categorical_feature")
+            raise ModelFormatError(f"LightGBM tree {t}: categorical split ({_show(node.get('decision_type'))}) is "
+                                   f"not supported; encode the category as numbers or train without "
+                                   f"categorical_feature")
         if node.get("missing_type", "None") == "Zero":
-            raise ModelFormatError(f"{where}: zero-as-missing splits are not supported; train with "
+            raise ModelFormatError(f"LightGBM tree {t}: zero-as-missing splits are not supported; train with "
                                    f"zero_as_missing=False")
-        f = node.get("split_feature")
+        f = node["split_feature"]
         if isinstance(f, bool) or not isinstance(f, (int, np.integer)) or not 0 <= f < n_features:
-            raise ModelFormatError(f"{where}: split feature {f!r} outside 0..{n_features - 1}")
-        g = int(owner[f])
+            raise ModelFormatError(f"LightGBM tree {t}: split feature {_show(f)} outside 0..{n_features - 1}")
+        f = int(f)
+        g = int(owner[f]) if f < top else -1
         if g < 0:
-            raise GroupSpecError(f"{where} splits on feature {f}, which is in none of the given groups; "
+            raise GroupSpecError(f"LightGBM tree {t} splits on feature {f}, which is in none of the given groups; "
                                  f"add it to a group")
         if g not in used:
             used.append(g)
-        arrays["feature"].append(int(f))
-        arrays["threshold"].append(_threshold32(node.get("threshold"), where))
-        arrays["value"].append(0.0)
-        kids = (node.get("left_child"), node.get("right_child"))
-        arrays["left"].append(base + len(queue))
-        queue.append((kids[0], depth + 1))
-        arrays["right"].append(base + len(queue))
-        queue.append((kids[1], depth + 1))
+        thr = node.get("threshold")
+        if isinstance(thr, bool) or not isinstance(thr, (int, float)):
+            raise ModelFormatError(f"LightGBM tree {t}: threshold {_show(thr)} is not a number")
+        try:
+            thr = float(thr)
+        except OverflowError:
+            thr = float("inf")
+        if thr != thr or thr in (float("inf"), float("-inf")):
+            raise ModelFormatError(f"LightGBM tree {t}: threshold is {_show(node.get('threshold'))}; NaN/Inf "
+                                   f"thresholds are refused")
+        feature.append(f)
+        threshold.append(thr)
+        value.append(0.0)
+        left.append(base + len(queue))
+        queue.append((node.get("left_child"), depth + 1))
+        right.append(base + len(queue))
+        queue.append((node.get("right_child"), depth + 1))
     return used
 
 
@@ -280,7 +456,8 @@ def _boosting_order_stages(ens: TreeEnsemble, tree_groups: list, costs: np.ndarr
             new.append(tuple(fresh))
             paid.update(fresh)
     lead = starts[0] if starts else ens.n_trees
-    const = ens.predict(np.zeros((1, ens.n_features)), range(lead))[0] if lead else np.zeros(n_targets)
+    const = np.zeros(n_targets)  # the trees before the first split are single leaves: add them up
+    np.add.at(const, ens.target[:lead], ens.value[ens.roots[:lead]])
     stages = [TreeStage((), 0.0, 0, 0, np.zeros((n_targets, n_targets)), scale * const)]
     if not starts:  # no tree splits at all: one stage of constant trees
         return tuple(stages + [TreeStage((), 0.0, 0, ens.n_trees, W, np.zeros(n_targets))])
