@@ -255,3 +255,112 @@ def test_crafted_objective_strings_are_refused(dump, objective, message):
     with pytest.raises(ModelFormatError, match=message) as exc:
         from_lightgbm_dump(d, GROUPS, COSTS)
     assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
+
+
+# ----------------------------------------------------------------------------- bounds (issue 24 items 7, 11, 14)
+def stump_dump(per_iter=1, n_trees=1, objective=None, **stump):
+    """A hand-written dump of `n_trees` stumps on feature 0 (a few hundred bytes)."""
+    tree = {"split_feature": 0, "threshold": 0.5, "decision_type": "<=", "left_child": {"leaf_value": -1.0},
+            "right_child": {"leaf_value": 1.0}, **stump}
+    if objective is None:
+        objective = "regression" if per_iter == 1 else f"multiclass num_class:{per_iter}"
+    return {"max_feature_idx": 7, "num_class": per_iter, "num_tree_per_iteration": per_iter, "objective": objective,
+            "tree_info": [{"num_leaves": 2, "tree_structure": copy.deepcopy(tree)} for _ in range(n_trees)]}
+
+
+def _traced(call):
+    """(result or the EdgeseqError raised, peak traced bytes)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        try:
+            out = call()
+        except ModelFormatError as exc:
+            out = exc
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_300_byte_dump_cannot_claim_10000_classes():
+    import json
+
+    d = stump_dump(per_iter=10_000, n_trees=1)
+    assert len(json.dumps(d)) < 400
+    err, peak = _traced(lambda: from_lightgbm_dump(d, GROUPS, COSTS))
+    from edgeseq.train.lightgbm_import import MAX_CLASSES
+    assert isinstance(err, ModelFormatError), err  # the old import built two 10,000 x 10,000 readouts (1.6 GB)
+    assert f"num_tree_per_iteration must be an integer in 1..{MAX_CLASSES}" in str(err)
+    assert peak < 1 << 20, peak
+    # under the documented cap, the classes are bounded by the trees present
+    err, peak = _traced(lambda: from_lightgbm_dump(stump_dump(per_iter=MAX_CLASSES, n_trees=1), GROUPS, COSTS))
+    assert isinstance(err, ModelFormatError) and "not a whole number of rounds" in str(err), err
+    assert peak < 1 << 20, peak
+    # negative control: 300 genuine classes import, and the trace does see their 300 x 300 readouts
+    model, peak = _traced(lambda: from_lightgbm_dump(stump_dump(per_iter=300, n_trees=300), GROUPS, COSTS))
+    assert model.ensemble.n_targets == 300 and len(model.output_names) == 300
+    assert peak > 2 * 300 * 300 * 8, peak
+
+
+def _huge(digits=401):
+    return int("9" * digits)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: first_leaf(first_split(d)).update(leaf_value=_huge()), "leaf value an integer of 401 digits"),
+    (lambda d: first_leaf(first_split(d)).update(leaf_value=-_huge()), "leaf value an integer of 401 digits"),
+    (lambda d: first_leaf(first_split(d)).update(leaf_value=1e39), "float32's range"),  # the runtimes' type
+    (lambda d: first_leaf(first_split(d)).update(leaf_value="1"), "is not a number"),
+    (lambda d: first_split(d).update(threshold=_huge()), "threshold is an integer of 401 digits"),
+    (lambda d: first_split(d).update(threshold=-_huge()), "threshold is an integer of 401 digits"),
+    (lambda d: first_split(d).update(threshold="0.5"), "is not a number"),
+    (lambda d: first_split(d).update(split_feature=_huge()), "split feature an integer of 401 digits"),
+    (lambda d: d.update(max_feature_idx=_huge()), "max_feature_idx"),
+    (lambda d: d.update(num_tree_per_iteration=_huge()), "num_tree_per_iteration"),
+    (lambda d: d["tree_info"][0].update(num_leaves=_huge()), "nodes; at most"),
+    (lambda d: d["tree_info"][0].update(num_leaves=10 ** 6), "num_leaves says 1000000"),
+    (lambda d: d.update(num_class=_huge()), "inconsistent"),
+    (lambda d: d.update(objective="binary sigmoid:" + "9" * 150), "sigmoid coefficient"),
+])
+def test_huge_and_out_of_range_numbers_fail_with_one_short_line(dump, edit, message):
+    """A JSON dump holds integers of any length (json.loads keeps them exact): each becomes one line."""
+    import json
+
+    d = json.loads(json.dumps(dump))  # what a dump read from a file is
+    edit(d)
+    d = json.loads(json.dumps(d))
+    with pytest.raises(ModelFormatError, match=message) as exc:
+        from_lightgbm_dump(d, GROUPS, COSTS)
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 300
+
+
+def test_threshold_above_float32_range_sends_every_row_left(dump):
+    d = copy.deepcopy(dump)
+    first_split(d).update(threshold=1e300)
+    model = from_lightgbm_dump(d, GROUPS, COSTS)
+    assert model.ensemble.threshold[0] == np.finfo(np.float32).max
+
+
+def test_node_count_is_refused_from_the_header_before_any_tree_is_read():
+    from edgeseq.train.trees import MAX_NODES
+
+    d = stump_dump(n_trees=20)
+    for info in d["tree_info"]:
+        info["num_leaves"] = MAX_NODES // 8
+    d["tree_info"][-1]["tree_structure"] = None  # never reached: the counts refuse the model first
+    with pytest.raises(ModelFormatError, match=f"nodes; at most {MAX_NODES}"):
+        from_lightgbm_dump(d, GROUPS, COSTS)
+    d = stump_dump(n_trees=3)
+    d["tree_info"][1]["num_leaves"] = 1  # a count that lies is refused too (the cap was checked on it)
+    with pytest.raises(ModelFormatError, match="tree 1: num_leaves says 1, the tree has 2 leaves"):
+        from_lightgbm_dump(d, GROUPS, COSTS)
+    assert from_lightgbm_dump(stump_dump(n_trees=3), GROUPS, COSTS).ensemble.n_nodes == 9  # control
+
+
+def test_long_imports_report_progress():
+    X, s = data(seed=6)
+    reg = lgb.LGBMRegressor(**PARAMS).fit(X, s)
+    lines = []
+    from_lightgbm(reg, GROUPS, COSTS, progress=lines.append)
+    assert lines[0] == "LightGBM import: dumping the model"
+    assert len(lines) == 11 and lines[-1].startswith("LightGBM import: 30/30 trees, "), lines

@@ -105,6 +105,9 @@ def from_lightgbm(model, groups, costs, group_names=None, *, progress=None) -> T
     if not hasattr(booster, "dump_model"):
         raise InputTypeError(f"expected a trained LightGBM Booster or LGBM* estimator, got {type(model).__name__}")
     classes = getattr(model, "classes_", None)
+    n_trees = booster.num_trees() if hasattr(booster, "num_trees") else 0
+    if n_trees > MAX_TREES:  # refused before LightGBM prints the model (its dump costs ~25 us per node)
+        raise ModelFormatError(f"the model has {n_trees} trees; at most {MAX_TREES} are supported")
     if progress is not None:
         progress("LightGBM import: dumping the model")
     try:
@@ -201,6 +204,10 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
             raise ModelFormatError(f"tree {t} of the dump has no 'tree_structure'")
         roots.append(len(arrays["feature"]))
         tree_groups.append(_read_tree(info["tree_structure"], t, arrays, owner, n_features))
+        leaves = (len(arrays["feature"]) - roots[-1] + 1) // 2
+        if "num_leaves" in info and info["num_leaves"] != leaves:  # the count the node cap was checked on
+            raise ModelFormatError(f"LightGBM tree {t}: num_leaves says {_show(info['num_leaves'])}, the tree "
+                                   f"has {leaves} leaves")
         if len(arrays["feature"]) > MAX_NODES:
             raise ModelFormatError(f"the model has more than {MAX_NODES} nodes")
         if report is not None:
