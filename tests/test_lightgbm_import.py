@@ -364,3 +364,46 @@ def test_long_imports_report_progress():
     from_lightgbm(reg, GROUPS, COSTS, progress=lines.append)
     assert lines[0] == "LightGBM import: dumping the model"
     assert len(lines) == 11 and lines[-1].startswith("LightGBM import: 30/30 trees, "), lines
+
+
+# ----------------------------------------------------------------------------- the float32 contract (item 12)
+@pytest.mark.parametrize("kind", ["regression", "binary"])
+def test_float64_rows_on_thresholds_follow_the_float32_contract_everywhere(kind, tmp_path):
+    """Rows placed exactly on LightGBM's float64 thresholds: the Python model, the exported graphs run by
+    the Python runtime (onnxruntime) and LightGBM on the float32-cast rows all agree; LightGBM on the
+    float64 rows does not (the negative control: the contract is float32, and these rows test it)."""
+    from edgeseq.export.writer import export_model
+    from edgeseq.runtime.model import ExportedModel
+
+    X, s = data(seed=7)
+    est = (lgb.LGBMRegressor(**PARAMS).fit(X, s) if kind == "regression"
+           else lgb.LGBMClassifier(**PARAMS).fit(X, (s > np.median(s)).astype(int)))
+    model = from_lightgbm(est, GROUPS, COSTS, group_names=["a", "b", "c", "d"])
+    splits = []
+
+    def walk(node):
+        if "split_feature" in node:
+            splits.append((node["split_feature"], node["threshold"]))
+            walk(node["left_child"])
+            walk(node["right_child"])
+    for info in est.booster_.dump_model()["tree_info"]:
+        walk(info["tree_structure"])
+    X64 = np.repeat(X[:1], len(splits), axis=0)
+    for i, (f, t) in enumerate(splits):
+        X64[i, f] = t  # a float64 threshold: almost never a float32 value
+    X32 = X64.astype(np.float32)
+    lgb_predict = est.predict if kind == "regression" else (lambda Z: est.predict_proba(Z)[:, 1])
+    ours = model.predict(X64)[:, 0 if kind == "regression" else 1]
+    np.testing.assert_allclose(ours, lgb_predict(X32.astype(np.float64)), rtol=0, atol=1e-9)
+    assert np.sum(~np.isclose(ours, lgb_predict(X64), rtol=0, atol=1e-9)) >= 3  # control: float64 differs
+
+    out = tmp_path / "out"
+    export_model(model, out)
+    runtime = ExportedModel(out)
+
+    def run(dtype):
+        pred = runtime.predict({name: X64[:, cols].astype(dtype) for name, cols in
+                                zip(model.group_names, model.group_columns)})
+        return np.asarray(pred if kind == "regression" else pred.proba[:, 1], np.float64).ravel()
+    np.testing.assert_allclose(run(np.float64), ours, rtol=1e-5, atol=1e-5)  # float64 rows in: cast inside
+    np.testing.assert_array_equal(run(np.float64), run(np.float32))
