@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from edgeseq.errors import GroupSpecError, InputTypeError, ModelFormatError
-from edgeseq.train.lightgbm_import import from_lightgbm, from_lightgbm_dump
+from edgeseq.train.lightgbm_import import from_lightgbm, from_lightgbm_dump, from_lightgbm_text
 
 from tree_models import boundary_rows
 
@@ -203,9 +203,11 @@ def test_every_objective_is_imported_exactly_or_refused_in_one_line(objective, e
     booster = lgb.train(params, lgb.Dataset(X, y, group=group), num_boost_round=12)
     Xt = X[:120]
     if not imported:
-        with pytest.raises(ModelFormatError, match=f"LightGBM objective '{objective}") as exc:
-            from_lightgbm(booster, GROUPS, COSTS)
-        assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
+        for reader in (lambda: from_lightgbm(booster, GROUPS, COSTS),
+                       lambda: from_lightgbm_dump(booster.dump_model(), GROUPS, COSTS)):
+            with pytest.raises(ModelFormatError, match=f"LightGBM objective '{objective}") as exc:
+                reader()
+            assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
         # control: the refusal is deserved - LightGBM's predict is not the raw score
         assert not np.allclose(booster.predict(Xt), booster.predict(Xt, raw_score=True))
         return
@@ -218,6 +220,11 @@ def test_every_objective_is_imported_exactly_or_refused_in_one_line(objective, e
     elif model.link == "identity":
         got = got[:, 0]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    # the other reader (the JSON dump) builds the same model: the same predictions at every stage
+    other = from_lightgbm_dump(booster.dump_model(), GROUPS, COSTS)
+    assert [s.tree_stop for s in other.stages] == [s.tree_stop for s in model.stages]
+    for k in range(len(model.stages)):
+        np.testing.assert_array_equal(other.predict(Xt, stage=k), model.predict(Xt, stage=k))
 
 
 def test_reg_sqrt_refusal_names_the_fix():
@@ -362,7 +369,7 @@ def test_long_imports_report_progress():
     reg = lgb.LGBMRegressor(**PARAMS).fit(X, s)
     lines = []
     from_lightgbm(reg, GROUPS, COSTS, progress=lines.append)
-    assert lines[0] == "LightGBM import: dumping the model"
+    assert lines[0] == "LightGBM import: printing the model"
     assert len(lines) == 11 and lines[-1].startswith("LightGBM import: 30/30 trees, "), lines
 
 
@@ -407,3 +414,70 @@ def test_float64_rows_on_thresholds_follow_the_float32_contract_everywhere(kind,
         return np.asarray(pred if kind == "regression" else pred.proba[:, 1], np.float64).ravel()
     np.testing.assert_allclose(run(np.float64), ours, rtol=1e-5, atol=1e-5)  # float64 rows in: cast inside
     np.testing.assert_array_equal(run(np.float64), run(np.float32))
+
+
+# ----------------------------------------------------------------------------- the text reader
+@pytest.fixture(scope="module")
+def text():
+    X, s = data(seed=4)
+    return lgb.LGBMRegressor(**{**PARAMS, "n_estimators": 3}).fit(X, s).booster_.model_to_string()
+
+
+def _line(text, key, new, tree=0):
+    """`text` with tree `tree`'s (or the header's, tree=None) line `key=...` replaced by `key=new`."""
+    lines = text.split("\n")
+    start = lines.index(f"Tree={tree}") if tree is not None else 0
+    i = next(j for j in range(start, len(lines)) if lines[j].startswith(key + "="))
+    lines[i] = f"{key}={new}"
+    return "\n".join(lines)
+
+
+def _first(text, key, tree=0):
+    lines = text.split("\n")
+    start = lines.index(f"Tree={tree}")
+    return next(l for l in lines[start:] if l.startswith(key + "=")).split("=", 1)[1].split()
+
+
+@pytest.mark.parametrize("edit, error, message", [
+    (lambda s: _line(s, "threshold", " ".join(["9" * 401] + _first(s, "threshold")[1:])), ModelFormatError,
+     "NaN/Inf thresholds"),
+    (lambda s: _line(s, "threshold", " ".join(["nan"] + _first(s, "threshold")[1:])), ModelFormatError,
+     "NaN/Inf thresholds"),
+    (lambda s: _line(s, "leaf_value", " ".join(["1e39"] + _first(s, "leaf_value")[1:])), ModelFormatError,
+     "float32's range"),
+    (lambda s: _line(s, "leaf_value", " ".join(["x"] + _first(s, "leaf_value")[1:])), ModelFormatError,
+     "not a number"),
+    (lambda s: _line(s, "split_feature", " ".join(["9" * 401] + _first(s, "split_feature")[1:])), ModelFormatError,
+     "not an integer"),
+    (lambda s: _line(s, "split_feature", " ".join(["8"] + _first(s, "split_feature")[1:])), ModelFormatError,
+     "outside 0..7"),
+    (lambda s: _line(s, "left_child", " ".join(["0"] + _first(s, "left_child")[1:])), ModelFormatError,
+     "points backwards"),
+    (lambda s: _line(s, "left_child", " ".join(["-99"] + _first(s, "left_child")[1:])), ModelFormatError,
+     "outside its tree"),
+    (lambda s: _line(s, "decision_type", " ".join(["1"] + _first(s, "decision_type")[1:])), ModelFormatError,
+     "categorical"),
+    (lambda s: _line(s, "decision_type", " ".join(["4"] + _first(s, "decision_type")[1:])), ModelFormatError,
+     "zero-as-missing"),
+    (lambda s: _line(s, "num_cat", "1"), ModelFormatError, "categorical"),
+    (lambda s: _line(s, "is_linear", "1"), ModelFormatError, "linear-tree"),
+    (lambda s: _line(s, "threshold", "0.5"), ModelFormatError, "threshold has 1 values"),
+    (lambda s: _line(s, "num_leaves", "9" * 401), ModelFormatError, "num_leaves must be an integer"),
+    (lambda s: _line(s, "num_leaves", str(2 ** 23)), ModelFormatError, "nodes; at most"),
+    (lambda s: _line(s, "num_leaves", "0"), ModelFormatError, "num_leaves must be positive"),
+    (lambda s: _line(s, "max_feature_idx", "9" * 401, tree=None), ModelFormatError, "max_feature_idx"),
+    (lambda s: _line(s, "num_tree_per_iteration", "10000", tree=None), ModelFormatError, "num_tree_per_iteration"),
+    (lambda s: _line(s, "num_tree_per_iteration", "2", tree=None), ModelFormatError, "objective"),
+    (lambda s: _line(s, "objective", "regression sqrt", tree=None), ModelFormatError, "reg_sqrt"),
+    (lambda s: s.replace("\nobjective=regression\n", "\n"), ModelFormatError, "names no objective"),
+    (lambda s: s.replace("\nTree=1\n", "\nTree=7\n"), ModelFormatError, "tree 1 is labelled '7'"),
+    (lambda s: s.replace("num_leaves=", "num_leaf=", 1), ModelFormatError, "num_leaves lines"),
+    (lambda s: s.replace("version=v4\n", "version=v4\naverage_output\n"), ModelFormatError, "random-forest"),
+    (lambda s: s[:s.index("\nTree=")], ModelFormatError, "no trees"),
+    (lambda s: "{" + s, ModelFormatError, "not a LightGBM text model"),
+])
+def test_crafted_text_models_fail_with_one_line(text, edit, error, message):
+    assert from_lightgbm_text(text, GROUPS, COSTS).ensemble.n_trees == 3  # control: the intact text loads
+    with pytest.raises(error, match=message) as exc:
+        from_lightgbm_text(edit(text), GROUPS, COSTS)
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 300
