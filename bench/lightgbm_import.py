@@ -1,9 +1,11 @@
 """Cost of importing a LightGBM model (`edgeseq.from_lightgbm`), in microseconds per tree node.
 
-An import has two parts: LightGBM prints its model as JSON (`Booster.dump_model()`, LightGBM's own
-code) and edgeseq walks the dump's trees into flat arrays, checks every number and builds the stages
-(`from_lightgbm_dump`). Both grow with the number of nodes; this measures each on ensembles of
-growing size (regression, 255-leaf trees at most 12 deep, on 8 features), best of `--repeats` runs.
+An import has two parts: LightGBM prints its model (LightGBM's own code) and edgeseq reads it into
+flat arrays, checks every number and builds the stages. `from_lightgbm` reads the text model
+(`Booster.model_to_string()` + `from_lightgbm_text`, a few array operations per tree); the JSON dump
+(`Booster.dump_model()` + `from_lightgbm_dump`, a Python step per node) is measured beside it. All
+grow with the number of nodes; this measures each on ensembles of growing size (regression, 255-leaf
+trees at most 12 deep, on 8 features), best of `--repeats` runs.
 
     python bench/lightgbm_import.py [--rounds 100 200 400] [--repeats 3]
 
@@ -27,7 +29,7 @@ def main() -> None:
     args = ap.parse_args()
     import lightgbm as lgb
 
-    from edgeseq.train.lightgbm_import import from_lightgbm_dump
+    from edgeseq.train.lightgbm_import import from_lightgbm, from_lightgbm_dump, from_lightgbm_text
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(5000, 8))
@@ -37,23 +39,32 @@ def main() -> None:
     for n_rounds in args.rounds:
         booster = lgb.train(dict(objective="regression", num_leaves=255, max_depth=12, min_data_in_leaf=2, verbose=-1,
                                  num_threads=1, deterministic=True), lgb.Dataset(X, y), n_rounds)
-        dump_s, walk_s = [], []
+        times = {k: [] for k in ("dump", "walk", "print", "text", "total")}
         for _ in range(args.repeats):
             t0 = time.perf_counter()
             dump = booster.dump_model()
             t1 = time.perf_counter()
-            model = from_lightgbm_dump(dump, groups, costs)
-            walk_s.append(time.perf_counter() - t1)
-            dump_s.append(t1 - t0)
+            from_lightgbm_dump(dump, groups, costs)
+            t2 = time.perf_counter()
+            text = booster.model_to_string()
+            t3 = time.perf_counter()
+            from_lightgbm_text(text, groups, costs)
+            t4 = time.perf_counter()
+            model = from_lightgbm(booster, groups, costs)
+            t5 = time.perf_counter()
+            for k, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                times[k].append(dt)
         n = model.ensemble.n_nodes
-        d, w = min(dump_s) / n * 1e6, min(walk_s) / n * 1e6
-        rows.append([model.ensemble.n_trees, n, d, w, d + w])
-        print(f"{model.ensemble.n_trees:5d} trees {n:8d} nodes: dump_model {d:.2f} us/node, "
-              f"from_lightgbm_dump {w:.2f} us/node, total {d + w:.2f} us/node")
+        us = {k: min(v) / n * 1e6 for k, v in times.items()}
+        rows.append([model.ensemble.n_trees, n, us["total"], us["print"], us["text"], us["dump"], us["walk"]])
+        print(f"{model.ensemble.n_trees:5d} trees {n:8d} nodes, us/node: from_lightgbm {us['total']:.2f} "
+              f"(model_to_string {us['print']:.2f} + from_lightgbm_text {us['text']:.2f}); "
+              f"dump_model {us['dump']:.2f} + from_lightgbm_dump {us['walk']:.2f}")
     write_result("lightgbm_import", {"tables": [{
-        "title": f"LightGBM import, microseconds per node (best of {args.repeats}); the dump is LightGBM's own "
-                 "code, the walk edgeseq's",
-        "columns": ["trees", "nodes", "dump_model us/node", "from_lightgbm_dump us/node", "total us/node"],
+        "title": f"LightGBM import, microseconds per node (best of {args.repeats}); model_to_string and "
+                 "dump_model are LightGBM's own code, the readers edgeseq's",
+        "columns": ["trees", "nodes", "from_lightgbm", "model_to_string", "from_lightgbm_text", "dump_model",
+                    "from_lightgbm_dump"],
         "rows": rows}]}, command_line(), machine=machine_info())
 
 

@@ -471,7 +471,7 @@ def _first(text, key, tree=0):
     (lambda s: _line(s, "objective", "regression sqrt", tree=None), ModelFormatError, "reg_sqrt"),
     (lambda s: s.replace("\nobjective=regression\n", "\n"), ModelFormatError, "names no objective"),
     (lambda s: s.replace("\nTree=1\n", "\nTree=7\n"), ModelFormatError, "tree 1 is labelled '7'"),
-    (lambda s: s.replace("num_leaves=", "num_leaf=", 1), ModelFormatError, "num_leaves lines"),
+    (lambda s: s.replace("num_leaves=", "num_leaf=", 1), ModelFormatError, "tree 0 has no num_leaves line"),
     (lambda s: s.replace("version=v4\n", "version=v4\naverage_output\n"), ModelFormatError, "random-forest"),
     (lambda s: s[:s.index("\nTree=")], ModelFormatError, "no trees"),
     (lambda s: "{" + s, ModelFormatError, "not a LightGBM text model"),

@@ -258,16 +258,15 @@ def from_lightgbm_text(text: str, groups, costs, group_names=None, classes=None,
             meta[key] = _text_int(meta[key], key)
     body = body.partition("\nend of trees")[0]
     n_trees = body.count("\nTree=") + 1 if sep else 0
-    counts = [_text_int(v, "num_leaves") for v in _LEAVES.findall(body)] if n_trees <= MAX_TREES else []
-    if n_trees <= MAX_TREES and len(counts) != n_trees:
-        raise ModelFormatError(f"LightGBM text model: {len(counts)} num_leaves lines for {n_trees} trees")
+    blocks = body.split("\nTree=", MAX_TREES) if n_trees <= MAX_TREES else []
+    counts = [_text_int(_leaves_line(b, t), "num_leaves") for t, b in enumerate(blocks)] if sep else []
     claimed = sum(2 * min(n, MAX_NODES) - 1 for n in counts)
     n_features, per_iter, link, scale = _header(meta, n_trees, claimed)
     spec, owner = _group_owner(groups, costs, group_names, n_features)
     report = _tree_reporter(progress, n_trees, claimed)
     parts = {k: [] for k in ("feature", "threshold", "left", "right", "value")}
     roots, tree_groups, offset = [], [], 0
-    for t, block in enumerate(body.split("\nTree=")):
+    for t, block in enumerate(blocks):
         index, _, rest = block.partition("\n")
         if index.strip() != str(t):
             raise ModelFormatError(f"LightGBM text model: tree {t} is labelled {_show(index[:40])}")
@@ -290,7 +289,12 @@ def from_lightgbm_text(text: str, groups, costs, group_names=None, classes=None,
     return _assemble(spec, ens, tree_groups, link, scale, classes)
 
 
-_LEAVES = re.compile(r"^num_leaves=(.*)$", re.MULTILINE)
+def _leaves_line(block: str, t: int) -> str:
+    """The value of a tree's ``num_leaves=`` line, found without parsing the rest of the tree."""
+    at = block.find("\nnum_leaves=")
+    if at < 0:
+        raise ModelFormatError(f"LightGBM text model: tree {t} has no num_leaves line")
+    return block[at + 12:block.find("\n", at + 12) if block.find("\n", at + 12) >= 0 else len(block)]
 
 
 def _text_int(value: str, name: str) -> int:
@@ -301,19 +305,20 @@ def _text_int(value: str, name: str) -> int:
 
 
 def _text_numbers(tree: dict, key: str, n: int, t: int, integer: bool = False) -> np.ndarray:
-    """The n numbers of one line of a tree (an empty line for n == 0), parsed in one array operation."""
+    """The n numbers of one line of a tree (an empty line for n == 0), parsed in one array operation
+    (a 401-digit integer becomes inf; an integer field must hold integers below 2**31)."""
     tokens = tree.get(key, "").split()
     if len(tokens) != n:
         raise ModelFormatError(f"LightGBM tree {t}: {key} has {len(tokens)} values, expected {n}")
     try:
-        if integer:
-            if any(len(tok) > 10 for tok in tokens):
-                raise ValueError
-            return np.array(tokens, dtype=np.int64) if n else np.zeros(0, np.int64)
-        return np.array(tokens, dtype=np.float64) if n else np.zeros(0)
-    except (ValueError, OverflowError):
-        raise ModelFormatError(f"LightGBM tree {t}: {key} holds something that is not "
-                               f"{'an integer' if integer else 'a number'}") from None
+        values = np.array(list(map(float, tokens)), dtype=np.float64) if n else np.zeros(0)
+    except ValueError:
+        raise ModelFormatError(f"LightGBM tree {t}: {key} holds something that is not a number") from None
+    if integer:
+        if not np.all((np.abs(values) < 2 ** 31) & (values == np.round(values))):
+            raise ModelFormatError(f"LightGBM tree {t}: {key} holds something that is not an integer")
+        return values.astype(np.int64)
+    return values
 
 
 def _text_tree(tree: dict, t: int, n_leaves: int, owner: np.ndarray, n_features: int, offset: int):
