@@ -128,6 +128,18 @@ def test_resealed_mutated_tree_manifests_read_or_fail_cleanly(tree_export_dir, t
                    lambda out: (tree_model_from_export(out), ExportedModel(out)))
 
 
+def _set_paths(obj, edits) -> None:
+    """Set each (path, value) of `edits` inside the nested dicts/lists `obj` (a copy of value)."""
+    for path, value in edits:
+        node = obj
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = copy.deepcopy(value)
+        except (KeyError, IndexError, TypeError):
+            pass  # an earlier edit changed the shape: skip
+
+
 def _fuzz_manifest(export_dir, tmp_path_factory, data, read) -> None:
     """Reseal a copy of `export_dir` with 1-3 random edits of its manifest; `read` it within bounds."""
     base = json.loads((export_dir / "manifest.json").read_text())
@@ -135,14 +147,7 @@ def _fuzz_manifest(export_dir, tmp_path_factory, data, read) -> None:
     edits = data.draw(st.lists(st.tuples(st.sampled_from(paths), _json), min_size=1, max_size=3))
 
     def edit(m):
-        for path, value in edits:
-            node = m
-            try:
-                for key in path[:-1]:
-                    node = node[key]
-                node[path[-1]] = copy.deepcopy(value)
-            except (KeyError, IndexError, TypeError):
-                pass  # an earlier edit changed the shape: skip
+        _set_paths(m, edits)
     out = tmp_path_factory.mktemp("fz") / "out"
     shutil.copytree(export_dir, out)
     try:
@@ -226,15 +231,9 @@ def test_mutated_lightgbm_dumps_import_or_fail_cleanly(data):
     else:
         dump = json.loads(dump_text)
         paths = [p for p in _paths(dump) if p]
-        for path, value in data.draw(st.lists(st.tuples(st.sampled_from(paths), _json | st.integers(-10 ** 400, 10 ** 400)),
-                                              min_size=1, max_size=3)):
-            node = dump
-            try:
-                for key in path[:-1]:
-                    node = node[key]
-                node[path[-1]] = copy.deepcopy(value)
-            except (KeyError, IndexError, TypeError):
-                pass  # an earlier edit changed the shape: skip
+        _set_paths(dump, data.draw(st.lists(st.tuples(st.sampled_from(paths),
+                                                      _json | st.integers(-10 ** 400, 10 ** 400)),
+                                            min_size=1, max_size=3)))
         raw = json.dumps(dump).encode()
     _bounded(lambda: from_lightgbm_dump(dump, LGBM_GROUPS, LGBM_COSTS), len(raw), EdgeseqError)
 
