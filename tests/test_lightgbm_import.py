@@ -481,3 +481,16 @@ def test_crafted_text_models_fail_with_one_line(text, edit, error, message):
     with pytest.raises(error, match=message) as exc:
         from_lightgbm_text(edit(text), GROUPS, COSTS)
     assert "\n" not in str(exc.value) and len(str(exc.value)) < 300
+
+
+def test_the_docs_state_the_caps_the_code_enforces():
+    from pathlib import Path
+
+    from edgeseq.train.lightgbm_import import MAX_CLASSES, MAX_TREES
+    from edgeseq.train.trees import MAX_NODES
+
+    root = Path(__file__).resolve().parents[1] / "docs"
+    for page in ("nonlinear.md", "threat-model.md"):
+        text = (root / page).read_text()
+        for cap in (MAX_CLASSES, MAX_TREES, MAX_NODES):
+            assert f"{cap:,}" in text, (page, cap)

@@ -114,7 +114,7 @@ def from_lightgbm(model, groups, costs, group_names=None, *, progress=None) -> T
     if progress is not None:
         progress("LightGBM import: printing the model")
     try:
-        text = booster.model_to_string()  # ~10x faster than dump_model(), and read without a step per node
+        text = booster.model_to_string()  # several times faster than dump_model(), read without a step per node
     except Exception as exc:  # LightGBM's own failure, one line
         first = (str(exc).splitlines() or [""])[0][:200]
         raise ModelFormatError(f"LightGBM could not print the model ({type(exc).__name__}: {first})") from None
