@@ -494,3 +494,11 @@ def test_the_docs_state_the_caps_the_code_enforces():
         text = (root / page).read_text()
         for cap in (MAX_CLASSES, MAX_TREES, MAX_NODES):
             assert f"{cap:,}" in text, (page, cap)
+
+
+def test_text_reader_equals_the_dump_reader_and_reads_windows_line_ends(text):
+    X, _ = data(seed=4)
+    booster = lgb.Booster(model_str=text)
+    model = from_lightgbm_text(text.replace("\n", "\r\n"), GROUPS, COSTS)
+    np.testing.assert_array_equal(model.predict(X), from_lightgbm_dump(booster.dump_model(), GROUPS, COSTS).predict(X))
+    np.testing.assert_allclose(model.predict(X)[:, 0], booster.predict(X.astype(np.float32)), atol=1e-9)

@@ -243,8 +243,9 @@ def from_lightgbm_text(text: str, groups, costs, group_names=None, classes=None,
     ...
     edgeseq.errors.ModelFormatError: LightGBM objective 'regression sqrt' (reg_sqrt=True) predicts the square ...
     """
-    if not isinstance(text, str) or not text.startswith("tree\n"):
+    if not isinstance(text, str) or not text.startswith(("tree\n", "tree\r\n")):
         raise ModelFormatError("not a LightGBM text model (it must start with a 'tree' line)")
+    text = text.replace("\r\n", "\n")  # a model saved on Windows, read as bytes and decoded
     head, sep, body = text.partition("\nTree=")
     meta: dict = {}
     for line in head.split("\n")[1:]:
