@@ -12,21 +12,23 @@ refused with one line, never imported approximately.
 
 We read the model as LightGBM's text (``Booster.model_to_string()``: a few lines of numbers per tree,
 parsed with array operations) or its JSON dump (``Booster.dump_model()``), so LightGBM itself is
-needed only to train, not to import, and both readers can be tested on crafted input. Everything a later
-emitter will index is checked here (via `TreeEnsemble`); unsupported content fails with one line.
+needed only to train, not to import, and both readers can be tested on crafted input. Everything a
+later emitter will index is checked here (via `TreeEnsemble`); unsupported content fails with one
+line.
 
 Thresholds: LightGBM compares ``double(x) <= threshold`` (a double). Devices feed float32 features,
 so each threshold becomes the largest float32 not above it; then for every float32 x,
 ``x <= t32`` exactly when ``double(x) <= t`` — the imported model decides like LightGBM on every
 float32 input, boundary values included. (LightGBM's ``predict`` reads any |x| <= 1e-35 as 0; a
 threshold inside that band is moved to its edge, so the band goes the way 0 goes, as in LightGBM.)
-The contract is float32: `TreeStageModel.predict`, the
-ONNX graphs and the C runtime all round a float64 row to float32 first, so a float64 value strictly
-between a threshold and its float32 rounding can go the other way in LightGBM's own float64
-``predict``; equality with LightGBM holds for rows that are float32 values (what a device feeds).
+
+The contract is float32: `TreeStageModel.predict`, the ONNX graphs and the C runtime all round a
+float64 row to float32 first, so a float64 value strictly between a threshold and its float32
+rounding can go the other way in LightGBM's own float64 ``predict``; equality with LightGBM holds
+for rows that are float32 values (what a device feeds).
 
 Bounds, checked before the work they bound: at most `MAX_CLASSES` classes (and no more than the
-trees present), `MAX_TREES` trees and `MAX_NODES` nodes (the dump's own per-tree leaf counts are
+trees present), `MAX_TREES` trees and `MAX_NODES` nodes (the model's own per-tree leaf counts are
 summed before any tree is read); every number is finite and inside float32's range.
 """
 
@@ -44,11 +46,12 @@ from edgeseq.train.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, T
 IDENTITY_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
                        "rank_xendcg")
 # objectives whose prediction no edgeseq link (identity, sigmoid, softmax) reproduces: why, and what to do
+_EXP = ("predicts exp(raw score)", "train a raw-score objective instead (e.g. regression on log(y))")
 REFUSED_OBJECTIVES = {
-    "poisson": "predicts exp(raw score)", "gamma": "predicts exp(raw score)",
-    "tweedie": "predicts exp(raw score)",
-    "multiclassova": "predicts one independent sigmoid per class, not a softmax; train with objective='multiclass'",
-    "cross_entropy_lambda": "predicts log(1 + exp(raw score)); train with objective='cross_entropy'",
+    "poisson": _EXP, "gamma": _EXP, "tweedie": _EXP,
+    "multiclassova": ("predicts one independent sigmoid per class, not a softmax",
+                      "train with objective='multiclass'"),
+    "cross_entropy_lambda": ("predicts log(1 + exp(raw score))", "train with objective='cross_entropy'"),
 }
 MAX_TREES = 100_000
 MAX_CLASSES = 1_000  # bounds the (classes x classes) identity readout each stage carries (8 MB)
@@ -485,8 +488,9 @@ def _link(dump: dict, per_iter: int) -> tuple[str, float]:
                                    f"refused rather than imported without it")
         params[key] = value
     if name in REFUSED_OBJECTIVES:
-        raise ModelFormatError(f"LightGBM objective {shown} is refused: it {REFUSED_OBJECTIVES[name]}, which "
-                               f"edgeseq's links (identity, sigmoid, softmax) cannot reproduce")
+        why, fix = REFUSED_OBJECTIVES[name]
+        raise ModelFormatError(f"LightGBM objective {shown} is refused: it {why}, which edgeseq's links "
+                               f"(identity, sigmoid, softmax) cannot reproduce; {fix}")
     expect = {"binary": {"sigmoid"}, "multiclass": {"num_class"}}.get(name, set())
     known = name in IDENTITY_OBJECTIVES or name in ("binary", "cross_entropy", "multiclass")
     if known and set(params) != expect:
