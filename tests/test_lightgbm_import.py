@@ -502,3 +502,25 @@ def test_text_reader_equals_the_dump_reader_and_reads_windows_line_ends(text):
     model = from_lightgbm_text(text.replace("\n", "\r\n"), GROUPS, COSTS)
     np.testing.assert_array_equal(model.predict(X), from_lightgbm_dump(booster.dump_model(), GROUPS, COSTS).predict(X))
     np.testing.assert_allclose(model.predict(X)[:, 0], booster.predict(X.astype(np.float32)), atol=1e-9)
+
+
+def test_too_many_trees_are_refused_before_lightgbm_prints_the_model(monkeypatch):
+    import edgeseq.train.lightgbm_import as imp
+
+    X, s = data(seed=8)
+    booster = lgb.LGBMRegressor(**PARAMS).fit(X, s).booster_
+    printed = []
+
+    class Watched:  # the Booster, recording whether its (costly) model text was asked for
+        num_trees = booster.num_trees
+
+        def model_to_string(self):
+            printed.append(True)
+            return booster.model_to_string()
+        dump_model = booster.dump_model
+    assert from_lightgbm(Watched(), GROUPS, COSTS).ensemble.n_trees == 30 and printed  # control
+    printed.clear()
+    monkeypatch.setattr(imp, "MAX_TREES", 29)
+    with pytest.raises(ModelFormatError, match="30 trees; at most 29"):
+        from_lightgbm(Watched(), GROUPS, COSTS)
+    assert not printed
