@@ -6,6 +6,7 @@ line, within a time and memory bound. Bounded to a few seconds per test; derando
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import shutil
 import time
@@ -127,6 +128,18 @@ def test_resealed_mutated_tree_manifests_read_or_fail_cleanly(tree_export_dir, t
                    lambda out: (tree_model_from_export(out), ExportedModel(out)))
 
 
+def _set_paths(obj, edits) -> None:
+    """Set each (path, value) of `edits` inside the nested dicts/lists `obj` (a copy of value)."""
+    for path, value in edits:
+        node = obj
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = copy.deepcopy(value)
+        except (KeyError, IndexError, TypeError):
+            pass  # an earlier edit changed the shape: skip
+
+
 def _fuzz_manifest(export_dir, tmp_path_factory, data, read) -> None:
     """Reseal a copy of `export_dir` with 1-3 random edits of its manifest; `read` it within bounds."""
     base = json.loads((export_dir / "manifest.json").read_text())
@@ -134,14 +147,7 @@ def _fuzz_manifest(export_dir, tmp_path_factory, data, read) -> None:
     edits = data.draw(st.lists(st.tuples(st.sampled_from(paths), _json), min_size=1, max_size=3))
 
     def edit(m):
-        for path, value in edits:
-            node = m
-            try:
-                for key in path[:-1]:
-                    node = node[key]
-                node[path[-1]] = copy.deepcopy(value)
-            except (KeyError, IndexError, TypeError):
-                pass  # an earlier edit changed the shape: skip
+        _set_paths(m, edits)
     out = tmp_path_factory.mktemp("fz") / "out"
     shutil.copytree(export_dir, out)
     try:
@@ -168,4 +174,87 @@ def test_single_bit_flips_sweep_has_both_outcomes():
         except ModelFormatError as exc:
             assert "\n" not in str(exc) and len(str(exc)) <= 600
             refused += 1
+    assert loaded > 10 and refused > 10, (loaded, refused)
+
+
+# ----------------------------------------------------------------------------- LightGBM text models and JSON dumps
+LGBM_GROUPS, LGBM_COSTS = [[0, 1], [2, 3], [4], [5, 6, 7]], [1.0, 2.0, 4.0, 8.0]
+
+
+@functools.lru_cache(maxsize=None)
+def _lightgbm_seeds() -> tuple:
+    """(text model, JSON dump text) of small regression, binary and 3-class LightGBM models."""
+    lgb = pytest.importorskip("lightgbm")
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 8))
+    s = X[:, 0] + X[:, 2] * X[:, 3] - X[:, 7]
+    params = dict(num_leaves=4, min_data_in_leaf=5, verbose=-1, num_threads=1, deterministic=True)
+    seeds = []
+    for objective, y, extra in (("regression", s, {}), ("binary", (s > 0).astype(float), {}),
+                                ("multiclass", np.digitize(s, [-1, 1]).astype(float), {"num_class": 3})):
+        booster = lgb.train(dict(objective=objective, **params, **extra), lgb.Dataset(X, y), 3)
+        text = booster.model_to_string()
+        seeds.append((text[:text.index("end of trees")] + "end of trees\n", json.dumps(booster.dump_model())))
+    return tuple(seeds)
+
+
+@settings(FUZZ, max_examples=150)
+@given(st.data())
+def test_mutated_lightgbm_text_models_import_or_fail_cleanly(data):
+    """Byte edits of a LightGBM text model: the reader returns a valid model or one EdgeseqError line."""
+    from edgeseq.errors import EdgeseqError
+    from edgeseq.train.lightgbm_import import from_lightgbm_text
+
+    text, _ = data.draw(st.sampled_from(_lightgbm_seeds()))
+    raw = mutate(text.encode(), lambda lo, hi: data.draw(st.integers(lo, hi)))
+    _bounded(lambda: from_lightgbm_text(raw.decode("utf-8", "replace"), LGBM_GROUPS, LGBM_COSTS), len(raw),
+             EdgeseqError)
+
+
+@settings(FUZZ, max_examples=150)
+@given(st.data())
+def test_mutated_lightgbm_dumps_import_or_fail_cleanly(data):
+    """A LightGBM JSON dump with 1-3 values replaced by arbitrary JSON (huge integers, strings, lists,
+    objects...) or its text byte-edited: a valid model or one EdgeseqError line, bounded."""
+    from edgeseq.errors import EdgeseqError
+    from edgeseq.train.lightgbm_import import from_lightgbm_dump
+
+    _, dump_text = data.draw(st.sampled_from(_lightgbm_seeds()))
+    if data.draw(st.booleans()):
+        raw = mutate(dump_text.encode(), lambda lo, hi: data.draw(st.integers(lo, hi)))
+        try:
+            dump = json.loads(raw)
+        except ValueError:  # not JSON any more: the caller's json.loads refuses it, not the importer
+            return
+    else:
+        dump = json.loads(dump_text)
+        paths = [p for p in _paths(dump) if p]
+        _set_paths(dump, data.draw(st.lists(st.tuples(st.sampled_from(paths),
+                                                      _json | st.integers(-10 ** 400, 10 ** 400)),
+                                            min_size=1, max_size=3)))
+        raw = json.dumps(dump).encode()
+    _bounded(lambda: from_lightgbm_dump(dump, LGBM_GROUPS, LGBM_COSTS), len(raw), EdgeseqError)
+
+
+def test_lightgbm_fuzz_seeds_import_and_mutations_have_both_outcomes():
+    """Not vacuous: the seeds import, and single-token edits both import (inside a number) and are refused."""
+    import numpy as np
+
+    from edgeseq.errors import EdgeseqError
+    from edgeseq.train.lightgbm_import import from_lightgbm_text
+
+    loaded = refused = 0
+    for text, dump_text in _lightgbm_seeds():
+        assert from_lightgbm_text(text, LGBM_GROUPS, LGBM_COSTS).ensemble.n_trees >= 3
+        rng = np.random.default_rng(1)
+        for i in rng.choice(len(text), 40, replace=False):
+            edited = text[:i] + "7" + text[i + 1:]
+            try:
+                from_lightgbm_text(edited, LGBM_GROUPS, LGBM_COSTS)
+                loaded += 1
+            except EdgeseqError as exc:
+                assert "\n" not in str(exc)
+                refused += 1
     assert loaded > 10 and refused > 10, (loaded, refused)
