@@ -23,6 +23,8 @@ _LAZY = {"AFRClassifier": "edgeseq.train.afr",
          "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
          "from_lightgbm": "edgeseq.train.lightgbm_import", "sequence_from_gram": "edgeseq.train.functional",
          "sequence_trees": "edgeseq.train.tree_sequencing"}
+_LAZY |= {"AnytimeNetClassifier": "edgeseq.train.neural.estimators",
+          "AnytimeNetRegressor": "edgeseq.train.neural.estimators", "loss_weights": "edgeseq.train.neural.schemes"}
 __all__ = sorted(_LAZY)
 
 
