@@ -164,9 +164,13 @@ def head_loss(z: np.ndarray, y: np.ndarray, link: str):
 class Adam:
     """Adam (Kingma & Ba) over a dict of float64 arrays, updated in place.
 
+    The parameters are moved into one flat buffer (the dict's entries become views of it), so a step
+    is a handful of vector operations however many arrays the network has.
+
     Parameters
     ----------
     params : dict of str to ndarray
+        Rebound to views of the flat buffer.
     lr : float, default=3e-3
     beta1, beta2, eps : float
         The usual defaults 0.9, 0.999, 1e-8.
@@ -186,13 +190,22 @@ class Adam:
 
     def __init__(self, params: dict, lr: float = 3e-3, beta1: float = 0.9, beta2: float = 0.999,
                  eps: float = 1e-8):
-        self.params, self.lr, self.b1, self.b2, self.eps = params, lr, beta1, beta2, eps
-        self.m = {k: np.zeros_like(v) for k, v in params.items()}
-        self.v = {k: np.zeros_like(v) for k, v in params.items()}
+        self.lr, self.b1, self.b2, self.eps = lr, beta1, beta2, eps
+        self.slices, offset = {}, 0
+        for k, v in params.items():
+            self.slices[k] = (slice(offset, offset + v.size), v.shape)
+            offset += v.size
+        self.flat = np.zeros(offset)
+        for k, v in params.items():
+            sl, shape = self.slices[k]
+            self.flat[sl] = v.ravel()
+            params[k] = self.flat[sl].reshape(shape)
+        self.grad = np.zeros(offset)
+        self.m, self.v = np.zeros(offset), np.zeros(offset)
         self.t = 0
 
     def step(self, grads: dict) -> None:
-        """Apply one update with `grads` (same keys as the parameters; missing keys are left alone).
+        """Apply one update with `grads` (same keys as the parameters; a missing key counts as zero).
 
         Examples
         --------
@@ -202,11 +215,13 @@ class Adam:
         [-0.5]
         """
         self.t += 1
-        c1, c2 = 1 - self.b1 ** self.t, 1 - self.b2 ** self.t
+        self.grad[:] = 0.0
         for k, g in grads.items():
-            m, v = self.m[k], self.v[k]
-            m *= self.b1
-            m += (1 - self.b1) * g
-            v *= self.b2
-            v += (1 - self.b2) * g * g
-            self.params[k] -= self.lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
+            self.grad[self.slices[k][0]] = g.ravel()
+        g = self.grad
+        self.m *= self.b1
+        self.m += (1 - self.b1) * g
+        self.v *= self.b2
+        self.v += (1 - self.b2) * (g * g)
+        c1, c2 = 1 - self.b1 ** self.t, 1 - self.b2 ** self.t
+        self.flat -= (self.lr / c1) * self.m / (np.sqrt(self.v / c2) + self.eps)
