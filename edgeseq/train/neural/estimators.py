@@ -36,7 +36,7 @@ class _AnytimeNetBase(BaseEstimator):
     def __init__(self, groups=None, costs=None, *, group_names=None, group_shapes=None, blocks=None,
                  scheme="adaloss", order="linear", hidden=32, conv=None, eann_base=None,
                  cost_per_mac=DEFAULT_COST_PER_MAC, max_epochs=100, batch_size=128, learning_rate=3e-3,
-                 validation_fraction=0.1, patience=10, gamma=0.05, random_state=None):
+                 validation_fraction=0.1, patience=20, gamma=0.05, random_state=None):
         self.groups = groups
         self.costs = costs
         self.group_names = group_names
@@ -285,8 +285,10 @@ _PARAMS_DOC = """
         Minibatch Adam.
     validation_fraction : float, default=0.1
         Rows held out for early stopping (and EANN's commit decisions).
-    patience : int, default=10
-        Epochs without a lower mean validation loss before training stops (best epoch kept).
+    patience : int, default=20
+        Epochs without a lower mean validation loss (over the exits) before training stops; the best
+        epoch's weights are kept. Generous because an early exit that cannot yet do better than the
+        prior can hold the mean flat for a while before the deeper exits find their features.
     gamma : float, default=0.05
         AdaLoss's constant share γ.
     random_state : int or None, default=None
@@ -397,7 +399,8 @@ class AnytimeNetClassifier(ClassifierMixin, _AnytimeNetBase):
         >>> clf.predict(X[:3], budget=0.0).tolist() == [clf.classes_[int(np.mean(y) > 0.5)]] * 3   # the prior
         True
         """
-        return self.classes_[np.argmax(self.predict_proba(X, budget=budget, stage=stage), axis=1)]
+        proba = self.predict_proba(X, budget=budget, stage=stage)  # first: it refuses an unfitted estimator
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def staged_predict_proba(self, X):
         """Yield the class probabilities of stage 0, 1, ..., K (every stage, committing or not).
