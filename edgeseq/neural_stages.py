@@ -34,7 +34,8 @@ import numpy as np
 
 from edgeseq.budget import longest_affordable_prefix
 from edgeseq.errors import InputError, ModelFormatError
-from edgeseq.sequence import LINKS, apply_link
+from edgeseq.sequence import LINKS
+from edgeseq.train.trees import TreeStageModel
 
 POOLS = ("none", "max", "avg")
 MAX_WIDTH = 1 << 16  # bounds one layer's width, a window's length and a kernel, so shapes stay allocatable
@@ -472,28 +473,10 @@ class LayerBlockModel:
             return self.stage_for_budget(budget)
         return int(self.committing[-1])
 
-    def groups_required(self, k: int) -> list[int]:
-        """Groups computed once stage k has run, in extraction order.
-
-        Examples
-        --------
-        >>> from edgeseq.neural_stages import _example_model
-        >>> [_example_model().groups_required(k) for k in range(3)]
-        [[], [0], [0, 1]]
-        """
-        return [g for s in self.stages[:k + 1] for g in s.new_groups]
-
-    def columns_required(self, k: int) -> np.ndarray:
-        """Raw feature columns of the groups stage k requires (the ones that must be finite).
-
-        Examples
-        --------
-        >>> from edgeseq.neural_stages import _example_model
-        >>> _example_model().columns_required(1).tolist()
-        [0, 1]
-        """
-        gs = self.groups_required(k)
-        return np.concatenate([self.group_columns[g] for g in gs]) if gs else np.zeros(0, np.int64)
+    # the stage bookkeeping every stage kind shares: the tree kind's implementation, not a copy
+    groups_required = TreeStageModel.groups_required
+    columns_required = TreeStageModel.columns_required
+    apply_link = TreeStageModel.apply_link
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
@@ -682,18 +665,6 @@ class LayerBlockModel:
         """
         k = self.resolve_stage(budget, stage)
         return self.apply_link(self.decision(self.check_rows(X, k), k))
-
-    def apply_link(self, z: np.ndarray) -> np.ndarray:
-        """Readout -> prediction: identity, or class probabilities (n, n_classes).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from edgeseq.neural_stages import _example_model
-        >>> _example_model().apply_link(np.array([[3.0]])).tolist()
-        [[3.0]]
-        """
-        return apply_link(self.link, z)
 
     @property
     def stage_macs(self) -> np.ndarray:
