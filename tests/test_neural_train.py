@@ -207,3 +207,22 @@ def test_eann_chain_resets_and_pays_each_group_once():
     assert [s.reset for s in chain.stages][:4] == [True, True, False, True]
     assert sorted(g for s in chain.stages for g in s.new) == [0, 1, 2, 3, 4]
     assert eann.commits_from_losses(1.0, [1.0, 0.9, 0.95, 0.1]) == [False, True, False, True]
+
+
+def test_docs_hook_renders_a_results_tables_marker(tmp_path):
+    """The neural page shows its figures through a marker the docs hook fills from bench/results."""
+    import importlib.util
+    import json
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("docs_hooks_neural", root / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "demo.json").write_text(json.dumps(
+        {"tables": [{"title": "Accuracy", "columns": ["method", "acc"], "rows": [["adaloss", 0.9123]]}],
+         "command": "python bench/demo.py", "machine": "here"}))
+    md = hooks.render_result_tables(tmp_path, "demo")
+    assert "### Accuracy" in md and "| adaloss | 0.9123 |" in md and "python bench/demo.py" in md
+    assert "Not yet measured" in hooks.render_result_tables(tmp_path, "missing")
+    assert "<!-- bench-tables" in (root / "docs" / "neural.md").read_text(encoding="utf-8")

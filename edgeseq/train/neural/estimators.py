@@ -186,7 +186,9 @@ class _AnytimeNetBase(BaseEstimator):
             if progress is not None:
                 progress(f"training {len(net.stages)} stages on {tr.size:,} rows ({va.size:,} for early stopping), "
                          f"scheme {self.scheme}")
-            res = train_net(net, Xs[tr], t[tr], X_val=X_val, t_val=t_val, scheme=self.scheme, **kw)
+            scheme = getattr(self, "_exit_weights", None)  # set by `opt_networks` only
+            res = train_net(net, Xs[tr], t[tr], X_val=X_val, t_val=t_val,
+                            scheme=self.scheme if scheme is None else scheme, **kw)
             params, self.n_epochs_, weights = res.params, [res.best_epoch], res.weights
         else:
             depths = eann.member_depths(len(net.stages), float(self.eann_base))
@@ -531,3 +533,45 @@ class AnytimeNetRegressor(RegressorMixin, _AnytimeNetBase):
         """
         for _, z in self._staged(X):
             yield z[:, 0] if self._y_1d else z
+
+
+def opt_networks(est, X, y) -> list:
+    """OPT: for each stage i of the fitted `est`, a network of its first i stages trained for exit i alone.
+
+    The baseline an anytime network's exits are measured against (each OPT network has every weight
+    on its last exit; the same groups, widths, seed and early stopping as `est`).
+
+    Parameters
+    ----------
+    est : AnytimeNetClassifier or AnytimeNetRegressor
+        Fitted, without `eann_base`.
+    X, y : array-like
+        The training data `est` was fitted on.
+
+    Returns
+    -------
+    list of fitted estimators
+        Element i - 1 has i stages; compare its last stage with stage i of `est`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeNetRegressor
+    >>> from edgeseq.train.neural.estimators import opt_networks
+    >>> X = np.random.default_rng(0).normal(size=(80, 2)); y = X.sum(axis=1)
+    >>> est = AnytimeNetRegressor(order="given", max_epochs=5, random_state=0).fit(X, y)
+    >>> [len(o.stage_model_.stages) - 1 for o in opt_networks(est, X, y)]
+    [1, 2]
+    """
+    from sklearn.base import clone
+
+    model = fitted_attribute(est, "stage_model_")
+    if est.eann_base is not None:
+        raise InputError("OPT is the baseline of a single anytime network; fit it without eann_base")
+    stages = model.stages[1:]
+    out = []
+    for i in range(1, len(stages) + 1):
+        opt = clone(est).set_params(blocks=[{"groups": list(s.new_groups), "width": s.width} for s in stages[:i]])
+        opt._exit_weights = np.eye(i)[-1]
+        out.append(opt.fit(X, y))
+    return out
