@@ -166,3 +166,19 @@ def test_seeded_fits_repeat_and_seeds_matter():
     c = AnytimeNetClassifier(random_state=4, **SMALL).fit(X, y).predict_proba(X)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def test_opt_networks_train_each_depth_for_its_last_exit():
+    from edgeseq.train.neural.estimators import opt_networks
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] * X[:, 2] + X[:, 1]
+    est = AnytimeNetRegressor([[0, 1], [2, 3]], [1.0, 2.0], order="given", hidden=16, random_state=0).fit(X, y)
+    opts = opt_networks(est, X, y)
+    assert [len(o.stage_model_.stages) - 1 for o in opts] == [1, 2]
+    assert [o.loss_weights_.tolist() for o in opts] == [[1.0], [0.0, 1.0]]
+    # the deep OPT network learns the product through its only trained exit (early stopping watches
+    # that exit, not the untrained one before it)
+    assert opts[1].score(X, y) > 0.8 > opts[0].score(X, y)
+    with pytest.raises(InputError, match="eann_base"):
+        opt_networks(AnytimeNetRegressor([[0, 1], [2, 3]], [1.0, 2.0], eann_base=2, **SMALL).fit(X, y), X, y)

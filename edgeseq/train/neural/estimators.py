@@ -288,8 +288,9 @@ _PARAMS_DOC = """
     validation_fraction : float, default=0.1
         Rows held out for early stopping (and EANN's commit decisions).
     patience : int, default=20
-        Epochs without a lower mean validation loss (over the exits) before training stops; the best
-        epoch's weights are kept. Generous because an early exit that cannot yet do better than the
+        Epochs without a better validation objective (the scheme-weighted mean of the exits' losses;
+        under AdaLoss the mean of their logarithms) before training stops; the best epoch's weights
+        are kept. Generous because an early exit that cannot yet do better than the
         prior can hold the mean flat for a while before the deeper exits find their features.
     gamma : float, default=0.05
         AdaLoss's constant share γ.

@@ -226,6 +226,26 @@ def exit_losses(spec: NetSpec, p: dict, X: np.ndarray, t: np.ndarray) -> np.ndar
     return np.array([head_loss(z, t, spec.link)[0] for z in logits])
 
 
+def validation_score(val_losses, fixed_weights=None) -> float:
+    """The training objective measured on validation rows, for early stopping.
+
+    Under fixed weights (a static scheme, or OPT's one-hot weights) it is the weighted mean of the
+    exits' losses, so an exit with weight 0 cannot stop training; under AdaLoss, whose weights make
+    the objective behave like Σ_i log ℓ_i, it is the mean of the losses' logarithms.
+
+    Examples
+    --------
+    >>> from edgeseq.train.neural.net import validation_score
+    >>> validation_score([5.0, 1.0], [0.0, 1.0]), round(validation_score([1.0, 0.01]), 3)
+    (1.0, -2.303)
+    """
+    v = np.maximum(np.asarray(val_losses, np.float64), 1e-300)
+    if fixed_weights is None:
+        return float(np.mean(np.log(v)))
+    w = np.asarray(fixed_weights, np.float64)
+    return float(w @ v / w.sum())
+
+
 @dataclass
 class TrainResult:
     """What `train_net` returns: the best parameters and the history of the run."""
@@ -249,8 +269,8 @@ def train_net(spec: NetSpec, X: np.ndarray, t: np.ndarray, *, X_val=None, t_val=
     X, t : ndarray
         Standardised training rows and targets (values (n, P), 0/1 labels or class indices).
     X_val, t_val : ndarray, optional
-        Validation rows: training stops after `patience` epochs without a lower mean exit loss on them
-        and the best epoch's parameters are kept. Without them all `max_epochs` run.
+        Validation rows: training stops after `patience` epochs without a lower `validation_score`
+        on them and the best epoch's parameters are kept. Without them all `max_epochs` run.
     scheme : str or array_like
         A name of `loss_weights`, or fixed weights (one per exit; OPT trains one exit alone this way).
     progress : callable, optional
@@ -290,7 +310,7 @@ def train_net(spec: NetSpec, X: np.ndarray, t: np.ndarray, *, X_val=None, t_val=
             opt.step(backward(spec, p, cache, [wi * g for wi, (_, g) in zip(w, pairs)]))
         if X_val is not None and len(X_val):
             val = exit_losses(spec, p, X_val, t_val)
-            score = float(np.mean(val))
+            score = validation_score(val, fixed)
             if score < best - 1e-9:
                 best, best_p, best_epoch, best_val, since = score, {k: v.copy() for k, v in p.items()}, epoch, val, 0
             else:
