@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import check_estimator
 
-from edgeseq import AnytimeClassifier, AnytimeNetClassifier, AnytimeNetRegressor
+from edgeseq import AnytimeNetClassifier, AnytimeNetRegressor, AnytimeRegressor
 from edgeseq.errors import EdgeseqWarning, InputError, ModelFormatError
 from edgeseq.neural_stages import LayerBlockModel
 
@@ -125,7 +125,7 @@ def test_default_order_is_the_linear_cs_g_omp_order():
     groups, costs = [[0], [1], [2], [3]], [1.0, 1.0, 1.0, 1.0]
     lines = []
     clf = AnytimeNetClassifier(groups, costs, random_state=0, **SMALL).fit(X, y, progress=lines.append)
-    lin = AnytimeClassifier(groups, costs).fit(X, y)
+    lin = AnytimeRegressor(groups, costs).fit(X, np.eye(2)[y])  # CS-G-OMP on one-hot class indicators
     assert clf.sequence_.tolist() == lin.sequence_.tolist() and clf.sequence_[0] == 3
     assert [s.new_groups for s in clf.stage_model_.stages[1:]] == [(g,) for g in lin.sequence_.tolist()]
     assert lines[0].startswith("group order (linear CS-G-OMP): g3") and lines[-1].startswith("done:")

@@ -143,11 +143,13 @@ class _AnytimeNetBase(BaseEstimator):
     def _order(self, X, y, spec, progress) -> list[int]:
         if self.order == "given" or self.blocks is not None or spec.n_groups == 1:
             return list(range(spec.n_groups))
-        from edgeseq.train.classifier import AnytimeClassifier
         from edgeseq.train.regressor import AnytimeRegressor
-        cls = AnytimeClassifier if self._task == "classification" else AnytimeRegressor
-        lin = cls([c.tolist() for c in spec.columns], spec.costs.tolist(), group_names=list(spec.names))
-        order = [int(g) for g in lin.fit(X, y).sequence_]
+        # classes: squared loss on one-hot class indicators, the papers' setup for classification. It
+        # needs one statistics pass; the logistic refits of AnytimeClassifier took 53 s of CPU on
+        # MNIST-5k's 28 row groups against 0.3 s, and picked the same first groups.
+        Y = np.eye(int(y.max()) + 1)[y] if self._task == "classification" else y
+        lin = AnytimeRegressor([c.tolist() for c in spec.columns], spec.costs.tolist(), group_names=list(spec.names))
+        order = [int(g) for g in lin.fit(X, Y).sequence_]
         if progress is not None:
             progress(f"group order (linear CS-G-OMP): {', '.join(spec.names[g] for g in order)}")
         return order
@@ -270,7 +272,8 @@ _PARAMS_DOC = """
         Weights of the exits' losses (`edgeseq.loss_weights`). AdaLoss needs no tuning per depth and
         its floor γ keeps every exit trained; on small networks the schemes differ little.
     order : {"linear", "given"}, default="linear"
-        Group order without `blocks`: the linear CS-G-OMP order fitted on the same data, or as given.
+        Group order without `blocks`: the linear CS-G-OMP order fitted on the same data (for classes,
+        on one-hot class indicators with squared loss: one statistics pass), or as given.
     hidden : int, default=32
         Width of each dense block: two 32-float state buffers and 32 x 32 weights per stage fit the
         RAM and flash of a Cortex-M4 many times over.
