@@ -31,6 +31,8 @@ NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "L
              "AnytimeBoosting (stagewise)")
 ROOT = Path(__file__).resolve().parents[1]
 MAX_GENERIC_ROWS = 60
+# one benchmark's declared tables inside another page: <!-- bench-tables: name --> (bench/results/name.json)
+TABLES_MARKER = re.compile(r"<!-- bench-tables: *([a-z0-9_]+) *-->")
 
 
 def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs hook signature)
@@ -45,7 +47,38 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs ho
                                                                             / "tree_orders.json"))
     if FIGURE_MARKER.search(markdown):
         markdown = render_tree_order_figures(markdown, ROOT / "bench" / "results" / "tree_orders.json")
+    if TABLES_MARKER.search(markdown):
+        markdown = TABLES_MARKER.sub(lambda m: render_result_tables(ROOT / "bench", m.group(1)), markdown)
     return resolve_lazy_names(markdown)
+
+
+def render_result_tables(bench_dir: Path, name: str) -> str:
+    """The tables of ``bench/results/<name>.json`` with its command and machine, for a page of its own.
+
+    >>> import json, tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "results").mkdir()
+    >>> _ = (d / "results" / "x.json").write_text(json.dumps({"tables": [{"title": "T", "columns": ["a"],
+    ...     "rows": [[1.5]]}], "command": "python bench/x.py", "machine": "m"}))
+    >>> print(render_result_tables(d, "x"))
+    Command: `python bench/x.py`; machine: m.
+    <BLANKLINE>
+    ### T
+    <BLANKLINE>
+    | a |
+    |---|
+    | 1.5 |
+    <BLANKLINE>
+    >>> render_result_tables(d, "y")
+    '**Not yet measured**: there is no `bench/results/y.json`; run `python bench/y.py`.\\n'
+    """
+    path = Path(bench_dir) / "results" / f"{name}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        body = render_declared_tables(data["tables"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return f"**Not yet measured**: there is no `bench/results/{name}.json`; run `python bench/{name}.py`.\n"
+    command = data.get("command") or f"python bench/{name}.py"
+    return "\n".join([f"Command: `{command}`; machine: {machine_text(data, path.with_suffix('.md'))}.", "", *body])
 
 
 def resolve_lazy_names(markdown: str) -> str:

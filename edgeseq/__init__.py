@@ -28,6 +28,8 @@ _LAZY = {"AFRClassifier": "edgeseq.train.afr",
          # the verbs between a fitted model and a device: the export directory and the model file
          "export_model": "edgeseq.export.writer", "load_model": "edgeseq.io.model_io",
          "save_model": "edgeseq.io.model_io"}
+_LAZY |= {"AnytimeNetClassifier": "edgeseq.train.neural.estimators",
+          "AnytimeNetRegressor": "edgeseq.train.neural.estimators", "loss_weights": "edgeseq.train.neural.schemes"}
 __all__ = sorted(_LAZY)
 
 

@@ -38,6 +38,10 @@ PUBLIC = {
     "CholeskyFactor": "edgeseq.train.kernel",
     "conclusion": "edgeseq.evaluate.report",
     "sequence_trees": "edgeseq.train.tree_sequencing",
+    "AnytimeNetClassifier": "edgeseq.train.neural.estimators",
+    "AnytimeNetRegressor": "edgeseq.train.neural.estimators",
+    "loss_weights": "edgeseq.train.neural.schemes",
+    "LayerBlockModel": "edgeseq.neural_stages",
 }
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

@@ -72,6 +72,11 @@ def test_contract_modules_stay_light(module):
     assert not _loaded_after(f"import {module}") & set(HEAVY)
 
 
+def test_layer_block_form_is_numpy_only():
+    """The layer-block intermediate form loads no training or export stack (a device tool may load it)."""
+    assert not _loaded_after("import edgeseq.neural_stages") & set(HEAVY)
+
+
 # Timed interpreters may cache bytecode (as any installed package, onnxruntime included, has it): with
 # PYTHONDONTWRITEBYTECODE set, our modules alone would be compiled from source on every import. The
 # cache goes to a private folder, never into the checkout.
