@@ -108,9 +108,26 @@ MODELS = {  # name -> task of its evaluation rows
 def test_every_public_estimator_and_model_builder_is_covered():
     """A new estimator or model builder in edgeseq's public names must be added to MODELS above."""
     covered = {m.split("-")[0] for m in MODELS}
-    not_builders = ("EdgeseqError", "FittedSequence", "export_model", "save_model", "load_model")
-    builders = {n for n in edgeseq.__all__ if n not in not_builders}
+    not_builders = ("EdgeseqError", "FittedSequence", "export_model", "save_model", "load_model", "loss_weights")
+    builders = {n for n in edgeseq.__all__ if n not in not_builders and n not in NOT_SAVEABLE_YET}
     assert builders <= covered, f"add a model of {sorted(builders - covered)} to MODELS"
+
+
+# estimators whose models cannot be saved or exported yet (neural layer-block stages): save_model must
+# refuse them in one line rather than write a file load_model would refuse
+NOT_SAVEABLE_YET = ("AnytimeNetClassifier", "AnytimeNetRegressor")
+
+
+@pytest.mark.parametrize("name", NOT_SAVEABLE_YET)
+def test_estimators_not_saveable_yet_are_refused_before_writing(tmp_path, name):
+    from edgeseq.errors import ModelFormatError
+
+    X, score = _data(60)
+    est = getattr(edgeseq, name)(GROUPS, COSTS, max_epochs=2, random_state=0)
+    est.fit(X, _target(score, "binary" if "Classifier" in name else "regression"))
+    with pytest.raises(ModelFormatError, match="cannot be saved yet"):
+        save_model(est, tmp_path / "m.pkl")
+    assert not (tmp_path / "m.pkl").exists()
 
 
 def _ok(args):

@@ -576,6 +576,11 @@ def save_model(est, path) -> None:
             and _tree_model_in(est) is None:
         raise ModelFormatError(f"save_model needs an edgeseq estimator, FittedSequence or TreeStageModel, got "
                                f"{type(est).__name__}")
+    if type(est).__module__.startswith("edgeseq.train.neural"):
+        # load_model could not read the file back (layer-block stages have no checked reader yet): refuse
+        # now rather than write a file nothing can load
+        raise ModelFormatError(f"{type(est).__name__} cannot be saved yet: model files and exports of neural "
+                               "(layer-block) stages are not supported in this version")
     from edgeseq import __version__
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "edgeseq_version": __version__, "model": est}
