@@ -103,7 +103,8 @@ def threshold_rows(model, n: int = N_CHECK_ROWS, seed: int = 0) -> np.ndarray:
         pick = t[rng.integers(0, t.size, n)]
         step = rng.choice([-1.0, 0.0, 0.0, 1.0], n)  # on the threshold half of the time
         nudge = np.maximum(np.abs(pick), 1.0) * 10.0 ** rng.uniform(-7, 0, n)
-        X[:, f] = (pick + step * nudge).astype(np.float32)
+        # clipped: a threshold near float32's limit must not be nudged past it (the row would be inf)
+        X[:, f] = np.clip(pick + step * nudge, -_F32_MAX, _F32_MAX).astype(np.float32)
     return X
 
 

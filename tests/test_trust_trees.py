@@ -1,0 +1,188 @@
+"""Untrusted tree model files and tree / int16 exports (issue 24, items 1, 3, 8, 9, 11, 13, 14).
+
+Every crafted input is built here from a valid model; each must be refused with one short
+EdgeseqError line, within a time and memory bound, and the same builder without the hostile edit
+must load, export and verify (the negative control).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from edgeseq.errors import EdgeseqError, ModelFormatError
+from edgeseq.evaluate.verify import verify_export
+from edgeseq.export.c_trees import _demo_model
+from edgeseq.export.writer import export_model
+from edgeseq.format import MAX_UNUSED_TRAILING
+from edgeseq.io.model_io import MODEL_FORMAT, MODEL_FORMAT_VERSION, as_exportable, loads_model
+from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+
+MAX_MESSAGE = 400
+
+
+def model_bytes(model) -> bytes:
+    """What `save_model` writes for `model`, as bytes (no check runs on the way)."""
+    return pickle.dumps({"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
+                         "edgeseq_version": "0", "model": model}, protocol=5)
+
+
+def edited(model=None, ensemble=None, **fields):
+    """A copy of `model` (default: the two-group demo) with attributes replaced after construction,
+    as a crafted file holds them (no check runs)."""
+    m = copy.deepcopy(_demo_model() if model is None else model)
+    for k, v in (ensemble or {}).items():
+        object.__setattr__(m.ensemble, k, v)
+    for k, v in fields.items():
+        object.__setattr__(m, k, v)
+    return m
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm():
+    """Load one valid file first: the loader imports scikit-learn lazily, which is not the file's cost."""
+    loads_model(model_bytes(_demo_model()))
+
+
+def refused(call, error=EdgeseqError, *, max_seconds: float = 5.0, max_bytes: int = 16 << 20) -> str:
+    """`call()` raises `error` with one short line, quickly and without a large allocation."""
+    t0 = time.perf_counter()
+    tracemalloc.start()
+    try:
+        with pytest.raises(error) as info:
+            call()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    seconds = time.perf_counter() - t0
+    msg = str(info.value)
+    assert "\n" not in msg and len(msg) <= MAX_MESSAGE, msg[:1000]
+    assert seconds < max_seconds, seconds
+    assert peak < max_bytes, peak
+    return msg
+
+
+# ---------------------------------------------------------------- item 1: n_features unrelated to the groups
+
+@pytest.mark.parametrize("n_features", [262_144, 1 << 24])
+def test_a_tree_file_claiming_many_features_is_refused_at_load(n_features, tmp_path):
+    """Before: 262,144 features loaded (77 MB) and export took 50 s and 1.7 GB; 2**24 asked numpy for
+    64 GiB. Now: refused on load, before anything is sized by the claimed width."""
+    data = model_bytes(edited(ensemble={"n_features": n_features}))
+    assert len(data) < 4096
+    msg = refused(lambda: export_model(as_exportable(loads_model(data)), tmp_path / "out"), ModelFormatError)
+    assert f"{n_features} features" in msg and "no group" in msg
+
+
+def test_the_width_bound_counts_every_unused_column_not_only_trailing_ones(tmp_path):
+    """Groups naming column 0 and column 2**24 - 1 satisfy a 'trailing columns' rule, yet justify
+    only two columns."""
+    m = edited(ensemble={"n_features": 1 << 24}, group_columns=(np.array([0]), np.array([(1 << 24) - 1])))
+    refused(lambda: loads_model(model_bytes(m)), ModelFormatError)
+
+
+def test_a_tree_model_at_the_width_bound_loads_and_exports(tmp_path):
+    """Negative control: 2 named columns + MAX_UNUSED_TRAILING unused ones export (and one more does not)."""
+    width = 2 + MAX_UNUSED_TRAILING
+    model = as_exportable(loads_model(model_bytes(edited(ensemble={"n_features": width}))))
+    assert model.ensemble.n_features == width
+    m = export_model(model, tmp_path / "out")
+    assert m["n_features_in"] == width
+    refused(lambda: loads_model(model_bytes(edited(ensemble={"n_features": width + 1}))), ModelFormatError)
+
+
+# ---------------------------------------------------------------- item 8: fields validate did not check
+
+def _item8_cases():
+    big = "n" * 100_000
+    return {
+        "2-D group_columns": dict(group_columns=(np.array([[0]]), np.array([1]))),
+        "group name not a string": dict(group_names=("a", 7)),
+        "group names a list of bytes": dict(group_names=(b"a", b"b")),
+        "100 KB group name": dict(group_names=("a", big)),
+        "group names too few": dict(group_names=("a",)),
+        "output names too many": dict(output_names=("y", "z")),
+        "output name not a string": dict(output_names=(1.5,)),
+        "100 KB output name": dict(output_names=(big,)),
+        "output names a string": dict(output_names="y"),
+        "classes on a regression": dict(classes=np.array([0, 1])),
+    }
+
+
+def _classifier():
+    ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
+                       value=[0, -1.0, 1.0], roots=[0], target=[0], n_features=1, n_targets=1)
+    return TreeStageModel(("a",), ([0],), [1.0], ens, (TreeStage((), 0.0, 0, 0, np.zeros((1, 1)), np.zeros(1)),
+                                                        TreeStage((0,), 1.0, 0, 1, np.ones((1, 1)), np.zeros(1))),
+                          "sigmoid", ("no", "yes"), np.array([3, 5]))
+
+
+def _classes_cases():
+    return {"2-D classes": np.array([[3, 5]]), "three classes for two outputs": np.array([3, 5, 7]),
+            "repeated class": np.array([3, 3]), "NaN class": np.array([0.0, np.nan]),
+            "object classes": np.array([3, None], dtype=object), "classes a list of arrays": (np.zeros(3), 1)}
+
+
+@pytest.mark.parametrize("case", sorted(_item8_cases()))
+def test_unchecked_fields_are_refused_in_one_line(case):
+    msg = refused(lambda: loads_model(model_bytes(edited(**_item8_cases()[case]))), ModelFormatError)
+    assert "tree model" in msg
+
+
+@pytest.mark.parametrize("case", sorted(_classes_cases()))
+def test_bad_classes_are_refused_in_one_line(case):
+    """Through the loader's own re-check (`check_tree_model`): an object array never even unpickles."""
+    from edgeseq.io.model_io import check_tree_model
+
+    msg = refused(lambda: check_tree_model(edited(_classifier(), classes=_classes_cases()[case])), ModelFormatError)
+    assert "classes" in msg
+
+
+def test_the_item8_builders_without_the_edit_load_report_and_predict():
+    """Negative control: the same models, unedited, load and predict."""
+    for model in (_demo_model(), _classifier()):
+        back = loads_model(model_bytes(model))
+        X = np.zeros((2, back.ensemble.n_features))
+        assert back.predict(X).shape[0] == 2
+
+
+# ---------------------------------------------------------------- item 13: valid models that failed their own verify
+
+def _verify_ok(model, tmp_path):
+    export_model(model, tmp_path / "out")
+    rep = verify_export(tmp_path / "out", use_c=True)
+    assert rep.ok, [(c.prefix, c.onnx_ratio, c.c_ratio) for c in rep.checks]
+    return rep
+
+
+def test_a_non_zero_stage0_readout_exports_and_verifies(tmp_path):
+    """Before: validate accepted W_0 != 0, export wrote it into the C model, verify regenerated the C
+    from the graphs (where stage 0 has no state, so no W_0) and said "edgeseq_model.c differs".
+    Stage 0 reads a zero state, so W_0 never matters: it is kept as zeros."""
+    base = _demo_model()
+    s0 = base.stages[0]
+    model = TreeStageModel(base.group_names, base.group_columns, base.costs, base.ensemble,
+                           (TreeStage((), 0.0, 0, 0, np.full((1, 1), 7.0), s0.b), *base.stages[1:]), "identity",
+                           ("y",))
+    X = np.array([[0.0, 0.0], [1.0, 0.0]])
+    assert np.array_equal(model.predict(X), base.predict(X))
+    _verify_ok(model, tmp_path)
+
+
+def test_thresholds_at_the_float32_limit_export_and_verify(tmp_path):
+    """Before: verify drew rows by nudging every threshold, 3.4e38 + a nudge overflowed float32 and
+    verify refused its own rows ("beyond float32 range"). Now the rows stay inside float32."""
+    big = float(np.finfo(np.float32).max)
+    ens = TreeEnsemble(feature=[0, -1, -1, 0, -1, -1], threshold=[big, 0, 0, -big, 0, 0], left=[1, -1, -1, 4, -1, -1],
+                       right=[2, -1, -1, 5, -1, -1], value=[0, 1.0, 2.0, 0, 3.0, 4.0], roots=[0, 3], target=[0, 0],
+                       n_features=1, n_targets=1)
+    one, zero = np.ones((1, 1)), np.zeros(1)
+    model = TreeStageModel(("a",), ([0],), [1.0], ens, (TreeStage((), 0.0, 0, 0, 0 * one, zero),
+                                                         TreeStage((0,), 1.0, 0, 2, one, zero)), "identity", ("y",))
+    _verify_ok(model, tmp_path)
