@@ -186,3 +186,68 @@ def test_thresholds_at_the_float32_limit_export_and_verify(tmp_path):
     model = TreeStageModel(("a",), ([0],), [1.0], ens, (TreeStage((), 0.0, 0, 0, 0 * one, zero),
                                                          TreeStage((0,), 1.0, 0, 2, one, zero)), "identity", ("y",))
     _verify_ok(model, tmp_path)
+
+
+# ---------------------------------------------------------------- item 9: onnxruntime failures are one line
+
+def _invoke(*args):
+    from click.testing import CliRunner
+
+    from edgeseq.cli import main
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _edited_graph(tmp_path, attribute: str, edit):
+    """The demo export with one TreeEnsembleRegressor attribute of stage 1 edited and the checksums
+    resealed (the manifest is integrity, not a signature)."""
+    import onnx
+    from hostile import reseal
+
+    out = tmp_path / "out"
+    export_model(_demo_model(), out)
+    g = onnx.load(str(out / "prefix_001.onnx"))
+    node = next(n for n in g.graph.node if n.op_type == "TreeEnsembleRegressor")
+    edit(next(a for a in node.attribute if a.name == attribute))
+    (out / "prefix_001.onnx").write_bytes(g.SerializeToString())
+    reseal(out, lambda m: None)
+    return out
+
+
+def _feature_7(a):
+    a.ints[0] = 7
+
+
+def _bad_mode(a):
+    a.strings[0] = b"BRANCH_NOWHERE"
+
+
+@pytest.mark.parametrize("attribute, edit, what", [("nodes_featureids", _feature_7, "run"),
+                                                   ("nodes_modes", _bad_mode, "load")])
+def test_onnxruntime_failures_are_one_edgeseq_line(tmp_path, attribute, edit, what):
+    """Before: a feature id past the input width made `AnytimeSession.predict` raise a bare RuntimeError
+    (`edgeseq run`: a 38-line traceback) and a graph onnxruntime cannot load gave a 4-line message of
+    C++ signatures."""
+    from edgeseq.runtime.session import AnytimeSession
+
+    out = _edited_graph(tmp_path, attribute, edit)
+
+    def predict():
+        with AnytimeSession(out) as s:
+            s.predict({"a": np.zeros((2, 1))}, prefix=1)
+
+    msg = refused(predict, EdgeseqError, max_seconds=30, max_bytes=64 << 20)
+    assert f"onnxruntime cannot {what} it" in msg and "::" not in msg and "/onnxruntime_src" not in msg, msg
+    data = tmp_path / "rows.csv"
+    data.write_text("a,b\n0.25,1\n")
+    r = _invoke("run", out, data)
+    assert r.exit_code != 0 and r.output.strip().count("\n") == 0 and "onnxruntime cannot" in r.output, r.output
+    assert len(r.output) < 600
+
+
+def test_the_unedited_graph_runs(tmp_path):
+    """Negative control: the same export with an edit that changes nothing runs and predicts."""
+    from edgeseq.runtime.session import AnytimeSession
+
+    out = _edited_graph(tmp_path, "nodes_featureids", lambda a: None)
+    with AnytimeSession(out) as s:
+        assert s.predict({"a": np.array([[0.25], [0.75]])}, prefix=1).tolist() == [1.0, 2.0]
