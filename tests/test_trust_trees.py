@@ -251,3 +251,28 @@ def test_the_unedited_graph_runs(tmp_path):
     out = _edited_graph(tmp_path, "nodes_featureids", lambda a: None)
     with AnytimeSession(out) as s:
         assert s.predict({"a": np.array([[0.25], [0.75]])}, prefix=1).tolist() == [1.0, 2.0]
+
+
+# ---------------------------------------------------------------- item 11: cost provenance in a model file
+
+def _with_provenance(measured_on) -> bytes:
+    from hostile import valid_model_bytes, valid_sequence
+
+    seq = valid_sequence()
+    seq.__dict__["provenance"] = {**seq.provenance, "costs_measured_on": measured_on, "cost_unit": "ms"}
+    return valid_model_bytes(seq)
+
+
+@pytest.mark.parametrize("measured_on", [{"machine": "pi4", "t": float("nan")}, {"machine": "pi4", "n": 10**400},
+                                         {"machine": "pi4", "cpu": float("inf")}, {"machine": 5}, "pi4"])
+def test_a_model_files_cost_provenance_is_checked_on_load(measured_on, tmp_path):
+    """Before: NaN exported as null and a 401-digit integer went into the manifest unchecked."""
+    msg = refused(lambda: export_model(as_exportable(loads_model(_with_provenance(measured_on))), tmp_path / "o"),
+                  ModelFormatError)
+    assert "measured_on" in msg
+
+
+def test_a_measured_cost_provenance_loads_and_reaches_the_manifest(tmp_path):
+    """Negative control."""
+    m = export_model(as_exportable(loads_model(_with_provenance({"machine": "pi4", "n": 2**53}))), tmp_path / "o")
+    assert m["provenance"]["costs_measured_on"] == {"machine": "pi4", "n": 2**53}
