@@ -276,3 +276,52 @@ def test_a_measured_cost_provenance_loads_and_reaches_the_manifest(tmp_path):
     """Negative control."""
     m = export_model(as_exportable(loads_model(_with_provenance({"machine": "pi4", "n": 2**53}))), tmp_path / "o")
     assert m["provenance"]["costs_measured_on"] == {"machine": "pi4", "n": 2**53}
+
+
+# ---------------------------------------------------------------- item 14: verify refuses on the counts first
+
+def _complete_tree_model(depth: int) -> TreeStageModel:
+    """The demo's groups with one complete binary tree of `depth` on feature 0 (2**(depth+1) - 1 nodes)."""
+    n = 2 ** (depth + 1) - 1
+    inner = n // 2
+    idx = np.arange(n)
+    split = idx < inner
+    ens = TreeEnsemble(feature=np.where(split, 0, -1), threshold=np.where(split, np.linspace(-1, 1, n), 0),
+                       left=np.where(split, 2 * idx + 1, -1), right=np.where(split, 2 * idx + 2, -1),
+                       value=np.where(split, 0.0, idx % 7), roots=[0], target=[0], n_features=2, n_targets=1)
+    one, zero = np.ones((1, 1)), np.zeros(1)
+    return TreeStageModel(("a", "b"), ([0], [1]), [1.0, 2.0], ens,
+                          (TreeStage((), 0.0, 0, 0, 0 * one, zero), TreeStage((0,), 1.0, 0, 1, one, zero)),
+                          "identity", ("y",))
+
+
+def _swapped_graph(tmp_path, depth: int):
+    """A resealed export whose stage-1 graph is replaced by one with 2**(depth+1) - 1 nodes, while the
+    manifest still states the original counts."""
+    from hostile import reseal
+
+    from edgeseq.export.onnx_trees import build_stage_graph
+
+    small = _complete_tree_model(1)
+    out = tmp_path / "out"
+    export_model(small, out)
+    big = build_stage_graph(_complete_tree_model(depth), 1, ["a", "b"], model_name=out.name)
+    (out / "prefix_001.onnx").write_bytes(big.SerializeToString())
+    reseal(out, lambda m: None)
+    return out
+
+
+def test_verify_refuses_a_graph_heavier_than_its_counts_before_parsing_it(tmp_path):
+    """Before: verify parsed the whole graph (2 M nodes: 46 s, 950 MB) and only then compared it with
+    the manifest's counts. Now a stat refuses it."""
+    out = _swapped_graph(tmp_path, 15)  # 65,535 nodes where the manifest says 3
+    assert (out / "prefix_001.onnx").stat().st_size > 1 << 20
+    msg = refused(lambda: verify_export(out, use_c=False), max_seconds=5, max_bytes=4 << 20)
+    assert "refusing to parse it" in msg and "3 nodes" in msg
+
+
+def test_a_graph_of_the_stated_size_is_parsed_and_judged_by_its_content(tmp_path):
+    """Negative control: a swapped graph of a size the counts allow is parsed, then refused for what it holds."""
+    out = _swapped_graph(tmp_path, 2)  # 7 nodes where the manifest says 3: within the size bound
+    msg = refused(lambda: verify_export(out, use_c=False), max_seconds=30, max_bytes=64 << 20)
+    assert "refusing to parse" not in msg

@@ -104,6 +104,49 @@ def _stage_ensemble_parts(att: dict, raw_of: np.ndarray, offset: int, n_trees: i
     return cols, (offset + starts).tolist(), [d.pop() for d in dims], offset + n
 
 
+# What one stage graph may weigh for the counts its manifest entry states (the generated graphs hold
+# 35-80 bytes per node; a node's seven attributes and its leaf's four take at most ~125 bytes unpacked)
+GRAPH_BYTES_PER_NODE = 160
+GRAPH_BYTES_BASE = 64 << 10
+GRAPH_BYTES_PER_INPUT = 4096  # a name of at most 1,024 bytes, written at most twice, and its shape
+GRAPH_BYTES_PER_OUTPUT = 2048  # an output or class label name
+GRAPH_BYTES_PER_WEIGHT = 8
+
+
+def check_stage_graph_size(path: Path, entry: dict, S: int, P: int) -> None:
+    """Refuse a stage graph larger than the counts its manifest entry states can justify, before parsing it.
+
+    Parsing a graph costs time and memory in proportion to its size (a 2 M-node graph: 46 s and
+    950 MB), while the manifest's counts were already checked against their bounds; so a graph whose
+    file is heavier than ``n_nodes`` nodes, its inputs and an (S, P) readout can be is refused on a
+    `stat`, whatever it holds.
+
+    Raises
+    ------
+    IntegrityError
+        Naming the file, its size and the bound.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.evaluate.verify_trees import check_stage_graph_size
+    >>> p = Path(tempfile.mkdtemp()) / "prefix_001.onnx"
+    >>> _ = p.write_bytes(b"x" * 80_000)
+    >>> check_stage_graph_size(p, {"n_nodes": 100, "inputs": ["a", "state_in"]}, 1, 1)   # within the bound
+    >>> check_stage_graph_size(p, {"n_nodes": 0, "inputs": ["n"]}, 1, 1)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: ...prefix_001.onnx is 80000 bytes, more than a stage graph of 0 nodes ...
+    """
+    bound = (GRAPH_BYTES_BASE + GRAPH_BYTES_PER_NODE * entry["n_nodes"] + GRAPH_BYTES_PER_INPUT * len(entry["inputs"])
+             + GRAPH_BYTES_PER_OUTPUT * (P + 2) + GRAPH_BYTES_PER_WEIGHT * (S + 1) * P)
+    size = path.stat().st_size
+    if size > bound:
+        raise IntegrityError(f"{path} is {size} bytes, more than a stage graph of {entry['n_nodes']} nodes and "
+                             f"{len(entry['inputs'])} inputs can take ({bound}); refusing to parse it")
+
+
 def tree_model_from_export(out_dir):
     """Rebuild the TreeStageModel of a verified tree-stage export from its graphs (float32 values, upcast).
 
@@ -146,6 +189,8 @@ def tree_model_from_export(out_dir):
     cols = {key: [] for key in ("feature", "threshold", "left", "right", "value")}
     roots, targets, stages, offset, n_trees = [], [], [], 0, 0
     try:
+        for p in m["prefixes"]:  # every size first: nothing is parsed when one graph is larger than it claims
+            check_stage_graph_size(out / p["file"], p, S, P)
         for k, p in enumerate(m["prefixes"]):
             graph = onnx.load(str(out / p["file"]), load_external_data=False)  # never read other files
             W, b = read_readout(graph)
