@@ -325,3 +325,72 @@ def test_a_graph_of_the_stated_size_is_parsed_and_judged_by_its_content(tmp_path
     out = _swapped_graph(tmp_path, 2)  # 7 nodes where the manifest says 3: within the size bound
     msg = refused(lambda: verify_export(out, use_c=False), max_seconds=30, max_bytes=64 << 20)
     assert "refusing to parse" not in msg
+
+
+# ---------------------------------------------------------------- item 3: a forged int16 export
+
+def _int16_case(kind: str):
+    """(model, calibration X, y): linear regression / classifier, LightGBM tree regression / binary."""
+    from tree_models import data, lightgbm_model
+
+    from edgeseq import AnytimeClassifier, AnytimeRegressor
+
+    if kind.startswith("trees"):
+        X, s = data()
+        return lightgbm_model("identity" if kind == "trees-regression" else "sigmoid"), X, None
+    X = np.random.default_rng(5).normal(size=(300, 4))
+    if kind == "linear-regression":
+        return AnytimeRegressor([[0, 1], [2], [3]], [1.0, 2.0, 3.0]).fit(X, X @ [1.0, -2.0, 0.5, 3.0]), X, None
+    return AnytimeClassifier([[0, 1], [2], [3]], [1.0, 2.0, 3.0]).fit(X, (X @ [1.0, -2.0, 0.5, 3.0] > 0)), X, None
+
+
+def _forge_int16(out) -> None:
+    """What the red team did, with the project's own functions: scales re-chosen as if the calibration
+    rows had spanned +-30,000 (every feature shift 0, offset 0), every recorded loss set to "no loss",
+    the int16 C regenerated from those scales, every checksum recomputed."""
+    from hostile import reseal
+
+    from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
+    from edgeseq.export.c_int16_trees import tree_int16_manifest_entry, write_c_int16_tree_model
+    from edgeseq.export.manifest import sequence_from_export
+    from edgeseq.export.quantize import quantize_sequence
+    from edgeseq.export.quantize_trees import quantize_trees
+    from edgeseq.evaluate.verify_trees import tree_model_from_export
+
+    m = json.loads((out / "manifest.json").read_text())
+    wide = np.zeros((2, m["n_features_in"]))
+    wide[0], wide[1] = -30_000.0, 30_000.0
+    if m.get("stage_kind") == "trees":
+        model = tree_model_from_export(out)
+        qm = quantize_trees(model, wide)
+        entry = tree_int16_manifest_entry(qm, 300)
+        write_c_int16_tree_model(model, qm, out, m["c"]["prefix"], model_name=m["model_name"])
+    else:
+        seq = sequence_from_export(out)
+        qm = quantize_sequence(seq, wide)
+        entry = int16_manifest_entry(seq, qm, 300)
+        write_c_int16_model(seq, qm, out, m["c"]["prefix"], model_name=m["model_name"])
+    assert all(f["shift"] == 0 and f["offset"] == 0 for f in entry["features"])
+    for p in entry["prefixes"]:
+        p.update({k: v for k, v in {"explained_variance_loss": 0.0, "max_abs_error": 0.0, "accuracy_loss_pp": 0.0,
+                                    "label_agreement": 1.0}.items() if k in p})
+    reseal(out, lambda man: man["c"].update(int16=entry))
+
+
+INT16_KINDS = ["linear-regression", "linear-classifier", "trees-regression", "trees-classifier"]
+
+
+@pytest.mark.parametrize("kind", INT16_KINDS)
+def test_a_forged_int16_export_fails_verify(kind, tmp_path):
+    """Before: verify said every prefix agrees (the int16 C is bit-identical to the simulation of the
+    forged scales) and only noted the distance from float. Now the recorded loss is recomputed."""
+    model, X, y = _int16_case(kind)
+    out = tmp_path / "out"
+    export_model(as_exportable(model), out, c_dtype="int16", calibration=(X, y))
+    genuine = verify_export(out, use_c=False)  # negative control: the genuine export
+    assert genuine.ok
+    _forge_int16(out)
+    for use_c in (False, True):
+        msg = refused(lambda: verify_export(out, use_c=use_c), max_seconds=60, max_bytes=256 << 20)
+        assert "recorded loss cannot be reproduced" in msg, msg
+    assert "int16 figures ok" in genuine.c_note, genuine.c_note

@@ -357,6 +357,65 @@ def tree_int16_c_column(out_dir, manifest: dict, model, X32: np.ndarray, *, use_
                    f"(|C - simulation| in integer units); its largest distance from the float model is {far:.3g}")
 
 
+def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
+    """`verify.check_int16_figures` for an int16 tree export: on verify's rows inside the recorded ranges,
+    and on rows drawn inside those ranges where the trees decide (between each feature's extreme
+    thresholds, widened by a tenth), where a scale coarser than the data shows as flipped branches.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.evaluate.verify_trees import tree_int16_figures
+    >>> model, X = _demo_model(), np.random.default_rng(0).uniform(-1, 2, size=(50, 2))
+    >>> m = {"c": {"int16": tree_int16_manifest_entry(quantize_trees(model, X), 50)}}
+    >>> tree_int16_figures(m, model, X).startswith("int16 figures ok")
+    True
+    """
+    from edgeseq.evaluate.verify import check_int16_figures, inside_int16_ranges, int16_range_rows
+    from edgeseq.export.quantize_trees import quantize_trees, quantize_trees_from_manifest
+
+    entry = manifest["c"]["int16"]
+    qm = quantize_trees_from_manifest(model, entry)
+    ens, cols = model.ensemble, qm.columns
+    lo, hi = np.full(cols.size, np.inf), np.full(cols.size, -np.inf)
+    for i, c in enumerate(cols.tolist()):
+        t = ens.threshold[ens.feature == c].astype(np.float64)
+        if t.size:
+            pad = 0.1 * (max(float(t.max() - t.min()), float(np.abs(t).max())) or 10.0)
+            lo[i], hi[i] = max(float(t.min()) - pad, -3e38), min(float(t.max()) + pad, 3e38)
+    own = X[inside_int16_ranges(X, cols, qm.feature_shift, qm.feature_offset)]
+    drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, ens.n_features, N_SAMPLES,
+                             span=(lo, hi))
+    return check_int16_figures(entry["prefixes"], model.link == "identity",
+                               lambda q, rows: tree_int16_staged(model, q, rows), qm,
+                               lambda rows: quantize_trees(model, rows),
+                               [("of verify's rows inside the recorded ranges", own),
+                                ("rows drawn inside the recorded ranges around the thresholds", drawn)])
+
+
+def tree_int16_staged(model, qm, X: np.ndarray):
+    """(float prediction, integer prediction, integer label) of every stage of an int16 tree model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.evaluate.verify_trees import tree_int16_staged
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> [f.ravel().tolist() for f, _, _ in tree_int16_staged(_demo_model(), quantize_trees(_demo_model(), X), X)]
+    [[0.0, 0.0], [1.0, 2.0], [11.0, 12.0]]
+    """
+    from edgeseq.export.quantize_trees import quantize_tree_features, simulate_trees
+
+    sims = simulate_trees(qm, quantize_tree_features(qm, X))
+    for z, (pred, label) in zip(model.staged_decision(X), sims):
+        yield model.apply_link(z), pred, label
+
+
 def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
                        require_c: bool = False, compiler=None) -> VerifyReport:
     """`verify_export` for a tree-stage export (it dispatches here): numpy vs onnxruntime per stage.
@@ -391,8 +450,10 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
     X32 = checked_rows(X, m, source)
     crun, int16_diffs = None, None
     if c_dtype(m) == "int16":  # integer predictions: bit-exact against simulate_trees, not numpy's bound
+        figures = tree_int16_figures(m, model, X32.astype(np.float64))
         int16_diffs, note = tree_int16_c_column(out_dir, m, model, X32.astype(np.float64), use_c=use_c,
                                                 require_c=require_c, compiler=compiler)
+        note = f"{note}; {figures}"
     else:
         crun, note = tree_c_predictions(out_dir, m, model, X32, use_c=use_c, require_c=require_c, compiler=compiler)
     report = VerifyReport(X.shape[0], source, c_note=note, kind="trees")
