@@ -11,6 +11,7 @@ import shutil
 import time
 import tracemalloc
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -187,8 +188,6 @@ TREE_SEEDS = _tree_seeds()
 
 
 def _load_tree(data: bytes):
-    import numpy as np
-
     from edgeseq.io.model_io import as_exportable, check_tree_model
 
     model = as_exportable(loads_model(data))
@@ -208,8 +207,8 @@ def test_mutated_tree_model_files_load_or_fail_cleanly(data):
 
 _FIELD_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(), st.text(max_size=30),
                           st.lists(st.integers(-3, 2**25), max_size=5).map(tuple),
-                          st.lists(st.integers(-3, 2**25), max_size=5).map(lambda v: __import__("numpy").array(v)),
-                          st.lists(st.floats(), min_size=1, max_size=3).map(lambda v: __import__("numpy").array(v)))
+                          st.lists(st.integers(-3, 2**25), max_size=5).map(lambda v: np.array(v)),
+                          st.lists(st.floats(), min_size=1, max_size=3).map(lambda v: np.array(v)))
 _TREE_FIELDS = ["group_names", "group_columns", "costs", "link", "output_names", "classes"]
 _ENSEMBLE_FIELDS = ["feature", "threshold", "left", "right", "value", "roots", "target", "n_features", "n_targets"]
 
@@ -219,12 +218,11 @@ _ENSEMBLE_FIELDS = ["feature", "threshold", "left", "right", "value", "roots", "
 def test_tree_model_files_with_mutated_fields_load_or_fail_cleanly(data):
     """Field-level mutations (seeded, bounded values) of a tree model's and its ensemble's attributes,
     written as a model file: loaded consistent, or one ModelFormatError line."""
-    import copy as _copy
     import pickle
 
     from edgeseq.export.c_trees import _demo_model
 
-    model = _copy.deepcopy(_demo_model())
+    model = copy.deepcopy(_demo_model())
     for _ in range(data.draw(st.integers(1, 3))):
         target, field = data.draw(st.sampled_from([(model, f) for f in _TREE_FIELDS]
                                                   + [(model.ensemble, f) for f in _ENSEMBLE_FIELDS]))
@@ -239,7 +237,6 @@ def test_tree_model_files_with_mutated_fields_load_or_fail_cleanly(data):
 @pytest.fixture(scope="module")
 def int16_export_dirs(tmp_path_factory):
     """An int16 tree export (LightGBM binary) and an int16 linear export (softmax), with their calibration."""
-    import numpy as np
     from tree_models import data, lightgbm_model
 
     from edgeseq import AnytimeClassifier

@@ -7,41 +7,25 @@ must load, export and verify (the negative control).
 
 from __future__ import annotations
 
-import copy
 import json
-import pickle
 import time
 import tracemalloc
 
 import numpy as np
 import pytest
+from hostile import edited_tree as edited
+from hostile import tree_field_cases
+from hostile import tree_model_bytes as model_bytes
 
 from edgeseq.errors import EdgeseqError, ModelFormatError
 from edgeseq.evaluate.verify import verify_export
 from edgeseq.export.c_trees import _demo_model
 from edgeseq.export.writer import export_model
 from edgeseq.format import MAX_UNUSED_TRAILING
-from edgeseq.io.model_io import MODEL_FORMAT, MODEL_FORMAT_VERSION, as_exportable, loads_model
+from edgeseq.io.model_io import as_exportable, loads_model
 from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 MAX_MESSAGE = 400
-
-
-def model_bytes(model) -> bytes:
-    """What `save_model` writes for `model`, as bytes (no check runs on the way)."""
-    return pickle.dumps({"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
-                         "edgeseq_version": "0", "model": model}, protocol=5)
-
-
-def edited(model=None, ensemble=None, **fields):
-    """A copy of `model` (default: the two-group demo) with attributes replaced after construction,
-    as a crafted file holds them (no check runs)."""
-    m = copy.deepcopy(_demo_model() if model is None else model)
-    for k, v in (ensemble or {}).items():
-        object.__setattr__(m.ensemble, k, v)
-    for k, v in fields.items():
-        object.__setattr__(m, k, v)
-    return m
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -99,22 +83,6 @@ def test_a_tree_model_at_the_width_bound_loads_and_exports(tmp_path):
 
 # ---------------------------------------------------------------- item 8: fields validate did not check
 
-def _item8_cases():
-    big = "n" * 100_000
-    return {
-        "2-D group_columns": dict(group_columns=(np.array([[0]]), np.array([1]))),
-        "group name not a string": dict(group_names=("a", 7)),
-        "group names a list of bytes": dict(group_names=(b"a", b"b")),
-        "100 KB group name": dict(group_names=("a", big)),
-        "group names too few": dict(group_names=("a",)),
-        "output names too many": dict(output_names=("y", "z")),
-        "output name not a string": dict(output_names=(1.5,)),
-        "100 KB output name": dict(output_names=(big,)),
-        "output names a string": dict(output_names="y"),
-        "classes on a regression": dict(classes=np.array([0, 1])),
-    }
-
-
 def _classifier():
     ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
                        value=[0, -1.0, 1.0], roots=[0], target=[0], n_features=1, n_targets=1)
@@ -129,9 +97,16 @@ def _classes_cases():
             "object classes": np.array([3, None], dtype=object), "classes a list of arrays": (np.zeros(3), 1)}
 
 
-@pytest.mark.parametrize("case", sorted(_item8_cases()))
-def test_unchecked_fields_are_refused_in_one_line(case):
-    msg = refused(lambda: loads_model(model_bytes(edited(**_item8_cases()[case]))), ModelFormatError)
+TREE_CASES = tree_field_cases()
+
+
+@pytest.mark.parametrize("case", sorted(TREE_CASES))
+def test_crafted_tree_model_files_are_refused_in_one_line(case):
+    """The corpus of tests/hostile.py: fields validate did not check (item 8) and widths no group
+    justifies (item 1)."""
+    data = TREE_CASES[case]
+    assert len(data) < (110 << 10)
+    msg = refused(lambda: loads_model(data), ModelFormatError)
     assert "tree model" in msg
 
 
