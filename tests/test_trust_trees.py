@@ -369,3 +369,26 @@ def test_a_forged_int16_export_fails_verify(kind, tmp_path):
         msg = refused(lambda: verify_export(out, use_c=use_c), max_seconds=60, max_bytes=256 << 20)
         assert "recorded loss cannot be reproduced" in msg, msg
     assert "int16 figures ok" in genuine.c_note, genuine.c_note
+
+
+def test_check_rows_of_a_wide_or_large_tree_model_are_capped():
+    """The export's float32 check and verify keep, per row, every feature, one leaf per tree and the
+    state: 512 rows of a model with 2**17 one-leaf trees would hold 512 MB of leaves. The row count is
+    capped by the largest of those widths (the linear exports' `sample_count` rule)."""
+    from edgeseq.export.writer import MAX_SAMPLE_VALUES
+    from edgeseq.export.writer_trees import N_CHECK_ROWS, check_row_count, threshold_rows
+
+    T = 1 << 17
+    ens = TreeEnsemble(feature=np.full(T, -1), threshold=np.zeros(T), left=np.full(T, -1), right=np.full(T, -1),
+                       value=np.full(T, 1e-3), roots=np.arange(T), target=np.zeros(T, np.int64), n_features=2,
+                       n_targets=1)
+    one, zero = np.ones((1, 1)), np.zeros(1)
+    many = TreeStageModel(("a", "b"), ([0], [1]), [1.0, 2.0], ens,
+                          (TreeStage((), 0.0, 0, 0, 0 * one, zero), TreeStage((0,), 1.0, 0, T, one, zero)),
+                          "identity", ("y",))
+    wide = edited(ensemble={"n_features": 40_000}, group_columns=(np.array([0]), np.arange(1, 40_000)))
+    for model, width in ((many, T), (wide, 40_000)):
+        n = check_row_count(model, N_CHECK_ROWS)
+        assert 8 <= n < N_CHECK_ROWS and n * width <= MAX_SAMPLE_VALUES
+    assert threshold_rows(wide, check_row_count(wide, N_CHECK_ROWS)).nbytes <= 8 * MAX_SAMPLE_VALUES
+    assert check_row_count(_demo_model(), N_CHECK_ROWS) == N_CHECK_ROWS  # small models keep every row

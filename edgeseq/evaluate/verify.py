@@ -422,12 +422,14 @@ def linear_int16_figures(manifest: dict, seq, X32: np.ndarray) -> str:
     True
     """
     from edgeseq.export.quantize import quantize_from_manifest, quantize_sequence
+    from edgeseq.export.writer import sample_count
 
     entry = manifest["c"]["int16"]
     qm = quantize_from_manifest(seq, entry)
     cols = seq.prefix_columns(seq.n_groups)
     own = X32[inside_int16_ranges(X32, cols, qm.feature_shift, qm.feature_offset)]
-    drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, seq.n_features_in, N_SAMPLES)
+    drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, seq.n_features_in,
+                             sample_count(N_SAMPLES, seq.n_features_in))
     return check_int16_figures(entry["prefixes"], seq.task == "regression",
                                lambda q, rows: linear_int16_staged(seq, q, rows), qm,
                                lambda rows: quantize_sequence(seq, rows),

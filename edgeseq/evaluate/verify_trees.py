@@ -376,6 +376,7 @@ def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
     """
     from edgeseq.evaluate.verify import check_int16_figures, inside_int16_ranges, int16_range_rows
     from edgeseq.export.quantize_trees import quantize_trees, quantize_trees_from_manifest
+    from edgeseq.export.writer_trees import check_row_count
 
     entry = manifest["c"]["int16"]
     qm = quantize_trees_from_manifest(model, entry)
@@ -387,7 +388,8 @@ def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
             pad = 0.1 * (max(float(t.max() - t.min()), float(np.abs(t).max())) or 10.0)
             lo[i], hi[i] = max(float(t.min()) - pad, -3e38), min(float(t.max()) + pad, 3e38)
     own = X[inside_int16_ranges(X, cols, qm.feature_shift, qm.feature_offset)]
-    drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, ens.n_features, N_SAMPLES,
+    drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, ens.n_features,
+                             check_row_count(model, N_SAMPLES),
                              span=(lo, hi))
     return check_int16_figures(entry["prefixes"], model.link == "identity",
                                lambda q, rows: tree_int16_staged(model, q, rows), qm,
@@ -439,13 +441,13 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
     >>> rep.ok, [c.prefix for c in rep.checks]
     (True, [0, 1])
     """
-    from edgeseq.export.writer_trees import threshold_rows
+    from edgeseq.export.writer_trees import check_row_count, threshold_rows
 
     m = read_verified(out_dir)
     model = tree_model_from_export(out_dir)
     check_generated_stage_graphs(out_dir, m, model)  # before anything is loaded
     if X is None:
-        X = threshold_rows(model, N_SAMPLES)
+        X = threshold_rows(model, check_row_count(model, N_SAMPLES))
         source = f"{X.shape[0]} rows on and around the trees' thresholds"
     X32 = checked_rows(X, m, source)
     crun, int16_diffs = None, None
