@@ -116,10 +116,10 @@ GRAPH_BYTES_PER_WEIGHT = 8
 def check_stage_graph_size(path: Path, entry: dict, S: int, P: int) -> None:
     """Refuse a stage graph larger than the counts its manifest entry states can justify, before parsing it.
 
-    Parsing a graph costs time and memory in proportion to its size (a 2 M-node graph: 46 s and
-    950 MB), while the manifest's counts were already checked against their bounds; so a graph whose
-    file is heavier than ``n_nodes`` nodes, its inputs and an (S, P) readout can be is refused on a
-    `stat`, whatever it holds.
+    Parsing a graph costs time and memory in proportion to its size (tens of seconds and close to a
+    gigabyte for millions of nodes), while the manifest's counts were already checked against their
+    bounds; so a graph whose file is heavier than ``n_nodes`` nodes, its inputs and an (S, P) readout
+    can be is refused on a `stat`, whatever it holds.
 
     Raises
     ------
