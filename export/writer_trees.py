@@ -73,6 +73,26 @@ def check_tree_float32(model) -> None:
                               "the model cannot be exported")
 
 
+def check_row_count(model, n: int) -> int:
+    """How many of `n` check rows a tree model gets: fewer for a very wide or very large model.
+
+    The checks allocate rows of ``n_features`` values and, per row, one leaf of every tree and one value
+    per state dimension; `writer.sample_count` caps the larger of those widths, so a model file's
+    counts cannot make a check allocate far more than the model itself.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.writer_trees import check_row_count
+    >>> check_row_count(_demo_model(), 512)
+    512
+    """
+    from edgeseq.export.writer import sample_count
+
+    ens = model.ensemble
+    return sample_count(n, max(ens.n_features, ens.n_trees, ens.n_targets))
+
+
 def threshold_rows(model, n: int = N_CHECK_ROWS, seed: int = 0) -> np.ndarray:
     """Rows that exercise the trees: each feature set to one of its split thresholds, exactly or nudged.
 
@@ -103,7 +123,8 @@ def threshold_rows(model, n: int = N_CHECK_ROWS, seed: int = 0) -> np.ndarray:
         pick = t[rng.integers(0, t.size, n)]
         step = rng.choice([-1.0, 0.0, 0.0, 1.0], n)  # on the threshold half of the time
         nudge = np.maximum(np.abs(pick), 1.0) * 10.0 ** rng.uniform(-7, 0, n)
-        X[:, f] = (pick + step * nudge).astype(np.float32)
+        # clipped: a threshold near float32's limit must not be nudged past it (the row would be inf)
+        X[:, f] = np.clip(pick + step * nudge, -_F32_MAX, _F32_MAX).astype(np.float32)
     return X
 
 
@@ -329,7 +350,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     if len(model.stages) > 1 and not model.stages[1].new_groups:
         raise ExportError("stage 1 requires no group; a stage after the prior must read at least one group")
     input_names = tree_input_names(model.group_names)
-    diffs = float32_stage_diffs(model, threshold_rows(model))
+    diffs = float32_stage_diffs(model, threshold_rows(model, check_row_count(model, N_CHECK_ROWS)))
     stage_files = []
     for k in range(len(model.stages)):
         graph = onnx_trees.build_stage_graph(model, k, input_names, model_name=model_name, batch_size=batch_size,

@@ -187,3 +187,47 @@ def reseal(out_dir, edit) -> None:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------- tree model files (issue 24)
+
+def tree_model_bytes(model, protocol: int = 5) -> bytes:
+    """What `save_model` writes for a TreeStageModel or a fitted tree estimator, as bytes."""
+    return valid_model_bytes(model, protocol)
+
+
+def edited_tree(model=None, ensemble=None, **fields):
+    """A copy of a tree model (default: the two-group demo of `edgeseq.export.c_trees`) with attributes of
+    the model or of its ensemble replaced after construction, as a crafted file holds them."""
+    import copy
+
+    from edgeseq.export.c_trees import _demo_model
+
+    m = copy.deepcopy(_demo_model() if model is None else model)
+    for k, v in (ensemble or {}).items():
+        object.__setattr__(m.ensemble, k, v)
+    for k, v in fields.items():
+        object.__setattr__(m, k, v)
+    return m
+
+
+def tree_field_cases() -> dict:
+    """Crafted tree model files, each a few KB, that must be refused in one line (issue 24 items 1, 8)."""
+    big = "n" * 100_000
+    cases = {
+        "262,144 features for 2 columns": dict(ensemble={"n_features": 262_144}),
+        "2**24 features for 2 columns": dict(ensemble={"n_features": 1 << 24}),
+        "columns 0 and 2**24-1": dict(ensemble={"n_features": 1 << 24},
+                                     group_columns=(np.array([0]), np.array([(1 << 24) - 1]))),
+        "2-D group_columns": dict(group_columns=(np.array([[0]]), np.array([1]))),
+        "group name not a string": dict(group_names=("a", 7)),
+        "group names as bytes": dict(group_names=(b"a", b"b")),
+        "100 KB group name": dict(group_names=("a", big)),
+        "group names too few": dict(group_names=("a",)),
+        "output names too many": dict(output_names=("y", "z")),
+        "output name not a string": dict(output_names=(1.5,)),
+        "100 KB output name": dict(output_names=(big,)),
+        "output names a string": dict(output_names="y"),
+        "classes on a regression": dict(classes=np.array([0, 1])),
+    }
+    return {name: tree_model_bytes(edited_tree(**edit)) for name, edit in cases.items()}

@@ -12,6 +12,7 @@ import shutil
 import time
 import tracemalloc
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -140,10 +141,11 @@ def _set_paths(obj, edits) -> None:
             pass  # an earlier edit changed the shape: skip
 
 
-def _fuzz_manifest(export_dir, tmp_path_factory, data, read) -> None:
-    """Reseal a copy of `export_dir` with 1-3 random edits of its manifest; `read` it within bounds."""
+def _fuzz_manifest(export_dir, tmp_path_factory, data, read, under: tuple = (), error=IntegrityError) -> None:
+    """Reseal a copy of `export_dir` with 1-3 random edits of its manifest (of the part at `under`, when
+    given); `read` it within bounds."""
     base = json.loads((export_dir / "manifest.json").read_text())
-    paths = [p for p in _paths(base) if p]
+    paths = [p for p in _paths(base) if p and p[:len(under)] == under]
     edits = data.draw(st.lists(st.tuples(st.sampled_from(paths), _json), min_size=1, max_size=3))
 
     def edit(m):
@@ -157,7 +159,7 @@ def _fuzz_manifest(export_dir, tmp_path_factory, data, read) -> None:
     except (KeyError, IndexError):
         return
     size = (out / "manifest.json").stat().st_size
-    _bounded(lambda: read(out), size, IntegrityError)
+    _bounded(lambda: read(out), size, error)
 
 
 def test_single_bit_flips_sweep_has_both_outcomes():
@@ -258,3 +260,108 @@ def test_lightgbm_fuzz_seeds_import_and_mutations_have_both_outcomes():
                 assert "\n" not in str(exc)
                 refused += 1
     assert loaded > 10 and refused > 10, (loaded, refused)
+
+
+# ---------------------------------------------------------------- tree model files and int16 exports (issue 24)
+
+def _tree_seeds():
+    from tree_models import afr_model, lightgbm_model
+
+    from edgeseq.export.c_trees import _demo_model
+
+    return [valid_model_bytes(m, protocol=proto) for m in (_demo_model(), lightgbm_model("softmax"), afr_model(2))
+            for proto in (2, 5)]
+
+
+TREE_SEEDS = _tree_seeds()
+
+
+def _load_tree(data: bytes):
+    from edgeseq.io.model_io import as_exportable, check_tree_model
+
+    model = as_exportable(loads_model(data))
+    check_tree_model(model)  # whatever loaded is consistent, and predicts
+    model.predict(np.zeros((2, model.ensemble.n_features)))
+    return model
+
+
+@FUZZ
+@given(st.data())
+def test_mutated_tree_model_files_load_or_fail_cleanly(data):
+    """Byte-level mutations of tree model files (a TreeStageModel, a LightGBM import, a fitted AFRClassifier)."""
+    seed = data.draw(st.sampled_from(TREE_SEEDS))
+    blob = mutate(seed, lambda lo, hi: data.draw(st.integers(lo, hi)))
+    _bounded(lambda: _load_tree(blob), len(blob), ModelFormatError)
+
+
+_FIELD_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(), st.text(max_size=30),
+                          st.lists(st.integers(-3, 2**25), max_size=5).map(tuple),
+                          st.lists(st.integers(-3, 2**25), max_size=5).map(lambda v: np.array(v)),
+                          st.lists(st.floats(), min_size=1, max_size=3).map(lambda v: np.array(v)))
+_TREE_FIELDS = ["group_names", "group_columns", "costs", "link", "output_names", "classes"]
+_ENSEMBLE_FIELDS = ["feature", "threshold", "left", "right", "value", "roots", "target", "n_features", "n_targets"]
+
+
+@settings(FUZZ, max_examples=120)
+@given(st.data())
+def test_tree_model_files_with_mutated_fields_load_or_fail_cleanly(data):
+    """Field-level mutations (seeded, bounded values) of a tree model's and its ensemble's attributes,
+    written as a model file: loaded consistent, or one ModelFormatError line."""
+    import pickle
+
+    from edgeseq.export.c_trees import _demo_model
+
+    model = copy.deepcopy(_demo_model())
+    for _ in range(data.draw(st.integers(1, 3))):
+        target, field = data.draw(st.sampled_from([(model, f) for f in _TREE_FIELDS]
+                                                  + [(model.ensemble, f) for f in _ENSEMBLE_FIELDS]))
+        object.__setattr__(target, field, data.draw(_FIELD_VALUES))
+    try:
+        blob = valid_model_bytes(model, protocol=5)
+    except (pickle.PicklingError, TypeError, ValueError):
+        return
+    _bounded(lambda: _load_tree(blob), len(blob), ModelFormatError)
+
+
+@pytest.fixture(scope="module")
+def int16_export_dirs(tmp_path_factory):
+    """An int16 tree export (LightGBM binary) and an int16 linear export (softmax), with their calibration."""
+    from tree_models import data, lightgbm_model
+
+    from edgeseq import AnytimeClassifier
+    from edgeseq.export.writer import export_model
+
+    d = tmp_path_factory.mktemp("fuzz_int16")
+    X, s = data()
+    export_model(lightgbm_model("sigmoid"), d / "trees", c_dtype="int16", calibration=(X, None))
+    Xl = np.random.default_rng(0).normal(size=(200, 4))
+    est = AnytimeClassifier(groups=[[0], [1, 2], [3]], costs=[1, 1, 2]).fit(Xl, np.digitize(Xl[:, 0], [-0.5, 0.5]))
+    export_model(est.fitted_sequence_, d / "linear", c_dtype="int16", calibration=(Xl, None))
+    return d
+
+
+def _int16_read(out):
+    """What verify does with an int16 manifest before any C: rebuild the integer model from the recorded
+    scales and check the recorded figures (`tree_int16_figures` / `linear_int16_figures`)."""
+    from edgeseq.evaluate.verify import linear_int16_figures, manifest_sample_rows
+    from edgeseq.evaluate.verify_trees import tree_int16_figures, tree_model_from_export
+    from edgeseq.export.manifest import read_verified, sequence_from_export
+    from edgeseq.export.writer_trees import threshold_rows
+
+    m = read_verified(out)
+    if m.get("stage_kind") == "trees":
+        model = tree_model_from_export(out)
+        return tree_int16_figures(m, model, threshold_rows(model, 64))
+    return linear_int16_figures(m, sequence_from_export(out), manifest_sample_rows(m, 64))
+
+
+@settings(FUZZ, max_examples=25)  # each example copies, reseals and re-quantises an export
+@given(st.data())
+def test_resealed_mutated_int16_manifests_read_or_fail_cleanly(int16_export_dirs, tmp_path_factory, data):
+    """Edits of the ``c.int16`` entry (scales, shifts, headroom, losses, state scales) of tree and linear
+    int16 exports, resealed: the figures check passes or one EdgeseqError line, within bounds."""
+    from edgeseq.errors import EdgeseqError
+
+    kind = data.draw(st.sampled_from(["trees", "linear"]))
+    _fuzz_manifest(int16_export_dirs / kind, tmp_path_factory, data, _int16_read, under=("c", "int16"),
+                   error=EdgeseqError)

@@ -218,6 +218,225 @@ def int16_c_column(c_dir, manifest: dict, seq, X32: np.ndarray, *, require_c: bo
                    f"(|C - simulation| in integer units); its largest distance from the float model is {far:.3g}")
 
 
+# The int16 figures check (`check_int16_figures`): a stage fails when the integer model, on rows inside
+# the recorded feature ranges, is further from float than INT16_FACTOR x (what the manifest records +
+# what an int16 model calibrated on those very rows loses), plus a small absolute slack. Regression
+# compares the INT16_QUANTILE of |int16 - float| over the rows (a few rows on a threshold that one
+# scale puts on the other side are not a forgery), classifiers the fraction of rows whose label differs.
+INT16_FACTOR = 2.0
+INT16_QUANTILE = 0.9
+INT16_AGREEMENT_SLACK = 0.02
+INT16_ERROR_SLACK = 1e-9  # relative to 1 + the distance
+MIN_INT16_ROWS = 16
+
+
+def inside_int16_ranges(X: np.ndarray, columns, shift, offset) -> np.ndarray:
+    """Rows of `X` (raw columns) whose quantised features do not saturate: inside the recorded ranges.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify import inside_int16_ranges
+    >>> inside_int16_ranges(np.array([[0.5], [9.0]]), [0], np.array([12]), np.array([0])).tolist()
+    [True, False]
+    """
+    q = np.rint(np.ldexp(np.asarray(X, np.float64)[:, np.asarray(columns, np.int64)], shift)) - offset
+    return np.all(np.abs(q) <= 32767, axis=1)
+
+
+def int16_range_rows(columns, shift, offset, n_features: int, n: int, seed: int = 0, span=None) -> np.ndarray:
+    """Rows drawn uniformly inside the recorded int16 feature ranges (optionally narrowed to `span`).
+
+    The range of feature i is where ``rint(x * 2**s_i) - O_i`` fits int16; `span` (lo, hi arrays) narrows
+    it to where the model decides (a tree's thresholds), when that overlaps the range. Columns outside
+    `columns` are 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.evaluate.verify import int16_range_rows
+    >>> X = int16_range_rows([1], np.array([12]), np.array([4096]), 2, 100)
+    >>> X.shape, bool(X[:, 0].max() == 0), bool(X[:, 1].min() >= -7 and X[:, 1].max() <= 9)
+    ((100, 2), True, True)
+    """
+    shift, offset = np.asarray(shift, np.int64), np.asarray(offset, np.float64)
+    lo = np.ldexp(offset - 32767 + 0.5, -shift)
+    hi = np.ldexp(offset + 32767 - 0.5, -shift)
+    if span is not None:
+        a, b = np.maximum(lo, span[0]), np.minimum(hi, span[1])
+        overlap = a < b
+        lo, hi = np.where(overlap, a, lo), np.where(overlap, b, hi)
+    X = np.zeros((n, n_features))
+    X[:, np.asarray(columns, np.int64)] = np.random.default_rng(seed).uniform(lo, hi, size=(n, len(lo)))
+    return X.astype(np.float32).astype(np.float64)
+
+
+def int16_distances(qm, staged, X: np.ndarray, regression: bool) -> list:
+    """Per stage/prefix, per row: |int16 - float| (worst output; regression) or whether the labels differ.
+
+    `staged(qm, X)` yields ``(float prediction, integer prediction, integer label)`` per stage.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.evaluate.verify_trees import tree_int16_staged
+    >>> from edgeseq.evaluate.verify import int16_distances
+    >>> model, X = _demo_model(), np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> d = int16_distances(quantize_trees(model, X), lambda q, rows: tree_int16_staged(model, q, rows), X, True)
+    >>> [float(v.max()) for v in d]
+    [0.0, 0.0, 0.0]
+    """
+    from edgeseq.export.quantize import dequantize
+
+    out = []
+    for k, (f, pred, label) in enumerate(staged(qm, X)):
+        if regression:
+            zf = np.asarray(f, np.float64).reshape(X.shape[0], -1)
+            out.append(np.abs(dequantize(qm, pred, k).reshape(X.shape[0], -1) - zf).max(axis=1))
+        else:
+            out.append((np.asarray(label) != np.argmax(f, axis=1)).astype(np.float64))
+    return out
+
+
+def check_int16_figures(recorded: list, regression: bool, staged, qm, requantize, row_sets) -> str:
+    """Refuse an int16 manifest whose recorded loss or scales the rows at hand cannot reproduce.
+
+    The recorded per-stage loss was measured on calibration rows that an export does not carry, so it
+    cannot be recomputed exactly. What can: on rows inside the recorded feature ranges (where the
+    calibration rows were, by construction of the scales), the integer model built from the recorded
+    scales (`qm`) must not be further from float than the record plus what an int16 model calibrated
+    on those same rows loses (`requantize(X)`, the export's own procedure), up to a factor
+    `INT16_FACTOR` and a small slack. Scales edited to something coarser, or a loss edited down, fail
+    this; honest scales from wider calibration data lose about what they record.
+
+    Parameters
+    ----------
+    recorded : list of dict
+        ``manifest["c"]["int16"]["prefixes"]`` (``max_abs_error`` or ``label_agreement`` per stage).
+    regression : bool
+        Regression (identity link) or classifier.
+    staged : callable
+        ``staged(qm, X)`` yields (float prediction, integer prediction, integer label) per stage.
+    qm : Int16Model or TreeInt16Model
+        The integer model of the recorded scales.
+    requantize : callable
+        ``requantize(X)`` -> the integer model calibrated on `X`.
+    row_sets : list of (str, ndarray)
+        Named raw rows; a set with fewer than `MIN_INT16_ROWS` rows is skipped.
+
+    Returns
+    -------
+    str
+        A note for the report.
+
+    Raises
+    ------
+    IntegrityError
+        Naming the stage, the rows, and the three figures.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.evaluate.verify import check_int16_figures, linear_int16_staged
+    >>> X = np.random.default_rng(1).normal(size=(200, 2))
+    >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, 3 * X[:, 0] + X[:, 1]).fitted_sequence_
+    >>> qm = quantize_sequence(seq, X)
+    >>> staged = lambda q, rows: linear_int16_staged(seq, q, rows)
+    >>> requantize = lambda rows: quantize_sequence(seq, rows)
+    >>> check_int16_figures(qm.loss, True, staged, qm, requantize, [("rows", X)]).startswith("int16 figures")
+    True
+    >>> forged = quantize_sequence(seq, X * 1e4)                   # scales for data 10,000 times wider
+    >>> check_int16_figures(qm.loss, True, staged, forged, requantize, [("rows", X)])
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: manifest c.int16: stage 1's recorded loss cannot be reproduced: ...
+    """
+    from edgeseq.errors import IntegrityError
+
+    what = f"the {INT16_QUANTILE:.0%} quantile of |int16 - float|" if regression else "label disagreement"
+    stat = (lambda d: float(np.quantile(d, INT16_QUANTILE))) if regression else (lambda d: float(d.mean()))
+    checked, worst = [], 0.0
+    for name, X in row_sets:
+        if X.shape[0] < MIN_INT16_ROWS:
+            continue
+        got = int16_distances(qm, staged, X, regression)
+        ref = int16_distances(requantize(X), staged, X, regression)
+        for k, rec in enumerate(recorded):
+            m_got, m_ref = stat(got[k]), stat(ref[k])
+            m_rec = float(rec["max_abs_error"]) if regression else 1.0 - float(rec["label_agreement"])
+            slack = INT16_ERROR_SLACK * (1.0 + m_got) if regression else INT16_AGREEMENT_SLACK
+            if not m_got <= INT16_FACTOR * (m_rec + m_ref) + slack:
+                raise IntegrityError(f"manifest c.int16: stage {k}'s recorded loss cannot be reproduced: on "
+                                     f"{X.shape[0]} {name}, {what} is {m_got:.4g} with the recorded scales, the "
+                                     f"manifest records {m_rec:.4g} and an int16 model calibrated on those rows "
+                                     f"has {m_ref:.4g}")
+            worst = max(worst, m_got)
+        checked.append(f"{X.shape[0]} {name}")
+    if not checked:
+        return "int16 figures not checked: too few rows inside the recorded feature ranges"
+    return (f"int16 figures ok: on {' and '.join(checked)}, the integer model of the recorded scales is within "
+            f"the recorded loss ({what} at most {worst:.3g})")
+
+
+def linear_int16_staged(seq, qm, X: np.ndarray):
+    """(float prediction, integer prediction, integer label) of every prefix of a linear int16 model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.evaluate.verify import linear_int16_staged
+    >>> X = np.random.default_rng(1).normal(size=(50, 2))
+    >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, X[:, 0]).fitted_sequence_
+    >>> len(list(linear_int16_staged(seq, quantize_sequence(seq, X), X)))
+    3
+    """
+    from edgeseq.export.quantize import quantize_features, simulate
+
+    xq = quantize_features(qm, X[:, seq.prefix_columns(seq.n_groups)])
+    for j in range(seq.n_prefixes):
+        yield (seq.apply_link(seq.linear(X, j)), *simulate(qm, xq, j))
+
+
+def linear_int16_figures(manifest: dict, seq, X32: np.ndarray) -> str:
+    """`check_int16_figures` for a linear int16 export: on verify's rows inside the recorded ranges and on
+    rows drawn inside those ranges.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeRegressor
+    >>> from edgeseq.evaluate.verify import linear_int16_figures
+    >>> from edgeseq.export.manifest import sequence_from_export
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(100, 2))
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> m = export_model(AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, X[:, 0]).fitted_sequence_, out,
+    ...                  c_dtype="int16", calibration=(X, None))
+    >>> linear_int16_figures(m, sequence_from_export(out), X).startswith("int16 figures ok")
+    True
+    """
+    from edgeseq.export.quantize import quantize_from_manifest, quantize_sequence
+    from edgeseq.export.writer import sample_count
+
+    entry = manifest["c"]["int16"]
+    qm = quantize_from_manifest(seq, entry)
+    cols = seq.prefix_columns(seq.n_groups)
+    own = X32[inside_int16_ranges(X32, cols, qm.feature_shift, qm.feature_offset)]
+    drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, seq.n_features_in,
+                             sample_count(N_SAMPLES, seq.n_features_in))
+    return check_int16_figures(entry["prefixes"], seq.task == "regression",
+                               lambda q, rows: linear_int16_staged(seq, q, rows), qm,
+                               lambda rows: quantize_sequence(seq, rows),
+                               [("of verify's rows inside the recorded ranges", own),
+                                ("rows drawn inside the recorded ranges", drawn)])
+
+
 def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
                   require_c: bool = False, compiler=None) -> VerifyReport:
     """Check out/ (AnytimeSession verifies schema, checksums and files) and compare the runtimes.
@@ -278,8 +497,10 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
     X32 = checked_rows(X, m, source).astype(np.float64)
     crun, int16_diffs = None, None
     if c_dtype(m) == "int16":  # integer predictions: bit-exact against quantize.simulate, not numpy's bound
+        figures = linear_int16_figures(m, seq, X32)
         int16_diffs, note = (None, "C column skipped (--no-c)") if not use_c else \
             int16_c_column(c_dir, m, seq, X32, require_c=require_c, compiler=compiler)
+        note = f"{note}; {figures}"
     else:
         crun, note = (None, "C column skipped (--no-c)") if not use_c else \
             c_predictions(c_dir, m, X32, require_c=require_c, compiler=compiler)

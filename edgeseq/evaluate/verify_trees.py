@@ -104,6 +104,49 @@ def _stage_ensemble_parts(att: dict, raw_of: np.ndarray, offset: int, n_trees: i
     return cols, (offset + starts).tolist(), [d.pop() for d in dims], offset + n
 
 
+# What one stage graph may weigh for the counts its manifest entry states (the generated graphs hold
+# 35-80 bytes per node; a node's seven attributes and its leaf's four take at most ~125 bytes unpacked)
+GRAPH_BYTES_PER_NODE = 160
+GRAPH_BYTES_BASE = 64 << 10
+GRAPH_BYTES_PER_INPUT = 4096  # a name of at most 1,024 bytes, written at most twice, and its shape
+GRAPH_BYTES_PER_OUTPUT = 2048  # an output or class label name
+GRAPH_BYTES_PER_WEIGHT = 8
+
+
+def check_stage_graph_size(path: Path, entry: dict, S: int, P: int) -> None:
+    """Refuse a stage graph larger than the counts its manifest entry states can justify, before parsing it.
+
+    Parsing a graph costs time and memory in proportion to its size (tens of seconds and close to a
+    gigabyte for millions of nodes), while the manifest's counts were already checked against their
+    bounds; so a graph whose file is heavier than ``n_nodes`` nodes, its inputs and an (S, P) readout
+    can be is refused on a `stat`, whatever it holds.
+
+    Raises
+    ------
+    IntegrityError
+        Naming the file, its size and the bound.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.evaluate.verify_trees import check_stage_graph_size
+    >>> p = Path(tempfile.mkdtemp()) / "prefix_001.onnx"
+    >>> _ = p.write_bytes(b"x" * 80_000)
+    >>> check_stage_graph_size(p, {"n_nodes": 100, "inputs": ["a", "state_in"]}, 1, 1)   # within the bound
+    >>> check_stage_graph_size(p, {"n_nodes": 0, "inputs": ["n"]}, 1, 1)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.IntegrityError: ...prefix_001.onnx is 80000 bytes, more than a stage graph of 0 nodes ...
+    """
+    bound = (GRAPH_BYTES_BASE + GRAPH_BYTES_PER_NODE * entry["n_nodes"] + GRAPH_BYTES_PER_INPUT * len(entry["inputs"])
+             + GRAPH_BYTES_PER_OUTPUT * (P + 2) + GRAPH_BYTES_PER_WEIGHT * (S + 1) * P)
+    size = path.stat().st_size
+    if size > bound:
+        raise IntegrityError(f"{path} is {size} bytes, more than a stage graph of {entry['n_nodes']} nodes and "
+                             f"{len(entry['inputs'])} inputs can take ({bound}); refusing to parse it")
+
+
 def tree_model_from_export(out_dir):
     """Rebuild the TreeStageModel of a verified tree-stage export from its graphs (float32 values, upcast).
 
@@ -146,6 +189,8 @@ def tree_model_from_export(out_dir):
     cols = {key: [] for key in ("feature", "threshold", "left", "right", "value")}
     roots, targets, stages, offset, n_trees = [], [], [], 0, 0
     try:
+        for p in m["prefixes"]:  # every size first: nothing is parsed when one graph is larger than it claims
+            check_stage_graph_size(out / p["file"], p, S, P)
         for k, p in enumerate(m["prefixes"]):
             graph = onnx.load(str(out / p["file"]), load_external_data=False)  # never read other files
             W, b = read_readout(graph)
@@ -313,6 +358,67 @@ def tree_int16_c_column(out_dir, manifest: dict, model, X32: np.ndarray, *, use_
                    f"(|C - simulation| in integer units); its largest distance from the float model is {far:.3g}")
 
 
+def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
+    """`verify.check_int16_figures` for an int16 tree export: on verify's rows inside the recorded ranges,
+    and on rows drawn inside those ranges where the trees decide (between each feature's extreme
+    thresholds, widened by a tenth), where a scale coarser than the data shows as flipped branches.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.evaluate.verify_trees import tree_int16_figures
+    >>> model, X = _demo_model(), np.random.default_rng(0).uniform(-1, 2, size=(50, 2))
+    >>> m = {"c": {"int16": tree_int16_manifest_entry(quantize_trees(model, X), 50)}}
+    >>> tree_int16_figures(m, model, X).startswith("int16 figures ok")
+    True
+    """
+    from edgeseq.evaluate.verify import check_int16_figures, inside_int16_ranges, int16_range_rows
+    from edgeseq.export.quantize_trees import quantize_trees, quantize_trees_from_manifest
+    from edgeseq.export.writer_trees import check_row_count
+
+    entry = manifest["c"]["int16"]
+    qm = quantize_trees_from_manifest(model, entry)
+    ens, cols = model.ensemble, qm.columns
+    lo, hi = np.full(cols.size, np.inf), np.full(cols.size, -np.inf)
+    for i, c in enumerate(cols.tolist()):
+        t = ens.threshold[ens.feature == c].astype(np.float64)
+        if t.size:
+            pad = 0.1 * (max(float(t.max() - t.min()), float(np.abs(t).max())) or 10.0)
+            lo[i], hi[i] = max(float(t.min()) - pad, -3e38), min(float(t.max()) + pad, 3e38)
+    own = X[inside_int16_ranges(X, cols, qm.feature_shift, qm.feature_offset)]
+    drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, ens.n_features,
+                             check_row_count(model, N_SAMPLES),
+                             span=(lo, hi))
+    return check_int16_figures(entry["prefixes"], model.link == "identity",
+                               lambda q, rows: tree_int16_staged(model, q, rows), qm,
+                               lambda rows: quantize_trees(model, rows),
+                               [("of verify's rows inside the recorded ranges", own),
+                                ("rows drawn inside the recorded ranges around the thresholds", drawn)])
+
+
+def tree_int16_staged(model, qm, X: np.ndarray):
+    """(float prediction, integer prediction, integer label) of every stage of an int16 tree model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.evaluate.verify_trees import tree_int16_staged
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
+    >>> [f.ravel().tolist() for f, _, _ in tree_int16_staged(_demo_model(), quantize_trees(_demo_model(), X), X)]
+    [[0.0, 0.0], [1.0, 2.0], [11.0, 12.0]]
+    """
+    from edgeseq.export.quantize_trees import quantize_tree_features, simulate_trees
+
+    sims = simulate_trees(qm, quantize_tree_features(qm, X))
+    for z, (pred, label) in zip(model.staged_decision(X), sims):
+        yield model.apply_link(z), pred, label
+
+
 def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
                        require_c: bool = False, compiler=None) -> VerifyReport:
     """`verify_export` for a tree-stage export (it dispatches here): numpy vs onnxruntime per stage.
@@ -336,19 +442,21 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
     >>> rep.ok, [c.prefix for c in rep.checks]
     (True, [0, 1])
     """
-    from edgeseq.export.writer_trees import threshold_rows
+    from edgeseq.export.writer_trees import check_row_count, threshold_rows
 
     m = read_verified(out_dir)
     model = tree_model_from_export(out_dir)
     check_generated_stage_graphs(out_dir, m, model)  # before anything is loaded
     if X is None:
-        X = threshold_rows(model, N_SAMPLES)
+        X = threshold_rows(model, check_row_count(model, N_SAMPLES))
         source = f"{X.shape[0]} rows on and around the trees' thresholds"
     X32 = checked_rows(X, m, source)
     crun, int16_diffs = None, None
     if c_dtype(m) == "int16":  # integer predictions: bit-exact against simulate_trees, not numpy's bound
+        figures = tree_int16_figures(m, model, X32.astype(np.float64))
         int16_diffs, note = tree_int16_c_column(out_dir, m, model, X32.astype(np.float64), use_c=use_c,
                                                 require_c=require_c, compiler=compiler)
+        note = f"{note}; {figures}"
     else:
         crun, note = tree_c_predictions(out_dir, m, model, X32, use_c=use_c, require_c=require_c, compiler=compiler)
     report = VerifyReport(X.shape[0], source, c_note=note, kind="trees")

@@ -59,13 +59,59 @@ def read_cost_provenance(doc: dict, where) -> dict:
             if key in measured and not isinstance(measured[key], str):
                 raise GroupSpecError(f"{where}: 'measured_on.{key}' must be a string")
         try:
-            json.dumps(measured, allow_nan=False)
+            json.dumps(measured, allow_nan=False, default=_not_json)
         except ValueError:
             raise GroupSpecError(f"{where}: 'measured_on' holds NaN or Infinity; JSON numbers must be finite") from None
+        except TypeError as exc:
+            raise GroupSpecError(f"{where}: 'measured_on' holds {exc}, which is not JSON") from None
+        if _has_huge_int(measured):
+            raise GroupSpecError(f"{where}: 'measured_on' holds an integer beyond +-2**53 (JSON readers lose its "
+                                 "digits); write it as a string")
     if unit is not None and (not isinstance(unit, str) or not unit.strip()):
         raise GroupSpecError(f"{where}: 'cost_unit' must be a non-empty string such as \"microseconds per item\", "
                              f"got {unit!r}")
     return {MEASURED_ON: measured, COST_UNIT: unit}
+
+
+def _not_json(value):
+    raise TypeError(f"a {type(value).__name__}")
+
+
+def _has_huge_int(value, depth: int = 0) -> bool:
+    """An int beyond JSON's exact range anywhere in `value` (json.dumps has already bounded the depth)."""
+    if isinstance(value, dict):
+        return any(_has_huge_int(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_huge_int(v, depth + 1) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53
+
+
+def check_cost_provenance(provenance, where: str) -> None:
+    """The cost entries of a model's provenance obey GROUPS.json's rules (`read_cost_provenance`).
+
+    A model file is untrusted: what it records as "measured on" reaches the export manifest (strict
+    JSON) and every report, so NaN, Infinity, integers JSON cannot carry or a non-string machine are
+    refused here rather than silently turned into null.
+
+    Raises
+    ------
+    GroupSpecError
+        Naming `where` and the field.
+
+    Examples
+    --------
+    >>> check_cost_provenance({"costs_measured_on": {"machine": "pi4"}, "cost_unit": "ms"}, "model file")
+    >>> check_cost_provenance({"costs_measured_on": {"machine": "pi4", "t": float("nan")}}, "model file")
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.GroupSpecError: model file: 'measured_on' holds NaN or Infinity; JSON numbers must be finite
+    """
+    if not isinstance(provenance, dict):
+        return
+    doc = {"measured_on": provenance.get(MEASURED_ON), "cost_unit": provenance.get(COST_UNIT)}
+    if isinstance(doc["measured_on"], str):  # stored as an object by read_cost_provenance
+        raise GroupSpecError(f"{where}: 'measured_on' must be an object naming the machine")
+    read_cost_provenance(doc, where)
 
 
 def _clean(text) -> str:
@@ -112,4 +158,5 @@ def cost_summary(provenance) -> str:
     return f"costs: {unit}, measured on {where}" + (f" ({_clean(date)})" if isinstance(date, str) else "")
 
 
-__all__ = ["MEASURED_ON", "COST_UNIT", "read_cost_provenance", "cost_unit_of", "cost_summary"]
+__all__ = ["MEASURED_ON", "COST_UNIT", "read_cost_provenance", "check_cost_provenance", "cost_unit_of",
+           "cost_summary"]

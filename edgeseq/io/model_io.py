@@ -27,6 +27,7 @@ import numpy as np
 from edgeseq.errors import InputError, ModelFormatError
 from edgeseq.io.atomic import atomic_write_bytes
 from edgeseq.io.bounded import read_bounded
+from edgeseq.io.cost_provenance import check_cost_provenance
 from edgeseq.io.plain_data import check_plain, plain_dtype
 from edgeseq.messages import brief, clip
 from edgeseq.sequence import FittedSequence
@@ -491,6 +492,7 @@ def _check_sequence(seq) -> None:
         raise ModelFormatError(f"model file's fitted sequence is a {type(seq).__name__}, not a FittedSequence")
     try:
         FittedSequence.validate(seq)
+        check_cost_provenance(seq.provenance, "model file's cost provenance")
     except InputError as exc:
         raise ModelFormatError(f"model file is inconsistent: {exc}") from None
 

@@ -13,15 +13,40 @@ per call is measured by bench/ort_private_call.py (see the benchmarks page).
 from __future__ import annotations
 
 import math
+import re
 import threading
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
-from edgeseq.errors import IntegrityError
+from edgeseq.errors import EdgeseqError, IntegrityError
 from edgeseq.format import PREFIX0_INPUT  # float32 [N, 1] ([N, 0] in format 1): carries the batch size
+from edgeseq.messages import clip
 
+# a C++ source location and function signature onnxruntime puts in its messages ("/src/x.h:624 void
+# f(...) const [with T = float] "): meaningless to a user, and long
+_CPP_SIGNATURE = re.compile(r"\S+\.(?:h|hpp|cc|cpp|cu):\d+ .*?(?:\]|\)(?: const)?) (?=[A-Z])")
+_ORT_PREFIX = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
+
+
+
+def ort_error(where: str, what: str, exc: BaseException) -> IntegrityError:
+    """One line for any onnxruntime failure: where, what failed, and onnxruntime's reason without the C++.
+
+    Every session edgeseq creates or runs goes through this module, so this is the one place an
+    onnxruntime exception (RuntimeError, its own Fail/InvalidArgument classes, multi-line C++
+    signatures) becomes an edgeseq error.
+
+    Examples
+    --------
+    >>> e = ort_error("prefix_001.onnx", "run", RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : "
+    ...     "Non-zero status. /src/tree.h:624 void f(int) const [with T = float] One path requests feature 7\\n"))
+    >>> str(e)
+    'prefix_001.onnx: onnxruntime cannot run it (Non-zero status. One path requests feature 7)'
+    """
+    text = _ORT_PREFIX.sub("", " ".join(str(exc).split()))
+    return IntegrityError(f"{where}: onnxruntime cannot {what} it ({clip(_CPP_SIGNATURE.sub('', text), 240)})")
 
 
 def session_options() -> ort.SessionOptions:
@@ -223,7 +248,8 @@ class PrefixRunner:
             self.session = ort.InferenceSession(model_bytes, sess_options=session_options(),
                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # a listed, checksummed file that still is not a loadable graph
-            raise IntegrityError(f"{where}: onnxruntime cannot load it ({exc})") from None
+            raise ort_error(where, "load", exc) from None
+        self._where = where
         got = {i.name: i for i in self.session.get_inputs()}
         if list(got) != list(inputs):
             raise IntegrityError(f"{where}: graph inputs {list(got)} differ from the manifest's {list(inputs)}")
@@ -266,19 +292,24 @@ class PrefixRunner:
         """
         if self.batch is not None and n != self.batch:
             return self._call_in_batches(arrays, n)
-        if n <= BIND_MAX_ROWS and self._lock.acquire(False):  # (non-blocking)
-            try:
-                b = self._bindings.get(n) or self._bind(n)
-                for buf, a in zip(b.inputs, arrays):
-                    buf[...] = a  # same shape and dtype (the caller checked): a plain copy
-                self._run_io(b.arg, None)
-                if b.only is not None:
-                    return [b.only.copy()], b.finite()
-                return [v.copy() for v in b.views], b.finite()
-            finally:
-                self._lock.release()
-        outs = self._squeezed(self._run(self.outputs, dict(zip(self.inputs, map(np.ascontiguousarray, arrays))),
-                                        None))
+        try:
+            if n <= BIND_MAX_ROWS and self._lock.acquire(False):  # (non-blocking)
+                try:
+                    b = self._bindings.get(n) or self._bind(n)
+                    for buf, a in zip(b.inputs, arrays):
+                        buf[...] = a  # same shape and dtype (the caller checked): a plain copy
+                    self._run_io(b.arg, None)
+                    if b.only is not None:
+                        return [b.only.copy()], b.finite()
+                    return [v.copy() for v in b.views], b.finite()
+                finally:
+                    self._lock.release()
+            outs = self._squeezed(self._run(self.outputs, dict(zip(self.inputs, map(np.ascontiguousarray, arrays))),
+                                            None))
+        except EdgeseqError:
+            raise
+        except Exception as exc:  # a verified graph that onnxruntime still fails on (e.g. a crafted feature id)
+            raise ort_error(self._where, "run", exc) from None
         return outs, all_finite(outs[0])
 
     def run(self, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], bool]:
@@ -314,7 +345,10 @@ class PrefixRunner:
         """
         width = self._dims[0]  # 1, or 0 in a format 1 export: the graph says which
         rows = n if self.batch is None else self.batch
-        outs = self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((rows, width), np.float32)}, None))
+        try:
+            outs = self._squeezed(self._run(self.outputs, {PREFIX0_INPUT: np.zeros((rows, width), np.float32)}, None))
+        except Exception as exc:
+            raise ort_error(self._where, "run", exc) from None
         return outs if rows == n else [np.repeat(o[:1], n, axis=0) for o in outs]  # the same row for all
 
     def _call_in_batches(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:

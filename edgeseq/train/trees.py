@@ -32,8 +32,9 @@ import numpy as np
 
 from edgeseq.errors import InputError, ModelFormatError
 from edgeseq.budget import longest_affordable_prefix
-from edgeseq.messages import columns_text
-from edgeseq.sequence import LINKS, apply_link, check_feature_names
+from edgeseq.format import MAX_UNUSED_TRAILING
+from edgeseq.messages import brief, columns_text
+from edgeseq.sequence import LINKS, apply_link, check_feature_names, check_name
 
 MAX_DEPTH = 32  # a bound on traversal work per tree; deeper trees are refused, not truncated
 MAX_NODES = 1 << 24  # bounds memory and generated-code size of one ensemble
@@ -335,6 +336,58 @@ def _validate(ens: TreeEnsemble) -> np.ndarray:
     return depth
 
 
+def _check_names(names, field: str, n) -> int:
+    """`names` is a tuple of distinct bounded strings (`n` of them unless None); return how many."""
+    if type(names) is not tuple or (n is not None and len(names) != n):
+        raise ModelFormatError(f"tree model: {field} must be a tuple of {'' if n is None else n} names, "
+                               f"got {brief(names)}")
+    for i, name in enumerate(names):
+        try:
+            check_name(name, f"{field}[{i}]")
+        except InputError as exc:
+            raise ModelFormatError(f"tree model: {exc}") from None
+    if field == "output_names" and len(set(names)) != len(names):
+        raise ModelFormatError(f"tree model: {field} repeats a name")
+    return len(names)
+
+
+def _check_width(group_columns, n_features: int) -> None:
+    """Every group's columns are a non-empty 1-D integer array, and `n_features` is justified by them.
+
+    A tree model has no per-feature array (names, statistics) that would vouch for its width, so at
+    most `MAX_UNUSED_TRAILING` columns may belong to no group: otherwise a few bytes could claim
+    millions of features and every row an export or verify draws would be sized by that claim.
+    """
+    named = 0
+    for g, cols in enumerate(group_columns):
+        if type(cols) is not np.ndarray or cols.ndim != 1 or cols.size == 0:
+            raise ModelFormatError(f"tree model: group {g}'s columns must be a non-empty 1-D integer array, "
+                                   f"got {brief(cols)}")
+        named += cols.size
+    if n_features > named + MAX_UNUSED_TRAILING:
+        raise ModelFormatError(f"tree model: the ensemble reads rows of {n_features} features but the groups name "
+                               f"only {named} columns; at most {MAX_UNUSED_TRAILING} columns may belong to no group")
+
+
+def _check_classes(classes, link: str, n_classes: int) -> None:
+    """None (regression, or labels 0..n-1), else one distinct, finite, plain label per class."""
+    if classes is None:
+        return
+    if link == "identity":
+        raise ModelFormatError(f"tree model: a regression model has no classes, got {brief(classes)}")
+    ok = type(classes) is np.ndarray and classes.ndim == 1 and classes.shape[0] == n_classes \
+        and classes.dtype.kind in "biufU" and (classes.dtype.kind != "f" or np.all(np.isfinite(classes)))
+    if not ok or np.unique(classes).size != n_classes:
+        raise ModelFormatError(f"tree model: classes must be a 1-D array of {n_classes} distinct finite labels "
+                               f"(numbers or strings), got {brief(classes)}")
+    if classes.dtype.kind == "U":
+        for i, c in enumerate(classes.tolist()):
+            try:
+                check_name(c, f"classes[{i}]", allow_empty=True)
+            except InputError as exc:
+                raise ModelFormatError(f"tree model: {exc}") from None
+
+
 @dataclass(frozen=True)
 class TreeStage:
     """One anytime stage: the groups it newly requires, its cost, its trees and its readout.
@@ -409,11 +462,28 @@ class TreeStageModel:
             self.feature_names, self.ensemble.n_features, "tree model feature_names"))
         object.__setattr__(self, "costs", np.asarray(self.costs, dtype=np.float64))
         object.__setattr__(self, "group_columns", tuple(np.asarray(c, np.int64) for c in self.group_columns))
+        for name in ("group_names", "output_names"):  # a list is taken as given; other types are refused below
+            if type(getattr(self, name)) is list:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        if type(self.classes) is np.ndarray and self.classes.dtype == object \
+                and all(type(c) is str for c in self.classes.tolist()):  # scikit-learn's object labels
+            object.__setattr__(self, "classes", np.array(self.classes.tolist(), dtype=str))
+        if type(self.classes) in (list, tuple):
+            try:
+                object.__setattr__(self, "classes", np.asarray(self.classes))
+            except ValueError:  # ragged: left as given, refused by validate
+                pass
         stages = tuple(TreeStage(tuple(int(g) for g in s.new_groups), float(s.cost), int(s.tree_start),
                                  int(s.tree_stop), np.asarray(s.W, np.float64), np.asarray(s.b, np.float64))
                        for s in self.stages)
         object.__setattr__(self, "stages", stages)
         self.validate()
+        s0 = self.stages[0]
+        if isinstance(s0.W, np.ndarray) and s0.W.any():
+            # stage 0 reads a zero state, so its weights cannot matter; every export stores them as zeros
+            # (a graph of stage 0 has no state input), so keep them as zeros here too
+            object.__setattr__(self, "stages", (TreeStage(s0.new_groups, s0.cost, s0.tree_start, s0.tree_stop,
+                                                          np.zeros_like(s0.W), s0.b), *self.stages[1:]))
 
     @property
     def n_outputs(self) -> int:
@@ -583,12 +653,21 @@ class TreeStageModel:
         ...     link="identity", output_names=("y",))
         >>> model.validate()  # silent when consistent
         """
-        J, ens = len(self.group_names), self.ensemble
-        if self.link not in LINKS:
-            raise ModelFormatError(f"unknown link {self.link!r}; expected one of {LINKS}")
-        if len(self.group_columns) != J or self.costs.shape != (J,) or not np.all(np.isfinite(self.costs)) \
-                or np.any(self.costs <= 0):
+        ens = self.ensemble
+        if type(self.link) is not str or self.link not in LINKS:
+            raise ModelFormatError(f"unknown link {brief(self.link)}; expected one of {LINKS}")
+        J = _check_names(self.group_names, "group_names", None)
+        if type(self.group_columns) is not tuple or len(self.group_columns) != J or self.costs.shape != (J,) \
+                or not np.all(np.isfinite(self.costs)) or np.any(self.costs <= 0):
             raise ModelFormatError("tree model: need one column list and one positive finite cost per group")
+        _check_width(self.group_columns, ens.n_features)  # before anything is sized by n_features
+        if self.feature_names is not None:  # a loaded model skipped __post_init__'s check
+            try:
+                checked = check_feature_names(self.feature_names, ens.n_features, "tree model feature_names")
+            except InputError as exc:
+                raise ModelFormatError(str(exc)) from None
+            if type(self.feature_names) is not tuple or checked != self.feature_names:
+                raise ModelFormatError("tree model feature_names must be a tuple of str")
         owner = np.full(ens.n_features, -1)
         for g, cols in enumerate(self.group_columns):
             if cols.size == 0 or cols.min() < 0 or cols.max() >= ens.n_features or np.any(owner[cols] >= 0):
@@ -599,8 +678,12 @@ class TreeStageModel:
         P = self.stages[0].b.shape[0] if self.stages[0].b.ndim == 1 else -1
         if P < 1:
             raise ModelFormatError("tree model: readout bias must be a non-empty vector")
-        if len(self.output_names) != (2 if self.link == "sigmoid" else P) or (self.link == "sigmoid" and P != 1):
+        n_names = 2 if self.link == "sigmoid" else P
+        if type(self.output_names) is not tuple or len(self.output_names) != n_names \
+                or (self.link == "sigmoid" and P != 1):
             raise ModelFormatError("tree model: output names must match the outputs (both classes for sigmoid)")
+        _check_names(self.output_names, "output_names", n_names)
+        _check_classes(self.classes, self.link, n_names)
         paid: set[int] = set()
         nxt = 0
         for k, s in enumerate(self.stages):
