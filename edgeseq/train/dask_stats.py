@@ -307,6 +307,65 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     return partitioned_statistics(blocks, n, d, columns=columns, client=client, progress=progress, names=names)
 
 
+def fold_blocks(blocks, fold: int, n_folds: int):
+    """The rows of fold `fold` (global row i with i mod `n_folds` = `fold`) of every partition in `blocks`.
+
+    The folds of `edgeseq.train.auto` are defined on global row numbers, so they are the same
+    whether the rows are in memory, in shards or in dask partitions. Each partition's source is
+    sliced where it is read (on its worker); the slice's rows keep their global first row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(10.0)[:, None]; y = np.arange(10.0)
+    >>> blocks = [((X[:4], y[:4]), 0, 4), (lambda: (X[4:], y[4:]), 4, 6)]
+    >>> [(src() if callable(src) else src)[1].tolist() for src, _, _ in fold_blocks(blocks, 1, 3)]
+    [[1.0], [4.0, 7.0]]
+    """
+    out = []
+    for source, start, rows in blocks:
+        first = (fold - start) % n_folds
+        count = len(range(first, rows, n_folds))
+        if count == 0:
+            continue
+        cut = slice(first, None, n_folds)
+        if callable(source):
+            src = (lambda load, cut: lambda: tuple(a[cut] for a in load()))(source, cut)
+        else:
+            src = tuple(a[cut] for a in source)
+        out.append((src, start + first, count))
+    return out
+
+
+def dask_fold_statistics(X, y, n_folds: int, *, columns=None, client=None, progress=None) -> list[SufficientStats]:
+    """`dask_sufficient_statistics` of each fold (global row i in fold i mod `n_folds`).
+
+    What ``l2="auto"`` needs on a cluster: the same folds, hence the same choice, as in memory
+    (`edgeseq.train.auto.fold_statistics`). Each fold is one pass over the partitions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> from edgeseq.train.auto import fold_statistics
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
+    >>> folds = dask_fold_statistics(da.from_array(X, chunks=(5, 3)), y, 3)
+    >>> [f.n for f in folds], bool(np.allclose(folds[1].xx, fold_statistics(X, y, None, 3)[1].xx))
+    ([4, 4, 4], True)
+    """
+    _require_dask()
+    n, _ = check_dask_X(X)
+    blocks, d = row_blocks(X, y)
+    say = progress or (lambda msg: None)
+    out = []
+    for f in range(n_folds):
+        part = fold_blocks(blocks, f, n_folds)
+        say(f"fold {f + 1}/{n_folds} of the cross-validation")
+        out.append(partitioned_statistics(part, sum(b[2] for b in part), d, columns=columns, client=client,
+                                          progress=progress))
+    return out
+
+
 def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None, progress=None, names=None):
     """The pass over `blocks` = [(source, first row, rows)], source a loader or an (X, y) block pair.
 
