@@ -25,6 +25,7 @@ MARKER = "<!-- bench-results -->"
 VERDICT_MARKER = "<!-- tree-orders-verdict -->"
 # a figure in prose: <!-- tree-orders: data set / method or "best linear" / score [/ vs] --> (see below)
 FIGURE_MARKER = re.compile(r"<!-- tree-orders: *([^/>]+?) */ *([^/>]+?) */ *([a-z_]+)(?: */ *(vs))? *-->")
+LINEAR_DEFAULTS_MARKER = "<!-- linear-defaults -->"  # the training page's comparison of the linear defaults
 LINEAR = ("CS-G-OMP (linear)", "CS-G-FR (linear)")
 NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB")
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +39,9 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs ho
     if VERDICT_MARKER in markdown:
         markdown = markdown.replace(VERDICT_MARKER, render_tree_order_verdict(ROOT / "bench" / "results"
                                                                               / "tree_orders.json"))
+    if LINEAR_DEFAULTS_MARKER in markdown:
+        markdown = markdown.replace(LINEAR_DEFAULTS_MARKER, render_result_tables(
+            ROOT / "bench" / "results" / "linear_defaults.json", "python bench/linear_defaults.py"))
     if FIGURE_MARKER.search(markdown):
         markdown = render_tree_order_figures(markdown, ROOT / "bench" / "results" / "tree_orders.json")
     return resolve_lazy_names(markdown)
@@ -211,6 +215,21 @@ def render_declared_tables(tables) -> list[str]:
         out += [f"### {md_cell(t.get('title', ''))}", ""] if t.get("title") else []
         out += table(t["columns"], t["rows"]) + [""]
     return out
+
+
+def render_result_tables(path: Path, command: str) -> str:
+    """A result file's declared tables inline in a page, with its command and machine; or a note to run it.
+
+    >>> print(render_result_tables(Path("/nonexistent.json"), "python bench/x.py"))
+    *Not yet measured: run `python bench/x.py`.*
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        body = render_declared_tables(data["tables"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return f"*Not yet measured: run `{command}`.*"
+    lines = body + [f"Command: `{md_cell(data.get('command', command))}`; machine: {machine_text(data).rstrip('.')}.", ""]
+    return "\n".join(lines)
 
 
 def render_anytime_quality(data: dict) -> list[str]:
