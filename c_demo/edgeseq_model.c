@@ -3,16 +3,16 @@
 
 /* prefix 1: after g0; 1 x 1 row-major */
 static const float demo_coef_1[] = {
-    0.999989986f,
+    0.999998987f,
 };
 
 /* prefix 2: after g1; 2 x 1 row-major */
 static const float demo_coef_2[] = {
-    0.999989688f, 1.66344262e-06f,
+    0.999998987f, 1.66347348e-07f,
 };
 
 static const float demo_intercept[] = {
-    -0.0133378534f, -1.33377199e-07f, -4.29422727e-07f,
+    -0.0133378534f, -1.33378402e-08f, -4.2942947e-08f,
 };
 /* cumulative cost of each stage: the float64 values Python's budget rule compares, exactly */
 static const double demo_cum_cost[] = {

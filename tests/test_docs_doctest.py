@@ -37,6 +37,7 @@ PUBLIC = {
     "CholeskyFactor": "edgeseq.train.kernel",
     "conclusion": "edgeseq.evaluate.report",
     "sequence_trees": "edgeseq.train.tree_sequencing",
+    "fold_statistics": "edgeseq.train.auto",
 }
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

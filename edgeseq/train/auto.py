@@ -47,6 +47,7 @@ L2_GRID = tuple(float(v) for v in 10.0 ** np.arange(-6.0, 2.01, 0.5))
 GLM_L2_GRID = tuple(float(v) for v in 10.0 ** np.arange(-6.0, 1.01, 1.0))
 FALLBACK_L2 = 1e-4  # too few rows for folds (fewer than 2 per fold): no choice is possible
 MIN_FOLD_ROWS = 2
+PATH_PATIENCE = 2  # GLM path: stop after the held-out loss rose this many penalties in a row past its best
 CV_MAX_CELLS = 25_000_000  # GLM folds read at most this many working-design entries (200 MB of float64)
 
 
@@ -210,7 +211,10 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     """Mean over folds of the held-out log-loss of the full GLM at each penalty (warm-started path).
 
     `Z` is the working design of all rows (centred, in the chosen basis). The path runs from the
-    strongest penalty down, each fit starting from the previous one's weights.
+    strongest penalty down, each fold's fit starting from its previous weights. Once the mean
+    held-out loss has risen for `PATH_PATIENCE` penalties in a row past its best, the weaker ones are
+    not fitted (their loss is +inf): they are the slowest fits (nearly separable data) and a loss
+    that rises while the penalty shrinks is overfitting, which a weaker penalty only makes worse.
 
     Examples
     --------
@@ -225,17 +229,25 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     grid = np.asarray(grid, dtype=np.float64)
     n = Z.shape[0]
     fold = np.arange(n) % n_folds
-    out = np.zeros(grid.size)
+    parts = []
     for f in range(n_folds):
-        tr, va = fold != f, fold == f
+        tr = fold != f
         Zt, Yt = Z[tr], Y[tr]
-        K = Zt.T @ Zt / Zt.shape[0]  # the preconditioner of the refit
-        W, b = np.zeros((Z.shape[1], Y.shape[1])), prior_intercept(Yt, link)
-        for i in np.argsort(-grid):
-            fit = refit(Zt, Yt, K, W, b, link, l2=float(grid[i]) * n / Zt.shape[0])
-            W, b = fit.W, fit.b
-            out[i] += data_loss(Z[va] @ W + b, Y[va], link)
-    return out / n_folds
+        parts.append({"Z": Zt, "Y": Yt, "K": Zt.T @ Zt / Zt.shape[0], "va": fold == f,  # K: the refit's preconditioner
+                      "W": np.zeros((Z.shape[1], Y.shape[1])), "b": prior_intercept(Yt, link)})
+    out = np.full(grid.size, np.inf)
+    best, rising = np.inf, 0
+    for i in np.argsort(-grid):
+        loss = 0.0
+        for p in parts:
+            fit = refit(p["Z"], p["Y"], p["K"], p["W"], p["b"], link, l2=float(grid[i]) * n / p["Z"].shape[0])
+            p["W"], p["b"] = fit.W, fit.b
+            loss += data_loss(Z[p["va"]] @ fit.W + fit.b, Y[p["va"]], link)
+        out[i] = loss / n_folds
+        best, rising = (out[i], 0) if out[i] < best else (best, rising + 1)
+        if rising >= PATH_PATIENCE:
+            break
+    return out
 
 
 def cv_step(n: int, width: int) -> int:
