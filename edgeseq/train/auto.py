@@ -127,15 +127,24 @@ def merge_folds(folds) -> SufficientStats:
 
 
 def _project(prob, stats: SufficientStats):
-    """Working-basis (K, q, mean shift, target mean, target second moment) of one row set, per row."""
+    """One row set in the working basis: (n, Σ z̃z̃ᵀ, Σ z̃ỹᵀ, Σ ỹ², mean z, mean y), sums centred on its own means."""
     k = prob.n_working
-    n = stats.n
-    K = _whitened_gram(np.empty((k, k)), stats.xx, n, prob.transforms, prob.raw_slices, prob.slices)
-    xy = stats.xy / prob.y_scale / n
+    K = _whitened_gram(np.empty((k, k)), stats.xx, 1, prob.transforms, prob.raw_slices, prob.slices)
+    xy = stats.xy / prob.y_scale
     q = np.vstack([T.T @ xy[rs] for T, rs in zip(prob.transforms, prob.raw_slices)]) if k else np.zeros((0, xy.shape[1]))
     zbar = np.concatenate([T.T @ (stats.x_mean[rs] - prob.x_mean[rs]) for T, rs in zip(prob.transforms, prob.raw_slices)]) \
         if k else np.zeros(0)
-    return K, q, zbar, (stats.y_mean - prob.y_mean) / prob.y_scale, np.diag(stats.yy) / n / prob.y_scale ** 2
+    return stats.n, K, q, np.diag(stats.yy) / prob.y_scale ** 2, zbar, (stats.y_mean - prob.y_mean) / prob.y_scale
+
+
+def _without(total, part):
+    """The working-basis sums of all rows but `part`'s (Chan's merge solved for the other part)."""
+    n, S, C, Y2, z, y = total
+    m, Sf, Cf, Y2f, zf, yf = part
+    r = n - m
+    zr, yr = (n * z - m * zf) / r, (n * y - m * yf) / r
+    dz, dy, f = zf - zr, yf - yr, r * m / n
+    return r, S - Sf - f * np.outer(dz, dz), C - Cf - f * np.outer(dz, dy), Y2 - Y2f - f * dy ** 2, zr, yr
 
 
 def ridge_cv_losses(folds, prob, grid) -> np.ndarray:
@@ -143,7 +152,9 @@ def ridge_cv_losses(folds, prob, grid) -> np.ndarray:
 
     `prob` is the working problem of all rows (its basis and target scale); `folds` the statistics
     of each fold in the same columns. Row-for-row the same numbers as fitting a ridge with intercept
-    on each fold's training rows of the working design and scoring its held-out rows.
+    on each fold's training rows of the working design and scoring its held-out rows. Each fold and
+    all rows are projected into the working basis once; a fold's training sums are all rows' minus
+    its own.
 
     Examples
     --------
@@ -156,21 +167,22 @@ def ridge_cv_losses(folds, prob, grid) -> np.ndarray:
     True
     """
     grid = np.asarray(grid, dtype=np.float64)
-    n = sum(f.n for f in folds)
+    parts = [_project(prob, f) for f in folds]
+    total = _project(prob, merge_folds(folds))
+    n = total[0]
     out = np.zeros(grid.size)
-    for i, held in enumerate(folds):
-        train = merge_folds([f for j, f in enumerate(folds) if j != i])
-        K, q, zt, yt, _ = _project(prob, train)
-        A, c, zv, yv, vy = _project(prob, held)
-        s, V = eigh(K) if K.size else (np.zeros(0), np.zeros((0, 0)))
-        Vq = V.T @ q  # (k, P)
-        lam = grid * n / train.n  # the same sum-form penalty in every fit
+    for held in parts:
+        n_tr, S, C, _, zt, yt = _without(total, held)
+        n_f, Sf, Cf, Y2f, zv, yv = held
+        s, V = eigh(S / n_tr) if S.size else (np.zeros(0), np.zeros((0, 0)))
+        Vq = V.T @ (C / n_tr)  # (k, P)
+        lam = grid * n / n_tr  # the same sum-form penalty in every fit
         W = np.einsum("ik,lkp->lip", V, Vq[None] / (np.maximum(s, 0.0)[None, :, None] + lam[:, None, None]))
-        # held-out rows centred on their own mean (A, c, vy) plus the shift between the two means
-        fit = np.einsum("lip,ip->lp", W, c)
-        quad = np.einsum("lip,ij,ljp->lp", W, A, W)
+        # held-out rows centred on their own mean (Sf, Cf, Y2f) plus the shift between the two means
+        fit = np.einsum("lip,ip->lp", W, Cf / n_f)
+        quad = np.einsum("lip,ij,ljp->lp", W, Sf / n_f, W)
         shift = (yv - yt)[None, :] - np.einsum("i,lip->lp", zv - zt, W)
-        out += (vy[None, :] - 2 * fit + quad + shift ** 2).sum(axis=1)
+        out += (Y2f[None, :] / n_f - 2 * fit + quad + shift ** 2).sum(axis=1)
     return out / len(folds)
 
 
