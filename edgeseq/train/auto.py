@@ -37,7 +37,7 @@ import numpy as np
 from scipy.linalg import eigh
 
 from edgeseq.errors import InputError
-from edgeseq.train.basis import _whitened_gram, build_working_problem
+from edgeseq.train.basis import build_working_problem
 from edgeseq.train.stats import SufficientStats, sufficient_statistics
 
 N_FOLDS = 5
@@ -129,7 +129,13 @@ def merge_folds(folds) -> SufficientStats:
 def _project(prob, stats: SufficientStats):
     """One row set in the working basis: (n, Σ z̃z̃ᵀ, Σ z̃ỹᵀ, Σ ỹ², mean z, mean y), sums centred on its own means."""
     k = prob.n_working
-    K = _whitened_gram(np.empty((k, k)), stats.xx, 1, prob.transforms, prob.raw_slices, prob.slices)
+    M = np.empty((stats.xx.shape[0], k))  # xx T, one block column per group (T is block diagonal)
+    for T, rs, s in zip(prob.transforms, prob.raw_slices, prob.slices):
+        M[:, s] = stats.xx[:, rs] @ T
+    K = np.empty((k, k))
+    for T, rs, s in zip(prob.transforms, prob.raw_slices, prob.slices):
+        K[s] = T.T @ M[rs]
+    K = (K + K.T) / 2  # exactly symmetric for eigh, as the rounding of the two products is not
     xy = stats.xy / prob.y_scale
     q = np.vstack([T.T @ xy[rs] for T, rs in zip(prob.transforms, prob.raw_slices)]) if k else np.zeros((0, xy.shape[1]))
     zbar = np.concatenate([T.T @ (stats.x_mean[rs] - prob.x_mean[rs]) for T, rs in zip(prob.transforms, prob.raw_slices)]) \
