@@ -40,7 +40,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
 
     Parameters
     ----------
-    groups, costs, group_names, whiten, doubling, feature_names, cost_provenance
+    groups, costs, group_names, doubling, feature_names, cost_provenance
         As in `AnytimeRegressor`.
     method : {"omp", "fr", "single", "gomp"}, default="omp"
         "omp" (CS-G-OMP: ‖gradient block‖²/cost), "fr" (CS-G-FR: score-test gain/cost),
