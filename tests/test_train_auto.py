@@ -186,3 +186,28 @@ def test_cluster_fits_choose_as_in_memory(client):
                                                                           client=client)
     assert (dsk.l2_, dsk.whiten_) == (mem.l2_, mem.whiten_)
     np.testing.assert_allclose(dsk.predict_proba(Xc), mem.predict_proba(Xc), atol=1e-5)
+
+
+def test_cli_train_prints_and_records_the_chosen_penalty(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from edgeseq.cli import main
+    from edgeseq.io.model_io import as_sequence, load_model
+
+    X, y = regression_data()
+    np.savez(tmp_path / "train.npz", X=X, y=y)
+    (tmp_path / "groups.json").write_text(json.dumps({"groups": [
+        {"name": "a", "columns": list(range(10)), "cost": 1.0}, {"name": "b", "columns": list(range(10, 30)), "cost": 2.0}]}))
+    base = ["train", "--task", "regression", str(tmp_path / "train.npz"), "--groups", str(tmp_path / "groups.json")]
+    res = CliRunner().invoke(main, base + ["-o", str(tmp_path / "m.pkl")], catch_exceptions=False)
+    ref = AnytimeRegressor([list(range(10)), list(range(10, 30))], [1.0, 2.0]).fit(X, y)
+    basis = "group whitening" if ref.whiten_ else "standardised columns"
+    assert f"l2={ref.l2_:.3g}, {basis} (both chosen by cross-validation: 5 folds (row i in fold i mod 5))" \
+        in res.output.splitlines()
+    prov = as_sequence(load_model(tmp_path / "m.pkl")).provenance
+    assert (prov["l2"], prov["whiten"], prov["l2_param"], prov["whiten_param"]) == (ref.l2_, ref.whiten_, "auto", "auto")
+    res = CliRunner().invoke(main, base + ["--l2", "0.5", "--no-whiten", "-o", str(tmp_path / "m2.pkl")],
+                             catch_exceptions=False)
+    assert "l2=0.5, standardised columns (as given)" in res.output.splitlines()  # negative control: nothing chosen
