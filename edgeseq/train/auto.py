@@ -38,7 +38,7 @@ from scipy.linalg import eigh
 
 from edgeseq.errors import InputError
 from edgeseq.train.basis import build_working_problem
-from edgeseq.train.stats import SufficientStats, sufficient_statistics
+from edgeseq.train.stats import SufficientStats, default_chunk_rows, sufficient_statistics
 
 N_FOLDS = 5
 # mean-form penalties in the working space (unit-variance columns and target): from "almost none"
@@ -105,7 +105,11 @@ def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[Sufficie
     >>> [f.n for f in folds], bool(np.allclose(merge_folds(folds).xx, sufficient_statistics(X, y).xx))
     ([4, 3, 3], True)
     """
-    return [sufficient_statistics(X[f::n_folds], y[f::n_folds], columns=columns, progress=progress)
+    d = X.shape[1] if columns is None else len(columns)
+    # smaller chunks than one pass's: a pass computes its first chunk on a slower exact path before
+    # merging the rest in place, and a fold's first default-sized chunk would be most of the fold
+    rows = max((d + 1) // 2, default_chunk_rows(d) // (4 * n_folds))
+    return [sufficient_statistics(X[f::n_folds], y[f::n_folds], columns=columns, chunk_rows=rows, progress=progress)
             for f in range(n_folds)]
 
 
