@@ -173,7 +173,8 @@ def test_progress_reports_every_step():
     X = rng.normal(size=(80, 4))
     y = (X[:, 0] + X[:, 2] > 0).astype(int)
     lines = []
-    est = AnytimeClassifier([[0, 1], [2, 3]], [1.0, 2.0], group_names=["a", "b"]).fit(X, y, progress=lines.append)
+    est = AnytimeClassifier([[0, 1], [2, 3]], [1.0, 2.0], group_names=["a", "b"], l2=1e-4, whiten=True).fit(
+        X, y, progress=lines.append)
     assert lines[0].startswith("statistics pass over 80 rows")
     assert len(lines) == 3
     for j, (line, g) in enumerate(zip(lines[1:], est.sequence_)):  # each step names its refit's passes and loss

@@ -113,7 +113,7 @@ def as_proba(p, binary):
 def test_sequence_and_prefix_models_equal_bruteforce(n_classes, method, seed):
     X, y, Y, groups, costs = make_data(seed, n_classes)
     l2 = 1e-2
-    clf = AnytimeClassifier(groups=groups, costs=costs, method=method, l2=l2).fit(X, y)
+    clf = AnytimeClassifier(groups=groups, costs=costs, method=method, l2=l2, whiten=True).fit(X, y)
     order, probs = ref_sequence(X, Y, groups, costs, l2, method)
     assert clf.sequence_.tolist() == order
     for j, p in enumerate(probs):
@@ -205,7 +205,7 @@ def test_fr_ranks_agree_with_exact_refit_gains_on_weak_signal(n_classes, seed):
     sequence must be the exact-gain greedy sequence."""
     X, y, Y, groups, costs = make_data(seed, n_classes, n=600, strength=0.25)
     l2 = 1e-3
-    clf = AnytimeClassifier(groups=groups, costs=costs, method="fr", l2=l2).fit(X, y)
+    clf = AnytimeClassifier(groups=groups, costs=costs, method="fr", l2=l2, whiten=True).fit(X, y)
     state = _state(X, Y, groups, "sigmoid" if n_classes == 2 else "softmax", l2)
     S = []
     for step in range(len(groups) - 1):

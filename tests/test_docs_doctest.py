@@ -42,6 +42,7 @@ PUBLIC = {
     "AnytimeNetRegressor": "edgeseq.train.neural.estimators",
     "loss_weights": "edgeseq.train.neural.schemes",
     "LayerBlockModel": "edgeseq.neural_stages",
+    "fold_statistics": "edgeseq.train.auto",
 }
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 

@@ -152,7 +152,7 @@ def test_pipeline_and_clone(data):
 
 def test_progress_reports_every_step(data):
     lines = []
-    est = AnytimeRegressor(GROUPS, COSTS, group_names=["a", "b", "c"]).fit(*data, progress=lines.append)
+    est = AnytimeRegressor(GROUPS, COSTS, group_names=["a", "b", "c"], l2=1e-5, whiten=True).fit(*data, progress=lines.append)
     assert lines[0].startswith("statistics pass over 120 rows")
     rows = [ln for ln in lines[1:] if ln.startswith("statistics: ")]
     assert rows and rows[-1] == "statistics: 120/120 rows"  # the pass, by chunk

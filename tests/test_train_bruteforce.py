@@ -109,7 +109,7 @@ CASES = [("omp", True), ("fr", True), ("single", True), ("gomp", True), ("omp", 
 def test_matches_brute_force(method, whiten, seed):
     rng = np.random.default_rng(seed)
     X, y, groups, costs = random_problem(rng, n_out=1 + seed % 2, collinear=seed == 3)
-    est = AnytimeRegressor(groups, costs, method=method, whiten=whiten).fit(X, y)
+    est = AnytimeRegressor(groups, costs, method=method, whiten=whiten, l2=1e-5).fit(X, y)
     order, curve = brute_force(X, y, groups, costs, method, whiten)
     assert est.sequence_.tolist() == order
     np.testing.assert_allclose(est.train_curve_, curve, atol=1e-8)
@@ -120,7 +120,7 @@ def test_doubling_matches_brute_force(method):
     for seed in range(5):
         rng = np.random.default_rng(100 + seed)
         X, y, groups, costs = random_problem(rng, sizes=(1, 2, 2, 1, 3, 1))
-        est = AnytimeRegressor(groups, costs, method=method, doubling=True).fit(X, y)
+        est = AnytimeRegressor(groups, costs, method=method, doubling=True, whiten=True, l2=1e-5).fit(X, y)
         order, curve = brute_force(X, y, groups, costs, method, doubling=True)
         assert est.sequence_.tolist() == order
         np.testing.assert_allclose(est.train_curve_, curve, atol=1e-8)
@@ -143,7 +143,7 @@ def test_property_matches_brute_force(seed, sizes, n_out, method, whiten, l2):
 def test_fr_predicted_gain_equals_refit_increase():
     rng = np.random.default_rng(7)
     X, y, groups, costs = random_problem(rng, n=200, sizes=(3, 2, 4, 1, 2, 3))
-    est = AnytimeRegressor(groups, costs, method="fr").fit(X, y)
+    est = AnytimeRegressor(groups, costs, method="fr", whiten=True, l2=1e-5).fit(X, y)
     n = X.shape[0]
     yt = ((y - y.mean()) / y.std())[:, None]
     Z = [_whiten(X[:, g] - X[:, g].mean(0), True) for g in groups]
@@ -157,7 +157,7 @@ def test_fr_predicted_gain_equals_refit_increase():
 def test_train_curve_is_the_real_explained_variance():
     rng = np.random.default_rng(3)
     X, y, groups, costs = random_problem(rng, n_out=2)
-    est = AnytimeRegressor(groups, costs, method="fr", l2=0.1).fit(X, y)
+    est = AnytimeRegressor(groups, costs, method="fr", whiten=True, l2=0.1).fit(X, y)
     for j, pred in enumerate(est.staged_predict(X)):
         frac = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean(0)) ** 2)
         assert est.train_curve_[j] == pytest.approx(frac, abs=1e-10)

@@ -23,7 +23,7 @@ def test_sequence_from_gram_equals_the_estimator(method, whiten):
     X = rng.normal(size=(300, 7)) @ rng.normal(size=(7, 7)) + rng.normal(size=7) * 10
     y = X @ rng.normal(size=7) + rng.normal(size=300)
     groups, costs = [[0, 1], [2], [3, 4, 5], [6]], [1.0, 0.5, 2.0, 1.5]
-    est = AnytimeRegressor(groups=groups, costs=costs, method=method, whiten=whiten).fit(X, y)
+    est = AnytimeRegressor(groups=groups, costs=costs, method=method, whiten=whiten, l2=1e-5).fit(X, y)
     Xc, yc = X - X.mean(0), y - y.mean()
     seq = sequence_from_gram(Xc.T @ Xc / 300, Xc.T @ yc / 300, yc.var(), groups, costs, n_samples=300,
                              x_mean=X.mean(0), y_mean=y.mean(), method=method, whiten=whiten)

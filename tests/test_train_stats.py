@@ -72,12 +72,12 @@ def test_fit_from_stats_equals_fit():
     groups, costs = [[0, 1], [2], [3, 4]], [1.0, 1.0, 2.0]
     used = np.concatenate(groups)
     pieces = ((X[i:i + 40, used], Y[i:i + 40, 0]) for i in range(0, len(X), 40))
-    a = AnytimeRegressor(groups, costs).fit_from_stats(sufficient_statistics(pieces), n_features=5)
-    b = AnytimeRegressor(groups, costs).fit(X, Y[:, 0])
+    a = AnytimeRegressor(groups, costs, l2=1e-5, whiten=True).fit_from_stats(sufficient_statistics(pieces), n_features=5)
+    b = AnytimeRegressor(groups, costs, l2=1e-5, whiten=True).fit(X, Y[:, 0])
     assert a.sequence_.tolist() == b.sequence_.tolist()
     np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-7, atol=1e-9)  # X has a 1e6 offset column
     with pytest.raises(InputError, match="statistics cover"):
-        AnytimeRegressor([[0, 1], [3, 4]], [1.0, 2.0]).fit_from_stats(sufficient_statistics(X, Y), n_features=5)
+        AnytimeRegressor([[0, 1], [3, 4]], [1.0, 2.0], l2=1e-5, whiten=True).fit_from_stats(sufficient_statistics(X, Y), n_features=5)
 
 
 def test_nan_and_inf_are_reported_by_column():

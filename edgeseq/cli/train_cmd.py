@@ -95,6 +95,25 @@ def sequence_table(seq) -> list[str]:
     return lines
 
 
+def penalty_summary(provenance: dict) -> str:
+    """The penalty and basis training used, and whether they were chosen or given (one line).
+
+    Examples
+    --------
+    >>> penalty_summary({"l2": 0.01, "whiten": False, "l2_param": "auto", "whiten_param": "auto",
+    ...                  "l2_choice": "cross-validation: 5 folds"})
+    'l2=0.01, standardised columns (both chosen by cross-validation: 5 folds)'
+    >>> penalty_summary({"l2": 1e-05, "whiten": True})
+    'l2=1e-05, group whitening (as given)'
+    """
+    chosen = [k for k in ("l2", "whiten") if provenance.get(k + "_param") == "auto"]
+    how = {0: "as given", 1: f"{chosen[0] if chosen else ''} chosen by ", 2: "both chosen by "}[len(chosen)]
+    if chosen:
+        how += str(provenance.get("l2_choice", "cross-validation")).split(",")[0]
+    basis = "group whitening" if provenance.get("whiten") else "standardised columns"
+    return f"l2={float(provenance.get('l2', float('nan'))):.3g}, {basis} ({how})"
+
+
 def _refuse_ambiguous_target(y) -> None:
     """A 0/1 (two-valued) target without --task is most likely a class label: say so, do not guess."""
     import numpy as np
@@ -180,8 +199,9 @@ def refuse_implausible_classes(y) -> None:
 @click.option("--method", type=click.Choice(METHOD_CHOICES), default="omp", show_default=True,
               help="Selection score: omp (CS-G-OMP), fr (CS-G-FR), single (best single column), gomp (cost ignored).")
 @click.option("--doubling", is_flag=True, help="Restrict each pick to groups no costlier than the cost so far.")
-@click.option("--no-whiten", is_flag=True, help="Standardise columns instead of whitening each group.")
-@click.option("--l2", type=float, default=None, help="L2 penalty (default: the estimator's own default).")
+@click.option("--no-whiten", is_flag=True, help="Standardise columns instead of whitening each group (default: "
+              "whichever of the two cross-validates better).")
+@click.option("--l2", type=float, default=None, help="L2 penalty (default: chosen by 5-fold cross-validation).")
 @click.option("--task", type=click.Choice(["regression", "classification"]), default=None,
               help="What the target is. Default: regression (classification for --model afr), except that a "
                    "target with exactly two distinct values is refused until you say which you mean, and an "
@@ -248,7 +268,7 @@ def train_command(ctx, data, target, groups_path, model_kind, method, doubling, 
     if not sharded:
         _refuse_non_finite(ds, spec, data)
     params = {} if l2 is None else {"l2": l2}
-    est = kind.build(task, groups=spec.columns, costs=spec.costs, method=method, whiten=not no_whiten,
+    est = kind.build(task, groups=spec.columns, costs=spec.costs, method=method, whiten=False if no_whiten else "auto",
                      doubling=doubling, group_names=spec.names, feature_names=layout.feature_names,
                      cost_provenance=spec.cost_provenance, **params)
     rows = f"{len(ds.paths)} shards" if sharded else f"{ds.X.shape[0]} rows"
@@ -276,4 +296,5 @@ def train_command(ctx, data, target, groups_path, model_kind, method, doubling, 
             click.echo(line)
         if seq is not None:
             click.echo(cost_summary(seq.provenance))
+            click.echo(penalty_summary(seq.provenance))
         click.echo(f"wrote {output}")

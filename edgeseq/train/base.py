@@ -176,6 +176,57 @@ def step_reporter(progress, spec: GroupSpec):
     return report
 
 
+def is_bool(v) -> bool:
+    """True or False (also numpy's), never 0/1 or strings.
+
+    Examples
+    --------
+    >>> is_bool(True), is_bool(np.bool_(False)), is_bool(1), is_bool("auto")
+    (True, True, False, False)
+    """
+    return isinstance(v, (bool, np.bool_))
+
+
+def is_finite_nonnegative(v) -> bool:
+    """A real finite number >= 0 (not a bool, not a string).
+
+    Examples
+    --------
+    >>> is_finite_nonnegative(0.5), is_finite_nonnegative(-1.0), is_finite_nonnegative(float("nan"))
+    (True, False, False)
+    """
+    return isinstance(v, numbers.Real) and not is_bool(v) and bool(np.isfinite(v)) and v >= 0
+
+
+def check_parameters(est, constraints: dict) -> None:
+    """Check `est`'s parameters against a table {name: (accepts(value), description)}; one line on failure.
+
+    Each estimator declares its table once (``_parameter_constraints``), as scikit-learn's estimators
+    do, instead of spelling each check out in its own branch.
+
+    Raises
+    ------
+    InputError
+        The first parameter the table refuses, with what it must be.
+
+    Examples
+    --------
+    >>> from edgeseq import AnytimeRegressor
+    >>> check_parameters(AnytimeRegressor(l2=-1.0), AnytimeRegressor._parameter_constraints)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: l2 must be a finite number >= 0 or "auto", got -1.0
+    """
+    for name, (accepts, description) in constraints.items():
+        value = getattr(est, name)
+        try:
+            ok = bool(accepts(value))
+        except Exception:  # a value too odd to compare (an array, ...) is refused like any other
+            ok = False
+        if not ok:
+            raise InputError(f"{name} must be {description}, got {value!r:.80}")
+
+
 class AnytimeBase(BaseEstimator):
     """Shared machinery of AnytimeRegressor and AnytimeClassifier.
 
@@ -190,14 +241,16 @@ class AnytimeBase(BaseEstimator):
     True
     """
 
+    # every parameter check, declared once: name -> (accepts(value), what it must be)
+    _parameter_constraints = {
+        "method": (lambda v: isinstance(v, str) and v in METHODS, f"one of {METHODS}"),
+        "whiten": (lambda v: is_bool(v) or v == "auto", 'True, False or "auto"'),
+        "doubling": (is_bool, "True or False"),
+        "l2": (lambda v: v == "auto" or is_finite_nonnegative(v), 'a finite number >= 0 or "auto"'),
+    }
+
     def _check_params(self) -> None:
-        if self.method not in METHODS:
-            raise InputError(f"method must be one of {METHODS}, got {self.method!r}")
-        if not isinstance(self.l2, numbers.Real) or not np.isfinite(self.l2) or self.l2 < 0:
-            raise InputError(f"l2 must be a finite number >= 0, got {self.l2!r}")
-        for name in ("whiten", "doubling"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise InputError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        check_parameters(self, self._parameter_constraints)
         self._cost_provenance()
 
     def _cost_provenance(self) -> dict:
@@ -235,11 +288,24 @@ class AnytimeBase(BaseEstimator):
         return check_groups(self.groups, self.costs, self.group_names, n_features,
                             feature_names=getattr(self, "feature_names_in_", self.feature_names))
 
-    def _provenance(self, stats) -> dict:
-        """How the model was trained, for the manifest (no training data, only its fingerprint)."""
-        return {"method": self.method, "whiten": bool(self.whiten), "doubling": bool(self.doubling),
-                "l2": float(self.l2), "n_samples": int(stats.n), "data_fingerprint": stats.fingerprint(),
+    def _provenance(self, stats, choice) -> dict:
+        """How the model was trained, for the manifest (no training data, only its fingerprint).
+
+        ``l2`` and ``whiten`` are the values used (chosen ones when the parameters were "auto");
+        ``l2_param`` / ``whiten_param`` record what was asked for, and ``l2_choice`` how it was chosen.
+        """
+        return {"method": self.method, "whiten": bool(choice.whiten), "doubling": bool(self.doubling),
+                "l2": float(choice.l2), "l2_param": self.l2 if self.l2 == "auto" else float(self.l2),
+                "whiten_param": self.whiten if self.whiten == "auto" else bool(self.whiten),
+                **choice.provenance(), "n_samples": int(stats.n), "data_fingerprint": stats.fingerprint(),
                 "estimator": type(self).__name__, **self._cost_provenance()}
+
+    def _publish_choice(self, choice) -> None:
+        """The values training used, as learned attributes (the chosen ones when "auto")."""
+        self.l2_ = float(choice.l2)
+        self.whiten_ = bool(choice.whiten)
+        self.cv_scores_ = {("whiten" if w else "standardise"): s.copy() for w, s in choice.scores.items()}
+        self.l2_grid_ = np.asarray(choice.grid, dtype=np.float64)
 
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self) -> FittedSequence:

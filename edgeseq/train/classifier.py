@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from threadpoolctl import threadpool_limits
 
+from edgeseq.train.auto import Choice, choose_glm, cv_step, fixed
 from edgeseq.train.fold import fold_sequence, raw_column_stats
 from edgeseq.train.base import AnytimeBase, classification_targets, step_reporter
 from edgeseq.train.dask_stats import check_dask_X
@@ -39,14 +40,18 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
 
     Parameters
     ----------
-    groups, costs, group_names, whiten, doubling, feature_names, cost_provenance
+    groups, costs, group_names, doubling, feature_names, cost_provenance
         As in `AnytimeRegressor`.
-    method : {"omp", "fr", "single", "gomp"}
+    method : {"omp", "fr", "single", "gomp"}, default="omp"
         "omp" (CS-G-OMP: ‖gradient block‖²/cost), "fr" (CS-G-FR: score-test gain/cost),
         "single" (best single standardised column), "gomp" (cost ignored).
-    l2 : float
+    l2 : float or "auto", default="auto"
         L2 penalty λ/2‖W‖² on the working-space (whitened) weights; intercepts are not penalised.
-        It also keeps the weights finite on perfectly separable data.
+        It also keeps the weights finite on perfectly separable data. "auto" picks it by 5-fold
+        cross-validated log-loss of the full-budget model over a short warm-started path of
+        penalties (on a sample of the rows when the working design would be large).
+    whiten : bool or "auto", default="auto"
+        As in `AnytimeRegressor`: chosen with the penalty when "auto".
 
     Attributes
     ----------
@@ -75,6 +80,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
     ([0, 1], [0, 1, 2])
     >>> clf.train_accuracy_.round(3).tolist()     # prefix 0 is the class prior
     [0.333, 0.833, 0.98]
+    >>> clf.l2_, clf.whiten_                      # chosen by cross-validation
+    (0.0001, False)
     >>> clf.predict_proba(X[:1], prefix=0).round(3).tolist()
     [[0.333, 0.333, 0.333]]
     >>> clf.predict(X[[0, 50, 100]], budget=3.0).tolist()
@@ -83,7 +90,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
 
     _fr_hessian = "bohning"  # multinomial FR curvature (see README "classification"); not a parameter
 
-    def __init__(self, groups=None, costs=None, method="omp", whiten=True, doubling=False, l2=1e-4,
+    def __init__(self, groups=None, costs=None, *, method="omp", whiten="auto", doubling=False, l2="auto",
                  group_names=None, feature_names=None, cost_provenance=None):
         self.groups = groups
         self.costs = costs
@@ -152,9 +159,26 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         used = np.concatenate(spec.columns)
         # no local name for the statistics: `_select` frees their d × d sums once K is built (a local
         # here would keep a second gigabyte alive through the whole selection at ten thousand columns)
-        return self._select(self._statistics(X, Y, spec, used, progress), spec, X.shape[1], classes, progress, lambda prob: GLMState(
-            prob, WorkingDesign(X, used, prob), Y, link, float(self.l2), X=X, used=used, fr_hessian=self._fr_hessian,
-            release_selected=True))
+        stats = self._statistics(X, Y, spec, used, progress)
+        step = cv_step(X.shape[0], used.size)
+        choice = self._choose(lambda: (np.asarray(X[::step][:, used], dtype=np.float64), Y[::step]), stats, spec,
+                              link, progress)
+        return self._select(stats, spec, X.shape[1], classes, progress, lambda prob: GLMState(
+            prob, WorkingDesign(X, used, prob), Y, link, choice.l2, X=X, used=used, fr_hessian=self._fr_hessian,
+            release_selected=True), choice)
+
+    def _choose(self, sample, stats, spec: GroupSpec, link: str, progress):
+        """The Choice for this fit: cross-validated on `sample()` = (rows, targets) when anything is "auto"."""
+        if self.l2 != "auto" and self.whiten != "auto":
+            return fixed(self.l2, self.whiten)
+        Xs, Ys = sample()
+        if progress is not None:
+            progress(f"choosing l2/whitening: cross-validation over {Xs.shape[0]:,} rows")
+        with threadpool_limits(limits=1, user_api="blas"):
+            choice = choose_glm(Xs, Ys, stats, spec.sizes, link, l2=self.l2, whiten=self.whiten)
+        if progress is not None:
+            progress(f"chose l2={choice.l2:.3g}, whiten={choice.whiten}")
+        return choice
 
     def _statistics(self, X, Y, spec: GroupSpec, used, progress):
         """The full statistics for CS-G-FR and for narrow data; for the methods that score groups on
@@ -195,7 +219,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         >>> AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit_partitions(rows).sequence_.tolist()
         [1, 0]
         """
-        from edgeseq.train.dask_glm import PartitionedDesign, PartitionedGLMState, partitioned_targets
+        from edgeseq.train.dask_glm import PartitionedDesign, PartitionedGLMState, cv_sample, partitioned_targets
 
         self._check_params()
         n_features = int(rows.n_features)
@@ -206,20 +230,24 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             del self.feature_names_in_
         t = partitioned_targets(rows, used, progress=progress)
 
+        choice = self._choose(lambda: cv_sample(t.rows, used, cv_step(t.rows.n, used.size)), t.stats, spec, t.link,
+                              progress)
+
         def state(prob):
             return PartitionedGLMState(prob, PartitionedDesign.over(t.rows, used, prob), t.freq, t.link,
-                                       float(self.l2), fr_hessian=self._fr_hessian)
+                                       choice.l2, fr_hessian=self._fr_hessian)
 
-        return self._select(t.stats, spec, n_features, t.classes, progress, state)
+        return self._select(t.stats, spec, n_features, t.classes, progress, state, choice)
 
-    def _select(self, stats: SufficientStats | GroupBlockStats, spec: GroupSpec, n_features: int, classes, progress, make_state):
+    def _select(self, stats: SufficientStats | GroupBlockStats, spec: GroupSpec, n_features: int, classes, progress, make_state,
+                choice: Choice):
         """From the statistics on: working problem, greedy selection over `make_state(prob)`, fold, publish."""
         link = "sigmoid" if classes.size == 2 else "softmax"
-        provenance, column_stats = self._provenance(stats), raw_column_stats(spec, stats, n_features)
+        provenance, column_stats = self._provenance(stats, choice), raw_column_stats(spec, stats, n_features)
         # skinny (n×m)·(m×P) products are memory-bound and the D-space ones small: a second BLAS
         # thread gains nothing and, on a loaded machine, spins (measured 5x slower; see README)
         with threadpool_limits(limits=1, user_api="blas"):
-            prob = build_working_problem(stats, spec.sizes, self.whiten, keep_cov=False, consume=True)
+            prob = build_working_problem(stats, spec.sizes, choice.whiten, keep_cov=False, consume=True)
             del stats  # the d × d sums are K's size again; nothing below reads them (given back while K was built)
             state = make_state(prob)
             result = select_glm(state, spec.costs, method=self.method, doubling=bool(self.doubling),
@@ -229,6 +257,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         seq = fold_glm(prob, result, spec, None, n_features, link, classes, provenance, column_stats)
         self.classes_ = classes
         self._publish(self._with_inputs(seq), spec)
+        self._publish_choice(choice)
         self.train_accuracy_ = result.accuracy
         self.train_log_loss_ = result.log_loss
         self.train_curve_ = result.accuracy
@@ -250,8 +279,8 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             warnings.warn(f"the refit of prefix(es) {result.not_converged} stopped with gradient norm above "
                           f"{GRAD_TOL:g}; increase l2 or rescale the features", RefitConvergenceWarning, stacklevel=3)
 
-    def _provenance(self, stats: SufficientStats) -> dict:
-        return {**super()._provenance(stats), "grad_tol": GRAD_TOL, "fr_hessian": self._fr_hessian}
+    def _provenance(self, stats: SufficientStats, choice: Choice) -> dict:
+        return {**super()._provenance(stats, choice), "grad_tol": GRAD_TOL, "fr_hessian": self._fr_hessian}
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X, budget=None, prefix=None):

@@ -628,6 +628,29 @@ class PartitionedTargets:
     stats: SufficientStats  # of X's used columns and the targets, as the in-memory fit computes them
 
 
+def _every_step(xb, yb, label, start, count, used, step):
+    first = (-start) % step
+    return np.asarray(xb[first::step][:, used], dtype=np.float64), yb[first::step]
+
+
+def cv_sample(rows: PartitionedRows, used, step: int):
+    """Rows 0, step, 2·step, ... (global numbering) of the used columns, with their targets, brought here.
+
+    The sample the GLM's penalty choice cross-validates on (`edgeseq.train.auto.cv_step` bounds its
+    size), the same rows as in memory whatever the partitioning.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(10.0)[:, None]; Y = np.arange(10.0)[:, None]
+    >>> Xs, Ys = cv_sample(PartitionedRows.split(X, Y, [3]), np.array([0]), 4)
+    >>> Xs.ravel().tolist()
+    [0.0, 4.0, 8.0]
+    """
+    parts = rows.map(_every_step, np.asarray(used), int(step), indexed=True)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def partitioned_targets(rows: PartitionedRows, columns, progress=None) -> PartitionedTargets:
     """Classes from a pass over the labels, targets built on the partitions, then the statistics pass.
 

@@ -307,6 +307,89 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     return partitioned_statistics(blocks, n, d, columns=columns, client=client, progress=progress, names=names)
 
 
+def fold_blocks(blocks, fold: int, n_folds: int):
+    """The rows of fold `fold` (global row i with i mod `n_folds` = `fold`) of every partition.
+
+    `blocks` pairs each partition ``(source, first row, rows)`` with its label. The folds of
+    `edgeseq.train.auto` are defined on global row numbers, so they are the same whether the rows
+    are in memory, in shards or in dask partitions. Each source is sliced where it is read (on its
+    worker); partitions with no row in the fold are left out, with their labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(10.0)[:, None]; y = np.arange(10.0)
+    >>> blocks = [(((X[:4], y[:4]), 0, 4), "a"), ((lambda: (X[4:], y[4:]), 4, 6), "b")]
+    >>> [(lab, (src() if callable(src) else src)[1].tolist()) for (src, _, _), lab in fold_blocks(blocks, 1, 3)]
+    [('a', [1.0]), ('b', [4.0, 7.0])]
+    """
+    out = []
+    for (source, start, rows), label in blocks:
+        first = (fold - start) % n_folds
+        count = len(range(first, rows, n_folds))
+        if count == 0:
+            continue
+        cut = slice(first, None, n_folds)
+        if callable(source):
+            src = (lambda load, cut: lambda: tuple(a[cut] for a in load()))(source, cut)
+        else:
+            src = tuple(a[cut] for a in source)
+        out.append(((src, start + first, count), label))
+    return out
+
+
+def dask_fold_statistics(X, y, n_folds: int, *, columns=None, client=None, progress=None) -> list[SufficientStats]:
+    """`dask_sufficient_statistics` of each fold (global row i in fold i mod `n_folds`).
+
+    What ``l2="auto"`` needs on a cluster: the same folds, hence the same choice, as in memory
+    (`edgeseq.train.auto.fold_statistics`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import dask.array as da
+    >>> from edgeseq.train.auto import fold_statistics
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
+    >>> folds = dask_fold_statistics(da.from_array(X, chunks=(5, 3)), y, 3)
+    >>> [f.n for f in folds], bool(np.allclose(folds[1].xx, fold_statistics(X, y, None, 3)[1].xx))
+    ([4, 4, 4], True)
+    """
+    _require_dask()
+    check_dask_X(X)
+    blocks, d = row_blocks(X, y)
+    return partitioned_fold_statistics(blocks, n_folds, d, columns=columns, client=client, progress=progress)
+
+
+def partitioned_fold_statistics(blocks, n_folds: int, d: int, *, columns=None, client=None, progress=None,
+                                names=None) -> list[SufficientStats]:
+    """`partitioned_statistics` of each fold of `blocks` (see `fold_blocks`): one pass over the
+    partitions per fold, each partition sliced where it is read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.arange(12.0).reshape(6, 2); y = np.arange(6.0)
+    >>> folds = partitioned_fold_statistics([((X[:4], y[:4]), 0, 4), ((X[4:], y[4:]), 4, 2)], 2, 2)
+    >>> [f.x_mean.tolist() for f in folds]
+    [[4.0, 5.0], [6.0, 7.0]]
+    """
+    say = progress or (lambda msg: None)
+    labels = list(names) if names is not None else [f"partition {k}" for k in range(len(blocks))]
+    out = []
+    try:
+        for f in range(n_folds):
+            part = fold_blocks(list(zip(blocks, labels)), f, n_folds)
+            say(f"cross-validation fold {f + 1}/{n_folds}")
+            out.append(partitioned_statistics([b for b, _ in part], sum(b[2] for b, _ in part), d, columns=columns,
+                                              client=client, progress=progress, names=[lab for _, lab in part]))
+    except InputError:
+        # a bad value or block: the pass over whole partitions names its true row and shape
+        partitioned_statistics(blocks, sum(b[2] for b in blocks), d, columns=columns, client=client,
+                               names=labels)
+        raise
+    return out
+
+
 def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None, progress=None, names=None):
     """The pass over `blocks` = [(source, first row, rows)], source a loader or an (X, y) block pair.
 

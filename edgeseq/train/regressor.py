@@ -7,9 +7,10 @@ import warnings
 import numpy as np
 from sklearn.base import RegressorMixin
 
+from edgeseq.train.auto import check_fold_count, choose_ridge, fixed, fold_statistics, merge_folds, n_folds_for
 from edgeseq.train.functional import fit_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
-from edgeseq.train.dask_stats import check_dask_X, dask_sufficient_statistics
+from edgeseq.train.dask_stats import check_dask_X, dask_fold_statistics, dask_sufficient_statistics
 from edgeseq.errors import EdgeseqWarning, InputError
 from edgeseq.train.groups import GroupSpec
 from edgeseq.train.stats import SufficientStats, sufficient_statistics
@@ -20,18 +21,43 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
 
     Parameters
     ----------
-    groups : list of lists of column indices, a length-D array of group labels, or None
-        None means one group per column (with ``costs=None``: unit costs). Columns in no group are unused.
-    costs : one positive finite cost per group.
-    method : "omp" (CS-G-OMP), "fr" (CS-G-FR), "single" (best single column), "gomp" (cost ignored).
-    whiten : group whitening (True) or per-column standardisation (False: the paper's *no-whiten*).
-    doubling : restrict each pick to groups costing at most the total cost so far (Doubling algorithm).
-    l2 : ridge penalty λ in the working (whitened, unit-variance-target) space.
-    group_names : unique names used by the export and the runtimes (default g0, g1, ...).
-    feature_names : optional name of every raw column (length D), carried into the model and the
-        export manifest so columns can be matched by name (``edgeseq run`` reads CSV headers).
-    cost_provenance : optional ``{"measured_on": ..., "cost_unit": ...}`` as in GROUPS.json: where and
-        in what unit the costs were measured; recorded in the model's provenance and the manifest.
+    groups : list of lists of int, array of shape (D,) of group labels, or None
+        Column indices of each group. None means one group per column (with ``costs=None``: unit
+        costs). Columns in no group are unused.
+    costs : array-like of shape (n_groups,) or None
+        One positive finite cost per group.
+    method : {"omp", "fr", "single", "gomp"}, default="omp"
+        "omp" (CS-G-OMP), "fr" (CS-G-FR), "single" (best single column), "gomp" (cost ignored).
+    whiten : bool or "auto", default="auto"
+        Group whitening (True), per-column standardisation (False: the paper's *no-whiten*), or the
+        one of the two with the lower cross-validated loss ("auto"). Exact whitening gives a group's
+        noise directions unit variance too; it suits groups much narrower than the row count.
+    doubling : bool, default=False
+        Restrict each pick to groups costing at most the total cost so far (Doubling algorithm).
+    l2 : float or "auto", default="auto"
+        Ridge penalty λ in the working (whitened, unit-variance-target) space. "auto" picks it from a
+        grid by 5-fold cross-validation of the full-budget model, from per-fold statistics of the
+        same single pass (see the training page of the docs).
+    group_names : list of str, default=None
+        Unique names used by the export and the runtimes (default g0, g1, ...).
+    feature_names : list of str, default=None
+        Name of every raw column (length D), carried into the model and the export manifest so
+        columns can be matched by name (``edgeseq run`` reads CSV headers).
+    cost_provenance : dict, default=None
+        ``{"measured_on": ..., "cost_unit": ...}`` as in GROUPS.json: where and in what unit the
+        costs were measured; recorded in the model's provenance and the manifest.
+
+    Attributes
+    ----------
+    l2_ : float
+        The penalty used (the chosen one when ``l2="auto"``).
+    whiten_ : bool
+        Whether the groups were whitened (the chosen basis when ``whiten="auto"``).
+    cv_scores_ : dict
+        Mean held-out loss over the folds for each penalty of ``l2_grid_``, keyed by basis
+        ("whiten", "standardise"); empty when nothing was chosen.
+    l2_grid_ : ndarray
+        The penalties compared (empty when nothing was chosen).
 
 
     Examples
@@ -44,6 +70,8 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
     >>> X = rng.normal(size=(200, 4))
     >>> y = 3 * X[:, 2] + X[:, 0] + 0.1 * rng.normal(size=200)
     >>> est = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 5.0], group_names=["cheap", "rich"]).fit(X, y)
+    >>> est.l2_, est.whiten_            # chosen by cross-validation: little noise, little penalty
+    (0.001, True)
     >>> est.sequence_.tolist(), est.cum_cost_.tolist()
     ([1, 0], [0.0, 5.0, 6.0])
     >>> est.train_curve_.round(3).tolist()        # training explained variance of prefixes 0, 1, 2
@@ -56,7 +84,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
 
     _y_numeric = True
 
-    def __init__(self, groups=None, costs=None, method="omp", whiten=True, doubling=False, l2=1e-5,
+    def __init__(self, groups=None, costs=None, *, method="omp", whiten="auto", doubling=False, l2="auto",
                  group_names=None, feature_names=None, cost_provenance=None):
         self.groups = groups
         self.costs = costs
@@ -119,7 +147,8 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         used = np.concatenate(spec.columns)
         if progress is not None:
             progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
-        stats = sufficient_statistics(X, y, columns=used, progress=progress)
+        k = n_folds_for(X.shape[0]) if self._chooses() else 0
+        stats = fold_statistics(X, y, used, k) if k else sufficient_statistics(X, y, columns=used, progress=progress)
         return self._fit_stats(stats, spec, n_features=X.shape[1], y_was_1d=np.ndim(y) == 1,
                                progress=progress)
 
@@ -129,15 +158,20 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         self.n_features_in_ = d
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        stats = dask_sufficient_statistics(X, y, columns=np.concatenate(spec.columns), client=client,
-                                           progress=progress)
+        used = np.concatenate(spec.columns)
+        k = n_folds_for(n) if self._chooses() else 0
+        stats = dask_fold_statistics(X, y, k, columns=used, client=client, progress=progress) if k else \
+            dask_sufficient_statistics(X, y, columns=used, client=client, progress=progress)
         return self._fit_stats(stats, spec, n_features=d, y_was_1d=np.ndim(y) == 1, progress=progress)
 
-    def fit_from_stats(self, stats: SufficientStats, n_features: int, *, y_was_1d: bool = True, progress=None):
+    def fit_from_stats(self, stats, n_features: int, *, y_was_1d: bool = True, progress=None):
         """Fit from precomputed statistics (see `edgeseq.train.stats.sufficient_statistics`).
 
         `stats` must cover the used columns in group order: ``np.concatenate(groups)`` as listed.
-        This is the seam for data that never fits in memory or lives on several machines.
+        This is the seam for data that never fits in memory or lives on several machines. With
+        ``l2="auto"`` or ``whiten="auto"`` pass a list of per-fold statistics instead (fold f: the
+        rows i with i mod K = f, see `edgeseq.train.auto.fold_statistics`); they merge exactly into
+        the statistics of all rows.
 
         Examples
         --------
@@ -148,26 +182,59 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         >>> from edgeseq.train.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, 0.0, 2.0]
         >>> stats = sufficient_statistics(X[:60], y[:60]).merge(sufficient_statistics(X[60:], y[60:]))
-        >>> est = AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit_from_stats(stats, n_features=3)
-        >>> ref = AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit(X, y)
+        >>> fixed = dict(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0], l2=1e-5, whiten=True)
+        >>> est = AnytimeRegressor(**fixed).fit_from_stats(stats, n_features=3)
+        >>> ref = AnytimeRegressor(**fixed).fit(X, y)
         >>> bool(np.allclose(est.predict(X[:5]), ref.predict(X[:5])))
+        True
+
+        Per-fold statistics let the estimator choose its penalty as `fit` does:
+
+        >>> from edgeseq.train.auto import fold_statistics
+        >>> folds = fold_statistics(X, y, None, 5)
+        >>> est = AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit_from_stats(folds, n_features=3)
+        >>> est.l2_ == AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit(X, y).l2_
         True
         """
         self._check_params()
         spec = self._group_spec(int(n_features))
+        folds = list(stats) if isinstance(stats, (list, tuple)) else None
+        if folds is not None:
+            if not folds or not all(isinstance(f, SufficientStats) for f in folds):
+                raise InputError("stats must be a SufficientStats or a non-empty list of them (one per fold)")
+            stats = merge_folds(folds)
+        else:
+            check_fold_count(self.l2, self.whiten)
         if stats.x_mean.shape[0] != int(spec.sizes.sum()):
             raise InputError(f"statistics cover {stats.x_mean.shape[0]} columns but the groups use "
                              f"{int(spec.sizes.sum())}; compute them with columns=np.concatenate(groups)")
         if stats.n < 2:
             raise InputError(f"n_samples={stats.n}: need at least 2 samples to fit")
         self.n_features_in_ = int(n_features)
-        return self._fit_stats(stats, spec, n_features=int(n_features), y_was_1d=y_was_1d, progress=progress)
+        return self._fit_stats(folds if folds is not None else stats, spec, n_features=int(n_features),
+                               y_was_1d=y_was_1d, progress=progress)
 
-    def _fit_stats(self, stats: SufficientStats, spec: GroupSpec, *, n_features: int, y_was_1d: bool,
-                   progress=None):
-        seq, result = fit_sequence(stats, spec, n_features, method=self.method, l2=self.l2, whiten=self.whiten,
-                                   doubling=self.doubling, y_was_1d=y_was_1d, provenance=self._provenance(stats),
+    def _chooses(self) -> bool:
+        return self.l2 == "auto" or self.whiten == "auto"
+
+    def _choose(self, stats, spec: GroupSpec, progress):
+        """(statistics of all rows, Choice) from one SufficientStats or a list of per-fold ones."""
+        if not isinstance(stats, list):
+            return stats, fixed(self.l2, self.whiten)
+        total = merge_folds(stats)
+        if len(stats) < 2 or any(f.n < 1 for f in stats) or not self._chooses():
+            return total, fixed(self.l2, self.whiten)
+        choice = choose_ridge(stats, spec.sizes, l2=self.l2, whiten=self.whiten)
+        if progress is not None:
+            progress(f"chose l2={choice.l2:.3g}, whiten={choice.whiten} ({len(stats)}-fold cross-validation)")
+        return total, choice
+
+    def _fit_stats(self, stats, spec: GroupSpec, *, n_features: int, y_was_1d: bool, progress=None):
+        stats, choice = self._choose(stats, spec, progress)
+        seq, result = fit_sequence(stats, spec, n_features, method=self.method, l2=choice.l2, whiten=choice.whiten,
+                                   doubling=self.doubling, y_was_1d=y_was_1d, provenance=self._provenance(stats, choice),
                                    progress=step_reporter(progress, spec))
+        self._publish_choice(choice)
         for g in result.unusable:
             warnings.warn(f"group {spec.names[g]!r} has no usable direction (constant or empty after "
                           f"whitening); it is placed last with zero gain", EdgeseqWarning, stacklevel=3)

@@ -1,0 +1,213 @@
+"""l2="auto" / whiten="auto": the choice equals scikit-learn's cross-validation on the same folds, and
+the new defaults generalise where the old ones (exact whitening, a tiny fixed penalty) overfit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge, RidgeCV
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from edgeseq import AnytimeClassifier, AnytimeRegressor
+from edgeseq.errors import InputError
+from edgeseq.train.auto import GLM_L2_GRID, L2_GRID, N_FOLDS, fold_statistics
+from edgeseq.train.basis import build_working_problem
+from edgeseq.train.glm_select import working_design
+from edgeseq.train.stats import sufficient_statistics
+
+
+def folds_of(n, k=N_FOLDS):
+    """The estimator's folds written out for scikit-learn: row i is held out in fold i mod k."""
+    idx = np.arange(n)
+    return [(idx[idx % k != f], idx[idx % k == f]) for f in range(k)]
+
+
+def standardised(X):
+    return (X - X.mean(axis=0)) / X.std(axis=0)
+
+
+def regression_data(seed=0, n=203, d=30):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) * 0.3 + rng.normal(size=d)
+    y = X[:, :4] @ [1.0, -0.5, 0.3, 0.2] + 2.0 * rng.normal(size=n)  # noisy: a real penalty wins
+    return X, y
+
+
+@pytest.mark.parametrize("whiten", [False, True])
+def test_ridge_choice_equals_gridsearch_ridge_on_the_same_folds(whiten):
+    X, y = regression_data()
+    n = X.shape[0]  # 203: folds of unequal size, so the sum-form penalty convention is exercised too
+    groups = [list(range(0, 10)), list(range(10, 30))]
+    est = AnytimeRegressor(groups, [1.0, 2.0], whiten=whiten).fit(X, y)
+    # the same working basis, built independently of the estimator's choice
+    prob = build_working_problem(sufficient_statistics(X, y), [10, 20], whiten)
+    Z = standardised(X) if not whiten else working_design(X, np.arange(30), prob)
+    gs = GridSearchCV(Ridge(), {"alpha": n * np.array(L2_GRID)}, cv=folds_of(n),
+                      scoring="neg_mean_squared_error").fit(Z, y)
+    key = "whiten" if whiten else "standardise"
+    np.testing.assert_allclose(est.cv_scores_[key] * y.var(), -gs.cv_results_["mean_test_score"], rtol=1e-7)
+    i = L2_GRID.index(est.l2_)
+    assert np.isclose(n * est.l2_, gs.best_params_["alpha"]) and 0 < i < len(L2_GRID) - 1  # an interior choice
+    # the full-budget prefix is scikit-learn's refit at the chosen alpha
+    np.testing.assert_allclose(est.predict(X), gs.predict(Z), rtol=1e-7, atol=1e-8)
+    assert est.fitted_sequence_.provenance["l2"] == est.l2_ and est.fitted_sequence_.provenance["l2_param"] == "auto"
+
+
+def test_whiten_auto_takes_the_better_basis():
+    X, y = regression_data(1)
+    est = AnytimeRegressor([list(range(30))], [1.0]).fit(X, y)
+    best = {k: v.min() for k, v in est.cv_scores_.items()}
+    assert est.whiten_ == (best["whiten"] <= best["standardise"])
+    assert est.l2_grid_.tolist() == list(L2_GRID)
+
+
+def glm_data(seed, n_classes, n=150, d=8):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, size=n)
+    X = rng.normal(size=(n, d)) * rng.uniform(0.5, 3, size=d) + 0.4 * rng.normal(size=(n_classes, d))[y]
+    return X, y
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # scikit-learn's own deprecations in LogisticRegressionCV
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_glm_choice_equals_logistic_regression_cv_on_the_same_folds(n_classes):
+    X, y = glm_data(n_classes, n_classes)
+    n = X.shape[0]
+    clf = AnytimeClassifier([[0, 1, 2], [3, 4, 5, 6, 7]], [1.0, 1.0], whiten=False).fit(X, y)
+    Cs = 1.0 / (n * np.array(GLM_L2_GRID))
+    ref = LogisticRegressionCV(Cs=Cs, cv=folds_of(n), scoring="neg_log_loss", tol=1e-10, max_iter=10000).fit(
+        standardised(X), y)
+    mean = -next(iter(ref.scores_.values())).mean(axis=0)  # every class holds the same multinomial scores
+    ours = clf.cv_scores_["standardise"]
+    fitted = np.isfinite(ours)  # the path stops once the held-out loss keeps rising (weaker penalties unfitted)
+    assert fitted.sum() >= 3 and fitted[GLM_L2_GRID.index(clf.l2_)]
+    np.testing.assert_allclose(ours[fitted], mean[fitted], rtol=2e-4)
+    assert mean[~fitted].min(initial=np.inf) > mean[fitted].min()  # what was skipped could not have won
+    assert np.isclose(1.0 / (n * clf.l2_), ref.C_[0])
+    assert GLM_L2_GRID.index(clf.l2_) not in (0, len(GLM_L2_GRID) - 1) or np.ptp(mean) > 1e-3  # not a flat curve
+    np.testing.assert_allclose(clf.predict_proba(X), ref.predict_proba(standardised(X)), atol=2e-4)
+
+
+def failure_shaped(seed, n=1300, d=100, n_groups=3):
+    """Few training rows, three groups of a hundred correlated columns (a few latent channels mixed
+    into many, as sensor windows are), a class signal in the latent channels."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, size=n)
+    blocks = []
+    for _ in range(n_groups):
+        latent = rng.normal(size=(n, 5)) + (0.6 * (2 * y - 1))[:, None] * rng.normal(size=5)
+        blocks.append(latent @ rng.normal(size=(5, d)) + 0.5 * rng.normal(size=(n, d)))
+    return np.hstack(blocks), y
+
+
+def test_new_defaults_generalise_where_the_old_ones_overfit():
+    X, y = failure_shaped(0)
+    train, test = slice(0, 300), slice(300, None)
+    groups = [list(range(100 * g, 100 * g + 100)) for g in range(3)]
+    bar = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(X[train], y[train]).score(
+        X[test], y[test]) - 0.01
+    new = AnytimeClassifier(groups, [1.0, 2.0, 3.0]).fit(X[train], y[train])
+    old = AnytimeClassifier(groups, [1.0, 2.0, 3.0], l2=1e-4, whiten=True).fit(X[train], y[train])
+    assert new.score(X[test], y[test]) >= bar
+    assert old.score(X[test], y[test]) < bar  # negative control: the old defaults miss the same bar
+    assert old.train_accuracy_[-1] == 1.0  # ... because they fit the training rows perfectly
+
+
+def test_regressor_defaults_match_ridgecv_where_the_old_ones_overfit():
+    rng = np.random.default_rng(0)
+    n, d = 1200, 60  # 200 training rows, three groups of 60 correlated columns
+    latent = rng.normal(size=(n, 3, 4))
+    X = np.hstack([latent[:, g] @ rng.normal(size=(4, d)) + 0.5 * rng.normal(size=(n, d)) for g in range(3)])
+    y = latent[:, :, 0].sum(axis=1) + 2.0 * rng.normal(size=n)
+    groups = [list(range(g * d, (g + 1) * d)) for g in range(3)]
+    train, test = slice(0, 200), slice(200, None)
+    scaler = StandardScaler().fit(X[train])
+    bar = RidgeCV(alphas=np.logspace(-3, 4, 30)).fit(scaler.transform(X[train]), y[train]).score(
+        scaler.transform(X[test]), y[test]) - 0.01
+    new = AnytimeRegressor(groups, [1.0, 1.0, 1.0], method="fr").fit(X[train], y[train])
+    old = AnytimeRegressor(groups, [1.0, 1.0, 1.0], method="fr", l2=1e-5, whiten=True).fit(X[train], y[train])
+    assert new.score(X[test], y[test]) >= bar > old.score(X[test], y[test])  # the old defaults: the negative control
+
+
+def test_parameters_are_keyword_only_and_checked_from_one_table():
+    with pytest.raises(TypeError):
+        AnytimeRegressor([[0]], [1.0], "omp")
+    with pytest.raises(TypeError):
+        AnytimeClassifier([[0]], [1.0], "omp")
+    X, y = regression_data()
+    for bad, match in [({"l2": -1.0}, 'l2 must be a finite number >= 0 or "auto", got -1.0'),
+                       ({"l2": "big"}, "l2 must be"), ({"l2": True}, "l2 must be"),
+                       ({"whiten": "yes"}, 'whiten must be True, False or "auto"'), ({"whiten": 1}, "whiten must be"),
+                       ({"doubling": "auto"}, "doubling must be True or False"), ({"method": "x"}, "method must be one of")]:
+        for cls in (AnytimeRegressor, AnytimeClassifier):
+            with pytest.raises(InputError, match=match):
+                cls([[0]], [1.0], **bad).fit(X[:, :1], (y > 0).astype(int))
+
+
+def test_fit_from_fold_statistics_equals_fit_and_all_rows_refuse_auto():
+    X, y = regression_data()
+    groups = [list(range(0, 10)), list(range(10, 30))]
+    est = AnytimeRegressor(groups, [1.0, 2.0]).fit_from_stats(fold_statistics(X, y, None, N_FOLDS), n_features=30)
+    ref = AnytimeRegressor(groups, [1.0, 2.0]).fit(X, y)
+    assert (est.l2_, est.whiten_) == (ref.l2_, ref.whiten_)
+    np.testing.assert_allclose(est.predict(X), ref.predict(X), rtol=1e-9)
+    with pytest.raises(InputError, match='l2="auto" needs per-fold statistics'):
+        AnytimeRegressor(groups, [1.0, 2.0]).fit_from_stats(sufficient_statistics(X, y), n_features=30)
+
+
+def test_too_few_rows_fall_back_and_say_so():
+    X = np.arange(6.0).reshape(3, 2); y = np.array([0.0, 1.0, 3.0])
+    est = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y)
+    assert est.l2_grid_.size == 0 and "l2_choice" not in est.fitted_sequence_.provenance
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed", reason="the optional 'dask' extra is not installed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def test_cluster_fits_choose_as_in_memory(client):
+    da = pytest.importorskip("dask.array")
+    X, y = regression_data()  # 203 rows in partitions of 70: folds cut across partition boundaries
+    groups = [list(range(0, 10)), list(range(10, 30))]
+    mem = AnytimeRegressor(groups, [1.0, 2.0]).fit(X, y)
+    dsk = AnytimeRegressor(groups, [1.0, 2.0]).fit(da.from_array(X, chunks=(70, 30)), y, client=client)
+    assert (dsk.l2_, dsk.whiten_) == (mem.l2_, mem.whiten_)
+    np.testing.assert_allclose(dsk.cv_scores_["whiten"], mem.cv_scores_["whiten"], rtol=1e-9)
+    np.testing.assert_allclose(dsk.predict(X), mem.predict(X), rtol=1e-8, atol=1e-10)
+    Xc, yc = glm_data(3, 3)
+    mem = AnytimeClassifier([[0, 1, 2], [3, 4, 5, 6, 7]], [1.0, 1.0]).fit(Xc, yc)
+    dsk = AnytimeClassifier([[0, 1, 2], [3, 4, 5, 6, 7]], [1.0, 1.0]).fit(da.from_array(Xc, chunks=(40, 8)), yc,
+                                                                          client=client)
+    assert (dsk.l2_, dsk.whiten_) == (mem.l2_, mem.whiten_)
+    np.testing.assert_allclose(dsk.predict_proba(Xc), mem.predict_proba(Xc), atol=1e-5)
+
+
+def test_cli_train_prints_and_records_the_chosen_penalty(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from edgeseq.cli import main
+    from edgeseq.io.model_io import as_sequence, load_model
+
+    X, y = regression_data()
+    np.savez(tmp_path / "train.npz", X=X, y=y)
+    (tmp_path / "groups.json").write_text(json.dumps({"groups": [
+        {"name": "a", "columns": list(range(10)), "cost": 1.0}, {"name": "b", "columns": list(range(10, 30)), "cost": 2.0}]}))
+    base = ["train", "--task", "regression", str(tmp_path / "train.npz"), "--groups", str(tmp_path / "groups.json")]
+    res = CliRunner().invoke(main, base + ["-o", str(tmp_path / "m.pkl")], catch_exceptions=False)
+    ref = AnytimeRegressor([list(range(10)), list(range(10, 30))], [1.0, 2.0]).fit(X, y)
+    basis = "group whitening" if ref.whiten_ else "standardised columns"
+    assert f"l2={ref.l2_:.3g}, {basis} (both chosen by cross-validation: 5 folds (row i in fold i mod 5))" \
+        in res.output.splitlines()
+    prov = as_sequence(load_model(tmp_path / "m.pkl")).provenance
+    assert (prov["l2"], prov["whiten"], prov["l2_param"], prov["whiten_param"]) == (ref.l2_, ref.whiten_, "auto", "auto")
+    res = CliRunner().invoke(main, base + ["--l2", "0.5", "--no-whiten", "-o", str(tmp_path / "m2.pkl")],
+                             catch_exceptions=False)
+    assert "l2=0.5, standardised columns (as given)" in res.output.splitlines()  # negative control: nothing chosen
