@@ -257,9 +257,8 @@ int main(void)
 
 def _cmake(prefix: str, sources: list[str], float_runtime: bool) -> str:
     srcs = "\n".join(f"    ${{CMAKE_CURRENT_LIST_DIR}}/src/{s}" for s in sources)
-    libm = ("\n# expf of the sigmoid and softmax links\nfind_library(EDGESEQ_LIBM m)\n"
-            f"if(EDGESEQ_LIBM)\n    target_link_libraries({prefix} PUBLIC ${{EDGESEQ_LIBM}})\nendif()\n"
-            if float_runtime else "")
+    libm = ("\n# expf of the sigmoid and softmax links (libm; MSVC has it in its C library)\n"
+            f"if(NOT MSVC)\n    target_link_libraries({prefix} PUBLIC m)\nendif()\n" if float_runtime else "")
     return f"""# edgeseq model library "{prefix}" (written by `edgeseq bundle`). In your project:
 #   add_subdirectory(path/to/this/folder)
 #   target_link_libraries(your_app PRIVATE {prefix})

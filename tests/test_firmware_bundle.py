@@ -31,7 +31,7 @@ from edgeseq.export.firmware_bundle import example_row, quantized_row, sequence_
 from edgeseq.export.writer import export_model
 from edgeseq.runtime import ExportedModel
 
-STRICT = "-std=c99 -Wall -Wextra -Werror -pedantic"
+STRICT = "-std=c99 -Wall -Wextra -Werror -pedantic -Wdouble-promotion -Wconversion"
 GROUPS = [[0, 1], [2], [3, 4]]
 
 
@@ -55,6 +55,12 @@ def bundles(tmp_path_factory, data):
         export_model(est.fitted_sequence_, root / f"{name}_export", c_prefix=f"fw_{name}", **kw)
         write_firmware_bundle(root / f"{name}_export", root / f"{name}_bundle")
         out[name] = (root / f"{name}_export", root / f"{name}_bundle", est)
+    # tree stages: stage 2 needs groups 1 and 2, so pushing group 1 commits no new stage
+    from tree_models import random_tree_model
+    trees = random_tree_model(np.random.default_rng(5), stage_groups=((0,), (1, 2)))
+    export_model(trees, root / "tree_export", c_prefix="fw_tree")
+    write_firmware_bundle(root / "tree_export", root / "tree_bundle")
+    out["tree"] = (root / "tree_export", root / "tree_bundle", trees)
     return out
 
 
@@ -88,8 +94,14 @@ def _compare_float(text, export_dir):
     manifest = json.loads((export_dir / "manifest.json").read_text())
     c = _stages(text)
     py = _python_stages(export_dir, manifest)
-    assert [s for s, _, _ in c] == list(range(len(py)))  # stage 0, then one stage per group pushed
-    for (stage, label, pred), (py_label, py_pred) in zip(c, py):
+    stages = [s for s, _, _ in c]
+    assert len(stages) == len(manifest["groups"]) + 1  # stage 0, then one line per group pushed
+    if manifest.get("stage_kind") == "trees":  # a push commits its stage once the stage has all its groups
+        assert stages[0] == 0 and stages[-1] == len(py) - 1 and stages == sorted(stages)
+    else:
+        assert stages == list(range(len(py)))
+    for stage, label, pred in c:
+        py_label, py_pred = py[stage]
         np.testing.assert_allclose(pred, py_pred, rtol=1e-5, atol=1e-6, err_msg=f"stage {stage}")
         if manifest["task"] != "regression":
             assert label == py_label, stage
@@ -106,8 +118,7 @@ def _consumer(tmp, bundle, prefix, *, arm=None) -> str:
         extra = (f'target_sources(example PRIVATE "{qdir}/startup.c")\n'
                  f'target_include_directories(example PRIVATE "{qdir}")\n'
                  + (f"target_compile_definitions(example PRIVATE {defines})\n" if defines else "")
-                 + f'target_link_options(example PRIVATE -T "{qdir / arm.linker_script}" --specs=rdimon.specs)\n'
-                 "target_link_libraries(example PRIVATE m)\n")
+                 + f'target_link_options(example PRIVATE -T "{qdir / arm.linker_script}" --specs=rdimon.specs)\n')
     (tmp / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.13)\nproject(consumer C)\n"
         f'add_subdirectory("{bundle}" bundle)\n'
@@ -198,7 +209,7 @@ def test_cli_bundle(bundles, tmp_path):
 
 
 @needs_cmake
-@pytest.mark.parametrize("name", ["clf", "reg"])
+@pytest.mark.parametrize("name", ["clf", "reg", "tree"])
 def test_host_cmake_add_subdirectory_matches_python_runtime(bundles, tmp_path, name):
     export_dir, bundle, _ = bundles[name]
     src = _consumer(tmp_path / "consumer", bundle, f"fw_{name}")
@@ -207,6 +218,8 @@ def test_host_cmake_add_subdirectory_matches_python_runtime(bundles, tmp_path, n
     assert r.returncode == 0, r.stdout
     stages = _compare_float(r.stdout, export_dir)
     assert len({tuple(p) for _, _, p in stages}) > 1  # the row moves the prediction: not a vacuous match
+    if name == "tree":  # group 1 alone completes no stage: the committed stage stays 1 after its push
+        assert [s for s, _, _ in stages] == [0, 1, 1, 2]
 
 
 def test_python_comparison_can_fail(bundles):
@@ -220,6 +233,13 @@ def test_python_comparison_can_fail(bundles):
         _compare_float("\n".join(lines + ["done"]), export_dir)
 
 
+def _arm_cache(arm):
+    """CMake cache entries of a bare-metal arm-none-eabi-gcc build for `arm` (what a toolchain file sets)."""
+    flags = " ".join([*arm.cpu_flags, "-Os", STRICT])
+    return ["-DCMAKE_SYSTEM_NAME=Generic", "-DCMAKE_C_COMPILER=arm-none-eabi-gcc",
+            "-DCMAKE_TRY_COMPILE_TARGET_TYPE=STATIC_LIBRARY", f"-DCMAKE_C_FLAGS={flags}"]
+
+
 ARM_CASES = {"cortex-m4f": TARGETS["cortex-m4f"], "cortex-m0": CORTEX_M0}
 
 
@@ -230,16 +250,13 @@ def test_arm_cmake_build_runs_under_qemu(bundles, tmp_path, target):
     arm = ARM_CASES[target]
     export_dir, bundle, _ = bundles["clf"]
     src = _consumer(tmp_path / "consumer", bundle, "fw_clf", arm=arm)
-    flags = " ".join([*arm.cpu_flags, "-Os", STRICT])
-    _cmake_build(src, tmp_path / "build", ["-DCMAKE_SYSTEM_NAME=Generic", "-DCMAKE_C_COMPILER=arm-none-eabi-gcc",
-                                           "-DCMAKE_TRY_COMPILE_TARGET_TYPE=STATIC_LIBRARY", f"-DCMAKE_C_FLAGS={flags}"])
+    _cmake_build(src, tmp_path / "build", _arm_cache(arm))
     proc = run_qemu(tmp_path / "build" / "example", arm)
     _compare_float(proc.stdout, export_dir)
 
 
-def _compile_layout(tmp_path, bundle, src_dir, include_dirs, flags, libs=("-lm",)):
+def _compile_layout(tmp_path, bundle, src_dir, include_dirs, flags, libs=("-lm",), cc="gcc"):
     """Compile every .c under src_dir (recursively, as PlatformIO and Arduino do), then link the example."""
-    cc = _host_cc()
     tmp_path.mkdir()
     objs = []
     for k, c in enumerate(sorted((bundle / src_dir).rglob("*.c"))):
@@ -257,38 +274,57 @@ def _compile_layout(tmp_path, bundle, src_dir, include_dirs, flags, libs=("-lm",
     return subprocess.run([str(exe)], capture_output=True, text=True, timeout=30).stdout
 
 
-@pytest.mark.skipif(_host_cc() is None, reason="a host C compiler is needed")
-def test_platformio_and_arduino_layouts_build(bundles, tmp_path):
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_platformio_and_arduino_layouts_build(bundles, tmp_path, cc):
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} is not installed")
     export_dir, bundle, _ = bundles["reg"]
     lib = json.loads((bundle / "library.json").read_text())["build"]
     out = _compile_layout(tmp_path / "pio", bundle, lib["srcDir"], [lib["includeDir"]],
-                          [f for f in lib["flags"] if f != "-std=c99"])
+                          [f for f in lib["flags"] if f != "-std=c99"], cc=cc)
     _compare_float(out, export_dir)
     props = dict(line.split("=", 1) for line in (bundle / "library.properties").read_text().splitlines())
     assert props["includes"] == "edgeseq_model.h" and (bundle / "src" / props["includes"]).is_file()
-    _compare_float(_compile_layout(tmp_path / "arduino", bundle, "src", ["src"], []), export_dir)
+    _compare_float(_compile_layout(tmp_path / "arduino", bundle, "src", ["src"], [], cc=cc), export_dir)
     # negative control: a layout that lost a runtime source does not link
     broken = tmp_path / "broken"
     shutil.copytree(bundle, broken)
     (broken / "src" / "edgeseq_runtime.c").unlink()
     with pytest.raises(AssertionError, match="es_init|undefined"):
-        _compile_layout(tmp_path / "b", broken, "src", ["src"], [])
+        _compile_layout(tmp_path / "b", broken, "src", ["src"], [], cc=cc)
 
 
-@needs_cmake
-def test_int16_bundle_matches_the_python_simulation(bundles, tmp_path):
+def _int16_reason(where):
+    if shutil.which("cmake") is None or _host_cc() is None:
+        return "cmake and a host C compiler are needed"
+    return missing_tools() if where == "cortex-m0" else None
+
+
+@pytest.mark.parametrize("where", ["host", "cortex-m0"])
+def test_int16_bundle_matches_the_python_simulation(bundles, tmp_path, where):
+    """The int16 library on the host and on an emulated Cortex-M0 (no FPU), bit for bit against the
+    Python simulation of the integer runtime at every stage."""
     from edgeseq.export.quantize import quantize_from_manifest, simulate
 
+    if _int16_reason(where):
+        pytest.skip(_int16_reason(where))
     export_dir, bundle, est = bundles["clf16"]
     m = json.loads((export_dir / "manifest.json").read_text())
-    src = _consumer(tmp_path / "consumer", bundle, "fw_clf16")
-    _cmake_build(src, tmp_path / "build", [f"-DCMAKE_C_FLAGS={STRICT}", f"-DCMAKE_C_COMPILER={_host_cc()}"])
-    r = subprocess.run([str(tmp_path / "build" / "example")], capture_output=True, text=True, timeout=30)
-    c = _stages(r.stdout)
+    arm = CORTEX_M0 if where == "cortex-m0" else None
+    src = _consumer(tmp_path / "consumer", bundle, "fw_clf16", arm=arm)
+    if arm is None:
+        _cmake_build(src, tmp_path / "build", [f"-DCMAKE_C_FLAGS={STRICT}", f"-DCMAKE_C_COMPILER={_host_cc()}"])
+        text = subprocess.run([str(tmp_path / "build" / "example")], capture_output=True, text=True,
+                              timeout=30).stdout
+    else:
+        _cmake_build(src, tmp_path / "build", _arm_cache(arm))
+        text = run_qemu(tmp_path / "build" / "example", arm).stdout
+    c = _stages(text)
     qm = quantize_from_manifest(est.fitted_sequence_, m["c"]["int16"])
     xq = quantized_row(m, example_row(m))[None, :]
     assert [s for s, _, _ in c] == list(range(len(m["prefixes"])))
     for stage, label, pred in c:
         z, lab = simulate(qm, xq, stage)
         assert pred == z[0].tolist() and label == int(lab[0]), stage
+    assert len({tuple(p) for _, _, p in c}) > 1
     assert sequence_columns(m) == [f["column"] for f in m["c"]["int16"]["features"]]
