@@ -255,6 +255,25 @@ int main(void)
 """
 
 
+# target names CMake reserves for itself (a library may not take them)
+_CMAKE_RESERVED = frozenset({"all", "clean", "help", "install", "test", "package", "package_source", "edit_cache",
+                             "rebuild_cache", "depend", "list_install_components", "install_strip", "install_local"})
+
+
+def library_name(prefix: str) -> str:
+    """The library's name in CMake, PlatformIO and Arduino: the C prefix, unless CMake reserves it.
+
+    Examples
+    --------
+    >>> from edgeseq.export.firmware_bundle import library_name
+    >>> library_name("robot"), library_name("test"), library_name("ALL_BUILD")
+    ('robot', 'edgeseq_test', 'edgeseq_ALL_BUILD')
+    """
+    reserved = prefix.lower() in _CMAKE_RESERVED or prefix.upper() in ("ALL_BUILD", "ZERO_CHECK", "RUN_TESTS",
+                                                                      "INSTALL", "PACKAGE")
+    return f"edgeseq_{prefix}" if reserved else prefix
+
+
 def _cmake(prefix: str, sources: list[str], float_runtime: bool) -> str:
     srcs = "\n".join(f"    ${{CMAKE_CURRENT_LIST_DIR}}/src/{s}" for s in sources)
     libm = ("\n# expf of the sigmoid and softmax links (libm; MSVC has it in its C library)\n"
@@ -472,7 +491,7 @@ def _readme(manifest: dict, prefix: str, dtype: str, sizes: dict | None, version
               "prediction after every push.", "",
               "## Using the folder", "",
               f"- CMake (also Zephyr, ESP-IDF, Pico SDK, STM32Cube): `add_subdirectory(<folder>)`, then "
-              f"`target_link_libraries(app PRIVATE {prefix})`.",
+              f"`target_link_libraries(app PRIVATE {library_name(prefix)})`.",
               "- PlatformIO: put the folder in `lib/` (`library.json`).",
               "- Arduino: put the folder in `libraries/` (`library.properties`, sources in `src/`).",
               f"- Zephyr module: list the folder in `ZEPHYR_EXTRA_MODULES` and set `CONFIG_EDGESEQ_{prefix.upper()}=y`.",
@@ -560,9 +579,10 @@ def write_firmware_bundle(export_dir, out_dir, *, force: bool = False, measure: 
         files[f"src/{name}"] = (rdir / name).read_bytes()
     sources = sorted(Path(f).name for f in files if f.endswith(".c"))
     files["examples/main.c"] = example_source(manifest).encode()
-    files["CMakeLists.txt"] = _cmake(prefix, sources, dtype != "int16").encode()
-    files["library.json"] = _library_json(prefix, manifest, __version__).encode()
-    files["library.properties"] = _library_properties(prefix, manifest, __version__).encode()
+    name = library_name(prefix)
+    files["CMakeLists.txt"] = _cmake(name, sources, dtype != "int16").encode()
+    files["library.json"] = _library_json(name, manifest, __version__).encode()
+    files["library.properties"] = _library_properties(name, manifest, __version__).encode()
     files.update({k: v.encode() for k, v in _zephyr_files(prefix, sources).items()})
 
     def write(tmp: Path) -> dict:
@@ -574,8 +594,9 @@ def write_firmware_bundle(export_dir, out_dir, *, force: bool = False, measure: 
                          model_files[manifest["c"]["header"]].decode("ascii", "replace")).encode()
         atomic_write_bytes(tmp / "README.md", readme)
         sums["README.md"] = _sha(readme)
-        index = {"format": BUNDLE_FORMAT, "edgeseq_version": __version__, "prefix": prefix, "dtype": dtype,
-                 "model_name": manifest["model_name"], "export_manifest_sha256": manifest["manifest_sha256"],
+        index = {"format": BUNDLE_FORMAT, "edgeseq_version": __version__, "prefix": prefix, "library": name,
+                 "dtype": dtype, "model_name": manifest["model_name"],
+                 "export_manifest_sha256": manifest["manifest_sha256"],
                  "sizes": sizes, "files": dict(sorted(sums.items()))}
         atomic_write_bytes(tmp / BUNDLE_INDEX, (json.dumps(index, indent=2, sort_keys=True) + "\n").encode())
         return index

@@ -27,4 +27,4 @@ def bundle_command(export_dir, out_dir, force, no_measure):
     flash = ("flash not measured" if index["sizes"] is None
              else f"{index['sizes']['flash_bytes']} bytes of flash and {index['sizes']['state_ram_bytes']} bytes of "
                   "state RAM (Cortex-M4F, -Os)")
-    click.echo(f"wrote {out_dir}: {index['dtype']} library '{index['prefix']}', {len(index['files'])} files, {flash}")
+    click.echo(f"wrote {out_dir}: {index['dtype']} library '{index['library']}', {len(index['files'])} files, {flash}")
