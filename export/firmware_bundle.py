@@ -444,8 +444,9 @@ def _readme(manifest: dict, prefix: str, dtype: str, sizes: dict | None, version
         lines.append("")
     lines += ["## Flash and RAM", ""]
     if sizes is None:
-        lines += ["Not measured (arm-none-eabi-gcc / arm-none-eabi-size were not available when the bundle "
-                  "was written, or measuring was switched off).", ""]
+        lines += ["Not measured: arm-none-eabi-gcc / arm-none-eabi-size were missing or failed when the bundle "
+                  "was written, measuring was switched off, or the generated files hold a preprocessor line "
+                  "that edgeseq's generator does not write (such files are never compiled while bundling).", ""]
     else:
         lines += ["Measured at bundle time: `arm-none-eabi-gcc -Os -mcpu=cortex-m4 -mfpu=fpv4-sp-d16 "
                   "-mfloat-abi=hard -ffunction-sections -fdata-sections -c`, then `arm-none-eabi-size` "

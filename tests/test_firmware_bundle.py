@@ -328,3 +328,26 @@ def test_int16_bundle_matches_the_python_simulation(bundles, tmp_path, where):
         assert pred == z[0].tolist() and label == int(lab[0]), stage
     assert len({tuple(p) for _, _, p in c}) > 1
     assert sequence_columns(m) == [f["column"] for f in m["c"]["int16"]["features"]]
+
+
+@pytest.mark.skipif(missing_tools(run=False) is not None, reason=str(missing_tools(run=False)))
+def test_a_crafted_directive_is_never_compiled(bundles, tmp_path):
+    """An export re-signed after an #include of a host file was added: it verifies (its checksums are
+    consistent), is bundled as is, but the size measurement refuses to compile it."""
+    from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
+
+    export_dir, _, _ = bundles["reg"]
+    crafted = tmp_path / "crafted"
+    shutil.copytree(export_dir, crafted)
+    src = crafted / "edgeseq_model.c"
+    src.write_text('#include "/etc/hostname"\n' + src.read_text())
+    m = json.loads((crafted / "manifest.json").read_text())
+    for e in m["files"]:
+        e["sha256"] = sha256_file(crafted / e["file"])
+    m.pop("manifest_sha256")
+    m["manifest_sha256"] = manifest_checksum(m)
+    (crafted / "manifest.json").write_bytes(dump_manifest(m))
+    index = write_firmware_bundle(crafted, tmp_path / "b")
+    assert index["sizes"] is None and "Not measured" in (tmp_path / "b" / "README.md").read_text()
+    # control: the untouched export is measured by the same call
+    assert write_firmware_bundle(export_dir, tmp_path / "c")["sizes"]["flash_bytes"] > 0
