@@ -274,23 +274,23 @@ def library_name(prefix: str) -> str:
     return f"edgeseq_{prefix}" if reserved else prefix
 
 
-def _cmake(prefix: str, sources: list[str], float_runtime: bool) -> str:
+def _cmake(name: str, sources: list[str], float_runtime: bool) -> str:
     srcs = "\n".join(f"    ${{CMAKE_CURRENT_LIST_DIR}}/src/{s}" for s in sources)
     libm = ("\n# expf of the sigmoid and softmax links (libm; MSVC has it in its C library)\n"
-            f"if(NOT MSVC)\n    target_link_libraries({prefix} PUBLIC m)\nendif()\n" if float_runtime else "")
-    return f"""# edgeseq model library "{prefix}" (written by `edgeseq bundle`). In your project:
+            f"if(NOT MSVC)\n    target_link_libraries({name} PUBLIC m)\nendif()\n" if float_runtime else "")
+    return f"""# edgeseq model library "{name}" (written by `edgeseq bundle`). In your project:
 #   add_subdirectory(path/to/this/folder)
-#   target_link_libraries(your_app PRIVATE {prefix})
+#   target_link_libraries(your_app PRIVATE {name})
 cmake_minimum_required(VERSION 3.13)
-project({prefix} LANGUAGES C)
+project({name} LANGUAGES C)
 
-if(NOT TARGET {prefix})
-add_library({prefix} STATIC
+if(NOT TARGET {name})
+add_library({name} STATIC
 {srcs}
 )
-add_library(edgeseq::{prefix} ALIAS {prefix})
-target_include_directories({prefix} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}}/src)
-set_target_properties({prefix} PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
+add_library(edgeseq::{name} ALIAS {name})
+target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_LIST_DIR}}/src)
+set_target_properties({name} PROPERTIES C_STANDARD 99 C_STANDARD_REQUIRED ON)
 {libm}endif()
 """
 
