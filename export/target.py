@@ -9,9 +9,12 @@ from edgeseq.errors import ExportError
 from edgeseq.format import FORMAT, MANIFEST, listed_files
 
 
-def prepare_target(out: Path, force: bool) -> None:
+def prepare_target(out: Path, force: bool, not_replaceable=None, what: str = "export") -> None:
     """Refuse an export target that is a file, or a non-empty directory without `force`, or with
     `force` one that is not an earlier export (which --force would otherwise delete).
+
+    `not_replaceable` (default `not_an_export`) says why a directory may not be replaced, and `what`
+    names what may be (a firmware bundle passes its own check and "bundle").
 
     Light on purpose (no numpy, ONNX or model): `edgeseq export` calls it before loading anything,
     so a refusal takes milliseconds, and the writer calls it again just before replacing.
@@ -39,9 +42,9 @@ def prepare_target(out: Path, force: bool) -> None:
         return
     if not force:
         raise ExportError(f"{out} is not empty; choose another directory or pass --force to replace it")
-    why = not_an_export(out)
+    why = (not_replaceable or not_an_export)(out)
     if why:
-        raise ExportError(f"--force replaces only an empty directory or an earlier edgeseq export, and {out} "
+        raise ExportError(f"--force replaces only an empty directory or an earlier edgeseq {what}, and {out} "
                           f"{why}; nothing was deleted - choose another directory or remove it yourself")
 
 

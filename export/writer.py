@@ -477,15 +477,19 @@ def _check_batch_size(batch_size) -> None:
         raise ExportError(f"batch size must be an integer in 1..{MAX_BATCH_SIZE}, got {batch_size!r}")
 
 
-def _write_atomically(out: Path, force: bool, write) -> dict:
-    """Run `write(tmp)` in a fresh temporary directory beside `out`, then swap it into place."""
+def _write_atomically(out: Path, force: bool, write, not_replaceable=None, what: str = "export") -> dict:
+    """Run `write(tmp)` in a fresh temporary directory beside `out`, then swap it into place.
+
+    `not_replaceable(out)` says why --force may not delete a non-empty `out` (None: it may); the
+    default accepts only an earlier export. `what` names the directory in messages.
+    """
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         recover_dir(out)  # an earlier crash: restore a parked old export, drop dead temporaries
-        _prepare_target(out, force)
+        _prepare_target(out, force, not_replaceable, what)
         tmp = temp_dir_for(out)
     except OSError as exc:
-        raise OutputError(f"cannot write the export {clip(out)}: {exc.strerror or exc}") from None
+        raise OutputError(f"cannot write the {what} {clip(out)}: {exc.strerror or exc}") from None
     try:
         manifest = write(tmp)
         umask = os.umask(0)
@@ -493,8 +497,8 @@ def _write_atomically(out: Path, force: bool, write) -> dict:
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes it private; the export is an ordinary directory
         replace_dir(tmp, out)
     except OSError as exc:
-        raise OutputError(f"cannot write the export {clip(out)}: {exc.strerror or exc}; "
-                          "an earlier export there is unchanged") from None
+        raise OutputError(f"cannot write the {what} {clip(out)}: {exc.strerror or exc}; "
+                          f"an earlier {what} there is unchanged") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # gone already on success (renamed or swapped out)
     return manifest
