@@ -79,11 +79,31 @@ class NetSpec:
     n_outputs: int  # P (1 for sigmoid)
 
     def stage_has_state(self, i: int) -> bool:
-        """Whether stage i (0-based among stages 1..K) reads the previous stage's state."""
+        """Whether stage i (0-based among stages 1..K) reads the previous stage's state.
+
+        The first stage and a stage that starts a new EANN member (``reset``) have no state input.
+
+        Examples
+        --------
+        >>> from edgeseq.train.neural.net import NetSpec, StageSpec
+        >>> spec = NetSpec(([0], [1]), (None, None), (None, None),
+        ...                (StageSpec((0,), (0,), 4), StageSpec((1,), (1,), 4)), "identity", 1)
+        >>> spec.stage_has_state(0), spec.stage_has_state(1)
+        (False, True)
+        """
         return i > 0 and not self.stages[i].reset
 
     def input_width(self, i: int, g: int) -> int:
-        """Width of group g's injection into stage i: its columns, or its conv branch's output."""
+        """Width of group g's injection into stage i: its columns, or its conv branch's output.
+
+        Examples
+        --------
+        >>> from edgeseq.train.neural.net import ConvSpec, NetSpec, StageSpec
+        >>> spec = NetSpec(([0, 1], list(range(2, 18))), (None, (2, 8)), (None, ConvSpec(filters=4, kernel=3)),
+        ...                (StageSpec((0, 1), (0, 1), 4),), "identity", 1)
+        >>> spec.input_width(0, 0), spec.input_width(0, 1)   # 2 columns; 4 filters x pooled length
+        (2, 12)
+        """
         cs = self.convs[g]
         if cs is None:
             return len(self.columns[g])
@@ -248,7 +268,15 @@ def validation_score(val_losses, fixed_weights=None) -> float:
 
 @dataclass
 class TrainResult:
-    """What `train_net` returns: the best parameters and the history of the run."""
+    """What `train_net` returns: the best parameters and the history of the run.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.neural.net import TrainResult
+    >>> TrainResult(params={}, epochs=3, best_epoch=2, val_losses=None, weights=np.ones(2), seconds=0.1).best_epoch
+    2
+    """
 
     params: dict
     epochs: int
@@ -350,7 +378,15 @@ class Scaling:
 
     @classmethod
     def fit(cls, X: np.ndarray, columns, shapes, Y=None) -> "Scaling":
-        """Means and spreads of the training rows (spreads of 0 become 1)."""
+        """Means and spreads of the training rows (spreads of 0 become 1).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.neural.net import Scaling
+        >>> Scaling.fit(np.array([[1.0, 5.0], [3.0, 5.0]]), ([0], [1]), (None, None)).sd.tolist()
+        [1.0, 1.0]
+        """
         mu, sd = np.zeros(X.shape[1]), np.ones(X.shape[1])
         for cols, shape in zip(columns, shapes):
             cols = np.asarray(cols, np.int64)
@@ -368,7 +404,15 @@ class Scaling:
         return cls(mu, sd, Y.mean(axis=0), np.where(y_sd > 0, y_sd, 1.0))
 
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """Standardised rows (columns outside every group stay as they are: zero mean shift, unit scale)."""
+        """Standardised rows (columns outside every group stay as they are: zero mean shift, unit scale).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.neural.net import Scaling
+        >>> Scaling(mu=np.array([1.0]), sd=np.array([2.0])).apply(np.array([[5.0]])).tolist()
+        [[2.0]]
+        """
         return (X - self.mu) / self.sd
 
 
