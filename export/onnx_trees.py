@@ -217,6 +217,8 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
         inputs, prior_inits, terms = prefix0_parts(P, batch_size)
         inits += prior_inits
         nodes, acc = affine_nodes(terms)
+        if tree_ops == "core":  # n [N, 1] * W [1, P] is n @ W; onnxruntime fuses MatMul + Add into one Gemm,
+            nodes[0].op_type = "Mul"  # leaving no inner value, and its mobile usability checker then fails
         extra, opsets = (), (("", OPSET),)
     else:
         names = [input_names[g] for g in model.groups_required(k)]

@@ -11,6 +11,7 @@ split direction), and tract and OpenVINO refuse the ``ai.onnx.ml`` form (why the
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import onnx
@@ -213,6 +214,15 @@ def test_manifest_refuses_an_unknown_tree_form(tmp_path):
         export_model(model, tmp_path / "other", tree_ops="gemm")
 
 
+_LOG = logging.getLogger("usability_checker")
+
+
+def analyze_model(path, logger):
+    uc = pytest.importorskip("onnxruntime.tools.mobile_helpers.usability_checker",
+                             reason="this onnxruntime has no mobile usability checker")
+    return uc.analyze_model(path, logger=logger)
+
+
 def _usability(path):
     uc = pytest.importorskip("onnxruntime.tools.mobile_helpers.usability_checker",
                              reason="this onnxruntime has no mobile usability checker")
@@ -225,7 +235,8 @@ def _usability(path):
 @pytest.mark.parametrize("case", ["regression", "multiclass"])
 def test_mobile_execution_providers_take_whole_core_graphs(case, tmp_path):
     """Batch size 1, labels left to the runtime: NNAPI and CoreML take every node of every stage in
-    one partition; the ai.onnx.ml form (negative control) leaves the tree node out."""
+    one partition, and onnxruntime's checker (`analyze_model`, which optimizes the graph first) runs
+    on every stage, the prior included; the ai.onnx.ml form (negative control) leaves the tree node out."""
     model = _model(case)
     labels = "graph" if model.link == "identity" else "runtime"
     m = export_model(model, tmp_path / "core", tree_ops="core", batch_size=1, labels=labels)
@@ -235,6 +246,7 @@ def test_mobile_execution_providers_take_whole_core_graphs(case, tmp_path):
             (p["file"], nnapi.unsupported_ops)
         assert coreml.num_supported_nodes == coreml.num_nodes and coreml.num_partitions == 1, \
             (p["file"], coreml.unsupported_ops)
+        assert analyze_model(tmp_path / "core" / p["file"], logger=_LOG)  # the tool itself, after its optimizer
     ml = export_model(model, tmp_path / "ml", batch_size=1, labels=labels)
     nnapi, _ = _usability(tmp_path / "ml" / ml["prefixes"][1]["file"])
     assert "ai.onnx.ml:TreeEnsembleRegressor" in nnapi.unsupported_ops
