@@ -263,3 +263,23 @@ def test_cli_export_tree_ops_core(tmp_path):
     assert "core operators" in res.output
     res = CliRunner().invoke(main, ["verify", str(tmp_path / "out"), "--no-c"])
     assert res.exit_code == 0, res.output
+
+
+def test_core_export_for_a_minimal_onnxruntime_build(tmp_path):
+    """--ort: the reduced-build operator list of a core export holds no ai.onnx.ml operator (the
+    default form's does: the control)."""
+    model = _model("multiclass")
+    export_model(model, tmp_path / "core", tree_ops="core", ort=True, batch_size=1, labels="runtime")
+    export_model(model, tmp_path / "ml", ort=True, batch_size=1, labels="runtime")
+    core = (tmp_path / "core" / "required_operators.config").read_text()
+    assert "ai.onnx.ml" not in core and "MatMul" in core
+    assert "ai.onnx.ml" in (tmp_path / "ml" / "required_operators.config").read_text()
+
+
+def test_core_export_with_integer_c_verifies(tmp_path):
+    """The integer C is quantized from the same (reordered) trees the core graphs hold."""
+    model = _model("regression", seed=5)
+    X = rows(np.random.default_rng(6), model, 200)
+    m = export_model(model, tmp_path / "out", tree_ops="core", c_dtype="int16", calibration=(X, None))
+    assert m["onnx"]["tree_ops"] == "core" and m["c"]["dtype"] == "int16"
+    assert verify_tree_export(tmp_path / "out", use_c=False).ok
