@@ -35,10 +35,10 @@ ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 3  # what older phone runtimes have
 READOUT = weight_name("state")  # the readout weight W_k (S x P)
 TREES_NODE = "trees"
-TREE_OPS = ("ai-onnx-ml", "core")
+TREE_OPS = ("ai-onnx-ml", "core")  # how a stage's trees are written; the first is the default
 TREE_ATTRIBUTES = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
                    "nodes_truenodeids", "nodes_falsenodeids", "target_treeids", "target_nodeids", "target_ids",
-                   "target_weights")  # the per-node and per-leaf attribute lists of a TreeEnsembleRegressor  # how a stage's trees are written; the first is the default
+                   "target_weights")  # the per-node and per-leaf attribute lists of a TreeEnsembleRegressor
 
 
 def feature_remap(model, k: int) -> np.ndarray:
