@@ -35,6 +35,10 @@ ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 3  # what older phone runtimes have
 READOUT = weight_name("state")  # the readout weight W_k (S x P)
 TREES_NODE = "trees"
+TREE_OPS = ("ai-onnx-ml", "core")  # how a stage's trees are written; the first is the default
+TREE_ATTRIBUTES = ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
+                   "nodes_truenodeids", "nodes_falsenodeids", "target_treeids", "target_nodeids", "target_ids",
+                   "target_weights")  # the per-node and per-leaf attribute lists of a TreeEnsembleRegressor
 
 
 def feature_remap(model, k: int) -> np.ndarray:
@@ -96,9 +100,7 @@ def stage_tree_attributes(model, k: int, remap: np.ndarray) -> dict:
     edgeseq.errors.ExportError: stage 1: tree 0 splits on raw feature 0, which belongs to no group computed by then...
     """
     ens, s = model.ensemble, model.stages[k]
-    att = {key: [] for key in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes",
-                               "nodes_values", "nodes_truenodeids", "nodes_falsenodeids", "target_treeids",
-                               "target_nodeids", "target_ids", "target_weights")}
+    att = {key: [] for key in TREE_ATTRIBUTES}
     for local, t in enumerate(range(s.tree_start, s.tree_stop)):
         a, b = ens.tree_range(t)
         feat = ens.feature[a:b].astype(np.int64)
@@ -124,18 +126,21 @@ def stage_tree_attributes(model, k: int, remap: np.ndarray) -> dict:
     return att
 
 
-def _increment_nodes(model, k: int, x: str | None) -> list:
-    """Nodes computing ``state_out`` from ``state_in`` and the stage's trees over the stage input `x`."""
+def _increment_nodes(model, k: int, x: str | None, tree_ops: str = "ai-onnx-ml") -> tuple[list, list]:
+    """(nodes, initializers) computing ``state_out`` from ``state_in`` and the stage's trees over the stage input `x`."""
     s, S = model.stages[k], model.ensemble.n_targets
     if s.tree_stop == s.tree_start:
-        return [helper.make_node("Identity", [STATE_IN], [STATE_OUT])]
+        return [helper.make_node("Identity", [STATE_IN], [STATE_OUT])], []
     if x is None:  # no group computed yet: every tree is a single leaf (TreeStageModel checked it),
         raise ExportError(f"stage {k} holds trees but no group is computed by then; fold its constant "
                           f"leaves into the readout bias instead")  # and a TreeEnsembleRegressor needs an X
+    if tree_ops == "core":
+        from edgeseq.export.onnx_trees_core import core_increment_nodes
+        return core_increment_nodes(model, k, x, feature_remap(model, k))
     att = stage_tree_attributes(model, k, feature_remap(model, k))
     return [helper.make_node("TreeEnsembleRegressor", [x], ["trees/out"], name=TREES_NODE, domain=ML_DOMAIN,
                              n_targets=S, aggregate_function="SUM", post_transform="NONE", **att),
-            helper.make_node("Add", [STATE_IN, "trees/out"], [STATE_OUT])]
+            helper.make_node("Add", [STATE_IN, "trees/out"], [STATE_OUT])], []
 
 
 def _guard_nodes(x: str, width: int) -> tuple[list, list]:
@@ -152,7 +157,8 @@ def _guard_nodes(x: str, width: int) -> tuple[list, list]:
 
 
 def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq",
-                      batch_size: int | None = None, labels: str = "graph") -> onnx.ModelProto:
+                      batch_size: int | None = None, labels: str = "graph",
+                      tree_ops: str = "ai-onnx-ml") -> onnx.ModelProto:
     """The ONNX model of stage `k` of a TreeStageModel (see the module docstring for the contract).
 
     Parameters
@@ -168,6 +174,10 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
         Fix the first dimension of every input and output (default symbolic ``N``).
     labels : {"graph", "runtime"}
         "runtime" leaves a classifier's ArgMax out (mobile execution providers run none).
+    tree_ops : {"ai-onnx-ml", "core"}, default="ai-onnx-ml"
+        How the trees are written: one ``ai.onnx.ml`` TreeEnsembleRegressor, or core operators only
+        (`edgeseq.export.onnx_trees_core`) for runtimes without the ML domain (tract, OpenVINO,
+        mobile execution providers).
 
     Returns
     -------
@@ -207,6 +217,8 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
         inputs, prior_inits, terms = prefix0_parts(P, batch_size)
         inits += prior_inits
         nodes, acc = affine_nodes(terms)
+        if tree_ops == "core":  # n [N, 1] * W [1, P] is n @ W; onnxruntime fuses MatMul + Add into one Gemm,
+            nodes[0].op_type = "Mul"  # leaving no inner value, and its mobile usability checker then fails
         extra, opsets = (), (("", OPSET),)
     else:
         names = [input_names[g] for g in model.groups_required(k)]
@@ -218,7 +230,9 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
         if len(names) > 1:
             nodes.append(helper.make_node("Concat", names, ["x"], axis=1))
             x = "x"
-        nodes += _increment_nodes(model, k, x)
+        tree_nodes, tree_inits = _increment_nodes(model, k, x, tree_ops)
+        nodes += tree_nodes
+        inits += tree_inits
         nodes.append(helper.make_node("MatMul", [STATE_OUT, READOUT], ["readout"]))
         acc = "readout"
         if x is not None:
@@ -227,7 +241,7 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
             inits += guard_inits
             acc = "readout/guarded"
         extra = (tensor_input(STATE_OUT, S, batch_size),)
-        opsets = (("", OPSET), (ML_DOMAIN, ML_OPSET))
+        opsets = (("", OPSET),) if tree_ops == "core" else (("", OPSET), (ML_DOMAIN, ML_OPSET))
     nodes.append(helper.make_node("Add", [acc, BIAS_NAME], ["y"]))
     n_trees = s.tree_stop - s.tree_start
     return finish_model(nodes, inputs, inits, P, model.link, f"{model_name}_stage_{k}",
@@ -261,6 +275,9 @@ def stage_facts(model, k: int) -> dict:
 def read_stage_trees(model_proto: onnx.ModelProto) -> dict | None:
     """The TreeEnsembleRegressor attributes of a stage graph as plain lists (None: no trees).
 
+    A core-form graph (``--tree-ops core``) is read by `onnx_trees_core.read_core_stage_trees`, which
+    answers with the same attributes.
+
     What `edgeseq verify` rebuilds its numpy reference from: the trees as the file holds them.
 
     Examples
@@ -280,7 +297,8 @@ def read_stage_trees(model_proto: onnx.ModelProto) -> dict | None:
     """
     found = [n for n in model_proto.graph.node if n.op_type == "TreeEnsembleRegressor"]
     if not found:
-        return None
+        from edgeseq.export.onnx_trees_core import read_core_stage_trees
+        return read_core_stage_trees(model_proto)  # the core form, or no trees at all
     if len(found) > 1 or found[0].domain != ML_DOMAIN:
         raise ValueError("a stage graph holds exactly one ai.onnx.ml TreeEnsembleRegressor")
     return {a.name: _plain(helper.get_attribute_value(a)) for a in found[0].attribute}

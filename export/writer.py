@@ -317,7 +317,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
 
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                  check_stats=None, batch_size=None, ort=False, labels: str = "graph", c_dtype: str = "float32",
-                 calibration=None) -> dict:
+                 calibration=None, tree_ops: str = "ai-onnx-ml") -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -339,6 +339,9 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     `calibration`, a pair (X, y) of rows with
     the model's raw columns (y may be None) from which the feature ranges and the recorded
     accuracy/explained-variance loss are taken.
+    `tree_ops`: tree stages only -- "ai-onnx-ml" (default, one ``ai.onnx.ml`` TreeEnsembleRegressor
+    per stage) or "core" (core operators only, for tract, OpenVINO and mobile execution providers;
+    see `edgeseq.export.onnx_trees_core`).
 
     Returns
     -------
@@ -382,6 +385,9 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
         check_float32(seq)
     _check_batch_size(batch_size)
+    from edgeseq.export.onnx_trees import TREE_OPS
+    if tree_ops not in TREE_OPS:  # linear prefixes are core operators whichever is asked
+        raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, TREE_OPS))}")
     if c_dtype not in ("float32", "int16"):
         raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
     check_labels(labels, tree_model.link if tree_model is not None else seq.link)
@@ -397,12 +403,15 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         from edgeseq.export.writer_trees import write_tree_export
 
         classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
+        if tree_ops == "core":  # store the trees in the order the core tables are read back in
+            from edgeseq.export.onnx_trees_core import splits_first
+            tree_model = splits_first(tree_model)
         c_int16 = None
         if c_dtype == "int16":
             c_int16 = _tree_int16(tree_model, calibration, classes)
         return _write_atomically(out, force, lambda tmp: write_tree_export(
             tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
-            labels=labels, c_int16=c_int16))
+            labels=labels, c_int16=c_int16, tree_ops=tree_ops))
     write_c, c_int16 = cgen.write_c_model, None
     if c_dtype == "int16":
         write_c, c_int16 = _int16_writer(seq, calibration)

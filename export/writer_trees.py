@@ -251,7 +251,7 @@ def _classes(model, n_classes: int, classes=None) -> list:
 
 def build_tree_manifest(model, model_name: str, input_names: list[str], stage_files: list, diffs: list,
                         files: list, c: dict | None, batch_size=None, ort=None, source: str = "",
-                        classes=None, labels: str = "graph") -> dict:
+                        classes=None, labels: str = "graph", tree_ops: str = "ai-onnx-ml") -> dict:
     """The manifest dict (with its checksum) of a tree-stage export whose files are written.
 
     Examples
@@ -296,7 +296,8 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
         "outputs": {"names": list(model.output_names), "n_outputs": P, "classes": _classes(model, n_classes, classes),
                     "y_was_1d": model.link == "identity" and P == 1},
         "dtype": "float32",
-        "onnx": {"opset": onnx_graphs.OPSET, "ir_version": onnx_graphs.IR_VERSION, "ml_opset": onnx_trees.ML_OPSET},
+        "onnx": {"opset": onnx_graphs.OPSET, "ir_version": onnx_graphs.IR_VERSION,
+                 **({"tree_ops": "core"} if tree_ops == "core" else {"ml_opset": onnx_trees.ML_OPSET})},
         "batch_size": None if batch_size is None else int(batch_size), "ort": ort,
         "n_features_in": model.ensemble.n_features, "feature_names": None if fnames is None else list(fnames),
         "feature_mean": None,
@@ -312,11 +313,14 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
 
 
 def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_size=None, ort=False,
-                      source: str = "", classes=None, labels: str = "graph", c_int16=None) -> dict:
+                      source: str = "", classes=None, labels: str = "graph", c_int16=None,
+                      tree_ops: str = "ai-onnx-ml") -> dict:
     """Write every file of a tree export into the (fresh, temporary) directory `tmp`; return the manifest.
 
     `c_int16`: None (the float C of `c_trees`) or ``(TreeInt16Model, manifest entry)`` -- the integer C
     of `c_int16_trees` and its ``c.int16`` entry (`quantize_trees.tree_int16_manifest_entry`).
+    `tree_ops`: "ai-onnx-ml" (one TreeEnsembleRegressor per stage) or "core" (core operators only,
+    `onnx_trees_core`; recorded as the manifest's ``onnx.tree_ops``).
 
     Raises
     ------
@@ -349,12 +353,17 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         raise ExportError("the model has no stage beyond the prior; there is nothing to export")
     if len(model.stages) > 1 and not model.stages[1].new_groups:
         raise ExportError("stage 1 requires no group; a stage after the prior must read at least one group")
+    if tree_ops not in onnx_trees.TREE_OPS:
+        raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, onnx_trees.TREE_OPS))}")
+    if tree_ops == "core":  # the node order the core tables are read back in (LightGBM's already)
+        from edgeseq.export.onnx_trees_core import splits_first
+        model = splits_first(model)
     input_names = tree_input_names(model.group_names)
     diffs = float32_stage_diffs(model, threshold_rows(model, check_row_count(model, N_CHECK_ROWS)))
     stage_files = []
     for k in range(len(model.stages)):
         graph = onnx_trees.build_stage_graph(model, k, input_names, model_name=model_name, batch_size=batch_size,
-                                             labels=labels)
+                                             labels=labels, tree_ops=tree_ops)
         onnx.checker.check_model(graph, full_check=True)
         fname = prefix_file(k, len(model.stages))
         atomic_write_bytes(tmp / fname, graph.SerializeToString())
@@ -380,7 +389,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         c_files += [{"file": f, "sha256": sha256_file(tmp / f)} for f in [*ort_files, config]]
         ort_entry = {"prefixes": ort_files, "operators_config": config}
     manifest = build_tree_manifest(model, model_name, input_names, stage_files, diffs, c_files, c, batch_size,
-                                   ort_entry, source, classes, labels)
+                                   ort_entry, source, classes, labels, tree_ops)
     atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest

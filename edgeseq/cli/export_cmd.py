@@ -34,9 +34,13 @@ from edgeseq.cli._main import main
               help="--c-dtype int16: rows (CSV with a header, or .npz with X and y) with the model's raw columns; "
                    "the feature ranges and the recorded loss versus float come from them.")
 @click.option("--target", help="Target column of a --calibration-data CSV (the loss is then measured on it).")
+@click.option("--tree-ops", type=click.Choice(["ai-onnx-ml", "core"]), default="ai-onnx-ml", show_default=True,
+              help="Tree-stage models: how the trees are written. 'core' uses core ONNX operators only (a "
+                   "comparison, path and leaf matrix), which tract, OpenVINO and onnxruntime's mobile execution "
+                   "providers run; 'ai-onnx-ml' is one TreeEnsembleRegressor per stage.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
 def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, c_dtype, calibration_data,
-                   target, quiet):
+                   target, tree_ops, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -70,7 +74,8 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
             else f"{seq.n_prefixes} prefix graphs, {'int16 ' if c_dtype == 'int16' else ''}C model and manifest")
     with progress.stage("export", f"{what} to {out_dir}"):
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
-                         batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration)
+                         batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
+                         tree_ops=tree_ops)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
@@ -141,7 +146,8 @@ def _int16_rows(q: dict) -> list[str]:
 
 def _tree_stage_rows(m: dict) -> list[str]:
     """One row per tree stage: the groups it adds, its cost, its trees and their depth."""
-    lines = [f"tree stages (ai.onnx.ml opset {m['onnx'].get('ml_opset')}), carried state of width {m['state_width']}; "
+    ops = "core operators" if m["onnx"].get("tree_ops") == "core" else f"ai.onnx.ml opset {m['onnx'].get('ml_opset')}"
+    lines = [f"tree stages ({ops}), carried state of width {m['state_width']}; "
              f"{sum(p['n_trees'] for p in m['prefixes'])} trees, {sum(p['n_nodes'] for p in m['prefixes'])} nodes"]
     head = f"{'stage':>5}  {'new groups':<30} {'cost':>9} {'cum_cost':>9} {'trees':>6} {'nodes':>7} {'depth':>5} " \
            f"{'f32 diff':>9}  file"

@@ -113,13 +113,15 @@ GRAPH_BYTES_PER_OUTPUT = 2048  # an output or class label name
 GRAPH_BYTES_PER_WEIGHT = 8
 
 
-def check_stage_graph_size(path: Path, entry: dict, S: int, P: int) -> None:
+def check_stage_graph_size(path: Path, entry: dict, S: int, P: int, core: bool = False) -> None:
     """Refuse a stage graph larger than the counts its manifest entry states can justify, before parsing it.
 
     Parsing a graph costs time and memory in proportion to its size (tens of seconds and close to a
     gigabyte for millions of nodes), while the manifest's counts were already checked against their
     bounds; so a graph whose file is heavier than ``n_nodes`` nodes, its inputs and an (S, P) readout
-    can be is refused on a `stat`, whatever it holds.
+    can be is refused on a `stat`, whatever it holds. A core-form graph (`core`) holds padded tables
+    instead of node attributes: with T trees of n nodes, no tree has more than I = (n - T) / 2 splits,
+    so its tables take at most 4 T I (I + 1) bytes of path matrix plus 28 bytes per padded node.
 
     Raises
     ------
@@ -141,6 +143,10 @@ def check_stage_graph_size(path: Path, entry: dict, S: int, P: int) -> None:
     """
     bound = (GRAPH_BYTES_BASE + GRAPH_BYTES_PER_NODE * entry["n_nodes"] + GRAPH_BYTES_PER_INPUT * len(entry["inputs"])
              + GRAPH_BYTES_PER_OUTPUT * (P + 2) + GRAPH_BYTES_PER_WEIGHT * (S + 1) * P)
+    if core:
+        T = entry.get("n_trees", 0)
+        inner = max(1, (entry["n_nodes"] - T) // 2)
+        bound += 4 * T * inner * (inner + 1) + 28 * T * (inner + 1) + 4 * T * S
     size = path.stat().st_size
     if size > bound:
         raise IntegrityError(f"{path} is {size} bytes, more than a stage graph of {entry['n_nodes']} nodes and "
@@ -190,7 +196,7 @@ def tree_model_from_export(out_dir):
     roots, targets, stages, offset, n_trees = [], [], [], 0, 0
     try:
         for p in m["prefixes"]:  # every size first: nothing is parsed when one graph is larger than it claims
-            check_stage_graph_size(out / p["file"], p, S, P)
+            check_stage_graph_size(out / p["file"], p, S, P, m["onnx"].get("tree_ops") == "core")
         for k, p in enumerate(m["prefixes"]):
             graph = onnx.load(str(out / p["file"]), load_external_data=False)  # never read other files
             W, b = read_readout(graph)
@@ -251,7 +257,8 @@ def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
     names = [g["input_name"] for g in sorted(manifest["groups"], key=lambda g: g["index"])]
     for k, p in enumerate(manifest["prefixes"]):
         graph = build_stage_graph(model, k, names, model_name=manifest["model_name"],
-                                  batch_size=manifest.get("batch_size"), labels=labels_of(manifest))
+                                  batch_size=manifest.get("batch_size"), labels=labels_of(manifest),
+                                  tree_ops=manifest["onnx"].get("tree_ops", "ai-onnx-ml"))
         require_identical(out / p["file"], graph.SerializeToString(), "stage graph")
 
 
