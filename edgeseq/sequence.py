@@ -33,6 +33,27 @@ LINKS = ("identity", "sigmoid", "softmax")
 MAX_NAME_BYTES = 1024
 
 
+# bound on the values of drawn sample rows (rows x features): a wide model (its width is vouched for
+# by its own per-feature arrays) gets fewer rows rather than an allocation 512 times its file size
+MAX_SAMPLE_VALUES = 1 << 22
+
+
+def sample_count(n: int, n_features: int) -> int:
+    """How many of `n` requested sample rows of `n_features` values fit MAX_SAMPLE_VALUES (>= 8).
+
+    A very wide model gets fewer check rows rather than an allocation far larger than the model.
+
+    Examples
+    --------
+    >>> from edgeseq.sequence import sample_count, MAX_SAMPLE_VALUES
+    >>> sample_count(512, 10)
+    512
+    >>> sample_count(512, MAX_SAMPLE_VALUES // 100), sample_count(512, 10**9)
+    (100, 8)
+    """
+    return max(8, min(n, MAX_SAMPLE_VALUES // max(n_features, 1)))
+
+
 def sample_rows(n_features: int, n: int, *, mean=None, std=None, seed: int = 0,
                 extreme_scale: float | None = None) -> np.ndarray:
     """Seeded synthetic rows N(mean, std) (standard normal without statistics) for numerical checks.
