@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgeseq.budget import longest_affordable_prefix
+from edgeseq.budget import resolve_prefix
 from edgeseq.errors import InputError, ModelFormatError
-from edgeseq.sequence import LINKS
+from edgeseq.sequence import LINKS, renamed
 from edgeseq.train.trees import TreeStageModel
 
 POOLS = ("none", "max", "avg")
@@ -341,8 +341,8 @@ def _example_model():
 class LayerBlockModel:
     """A layer-block anytime model: groups, stages 0..K (stage 0 the prior) and the link.
 
-    Answers the same questions as the tree-stage form (`cum_cost`, `stage_for_budget`,
-    `columns_required`, `staged_decision`, `predict`, `validate`), so evaluation and runtimes treat the
+    Answers the same questions as the tree-stage form (`cum_cost`, `prefix_for_budget`,
+    `prefix_columns`, `staged_decision`, `predict`, `validate`), so evaluation and runtimes treat the
     two kinds alike. Weights are float64; ``staged_decision(X, dtype=np.float32)`` runs the same
     computation in float32, as the exported graphs do.
 
@@ -353,7 +353,7 @@ class LayerBlockModel:
     >>> import numpy as np
     >>> from edgeseq.neural_stages import _example_model
     >>> model = _example_model()
-    >>> model.cum_cost.tolist(), [len(model.columns_required(k)) for k in range(3)]
+    >>> model.cum_cost.tolist(), [len(model.prefix_columns(k)) for k in range(3)]
     ([0.0, 1.0, 3.0], [0, 2, 6])
     >>> X = np.random.default_rng(1).normal(size=(4, 6))
     >>> z64 = list(model.staged_decision(X)); z32 = list(model.staged_decision(X, dtype=np.float32))
@@ -422,8 +422,11 @@ class LayerBlockModel:
         """
         return np.array([k for k, s in enumerate(self.stages) if s.commit], np.int64)
 
-    def stage_for_budget(self, budget: float) -> int:
+    def prefix_for_budget(self, budget: float) -> int:
         """The last committing stage whose cumulative cost is <= budget (the anytime rule).
+
+        The budget is checked and compared by `edgeseq.budget` (the rule every form and runtime
+        uses), then rounded down to a stage that answers. ``None`` means no limit.
 
         Raises
         ------
@@ -435,17 +438,30 @@ class LayerBlockModel:
         >>> import dataclasses
         >>> from edgeseq.neural_stages import _example_model
         >>> model = _example_model()
-        >>> [model.stage_for_budget(b) for b in (0, 0.5, 1.0, 2.9, 3.0, 100)]
+        >>> [model.prefix_for_budget(b) for b in (0, 0.5, 1.0, 2.9, 3.0, 100)]
         [0, 0, 1, 1, 2, 2]
         >>> quiet = dataclasses.replace(model, stages=model.stages[:2] + (dataclasses.replace(model.stages[2], commit=False),))
-        >>> quiet.stage_for_budget(100)   # stage 2 runs but does not answer
+        >>> quiet.prefix_for_budget(100)   # stage 2 runs but does not answer
         1
         """
-        if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or np.isnan(budget) or budget < 0:
-            raise InputError(f"budget must be a number >= 0 (cost units), got {budget!r}")
-        k = longest_affordable_prefix(self.cum_cost, float(budget))
+        k = resolve_prefix(self.cum_cost, budget=budget)
         ok = self.committing
         return int(ok[ok <= k][-1])
+
+    def stage_for_budget(self, budget: float) -> int:
+        """Deprecated alias of `prefix_for_budget` (the name every stage form shares).
+
+        Examples
+        --------
+        >>> import warnings
+        >>> from edgeseq.neural_stages import _example_model
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", DeprecationWarning)
+        ...     _example_model().stage_for_budget(1.0)
+        1
+        """
+        renamed("LayerBlockModel.stage_for_budget", "prefix_for_budget")
+        return self.prefix_for_budget(budget)
 
     def resolve_stage(self, budget=None, stage=None) -> int:
         """The stage to use: `stage` itself, the one `budget` buys, or (neither) the last committing one.
@@ -470,12 +486,13 @@ class LayerBlockModel:
                 raise InputError(f"stage must be an integer in 0..{len(self.stages) - 1}, got {stage!r}")
             return int(stage)
         if budget is not None:
-            return self.stage_for_budget(budget)
+            return self.prefix_for_budget(budget)
         return int(self.committing[-1])
 
     # the stage bookkeeping every stage kind shares: the tree kind's implementation, not a copy
     groups_required = TreeStageModel.groups_required
-    columns_required = TreeStageModel.columns_required
+    prefix_columns = TreeStageModel.prefix_columns
+    columns_required = TreeStageModel.columns_required  # deprecated alias, as on the tree form
     apply_link = TreeStageModel.apply_link
 
     # ------------------------------------------------------------------ checks
@@ -648,7 +665,7 @@ class LayerBlockModel:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise InputError(f"X must have shape (n, {self.n_features}), got {X.shape}")
-        cols = self.columns_required(k)
+        cols = self.prefix_columns(k)
         if cols.size and not np.all(np.isfinite(X[:, cols])):
             raise InputError("X contains NaN or Inf in columns this stage uses; clean or impute them first")
         return X

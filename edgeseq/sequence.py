@@ -19,6 +19,7 @@ Conventions
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
@@ -31,6 +32,27 @@ from edgeseq.budget import check_prefix_index, resolve_prefix
 LINKS = ("identity", "sigmoid", "softmax")
 # A name (group, output) is stored as one C string literal; C99 compilers need only accept 4095 bytes.
 MAX_NAME_BYTES = 1024
+
+
+# bound on the values of drawn sample rows (rows x features): a wide model (its width is vouched for
+# by its own per-feature arrays) gets fewer rows rather than an allocation 512 times its file size
+MAX_SAMPLE_VALUES = 1 << 22
+
+
+def sample_count(n: int, n_features: int) -> int:
+    """How many of `n` requested sample rows of `n_features` values fit MAX_SAMPLE_VALUES (>= 8).
+
+    A very wide model gets fewer check rows rather than an allocation far larger than the model.
+
+    Examples
+    --------
+    >>> from edgeseq.sequence import sample_count, MAX_SAMPLE_VALUES
+    >>> sample_count(512, 10)
+    512
+    >>> sample_count(512, MAX_SAMPLE_VALUES // 100), sample_count(512, 10**9)
+    (100, 8)
+    """
+    return max(8, min(n, MAX_SAMPLE_VALUES // max(n_features, 1)))
 
 
 def sample_rows(n_features: int, n: int, *, mean=None, std=None, seed: int = 0,
@@ -299,7 +321,8 @@ class FittedSequence:
     def prefix_for_budget(self, budget: float) -> int:
         """Longest prefix whose cumulative cost is <= budget (inclusive).
 
-        The same rule as `edgeseq.budget.resolve_prefix`, which every runtime uses.
+        The same rule as `edgeseq.budget.resolve_prefix`, which every runtime uses; the tree and
+        layer-block forms answer the same question under the same name, through the same function.
 
         Examples
         --------
@@ -419,6 +442,26 @@ def _bad(field: str, problem: str) -> InputError:
 
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def renamed(old: str, new: str) -> None:
+    """Warn (DeprecationWarning) that the method `old` is now called `new`, from inside the old name.
+
+    Every intermediate form answers the stage protocol under one set of names (`prefix_for_budget`,
+    `prefix_columns`, as the runtimes do); a form's earlier names stay as thin aliases that call the
+    new ones and say so once per call site.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     renamed("Model.old_name", "new_name")
+    >>> str(caught[0].message)
+    'Model.old_name is deprecated; use new_name (the name every stage form shares)'
+    """
+    warnings.warn(f"{old} is deprecated; use {new} (the name every stage form shares)", DeprecationWarning,
+                  stacklevel=3)
 
 
 def check_name(name, what: str, max_bytes: int = MAX_NAME_BYTES, allow_empty: bool = False) -> None:

@@ -494,7 +494,7 @@ def sweep_c_trees(model, X, budgets, *, compiler=None, flags=STRICT_FLAGS, extra
     """The firmware loop of a TreeStageModel in C for raw rows X and each budget (see `sweep_c_model`).
 
     ``prefix[r, b]`` is the stage committed for row r at budget b; Python's answer is
-    ``model.stage_for_budget(budgets[b])``.
+    ``model.prefix_for_budget(budgets[b])``.
 
     Examples
     --------

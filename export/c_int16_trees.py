@@ -20,7 +20,7 @@ from edgeseq.export.c_int16 import c_int_rows, int16_descriptor, int16_entry, in
 from edgeseq.export.c_trees import TreeLayout, _work_per_push, c_tree_tables, tree_layout
 from edgeseq.export.names import c_comment_text
 from edgeseq.export.quantize import INT16_MAX, INT16_MIN, INT32_MAX
-from edgeseq.export.quantize_trees import THRESHOLD_MAX, THRESHOLD_MIN, TreeInt16Model, leaf_bounds
+from edgeseq.export.quantize_trees import THRESHOLD_MAX, THRESHOLD_MIN, TreeInt16Model, leaf_bounds, state_entry
 from edgeseq.format import C_HEADER
 from edgeseq.train.trees import TreeStageModel
 
@@ -187,19 +187,3 @@ def tree_int16_manifest_entry(qm: TreeInt16Model, n_rows: int) -> dict:
     ([{'leaf_shift': 27, 'bound': 1610612736, 'shift': 16}], 3)
     """
     return {**int16_entry(qm, qm.columns, n_rows), "state": state_entry(qm)}
-
-
-def state_entry(qm: TreeInt16Model) -> list[dict]:
-    """Per state dimension ``{"leaf_shift", "bound", "shift"}``: the manifest's record of the state scales.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees
-    >>> from edgeseq.export.c_int16_trees import state_entry
-    >>> state_entry(quantize_trees(_demo_model(), np.zeros((2, 2))))
-    [{'leaf_shift': 27, 'bound': 1610612736, 'shift': 16}]
-    """
-    return [{"leaf_shift": int(L), "bound": int(A), "shift": int(r)}
-            for L, A, r in zip(qm.leaf_shift.tolist(), qm.state_bound.tolist(), qm.state_shift.tolist())]

@@ -357,7 +357,6 @@ def quantize_trees_from_manifest(model: TreeStageModel, entry: dict) -> TreeInt1
         qm = _build(model, layout, shifts, offsets, entry["feature_source"], stage_shifts=stages)
     except ExportError as exc:
         raise IntegrityError(f"manifest c.int16: {exc}") from None
-    from edgeseq.export.c_int16_trees import state_entry
 
     state = state_entry(qm)
     if entry.get("state") != state:
@@ -506,3 +505,18 @@ def stage_losses(model: TreeStageModel, qm: TreeInt16Model, X: np.ndarray, y=Non
     floats = [model.apply_link(z) for z in model.staged_decision(X)]
     return [loss_entry(qm, k, f, pred, label, ref, regression=regression)
             for k, (f, (pred, label)) in enumerate(zip(floats, sims))]
+
+
+def state_entry(qm: TreeInt16Model) -> list[dict]:
+    """Per state dimension ``{"leaf_shift", "bound", "shift"}``: the manifest's record of the state scales.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.quantize_trees import quantize_trees, state_entry
+    >>> state_entry(quantize_trees(_demo_model(), np.zeros((2, 2))))
+    [{'leaf_shift': 27, 'bound': 1610612736, 'shift': 16}]
+    """
+    return [{"leaf_shift": int(L), "bound": int(A), "shift": int(r)}
+            for L, A, r in zip(qm.leaf_shift.tolist(), qm.state_bound.tolist(), qm.state_shift.tolist())]

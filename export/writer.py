@@ -18,7 +18,7 @@ import onnx
 from edgeseq.errors import ExportError, InputError, OutputError
 from edgeseq.io.atomic import atomic_write_bytes, recover_dir, replace_dir, temp_dir_for
 from edgeseq.messages import clip
-from edgeseq.sequence import FittedSequence, check_name, sample_rows
+from edgeseq.sequence import MAX_SAMPLE_VALUES, FittedSequence, check_name, sample_count, sample_rows
 
 from edgeseq.export import onnx_graphs
 from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, labels_entry, manifest_checksum,
@@ -29,25 +29,8 @@ from edgeseq.export.target import prepare_target as _prepare_target
 N_CHECK_ROWS = 512
 MAX_BATCH_SIZE = 1 << 16
 
-# bound on the values of drawn sample rows (rows x features): a wide model (its width is vouched for
-# by its own per-feature arrays) gets fewer rows rather than an allocation 512 times its file size
-MAX_SAMPLE_VALUES = 1 << 22
 
 
-def sample_count(n: int, n_features: int) -> int:
-    """How many of `n` requested sample rows of `n_features` values fit MAX_SAMPLE_VALUES (>= 8).
-
-    A very wide model gets fewer check rows rather than an allocation far larger than the model.
-
-    Examples
-    --------
-    >>> from edgeseq.export.writer import sample_count, MAX_SAMPLE_VALUES
-    >>> sample_count(512, 10)
-    512
-    >>> sample_count(512, MAX_SAMPLE_VALUES // 100), sample_count(512, 10**9)
-    (100, 8)
-    """
-    return max(8, min(n, MAX_SAMPLE_VALUES // max(n_features, 1)))
 _F32_MAX = float(np.finfo(np.float32).max)
 
 

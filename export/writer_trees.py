@@ -18,6 +18,7 @@ from edgeseq.errors import ExportError
 from edgeseq.format import (FORMAT, FORMAT_VERSION, MANIFEST, STATE_IN, STATE_OUT, dump_manifest, labels_entry,
                             manifest_checksum, prefix_file, read_verified, sha256_file, validate_manifest)
 from edgeseq.io.atomic import atomic_write_bytes
+from edgeseq.sequence import sample_count
 from edgeseq.export import onnx_graphs, onnx_trees
 from edgeseq.export.names import RESERVED_ONNX_NAMES, c_identifier, unique_names
 
@@ -77,7 +78,7 @@ def check_row_count(model, n: int) -> int:
     """How many of `n` check rows a tree model gets: fewer for a very wide or very large model.
 
     The checks allocate rows of ``n_features`` values and, per row, one leaf of every tree and one value
-    per state dimension; `writer.sample_count` caps the larger of those widths, so a model file's
+    per state dimension; `edgeseq.sequence.sample_count` caps the larger of those widths, so a model file's
     counts cannot make a check allocate far more than the model itself.
 
     Examples
@@ -87,7 +88,6 @@ def check_row_count(model, n: int) -> int:
     >>> check_row_count(_demo_model(), 512)
     512
     """
-    from edgeseq.export.writer import sample_count
 
     ens = model.ensemble
     return sample_count(n, max(ens.n_features, ens.n_trees, ens.n_targets))

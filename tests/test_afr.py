@@ -71,13 +71,13 @@ def test_unextracted_groups_may_be_missing(bc):
     model, Xb, _ = bc
     k = 1
     X = Xb.copy()
-    unused = np.setdiff1d(np.arange(30), model.stage_model_.columns_required(k))
+    unused = np.setdiff1d(np.arange(30), model.stage_model_.prefix_columns(k))
     X[:, unused] = np.nan
     np.testing.assert_allclose(model.predict_proba(X, stage=k), model.predict_proba(Xb, stage=k))
     with pytest.raises(InputError, match="NaN or Inf"):
         model.predict_proba(X)  # the last stage needs more groups
     X2 = Xb.copy()
-    X2[0, model.stage_model_.columns_required(k)[0]] = np.inf
+    X2[0, model.stage_model_.prefix_columns(k)[0]] = np.inf
     with pytest.raises(InputError, match="NaN or Inf"):
         model.predict_proba(X2, stage=k)
 

@@ -202,14 +202,14 @@ def test_budgets_pick_pythons_stage():
     sweep = sweep_c_trees(model, X, budgets)
     run = run_c_trees(model, X)
     for b, budget in enumerate(budgets):
-        want = model.stage_for_budget(float(budget))
+        want = model.prefix_for_budget(float(budget))
         assert np.all(sweep.prefix[:, b] == want), (budget.hex(), sweep.prefix[:, b], want)
         assert np.array_equal(sweep.predictions[:, b], run.predictions[want])
     # es_prefix_for_budget (the rule) and the firmware loop, linked with a linear model in one program
     from sequences import random_sequence
     seq = random_sequence(rng, (1, 2), n_outputs=1)
     got = run_c_budgets([model, seq], [budgets, boundary_budgets(seq.cum_cost, rng)])
-    want = [model.stage_for_budget(float(b)) for b in budgets]
+    want = [model.prefix_for_budget(float(b)) for b in budgets]
     assert got[:len(budgets), 0].tolist() == want and got[:len(budgets), 1].tolist() == want
 
 
@@ -357,7 +357,7 @@ def test_cortex_m4_runs_a_tree_model():
     for k in range(len(model.stages)):  # same IEEE float32 operations in the same order: same bits
         np.testing.assert_array_equal(run.predictions[k], host.predictions[k])
     for b, budget in enumerate(budgets):
-        assert np.all(sweep.prefix[:, b] == model.stage_for_budget(float(budget)))
+        assert np.all(sweep.prefix[:, b] == model.prefix_for_budget(float(budget)))
 
 
 def _longest_path(ens, node: int) -> int:

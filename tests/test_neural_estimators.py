@@ -77,8 +77,8 @@ def test_non_committing_stages_are_skipped_by_the_budget_rule(xor):
     quiet = dataclasses.replace(m, stages=m.stages[:2] + (dataclasses.replace(m.stages[2], commit=False),)
                                 + m.stages[3:])
     cum = quiet.cum_cost
-    assert quiet.stage_for_budget(cum[2]) == 1 and quiet.stage_for_budget(np.nextafter(cum[3], 0)) == 1
-    assert quiet.stage_for_budget(cum[3]) == 3
+    assert quiet.prefix_for_budget(cum[2]) == 1 and quiet.prefix_for_budget(np.nextafter(cum[3], 0)) == 1
+    assert quiet.prefix_for_budget(cum[3]) == 3
     np.testing.assert_allclose(quiet.predict(X, budget=cum[2]), m.predict(X, stage=1))
     with pytest.raises(ModelFormatError):  # the prior always commits
         dataclasses.replace(m, stages=(dataclasses.replace(m.stages[0], commit=False),) + m.stages[1:])
@@ -98,7 +98,7 @@ def test_eann_commits_only_improving_exits():
     commits = [s.commit for s in m.stages]
     assert commits[0] and sum(commits) >= 3
     for k in range(len(m.stages)):
-        j = m.stage_for_budget(float(m.cum_cost[k]))
+        j = m.prefix_for_budget(float(m.cum_cost[k]))
         assert m.stages[j].commit and j <= k and all(not m.stages[i].commit for i in range(j + 1, k + 1))
 
 

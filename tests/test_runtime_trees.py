@@ -65,7 +65,7 @@ def test_budgets_at_and_around_every_cum_cost_pick_the_model_stage(exported):
     X, _ = data(20, seed=8)
     feats = features(model, X)
     for b in budgets(model):
-        k = model.stage_for_budget(b)
+        k = model.prefix_for_budget(b)
         assert sess.prefix_for_budget(b) == k
         got = as_values(sess.predict(feats, budget=b))
         np.testing.assert_allclose(got.reshape(-1), as_values(sess.predict(feats, prefix=k)).reshape(-1))
@@ -77,7 +77,7 @@ def test_anytime_run_commits_the_stage_the_budget_affords(exported):
     X, _ = data(3, seed=9)
     ex = extractors(model)
     for b in budgets(model):
-        k = model.stage_for_budget(b)
+        k = model.prefix_for_budget(b)
         r = sess.run(ex, budget=b, inputs=X[0])
         assert r.prefix == k and r.prefix_cost == pytest.approx(model.cum_cost[k]), b
         want = as_values(sess.predict(features(model, X[:1]), prefix=k))

@@ -163,8 +163,8 @@ def test_stage_model_reads_only_computed_groups():
     X = np.random.default_rng(2).normal(size=(30, 3))
     z = list(model.staged_decision(X))
     np.testing.assert_allclose(z[2][:, 0], ensemble().predict(X).sum(axis=1) + 0.5)
-    assert model.stage_for_budget(2.9) == 1 and model.stage_for_budget(3.0) == 2
-    assert model.columns_required(1).tolist() == [0, 2]
+    assert model.prefix_for_budget(2.9) == 1 and model.prefix_for_budget(3.0) == 2
+    assert model.prefix_columns(1).tolist() == [0, 2]
 
 
 def two_stages(groups, cost, start, stop):

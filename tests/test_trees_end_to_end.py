@@ -50,7 +50,7 @@ def test_fit_save_export_cli_load_predict(which, tmp_path):
         assert (np.abs(got - ref) / stage_bound(model, X32, k)).max() <= 1.0
     cum = model.cum_cost
     for b in sorted({*cum.tolist(), *(cum[1:] - 1e-6).tolist(), *(cum + 1e-6).tolist()}):
-        k = model.stage_for_budget(b)
+        k = model.prefix_for_budget(b)
         got = _values(exported.predict(feats, budget=b)).reshape(model.predict(X, stage=k).shape)
         assert (np.abs(got - model.predict(X32.astype(np.float64), stage=k))
                 / stage_bound(model, X32, k)).max() <= 1.0, b

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError, ModelFormatError
-from edgeseq.evaluate.verify import EPS32, N_SAMPLES, VerifyReport, _missing_compiler, checked_rows, prefix_check
+from edgeseq.evaluate.verify_checks import (EPS32, N_SAMPLES, VerifyReport, _missing_compiler, check_int16_figures,
+                                            checked_rows, inside_int16_ranges, int16_range_rows, prefix_check)
 from edgeseq.format import MANIFEST, c_dtype, labels_of, read_verified
 from edgeseq.io.feature_rows import group_arrays
 from edgeseq.runtime.session import AnytimeSession
@@ -366,7 +367,7 @@ def tree_int16_c_column(out_dir, manifest: dict, model, X32: np.ndarray, *, use_
 
 
 def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
-    """`verify.check_int16_figures` for an int16 tree export: on verify's rows inside the recorded ranges,
+    """`verify_checks.check_int16_figures` for an int16 tree export: on verify's rows inside the recorded ranges,
     and on rows drawn inside those ranges where the trees decide (between each feature's extreme
     thresholds, widened by a tenth), where a scale coarser than the data shows as flipped branches.
 
@@ -382,7 +383,6 @@ def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
     >>> tree_int16_figures(m, model, X).startswith("int16 figures ok")
     True
     """
-    from edgeseq.evaluate.verify import check_int16_figures, inside_int16_ranges, int16_range_rows
     from edgeseq.export.quantize_trees import quantize_trees, quantize_trees_from_manifest
     from edgeseq.export.writer_trees import check_row_count
 

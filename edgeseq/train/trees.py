@@ -31,10 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError, ModelFormatError
-from edgeseq.budget import longest_affordable_prefix
+from edgeseq.budget import resolve_prefix
 from edgeseq.format import MAX_UNUSED_TRAILING
 from edgeseq.messages import brief, columns_text
-from edgeseq.sequence import LINKS, apply_link, check_feature_names, check_name
+from edgeseq.sequence import LINKS, apply_link, check_feature_names, check_name, renamed
 
 MAX_DEPTH = 32  # a bound on traversal work per tree; deeper trees are refused, not truncated
 MAX_NODES = 1 << 24  # bounds memory and generated-code size of one ensemble
@@ -527,13 +527,27 @@ class TreeStageModel:
         """
         return np.cumsum([s.cost for s in self.stages])
 
-    def stage_for_budget(self, budget: float) -> int:
-        """The last stage whose cumulative cost is <= budget (the anytime rule).
+    def prefix_for_budget(self, budget: float) -> int:
+        """The last stage whose cumulative cost is <= budget: the one budget rule of `edgeseq.budget`.
+
+        The same name, rule, checks and messages as `FittedSequence.prefix_for_budget` (the runtimes
+        use the same name): `edgeseq.budget.resolve_prefix` does the work for both, so the forms
+        cannot drift apart. ``None`` means no limit (the last stage).
+
+        Parameters
+        ----------
+        budget : float or None
+            Time available, in the model's cost units.
+
+        Returns
+        -------
+        int
+            The stage index.
 
         Raises
         ------
         InputError
-            If `budget` is not a number >= 0.
+            If `budget` is not a number >= 0 (bools refused, numpy's included).
 
         Examples
         --------
@@ -547,12 +561,30 @@ class TreeStageModel:
         ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
         ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
         ...     link="identity", output_names=("y",))
-        >>> [model.stage_for_budget(b) for b in (0, 0.5, 1.0, 2.9, 3.0, 100)]
+        >>> [model.prefix_for_budget(b) for b in (0, 0.5, 1.0, 2.9, 3.0, 100)]
         [0, 0, 1, 1, 2, 2]
+        >>> model.prefix_for_budget(-1.0)
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.InputError: budget must be a number >= 0 in cost units, got -1.0
         """
-        if isinstance(budget, bool) or not isinstance(budget, numbers.Real) or np.isnan(budget) or budget < 0:
-            raise InputError(f"budget must be a number >= 0 (cost units), got {budget!r}")
-        return longest_affordable_prefix(self.cum_cost, float(budget))
+        return resolve_prefix(self.cum_cost, budget=budget)
+
+    def stage_for_budget(self, budget: float) -> int:
+        """Deprecated alias of `prefix_for_budget` (the name every stage form shares).
+
+        Examples
+        --------
+        >>> import warnings
+        >>> from edgeseq.export.c_trees import _demo_model
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     k = _demo_model().stage_for_budget(1.0)
+        >>> k, caught[0].category.__name__
+        (1, 'DeprecationWarning')
+        """
+        renamed("TreeStageModel.stage_for_budget", "prefix_for_budget")
+        return self.prefix_for_budget(budget)
 
     def resolve_stage(self, budget=None, stage=None) -> int:
         """The stage to use: `stage` itself, the last one within `budget`, or (neither) the last.
@@ -585,7 +617,7 @@ class TreeStageModel:
                 raise InputError(f"stage must be an integer in 0..{len(self.stages) - 1}, got {stage!r}")
             return int(stage)
         if budget is not None:
-            return self.stage_for_budget(budget)
+            return self.prefix_for_budget(budget)
         return len(self.stages) - 1
 
     def groups_required(self, k: int) -> list[int]:
@@ -608,8 +640,11 @@ class TreeStageModel:
         """
         return [g for s in self.stages[:k + 1] for g in s.new_groups]
 
-    def columns_required(self, k: int) -> np.ndarray:
+    def prefix_columns(self, k: int) -> np.ndarray:
         """Raw feature columns of the groups stage k requires (the ones that must be finite).
+
+        The same name and meaning as `FittedSequence.prefix_columns`: the columns of the groups
+        computed once stage k has run, in extraction order.
 
         Examples
         --------
@@ -623,11 +658,26 @@ class TreeStageModel:
         ...     ensemble=ens, stages=(TreeStage((), 0.0, 0, 0, one, zero), TreeStage((0,), 1.0, 0, 1, one, zero),
         ...                           TreeStage((1,), 2.0, 1, 2, one, zero)),
         ...     link="identity", output_names=("y",))
-        >>> model.columns_required(0).tolist(), model.columns_required(2).tolist()
+        >>> model.prefix_columns(0).tolist(), model.prefix_columns(2).tolist()
         ([], [0, 1])
         """
         gs = self.groups_required(k)
         return np.concatenate([self.group_columns[g] for g in gs]) if gs else np.zeros(0, np.int64)
+
+    def columns_required(self, k: int) -> np.ndarray:
+        """Deprecated alias of `prefix_columns` (the name every stage form shares).
+
+        Examples
+        --------
+        >>> import warnings
+        >>> from edgeseq.export.c_trees import _demo_model
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", DeprecationWarning)
+        ...     _demo_model().columns_required(1).tolist()
+        [0]
+        """
+        renamed(f"{type(self).__name__}.columns_required", "prefix_columns")
+        return self.prefix_columns(k)
 
     def validate(self) -> None:
         """Stage/ensemble consistency, readout shapes, and 'reads only extracted groups'.
@@ -813,7 +863,7 @@ class TreeStageModel:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.ensemble.n_features:
             raise InputError(f"X must have shape (n, {self.ensemble.n_features}), got {X.shape}")
-        cols = self.columns_required(k)
+        cols = self.prefix_columns(k)
         bad = cols[~np.isfinite(X[:, cols]).all(axis=0)] if cols.size else cols
         if bad.size:
             raise InputError(f"X contains NaN or Inf in column(s) {columns_text(bad, self.feature_names)} that this "
