@@ -113,3 +113,10 @@ def test_a_graph_that_cannot_be_fused_falls_back_to_the_chain(exported, monkeypa
 def test_malformed_bytes_are_a_fuse_error(blob):
     with pytest.raises(FuseError):
         fuse.fuse_stages([blob])
+
+
+def test_a_name_that_is_not_utf8_is_a_fuse_error():
+    node = b"\x0a\x02\xff\xfe"                      # NodeProto input[0] = b"\xff\xfe"
+    graph = b"\x0a" + bytes([len(node)]) + node      # GraphProto node[0]
+    with pytest.raises(FuseError, match="UTF-8"):
+        fuse_stages([b"\x3a" + bytes([len(graph)]) + graph])

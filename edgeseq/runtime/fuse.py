@@ -85,6 +85,13 @@ def _fields(buf: bytes) -> list[tuple[int, int, bytes | None, bytes]]:
     return out
 
 
+def _str(payload: bytes) -> str:
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FuseError("a name is not UTF-8") from None
+
+
 def _enc_varint(n: int) -> bytes:
     out = bytearray()
     while True:
@@ -106,7 +113,7 @@ def _renamed(msg: bytes, name_field: int, rename) -> tuple[bytes, str]:
     parts, new = [], ""
     for field, wire, payload, raw in _fields(msg):
         if field == name_field and wire == _LEN:
-            new = rename(payload.decode("utf-8"))
+            new = rename(_str(payload))
             parts.append(_field(field, new.encode("utf-8")))
         else:
             parts.append(raw)
@@ -114,7 +121,7 @@ def _renamed(msg: bytes, name_field: int, rename) -> tuple[bytes, str]:
 
 
 def _name_of(msg: bytes, name_field: int) -> str:
-    return next((p.decode("utf-8") for f, w, p, _ in _fields(msg) if f == name_field and w == _LEN), "")
+    return next((_str(p) for f, w, p, _ in _fields(msg) if f == name_field and w == _LEN), "")
 
 
 def _node(msg: bytes, rename, prefix: str) -> tuple[bytes, list[str], list[str]]:
@@ -122,12 +129,12 @@ def _node(msg: bytes, rename, prefix: str) -> tuple[bytes, list[str], list[str]]
     parts, ins, outs = [], [], []
     for field, wire, payload, raw in _fields(msg):
         if field in (_N_INPUT, _N_OUTPUT) and wire == _LEN:
-            name = payload.decode("utf-8")
+            name = _str(payload)
             name = rename(name) if name else name  # "" marks an omitted optional input
             (ins if field == _N_INPUT else outs).append(name)
             parts.append(_field(field, name.encode("utf-8")))
         elif field == _N_NAME and wire == _LEN:
-            parts.append(_field(field, (prefix + payload.decode("utf-8")).encode("utf-8")) if payload else raw)
+            parts.append(_field(field, (prefix + _str(payload)).encode("utf-8")) if payload else raw)
         else:
             if field == _N_ATTR and any(f in (_A_G, _A_GRAPHS) for f, *_ in _fields(payload)):
                 raise FuseError("a node has a subgraph attribute")
