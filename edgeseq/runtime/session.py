@@ -13,6 +13,10 @@ walk away from. While an extractor that overran its deadline is still running, t
 `busy`: a new run with a deadline waits for it only until that run's own deadline (then returns
 the prefix-0 prediction, reported `busy`); a new run without a deadline raises `SessionBusyError`
 (waiting could be forever) — call `wait_idle(timeout)` first. No second thread is ever started.
+
+Returning by the deadline: a run with a deadline stops waiting early by its own measured wrap-up
+(the commit of the stage an extractor completes, taking the GIL back, building the result; see
+`edgeseq.runtime.loop.WrapUp`) and shortens the interpreter's GIL switch interval while it waits.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ class AnytimeSession(ExportedModel):
     (1, 'budget', 5.0)
     """
 
-    def __init__(self, out_dir, switch_interval_s: float | None = 5e-5):
+    def __init__(self, out_dir, *, switch_interval_s: float | None = 5e-5):
         super().__init__(out_dir)
         if switch_interval_s is not None and not (isinstance(switch_interval_s, (int, float))
                                                   and 1e-6 <= switch_interval_s <= 1.0):
