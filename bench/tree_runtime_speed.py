@@ -1,6 +1,7 @@
 """Tree stages in the Python runtime: AnytimeSession.predict at stage k vs bare onnxruntime
 InferenceSession.run calls of the same stage graphs 1..k chained by hand, side by side in one run
-(target: AnytimeSession <= 1.3x bare).
+(target: AnytimeSession <= 1.3x bare). predict runs stages 1..k fused into one graph
+(edgeseq.runtime.fuse), so from stage 2 on it is one onnxruntime call against the chain's k.
 
 Usage: python bench/tree_runtime_speed.py [--reps 40] [--calls 100] [--quick]
 

@@ -127,6 +127,7 @@ def test_state_is_really_carried_negative_control(tmp_path, monkeypatch):
     sess = ExportedModel(tmp_path / "out")
     X, _ = data(50, seed=13)
     k = len(model.stages) - 1
+    sess._fused[k] = None  # predict takes the stage chain (the fused graph: tests/test_runtime_fuse.py)
     good = sess.predict(features(model, X), prefix=k)
     real = sess._runners[k].call
 

@@ -155,17 +155,101 @@ class Step:
 
 
 class _Clock:
-    """Deadline bookkeeping in one place."""
+    """Deadline bookkeeping in one place.
 
-    def __init__(self, deadline_s: float | None):
+    `deadline` is the caller's instant; `end` is when the loop must stop waiting, earlier by
+    `reserve_s`: the run's own wrap-up after it stops waiting (taking the GIL back from the worker,
+    building the result, returning), so that the *return* lands by the deadline. At most half the
+    deadline is reserved: a wrap-up measured on a badly loaded machine must not leave a run no
+    time to compute anything."""
+
+    def __init__(self, deadline_s: float | None, reserve_s: float = 0.0):
         self.t0 = time.perf_counter()
-        self.end = None if deadline_s is None else self.t0 + deadline_s
+        self.deadline = None if deadline_s is None else self.t0 + deadline_s
+        self.end = None if deadline_s is None else self.deadline - min(reserve_s, deadline_s / 2)
 
     def remaining(self) -> float | None:
         return None if self.end is None else clamp_timeout(self.end - time.perf_counter())
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
+
+
+class TimeEstimate:
+    """A running estimate of a duration that errs on the late side: mean + 4 x mean deviation.
+
+    This is the retransmission timer of TCP (Jacobson's algorithm): one slow sample raises the
+    estimate at once, and it decays back within about ten ordinary samples, so a deadline run
+    reserves enough for its own wrap-up on a loaded machine without keeping one outlier for ever.
+
+    Examples
+    --------
+    >>> e = TimeEstimate()
+    >>> e.value
+    0.0
+    >>> for x in (1e-4, 1e-4, 1e-4):
+    ...     e.add(x)
+    >>> round(e.value * 1e6)                     # settles towards the steady duration (100 us)
+    213
+    >>> e.add(1e-3); round(e.value * 1e6)        # one slow sample: covered at once
+    1197
+    """
+
+    __slots__ = ("mean", "dev", "n")
+
+    def __init__(self):
+        self.mean = self.dev = 0.0
+        self.n = 0
+
+    def add(self, seconds: float) -> None:
+        """Take one measured duration (seconds) into the estimate.
+
+        Examples
+        --------
+        >>> e = TimeEstimate()
+        >>> e.add(0.002); e.n, e.mean, e.dev          # the first sample sets the mean, half of it the deviation
+        (1, 0.002, 0.001)
+        """
+        if self.n == 0:
+            self.mean, self.dev = seconds, seconds / 2
+        else:
+            self.dev += 0.25 * (abs(seconds - self.mean) - self.dev)
+            self.mean += 0.125 * (seconds - self.mean)
+        self.n += 1
+
+    @property
+    def value(self) -> float:
+        """The duration to reserve, in seconds (0 before any sample).
+
+        Examples
+        --------
+        >>> e = TimeEstimate()
+        >>> e.value
+        0.0
+        >>> e.add(0.001); round(e.value, 6)            # 3x the first sample: mean + 4 x (sample / 2)
+        0.003
+        """
+        return self.mean + 4.0 * self.dev
+
+
+class WrapUp:
+    """What a deadline run reserves for its own work after a wait: one `TimeEstimate` per stage
+    for committing it (`commit[j]`), and one for the tail (`tail`: from the moment the loop should
+    stop waiting to the moment `run` returns — taking the GIL back from a busy worker, building the
+    result). The loop waits on an extractor only until the deadline minus the tail minus the
+    commit time of the stages that extractor completes, so the return lands by the deadline.
+
+    Examples
+    --------
+    >>> w = WrapUp(3)
+    >>> w.commit[2].add(2e-4); w.tail.add(5e-5)
+    >>> round(w.commit[2].value * 1e6), round(w.tail.value * 1e6)
+    (600, 150)
+    """
+
+    def __init__(self, n_stages: int):
+        self.commit = [TimeEstimate() for _ in range(n_stages)]
+        self.tail = TimeEstimate()
 
 
 class _Extract:
@@ -186,13 +270,14 @@ class _Extract:
             return False, exc
 
 
-def _call(extractor, inputs, step: Step, worker, clock: _Clock):
+def _call(extractor, inputs, step: Step, worker, clock: _Clock, slack: float = 0.0):
     """Run one extractor and convert its result: inline without a deadline, on the worker with one.
 
     Returns (ok, value, elapsed_s), TIMEOUT (it overran and keeps running, result dropped) or
     DEADLINE (the deadline passed before the worker thread started it: it never runs). In both
     modes an Exception is reported (ok False) and anything else (SystemExit, KeyboardInterrupt) is
-    re-raised to the caller."""
+    re-raised to the caller. `slack` (seconds) is kept free before the clock's end: the time to
+    commit what this group completes, so a result that could not be committed in time is not waited for."""
     job = _Extract(extractor, step)
     if worker is None:
         t = time.perf_counter()
@@ -201,7 +286,7 @@ def _call(extractor, inputs, step: Step, worker, clock: _Clock):
         except Exception as exc:  # noqa: BLE001 — reported, the committed prediction stands
             return False, exc, time.perf_counter() - t
     ticket = worker.submit(job, inputs, step.name)
-    outcome = worker.wait(ticket, max(0.0, clock.remaining()))
+    outcome = worker.wait(ticket, max(0.0, clock.remaining() - slack))
     if outcome == WITHDRAWN:  # the deadline passed before the thread picked the job up
         return DEADLINE
     if outcome == ABANDONED:
@@ -213,7 +298,7 @@ def _call(extractor, inputs, step: Step, worker, clock: _Clock):
 
 def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict, inputs=None,
                  budget: float | None = None, deadline_s: float | None = None, worker=None,
-                 clock: _Clock | None = None, stages=None) -> RunResult:
+                 clock: _Clock | None = None, stages=None, wrapup: WrapUp | None = None) -> RunResult:
     """Run the loop; `worker` must be given (and idle) when `deadline_s` is.
 
     The budget decides how far the loop may go with the one budget rule (`resolve_prefix` on the
@@ -242,6 +327,10 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
         stage per group (affine prefixes). A tree stage may need several new groups or none; it is
         committed as soon as its last group is done, and a group is started only when the stage
         it completes is affordable (the budget rule on the stages' cumulative costs).
+    wrapup : WrapUp, optional
+        Per-stage commit times, measured here on every commit; with a deadline, a group is waited
+        for only until the deadline minus the commit time of the stages it completes (and not
+        started when that time has already passed). Default: commits are taken as instant.
 
     Returns
     -------
@@ -289,9 +378,14 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
             rep.status, stopped = NO_EXTRACTOR, NO_EXTRACTOR
             rep.message = "no extractor was given for this group"
             break
-        remaining = clock.remaining()
-        got = DEADLINE if remaining is not None and remaining <= 0 else \
-            _call(extractors[step.name], inputs, step, worker, clock)
+        remaining, slack = clock.remaining(), 0.0
+        if remaining is not None and wrapup is not None:
+            j = prefix
+            while j < limit and counts[j + 1] <= k + 1:  # the stages this group would complete
+                j += 1
+                slack += wrapup.commit[j].value
+        got = DEADLINE if remaining is not None and remaining <= slack else \
+            _call(extractors[step.name], inputs, step, worker, clock, slack)
         if got == DEADLINE:  # checked here, or it passed before the worker thread picked the job up
             rep.status, stopped = DEADLINE, DEADLINE
             rep.message = "the deadline had passed before this group could start"
@@ -314,7 +408,10 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
         rows.append(value)
         try:
             while prefix < limit and counts[prefix + 1] <= k + 1:  # every stage this group completes
+                t = time.perf_counter()
                 prediction, prefix = commit(prefix + 1, rows), prefix + 1
+                if wrapup is not None:
+                    wrapup.commit[prefix].add(time.perf_counter() - t)
         except EdgeseqError as exc:  # e.g. the prefix overflows float32 on these values
             rep.status, stopped, rep.message = INVALID, INVALID, str(exc)
             break

@@ -15,6 +15,7 @@ import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
 from edgeseq.format import STATE_OUT, labels_of, read_verified, stage_group_counts, stage_kind
+from edgeseq.runtime.fuse import FuseError, fuse_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
@@ -144,6 +145,7 @@ class ExportedModel:
                 raise IntegrityError(f"{out / p['file']}: state_in has {r._dims[-1]} columns, the manifest's "
                                      f"state_width is {self._state_width}")
         self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
+        self._fused: dict[int, PrefixRunner | None] = {}  # tree stage j -> stages 1..j as one graph
 
     # ------------------------------------------------------------------ structure
     @property
@@ -241,7 +243,12 @@ class ExportedModel:
         if len(features_by_group) > len(arrays) and not self._name_set.issuperset(features_by_group):
             check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
         if self._trees:
-            outs, finite = self.run_stages(arrays, j)
+            fused = self._fused[j] if j in self._fused else self._fuse(j)
+            if fused is None:
+                outs, finite = self.run_stages(arrays, j)
+            else:
+                n = arrays[0].shape[0]
+                outs, finite = fused.call(arrays + [np.zeros((n, self._state_width), np.float32)], n)
         else:
             outs, finite = self._runners[j].call(arrays, arrays[0].shape[0])
         if not finite:
@@ -290,6 +297,24 @@ class ExportedModel:
         raise RuntimeInputError(
             f"prefix {j} overflows float32 at row {row} (the features are finite but too large for the "
             f"model's weights); rescale the features as in training")
+
+    def _fuse(self, j: int) -> PrefixRunner | None:
+        """Tree stages 1..j as one graph (built on first use of stage j, then kept): one onnxruntime
+        call per batch instead of j. Its inputs and outputs are stage j's, so it is called as stage
+        j's runner is, with a zero state. Stage 1 is its own fused graph. None when the graphs use
+        something `fuse_stages` does not rewrite: `run_stages` chains them then."""
+        if j == 1:
+            self._fused[j] = self._runners[1]
+            return self._runners[1]
+        ps = self.manifest["prefixes"][1:j + 1]
+        try:
+            model = fuse_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"]) for p in ps])
+            runner = PrefixRunner(model, ps[-1]["inputs"], self._runners[j].outputs,
+                                  f"{self.out_dir / ps[-1]['file']} (stages 1-{j} fused)", self._squeeze)
+        except (FuseError, IntegrityError):
+            runner = None
+        self._fused[j] = runner
+        return runner
 
     def run_stages(self, arrays: list[np.ndarray], j: int) -> tuple[list[np.ndarray], bool]:
         """Tree exports: run stages 1..j in turn, each stage's ``state_out`` fed to the next one's

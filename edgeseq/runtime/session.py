@@ -13,21 +13,26 @@ walk away from. While an extractor that overran its deadline is still running, t
 `busy`: a new run with a deadline waits for it only until that run's own deadline (then returns
 the prefix-0 prediction, reported `busy`); a new run without a deadline raises `SessionBusyError`
 (waiting could be forever) — call `wait_idle(timeout)` first. No second thread is ever started.
+
+Returning by the deadline: a run with a deadline stops waiting early by its own measured wrap-up
+(the commit of the stage an extractor completes, taking the GIL back, building the result; see
+`edgeseq.runtime.loop.WrapUp`) and shortens the interpreter's GIL switch interval while it waits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import weakref
 
 import numpy as np
 
 from edgeseq.errors import EdgeseqError, RuntimeInputError, SessionBusyError
 from edgeseq.runtime.inputs import check_deadline, check_group_keys
-from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, _Clock, anytime_loop
+from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, WrapUp, _Clock, anytime_loop
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
-from edgeseq.runtime.worker import ExtractorWorker
+from edgeseq.runtime.worker import ExtractorWorker, ShortSwitchInterval
 from edgeseq.budget import check_budget
 
 __all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "GroupReport", "SessionBusyError"]
@@ -42,6 +47,12 @@ class AnytimeSession(ExportedModel):
         A directory written by ``edgeseq export`` / ``export_model``. It is verified (schema,
         checksums, no missing or extra file) before anything is loaded; a failure is an
         ``IntegrityError`` naming the file.
+    switch_interval_s : float or None, default=5e-05
+        The GIL switch interval (seconds) set while a run with a deadline is in progress, so that
+        the waiting thread gets the interpreter back within about this long when an extractor
+        running pure-Python code holds it at the deadline (``sys.setswitchinterval``; the
+        default 5 ms would make such a run up to 5 ms late). The previous value is restored when
+        no deadline run is in progress. ``None`` leaves the interpreter's setting alone.
 
     Examples
     --------
@@ -64,8 +75,14 @@ class AnytimeSession(ExportedModel):
     (1, 'budget', 5.0)
     """
 
-    def __init__(self, out_dir):
+    def __init__(self, out_dir, *, switch_interval_s: float | None = 5e-5):
         super().__init__(out_dir)
+        if switch_interval_s is not None and not (isinstance(switch_interval_s, (int, float))
+                                                  and 1e-6 <= switch_interval_s <= 1.0):
+            raise RuntimeInputError(f"switch_interval_s must be None or seconds in [1e-06, 1], "
+                                    f"got {switch_interval_s!r:.40}")
+        self._switch_interval_s = switch_interval_s
+        self._wrapup = WrapUp(len(self._counts))  # measured commit and wrap-up times (see WrapUp)
         self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups[:self._counts[-1]]]  # groups some stage needs
         self._stages = list(zip(self._counts, self.cum_cost.tolist())) if self._trees else None
         self._run_lock = threading.Lock()
@@ -131,21 +148,28 @@ class AnytimeSession(ExportedModel):
         deadline_s = check_deadline(deadline_s)
         if self._closed:
             raise EdgeseqError("this AnytimeSession is closed; create a new one to run the anytime loop")
-        clock = _Clock(deadline_s)
         if deadline_s is None:
-            return self._run_locked(extractors, budget, None, inputs, clock, None)
-        if not self._run_lock.acquire(timeout=max(0.0, clock.remaining())):
-            return self._busy_result(clock, "another run of this session was still in progress")
-        try:
-            worker = self._get_worker()
-            if not worker.wait_idle(max(0.0, clock.remaining())):
-                label, age = worker.running_job() or ("?", 0.0)
-                return self._busy_result(clock, f"the extractor of group {label!r} from an earlier run is "
-                                                f"still running ({age:.3g} s); its result will be discarded")
-            return self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
-                                             inputs, budget, deadline_s, worker, clock, self._stages))
-        finally:
-            self._run_lock.release()
+            return self._run_locked(extractors, budget, None, inputs, _Clock(None), None)
+        # the loop stops waiting early by the measured wrap-up time, so that the return is on time
+        clock = _Clock(deadline_s, self._wrapup.tail.value)
+        with ShortSwitchInterval(self._switch_interval_s):
+            if not self._run_lock.acquire(timeout=max(0.0, clock.remaining())):
+                return self._busy_result(clock, "another run of this session was still in progress")
+            try:
+                worker = self._get_worker()
+                if not worker.wait_idle(max(0.0, clock.remaining())):
+                    label, age = worker.running_job() or ("?", 0.0)
+                    return self._busy_result(clock, f"the extractor of group {label!r} from an earlier run "
+                                                    f"is still running ({age:.3g} s); its result will be "
+                                                    f"discarded")
+                out = self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
+                                                inputs, budget, deadline_s, worker, clock, self._stages,
+                                                self._wrapup))
+                if out.timed_out:  # stopped by the clock: how long the wrap-up took past the loop's end
+                    self._wrapup.tail.add(max(0.0, time.perf_counter() - clock.end))
+                return out
+            finally:
+                self._run_lock.release()
 
     def _run_locked(self, extractors, budget, deadline_s, inputs, clock, worker) -> RunResult:
         with self._run_lock:
@@ -156,7 +180,8 @@ class AnytimeSession(ExportedModel):
                     f"running ({age:.3g} s); extractors of one session never run concurrently. Call "
                     f"wait_idle(timeout) first, or pass deadline_s to wait at most that long")
             return self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
-                                             inputs, budget, deadline_s, worker, clock, self._stages))
+                                             inputs, budget, deadline_s, worker, clock, self._stages,
+                                             self._wrapup))
 
     def _committer(self):
         """What the loop calls to commit stage j: `_commit`, or for tree stages a `_StageCommit`

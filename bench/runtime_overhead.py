@@ -1,0 +1,126 @@
+"""ExportedModel.predict at a fixed budget vs one onnxruntime session on an equivalent single graph.
+
+Usage: python bench/runtime_overhead.py [--reps 30] [--calls 50] [--quick]
+
+Writes bench/results/runtime_overhead.json. For tree exports, predict at the last stage runs stages
+1..K fused into one graph (edgeseq.runtime.fuse); before that it chained K onnxruntime calls (the
+"stage chain" column, still measured through ``run_stages``). The single graph is that fused graph
+in a plain ``InferenceSession`` with the same single-threaded options, called with pre-built feeds:
+the best a caller of onnxruntime could do with this model. For a linear export the last prefix's
+graph is already one graph. onnxmltools (a plain LightGBM conversion) and lleaves are used when
+installed and skipped otherwise. Models: the digits LightGBM classifier of
+bench/tree_runtime_speed.py (100 rounds x 10 classes = 1,000 trees; boosting order, and
+cost-sequenced), a 100-tree LightGBM regression on 20 columns in 5 groups, and a 30-column logistic
+anytime model in 10 groups. Timing: interleaved blocks, fastest block per contender.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
+from python_runtime_speed import per_call_us
+from tree_runtime_speed import models as digits_models
+
+from edgeseq import AnytimeClassifier, from_lightgbm
+from edgeseq.export.writer import export_model
+from edgeseq.runtime.fuse import fuse_stages
+from edgeseq.runtime.model import ExportedModel
+from edgeseq.runtime.ort import session_options
+
+
+def regression_model():
+    import lightgbm as lgb
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 20))
+    y = X[:, :5].sum(axis=1) + np.sin(X[:, 5]) + 0.1 * rng.normal(size=2000)
+    reg = lgb.LGBMRegressor(n_estimators=100, num_leaves=31, verbose=-1, n_jobs=1).fit(X, y)
+    return X, from_lightgbm(reg, [list(range(4 * g, 4 * g + 4)) for g in range(5)], np.ones(5))
+
+
+def linear_model():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 30))
+    y = (X @ rng.normal(size=30) > 0).astype(int)
+    groups = [list(range(3 * g, 3 * g + 3)) for g in range(10)]
+    est = AnytimeClassifier(groups=groups, costs=np.ones(10)).fit(X, y)
+    return X, est.fitted_sequence_
+
+
+def single_graph(out: Path, manifest: dict, feats: dict, trees: bool):
+    ps = manifest["prefixes"]
+    if trees:
+        model = fuse_stages([(out / p["file"]).read_bytes() for p in ps[1:]])
+    else:
+        model = (out / ps[-1]["file"]).read_bytes()
+    sess = ort.InferenceSession(model, sess_options=session_options(), providers=["CPUExecutionProvider"])
+    by_input = {g["input_name"]: feats[g["name"]] for g in manifest["groups"] if g["name"] in feats}
+    n = next(iter(feats.values())).shape[0]
+    feed = {i: by_input[i] for i in ps[-1]["inputs"] if i != "state_in"}
+    if trees:
+        feed["state_in"] = np.zeros((n, manifest["state_width"]), np.float32)
+    names = [sess.get_outputs()[0].name] if manifest["task"] == "regression" else ["proba"]
+    return lambda: sess.run(names, feed)
+
+
+def bench(name, model, X, n_rows, calls, reps, trees):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "m"
+        manifest = export_model(model, out)
+        Xr = X[:n_rows].astype(np.float32)
+        feats = {g: np.ascontiguousarray(Xr[:, c]) for g, c in zip(model.group_names, model.group_columns)}
+        em = ExportedModel(out)
+        j = em.n_prefixes - 1
+        fns = {"predict": lambda: em.predict(feats, prefix=j), "single": single_graph(out, manifest, feats, trees)}
+        if trees:
+            arrays = [feats[g] for g, _ in em._plan[j]]
+            fns["chain"] = lambda: em.run_stages(arrays, j)
+        t = per_call_us(fns, calls, reps)
+    row = [name, n_rows, j, round(t["predict"], 1), round(t["single"], 1),
+           round(t["chain"], 1) if "chain" in t else None, round(t["predict"] / t["single"], 2)]
+    print(row)
+    return row
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--quick", action="store_true", help="8 blocks of 20 calls")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.reps, args.calls = 8, 20
+    info = machine_info()
+    print(f"load {info['load_start']}")
+    X, digits = digits_models()
+    Xr, reg = regression_model()
+    Xl, lin = linear_model()
+    cases = [("digits 1,000 trees, boosting order", digits["boosting order"], X, True),
+             ("digits 1,000 trees, cost-sequenced", digits["cost-sequenced"], X, True),
+             ("regression 100 trees x 31 leaves", reg, Xr, True),
+             ("logistic, 30 columns, 10 groups", lin, Xl, False)]
+    rows = []
+    for n_rows in (1, 1000):
+        for name, model, data, trees in cases:
+            calls = args.calls if n_rows == 1 else max(args.calls // 5, 4)
+            rows.append(bench(name, model, data, n_rows, calls, args.reps, trees))
+    worst = max(r[-1] for r in rows)
+    table = {"title": "µs per call at the last stage (fastest of interleaved blocks): ExportedModel.predict, one "
+                      "onnxruntime session on the equivalent single graph (the fused stage graphs, or a linear "
+                      "export's last prefix graph) with pre-built feeds, and the stage chain predict ran before "
+                      "(one onnxruntime call per stage); goal predict/single <= 1.2. onnxmltools and lleaves "
+                      "were not installed: not measured",
+             "columns": ["model", "rows", "stages", "predict µs", "single graph µs", "stage chain µs",
+                         "predict / single"],
+             "rows": rows}
+    write_result("runtime_overhead", {"reps": args.reps, "calls": args.calls, "worst_ratio": worst,
+                                      "target_ratio": 1.2, "tables": [table]},
+                 f"OMP_NUM_THREADS=1 nice -n 10 {command_line()}", machine_info(info["load_start"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""A deadline run reserves its own wrap-up: the commit of the stage an extractor completes, the time
+to take the GIL back and build the result. Bounds are generous (the machine may be loaded); the tight
+figures are in bench/deadline_lateness.py. Each test has a negative control showing the run would
+be late without the accounting."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from sequences import random_sequence
+from test_runtime_support import exported
+
+from edgeseq.errors import RuntimeInputError
+from edgeseq.runtime.loop import Step, WrapUp, _Clock, anytime_loop
+from edgeseq.runtime.session import AnytimeSession
+from edgeseq.runtime.worker import ExtractorWorker, ShortSwitchInterval
+
+STEPS = [Step("a", 1, 1.0), Step("b", 1, 1.0)]
+COMMIT_S = 0.06   # the fake commit of stage 2
+EXTRACT_S = 0.07  # group "b"'s extractor
+DEADLINE = 0.1    # b done at 0.07 + commit 0.06 = 0.13: late by 30 ms unless the commit is reserved
+
+
+def slow_commit(j, rows):
+    if j == 2:
+        time.sleep(COMMIT_S)
+    return j
+
+
+def _extractors():
+    def slow(_):
+        time.sleep(EXTRACT_S)
+        return [1.0]
+    return {"a": lambda _: [1.0], "b": slow}
+
+
+@pytest.fixture
+def worker():
+    w = ExtractorWorker("test-wrapup")
+    yield w
+    w.wait_idle(5)
+    w.close()
+
+
+def _primed(n=10):
+    w = WrapUp(3)
+    for _ in range(n):
+        w.commit[2].add(COMMIT_S)
+    return w
+
+
+def test_a_slow_commit_is_reserved_before_the_deadline(worker):
+    wrapup = _primed()
+    t = time.perf_counter()
+    r = anytime_loop(STEPS, slow_commit, 0, _extractors(), deadline_s=DEADLINE, worker=worker, wrapup=wrapup)
+    took = time.perf_counter() - t
+    # b's result could not be committed by the deadline: it is not waited for, stage 1 stands
+    assert took < DEADLINE, took
+    assert r.prefix == 1 and r.report[1].status == "timeout"
+
+
+def test_negative_control_without_the_reserve_the_commit_makes_it_late(worker):
+    t = time.perf_counter()
+    r = anytime_loop(STEPS, slow_commit, 0, _extractors(), deadline_s=DEADLINE, worker=worker)
+    took = time.perf_counter() - t
+    assert r.prefix == 2 and took >= EXTRACT_S + COMMIT_S > DEADLINE  # sleeps are minimum durations
+
+
+def test_commits_are_measured_and_a_commit_that_fits_is_waited_for(worker):
+    wrapup = _primed()
+    r = anytime_loop(STEPS, slow_commit, 0, _extractors(), deadline_s=1.0, worker=worker, wrapup=wrapup)
+    assert r.prefix == 2 and r.stopped_by == "complete"
+    assert wrapup.commit[1].n == 1 and wrapup.commit[2].n == 11
+    assert wrapup.commit[2].mean >= COMMIT_S * 0.9
+
+
+def test_clock_reserve_moves_the_end_earlier_by_at_most_half_the_deadline():
+    c = _Clock(1.0, 0.25)
+    assert c.deadline - c.end == pytest.approx(0.25)
+    c = _Clock(0.1, 5.0)
+    assert c.end - c.t0 == pytest.approx(0.05)
+    assert _Clock(None, 1.0).remaining() is None
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    seq = random_sequence(np.random.default_rng(8), (2, 1, 2))
+    return seq, exported(seq, tmp_path_factory.mktemp("wrapup"))
+
+
+def _blocking_extractors(seq, release):
+    ex = {seq.group_names[g]: (lambda x, c=seq.group_columns[g]: x[c]) for g in range(seq.n_groups)}
+    ex[seq.group_names[seq.order[0]]] = lambda x: release.wait(5) and None
+    return ex
+
+
+def test_a_slow_result_conversion_is_learned_and_subtracted(model, monkeypatch):
+    """The run's own wrap-up (here a fake result conversion of 40 ms) makes the first timed-out run
+    late by that much; the session measures it and later runs stop waiting that much earlier."""
+    seq, out = model
+    slow = 0.04
+    sess = AnytimeSession(out)
+    finish = sess._finish
+    monkeypatch.setattr(sess, "_finish", lambda res: time.sleep(slow) or finish(res))
+    x, late = np.zeros(seq.n_features_in), []
+    try:
+        for _ in range(6):
+            release = threading.Event()
+            t = time.perf_counter()
+            r = sess.run(_blocking_extractors(seq, release), deadline_s=0.15, inputs=x)
+            late.append(time.perf_counter() - t - 0.15)
+            release.set()
+            assert sess.wait_idle(5) and r.stopped_by == "timeout"
+        assert late[0] >= slow  # negative control: nothing was reserved yet
+        assert late[-1] < late[0] - 0.02, late  # earlier by (most of) the conversion time
+        assert sess._wrapup.tail.mean >= slow * 0.8
+    finally:
+        sess.close()
+
+
+def _spin_until(event):
+    def spin(_):
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end and not event.is_set():  # pure Python: holds the GIL
+            pass
+        return None
+    return spin
+
+
+@pytest.mark.parametrize("interval", [1e-4, None])
+def test_switch_interval_bounds_the_hand_off_from_a_gil_holding_extractor(model, interval):
+    """An extractor spinning in Python holds the GIL at the deadline; with a long process switch
+    interval (here 0.25 s) the run gets the GIL back only after it, unless the session shortens it."""
+    seq, out = model
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.25)
+    stop = threading.Event()
+    sess = AnytimeSession(out, switch_interval_s=interval)
+    try:
+        ex = {seq.group_names[g]: (lambda x, c=seq.group_columns[g]: x[c]) for g in range(seq.n_groups)}
+        ex[seq.group_names[seq.order[0]]] = _spin_until(stop)
+        t = time.perf_counter()
+        r = sess.run(ex, deadline_s=0.05, inputs=np.zeros(seq.n_features_in))
+        late = time.perf_counter() - t - 0.05
+        assert r.stopped_by == "timeout"
+        if interval is None:
+            assert late > 0.1, late  # negative control: waited for the GIL (0.25 s or the spin's end)
+        else:
+            assert late < 0.1, late
+        assert sys.getswitchinterval() == 0.25  # restored after the run
+    finally:
+        stop.set()
+        sess.wait_idle(5)
+        sess.close()
+        sys.setswitchinterval(before)
+
+
+def test_short_switch_interval_nests_and_restores():
+    before = sys.getswitchinterval()
+    with ShortSwitchInterval(2e-4):
+        with ShortSwitchInterval(1e-3):
+            assert sys.getswitchinterval() == pytest.approx(2e-4)
+        assert sys.getswitchinterval() == pytest.approx(2e-4)
+    assert sys.getswitchinterval() == before
+    with ShortSwitchInterval(None):
+        assert sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, 2.0, "fast", float("nan")])
+def test_switch_interval_is_checked(model, bad):
+    with pytest.raises(RuntimeInputError, match="switch_interval_s"):
+        AnytimeSession(model[1], switch_interval_s=bad)
