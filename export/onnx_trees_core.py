@@ -38,6 +38,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from edgeseq.format import STATE_IN, STATE_OUT
+from edgeseq.export.tree_attributes import TREE_ATTRIBUTES, stage_tree_attributes
 
 PREFIX = "trees/"
 TABLES = ("select", "threshold", "path", "count", "leaf", "target")
@@ -81,8 +82,6 @@ def core_tables(model, k: int, remap: np.ndarray) -> dict:
     >>> t["path"].tolist(), t["count"].tolist(), t["leaf"].ravel().tolist()
     ([[[-1.0, 1.0]]], [[[-1.0, 0.0]]], [1.0, 2.0])
     """
-    from edgeseq.export.onnx_trees import stage_tree_attributes
-
     stage_tree_attributes(model, k, remap)  # the one place that refuses a split on an uncomputed group
     ens, s = model.ensemble, model.stages[k]
     trees = list(range(s.tree_start, s.tree_stop))
@@ -191,8 +190,6 @@ def read_core_stage_trees(model_proto) -> dict | None:
     >>> core == ml
     True
     """
-    from edgeseq.export.onnx_trees import TREE_ATTRIBUTES
-
     inits = {t.name[len(PREFIX):]: numpy_helper.to_array(t) for t in model_proto.graph.initializer
              if t.name.startswith(PREFIX)}
     if not inits:
