@@ -34,11 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import eigh
 
 from edgeseq.errors import InputError
 from edgeseq.train.basis import build_working_problem
-from edgeseq.train.stats import SufficientStats, default_chunk_rows, sufficient_statistics
+from edgeseq.train.group_stats import GroupBlockStats
+from edgeseq.train.stats import SufficientStats, sufficient_statistics
 
 N_FOLDS = 5
 # mean-form penalties in the working space (unit-variance columns and target): from "almost none"
@@ -105,11 +105,10 @@ def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[Sufficie
     >>> [f.n for f in folds], bool(np.allclose(merge_folds(folds).xx, sufficient_statistics(X, y).xx))
     ([4, 3, 3], True)
     """
-    d = X.shape[1] if columns is None else len(columns)
-    # smaller chunks than one pass's: a pass computes its first chunk on a slower exact path before
-    # merging the rest in place, and a fold's first default-sized chunk would be most of the fold
-    rows = max((d + 1) // 2, default_chunk_rows(d) // (4 * n_folds))
-    return [sufficient_statistics(X[f::n_folds], y[f::n_folds], columns=columns, chunk_rows=rows, progress=progress)
+    # X[f::K] is a view: each fold's pass reads its rows in place (the statistics pass forms a strided
+    # chunk's Gram with numpy rather than copying the chunk for BLAS), so the K passes together read
+    # every row once and cost what one pass over all rows costs
+    return [sufficient_statistics(X[f::n_folds], y[f::n_folds], columns=columns, progress=progress)
             for f in range(n_folds)]
 
 
@@ -130,20 +129,33 @@ def merge_folds(folds) -> SufficientStats:
     return total
 
 
-def _project(prob, stats: SufficientStats):
+def _basis_map(prob):
+    """The working basis as one map of the raw columns: (columns, scales) when it only standardises,
+    else the block-diagonal (d, k) matrix of the group transforms, so a projection is a few array
+    operations instead of one small product per group."""
+    d = sum(rs.stop - rs.start for rs in prob.raw_slices)
+    T = np.zeros((d, prob.n_working))
+    for Tg, rs, sl in zip(prob.transforms, prob.raw_slices, prob.slices):
+        T[rs, sl] = Tg
+    if np.count_nonzero(T) == prob.n_working and np.all(np.count_nonzero(T, axis=0) == 1):
+        cols = np.argmax(T != 0, axis=0)
+        return cols, T[cols, np.arange(prob.n_working)]
+    return T
+
+
+def _project(prob, stats: SufficientStats, tmap=None):
     """One row set in the working basis: (n, Σ z̃z̃ᵀ, Σ z̃ỹᵀ, Σ ỹ², mean z, mean y), sums centred on its own means."""
-    k = prob.n_working
-    M = np.empty((stats.xx.shape[0], k))  # xx T, one block column per group (T is block diagonal)
-    for T, rs, s in zip(prob.transforms, prob.raw_slices, prob.slices):
-        M[:, s] = stats.xx[:, rs] @ T
-    K = np.empty((k, k))
-    for T, rs, s in zip(prob.transforms, prob.raw_slices, prob.slices):
-        K[s] = T.T @ M[rs]
-    K = (K + K.T) / 2  # exactly symmetric for eigh, as the rounding of the two products is not
+    tmap = _basis_map(prob) if tmap is None else tmap
     xy = stats.xy / prob.y_scale
-    q = np.vstack([T.T @ xy[rs] for T, rs in zip(prob.transforms, prob.raw_slices)]) if k else np.zeros((0, xy.shape[1]))
-    zbar = np.concatenate([T.T @ (stats.x_mean[rs] - prob.x_mean[rs]) for T, rs in zip(prob.transforms, prob.raw_slices)]) \
-        if k else np.zeros(0)
+    dx = stats.x_mean - prob.x_mean
+    if isinstance(tmap, tuple):  # standardisation: a column selection and a scale
+        cols, sc = tmap
+        K = stats.xx[np.ix_(cols, cols)] * np.outer(sc, sc)
+        q, zbar = xy[cols] * sc[:, None], dx[cols] * sc
+    else:
+        K = tmap.T @ (stats.xx @ tmap)
+        K = (K + K.T) / 2  # exactly symmetric for eigh, as the rounding of the two products is not
+        q, zbar = tmap.T @ xy, tmap.T @ dx
     return stats.n, K, q, np.diag(stats.yy) / prob.y_scale ** 2, zbar, (stats.y_mean - prob.y_mean) / prob.y_scale
 
 
@@ -157,14 +169,16 @@ def _without(total, part):
     return r, S - Sf - f * np.outer(dz, dz), C - Cf - f * np.outer(dz, dy), Y2 - Y2f - f * dy ** 2, zr, yr
 
 
-def ridge_cv_losses(folds, prob, grid) -> np.ndarray:
+def ridge_cv_losses(folds, prob, grid, total: SufficientStats | None = None) -> np.ndarray:
     """Mean over folds of the held-out squared error (per unit target variance, summed over outputs).
 
-    `prob` is the working problem of all rows (its basis and target scale); `folds` the statistics
-    of each fold in the same columns. Row-for-row the same numbers as fitting a ridge with intercept
-    on each fold's training rows of the working design and scoring its held-out rows. Each fold and
-    all rows are projected into the working basis once; a fold's training sums are all rows' minus
-    its own.
+    `prob` is the working problem of all rows (its basis and target scale; its K is not read);
+    `folds` the statistics of each fold in the same columns, `total` their merge (formed here when
+    None). Row-for-row the same numbers as fitting a ridge with intercept on each fold's training
+    rows of the working design and scoring its held-out rows. Each fold and all rows are projected
+    into the working basis once; a fold's training sums are all rows' minus its own. One symmetric
+    eigendecomposition per fold serves the whole penalty grid, whose weights are then formed and
+    scored for all penalties at once with matrix products.
 
     Examples
     --------
@@ -177,21 +191,24 @@ def ridge_cv_losses(folds, prob, grid) -> np.ndarray:
     True
     """
     grid = np.asarray(grid, dtype=np.float64)
-    parts = [_project(prob, f) for f in folds]
-    total = _project(prob, merge_folds(folds))
-    n = total[0]
-    out = np.zeros(grid.size)
+    tmap = _basis_map(prob)
+    parts = [_project(prob, f, tmap) for f in folds]
+    total = _project(prob, merge_folds(folds) if total is None else total, tmap)
+    n, L = total[0], grid.size
+    out = np.zeros(L)
     for held in parts:
         n_tr, S, C, _, zt, yt = _without(total, held)
         n_f, Sf, Cf, Y2f, zv, yv = held
-        s, V = eigh(S / n_tr) if S.size else (np.zeros(0), np.zeros((0, 0)))
+        k, P = C.shape
+        s, V = np.linalg.eigh(S / n_tr) if S.size else (np.zeros(0), np.zeros((0, 0)))
         Vq = V.T @ (C / n_tr)  # (k, P)
         lam = grid * n / n_tr  # the same sum-form penalty in every fit
-        W = np.einsum("ik,lkp->lip", V, Vq[None] / (np.maximum(s, 0.0)[None, :, None] + lam[:, None, None]))
+        # every penalty's weights side by side: column l·P + p of W is output p at penalty l
+        W = V @ (Vq[:, None, :] / (np.maximum(s, 0.0)[:, None, None] + lam[None, :, None])).reshape(k, L * P)
         # held-out rows centred on their own mean (Sf, Cf, Y2f) plus the shift between the two means
-        fit = np.einsum("lip,ip->lp", W, Cf / n_f)
-        quad = np.einsum("lip,ij,ljp->lp", W, Sf / n_f, W)
-        shift = (yv - yt)[None, :] - np.einsum("i,lip->lp", zv - zt, W)
+        fit = (W.reshape(k, L, P) * (Cf / n_f)[:, None, :]).sum(axis=0)
+        quad = (W * ((Sf / n_f) @ W)).sum(axis=0).reshape(L, P)
+        shift = (yv - yt)[None, :] - ((zv - zt) @ W).reshape(L, P)
         out += (Y2f[None, :] / n_f - 2 * fit + quad + shift ** 2).sum(axis=1)
     return out / len(folds)
 
@@ -209,13 +226,23 @@ def choose_ridge(folds, group_sizes, *, l2, whiten) -> Choice:
     True
     """
     total = merge_folds(folds)
+    # the bases need only the within-group blocks (their transforms); K is formed per fold instead
+    blocks = _within_group(total, group_sizes)
     bases = (True, False) if whiten == "auto" else (bool(whiten),)
     grid = L2_GRID if l2 == "auto" else (float(l2),)
     scores = {}
     for w in bases:
-        prob = build_working_problem(total, group_sizes, w, keep_cov=False)
-        scores[w] = ridge_cv_losses(folds, prob, grid)
+        prob = build_working_problem(blocks, group_sizes, w, keep_cov=False)
+        scores[w] = ridge_cv_losses(folds, prob, grid, total)
     return _best(scores, grid, len(folds))
+
+
+def _within_group(stats: SufficientStats, group_sizes) -> GroupBlockStats:
+    """The statistics' within-group blocks only (what a basis is built from)."""
+    bounds = np.concatenate([[0], np.cumsum(np.asarray(group_sizes, dtype=np.int64))])
+    return GroupBlockStats(n=stats.n, x_mean=stats.x_mean, y_mean=stats.y_mean,
+                           blocks=[stats.xx[a:b, a:b] for a, b in zip(bounds[:-1], bounds[1:])],
+                           xy=stats.xy, yy=stats.yy)
 
 
 def _best(scores: dict, grid, n_folds: int) -> Choice:

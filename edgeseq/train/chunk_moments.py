@@ -35,6 +35,7 @@ import numpy as np
 SHIFT_RATIO = 8.0  # |mean| / std above which a column is shifted in a copy (error eps·64 otherwise)
 DRIFT_RATIO = 32.0  # |chunk mean - reference| / std above which a chunk is centred in a full copy
 PROBE_ROWS = 1024  # rows of the first chunk used to choose the reference
+STRIDED_GRAM_MAX_COLUMNS = 2048  # a strided chunk's own Gram (at most 32 MiB) is formed in place of a copy
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,10 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
     Only for chunks the fast path takes as they are: no offset columns in `ref` and no drift of the
     chunk's mean (checked first, against the running spread of the rows merged so far); returns
     False, touching nothing, otherwise -- the caller then takes `chunk_moments` and `absorb`.
+    Also False for a chunk whose rows are strided (every K-th row of X: a cross-validation fold) when
+    it has at most ``STRIDED_GRAM_MAX_COLUMNS`` columns: the BLAS wrapper would first copy such a
+    chunk into contiguous memory (a second pass over its rows), whereas numpy's product in
+    `chunk_moments` reads it in place, and a Gram that small costs less than the copy.
 
     Parameters
     ----------
@@ -192,6 +197,8 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
 
     if ref.cols.size or not (total.xx.flags.c_contiguous and total.xx.dtype == np.float64):
         return False  # (a non-contiguous total would be copied by the BLAS wrapper, not updated in place)
+    if not xc.T.flags.f_contiguous and xc.shape[1] <= STRIDED_GRAM_MAX_COLUMNS:
+        return False
     n, P = xc.shape[0], yc.shape[1]
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported at the end of the pass
         ys, XY = _target_products(xc, yc, ref)

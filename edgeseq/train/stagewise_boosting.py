@@ -6,18 +6,29 @@ g, with early stopping on the validation rows; the candidate's score is the vali
 removes per unit of cost, ``(loss before - loss after) / c_g`` (the gain-per-cost rule of CS-G-FR,
 measured on held-out rows). The best candidate's trees are committed as the stage; the search
 stops when every group is paid or no candidate lowers the validation loss. Finally LightGBM adds
-rounds on all paid groups, appended to the last stage when they lower the validation loss.
+rounds on all paid groups, appended to the last stage when they lower the validation loss; and
+when groups are left unpaid, a last stage boosts on *all* groups and pays the remaining ones when
+that lowers the validation loss: a group that buys little on its own per unit cost may still buy
+accuracy at full budget, and a stage at the total cost does not change the curve below it.
 
 The committed trees form a tree stage (`edgeseq.train.trees`): the state is the sum of the trees,
 the readout is the identity plus the prior, and every tree reads only columns of groups paid by
 its stage, which `TreeStageModel` checks on construction and the exporter proves again.
 
 "Never below linear": a tree stage's state holds only tree outputs, so a linear prefix score
-cannot be added to it without a new stage kind. The estimators therefore compare, on the
-validation rows, the boosted stages' anytime curve with the linear anytime model's (fitted on the
-same rows, with the same groups and costs), as the area under the step curve over budgets in
-[0, total cost]; when the linear model's area is larger the estimator *is* that linear model
-(``model_kind_ == "linear"``; it is then refitted on all rows and exports as linear prefixes).
+cannot be added to it without a new stage kind. The estimators therefore compare the boosted
+stages' anytime curve with the linear anytime model's (fitted on the same rows, with the same
+groups and costs), as the area under the step curve over budgets in [0, total cost]; when the
+linear model's area is at least as large the estimator *is* that linear model (``model_kind_ ==
+"linear"``; it is then refitted on all rows and exports as linear prefixes).
+
+The comparison is scored on rows of its own. The held-out rows (``validation_fraction`` of all
+rows) are split in two halves (stratified for classes): the *search* half chooses the groups and
+stops the rounds, the *comparison* half only scores the two curves. Scoring the trees on the rows
+that chose their groups and stopped their rounds would be optimistic (those rows were fitted by
+the search), so the trees would be kept where the linear model is better on new rows. With fewer
+than `MIN_COMPARE_ROWS` held-out rows no half is large enough to score anything, and both roles
+share the held-out rows.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 TASKS = ("regression", "binary", "multiclass")
 MAX_PAIR_GROUPS = 8  # pairs are tried among this many cheapest unpaid groups (at most 28 candidates)
+MIN_COMPARE_ROWS = 20  # held-out rows below which the linear comparison shares the search's rows
 _METRIC = {"regression": "l2", "binary": "binary_logloss", "multiclass": "multi_logloss"}
 
 
@@ -95,7 +107,8 @@ class BoostingTrace:
     ``scores[k]`` maps each candidate (a tuple of groups: one, or two when no single group lowered
     the loss) to its validation loss decrease per unit cost at stage k+1; ``chosen[k]`` is the
     committed candidate; ``rounds[k]`` the boosting rounds kept;
-    ``loss`` the validation loss after stage 0, 1, ... (and after the final rounds, if any).
+    ``loss`` the validation loss after stage 0, 1, ... (and after the final rounds, if any);
+    ``final_stage_rounds`` the rounds of the last stage that pays every group left unpaid (0: none).
 
     Examples
     --------
@@ -109,6 +122,7 @@ class BoostingTrace:
     rounds: list = field(default_factory=list)
     loss: list = field(default_factory=list)
     final_rounds: int = 0
+    final_stage_rounds: int = 0
 
 
 def _lgb_params(task: str, n_classes: int, params: dict) -> dict:
@@ -158,7 +172,9 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     stopping_rounds : int, default=10
         Early-stopping patience on the validation loss.
     final_rounds : bool, default=True
-        Add rounds on all paid groups at the end (appended to the last stage).
+        Add rounds on all paid groups at the end (appended to the last stage), then, if groups are
+        left unpaid, a last stage of rounds on all groups that pays for them, each kept only when it
+        lowers the validation loss.
     min_gain : float, default=1e-4
         A candidate must lower the validation loss by more than this fraction of stage 0's (the
         prior's) loss to be committed, so a group that buys nothing measurable is not paid for.
@@ -243,6 +259,24 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
             trace.loss.append(after)
             if progress is not None:
                 progress(f"final rounds on all paid groups: {rounds} rounds, validation loss {after:.4g}")
+            Ff = Ff + np.asarray(booster.predict(X_fit[:, cols], raw_score=True, num_iteration=rounds)).reshape(Ff.shape)
+            Fv = Fv + inc_v
+    rest = tuple(g for g in range(J) if g not in paid)
+    if final_rounds and rest:
+        # the search stops when no group pays for itself per unit cost; boosting on every group may
+        # still lower the loss at full budget, which a stage at the total cost buys without changing
+        # the curve at any smaller budget
+        before = trace.loss[-1]
+        cols = np.sort(np.concatenate([spec.columns[h] for h in range(J)]))
+        booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val,
+                                                           Fv, cols, max_rounds, stopping_rounds)
+        if before - after > floor:
+            stages.append((rest, _trees(booster, rounds, cols)))
+            trace.final_stage_rounds = rounds
+            trace.loss.append(after)
+            if progress is not None:
+                progress(f"final stage on all groups (pays {len(rest)} more): {rounds} rounds, validation loss "
+                         f"{before:.4g} -> {after:.4g}")
     return stages, prior, trace
 
 
@@ -324,6 +358,22 @@ def step_area(cum_cost, values, horizon: float) -> float:
     return timeliness(curve, horizon, kind="step")
 
 
+def _log_likelihood(proba: np.ndarray, y_idx: np.ndarray) -> float:
+    """Mean log-probability of the true classes (minus the log-loss), probabilities clipped at 1e-15.
+
+    The classifiers compare curves of this rather than of accuracy: on the few dozen rows a
+    comparison slice holds, accuracy moves in steps of 1/n and ties, while the log-loss (the loss
+    both models were fitted to) also tells a confident right answer from a lucky one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(_log_likelihood(np.array([[0.5, 0.5], [0.1, 0.9]]), np.array([0, 1])), 4)
+    -0.3993
+    """
+    return float(np.mean(np.log(np.clip(proba[np.arange(y_idx.size), y_idx], 1e-15, 1.0))))
+
+
 # ---------------------------------------------------------------------- estimators
 def _check_int(name, v, lo, hi=None):
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo or (hi is not None and v > hi):
@@ -386,6 +436,10 @@ class _AnytimeBoostingBase(BaseEstimator):
             i_fit, i_val = _split(idx, y_idx, self.validation_fraction, seed)
         else:
             i_fit, i_val = train_test_split(idx, test_size=self.validation_fraction, random_state=seed)
+        i_cmp = i_val  # the rows the trees-versus-linear comparison is scored on (see the module notes)
+        if self.compare_linear and i_val.size >= MIN_COMPARE_ROWS:
+            i_val, i_cmp = _split(i_val, y_idx[i_val], 0.5, seed) if stratify else \
+                train_test_split(i_val, test_size=0.5, random_state=seed)
         stages, prior, trace = boost_stages(
             X[i_fit], y_idx[i_fit], X[i_val], y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
             max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds), progress=progress)
@@ -395,20 +449,21 @@ class _AnytimeBoostingBase(BaseEstimator):
         # plain containers with string keys: what a model file may hold besides edgeseq models and arrays
         self.trace_ = {"scores": [[[list(c), float(v)] for c, v in d.items()] for d in trace.scores],
                        "chosen": [list(c) for c in trace.chosen], "rounds": list(trace.rounds),
-                       "loss": list(trace.loss), "final_rounds": trace.final_rounds}
-        self.validation_curve_trees_ = self._curve(trees.cum_cost, trees.staged_decision(X[i_val]), trees,
-                                                   y_idx[i_val])
+                       "loss": list(trace.loss), "final_rounds": trace.final_rounds,
+                       "final_stage_rounds": trace.final_stage_rounds}
+        self.validation_curve_trees_ = self._curve(trees.cum_cost, trees.staged_decision(X[i_cmp]), trees,
+                                                   y_idx[i_cmp])
         kind = "trees"
         if self.compare_linear:
             horizon = float(np.sum(spec.costs))
             lin = self._linear_estimator(spec).fit(X[i_fit], self._y_for_linear(y_idx[i_fit]))
-            lin_curve = self._linear_curve(lin, X[i_val], y_idx[i_val])
+            lin_curve = self._linear_curve(lin, X[i_cmp], y_idx[i_cmp])
             self.validation_curve_linear_ = lin_curve
             area_t = step_area(trees.cum_cost, self.validation_curve_trees_, horizon)
             area_l = step_area(lin.cum_cost_, lin_curve, horizon)
             if progress is not None:
                 progress(f"validation area over [0, {horizon:g}]: trees {area_t:.4f}, linear {area_l:.4f}")
-            if area_l > area_t:
+            if area_l >= area_t:  # a tie goes to the linear model: refit on all rows, and simpler
                 kind = "linear"
         self.model_kind_ = kind
         self.group_names_ = list(spec.names)
@@ -462,10 +517,10 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     earlier stages' scores, early-stopped on held-out rows) lower the validation log-loss most per
     unit of its cost. Unlike ordering an ensemble trained with every group free, every tree here
     was grown knowing which groups it may read, so cheap stages get trees that use cheap groups
-    well. When the linear anytime model (`AnytimeClassifier`) has the larger area under its
-    validation accuracy curve over budgets in [0, total cost], the fitted estimator is that linear
-    model (``model_kind_ == "linear"``): this estimator never chooses a curve below the linear one
-    on validation.
+    well. When the linear anytime model (`AnytimeClassifier`) has at least the area under its
+    held-out log-likelihood curve over budgets in [0, total cost], on rows the search did not use,
+    the fitted estimator is that linear model (``model_kind_ == "linear"``): this estimator never
+    chooses a curve below the linear one on those rows.
 
     Parameters
     ----------
@@ -486,9 +541,12 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     min_child_samples : int, default=20
         LightGBM's smallest leaf.
     validation_fraction : float, default=0.25
-        Share of the rows held out (stratified) to score candidates and stop rounds.
+        Share of the rows held out (stratified). With ``compare_linear`` (and at least 20 of them)
+        half of these rows score the candidates and stop the rounds, the other half only compare the
+        trees with the linear model, so that comparison is not scored on rows the search fitted.
     compare_linear : bool, default=True
-        Compare with the linear anytime model on validation and keep it when its curve is better.
+        Compare with the linear anytime model on held-out rows the search did not use, and keep it
+        when its curve is better.
     n_jobs : int or None, default=None
         LightGBM threads (``None`` or ``-1``: OpenMP's default).
     random_state : int or None, default=None
@@ -511,9 +569,11 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         Groups each stage adds.
     trace_ : dict
         `BoostingTrace`'s fields as plain lists: ``scores`` per stage a list of [groups, score]
-        pairs, ``chosen`` the committed groups per stage, ``rounds``, ``loss``, ``final_rounds``.
+        pairs, ``chosen`` the committed groups per stage, ``rounds``, ``loss``, ``final_rounds``,
+        ``final_stage_rounds`` (rounds of a last stage on all groups that pays the unpaid ones).
     validation_curve_trees_, validation_curve_linear_ : list of float
-        Validation accuracy per stage of the boosted stages and of the linear model.
+        Mean log-probability of the true class (minus the log-loss) per stage of the boosted stages
+        and of the linear model on the comparison rows: the curves the choice compared.
     classes_ : ndarray
         The class labels.
 
@@ -571,7 +631,7 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
                                  group_names=list(spec.names), feature_names=self._names)
 
     def _curve(self, cum_cost, staged, model, y_idx):
-        return [float(np.mean(np.argmax(model.apply_link(z), axis=1) == y_idx)) for z in staged]
+        return [_log_likelihood(model.apply_link(z), y_idx) for z in staged]
 
     def _y_for_linear(self, y_idx):
         # the linear model learns the user's labels, so a saved "linear" choice carries the same
@@ -579,8 +639,7 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         return self.classes_[y_idx]
 
     def _linear_curve(self, lin, X, y_idx):
-        labels = self.classes_[y_idx]
-        return [float(np.mean(p == labels)) for p in lin.staged_predict(X)]
+        return [_log_likelihood(p, y_idx) for p in lin.staged_predict_proba(X)]
 
     def predict_proba(self, X, budget=None):
         """Class probabilities (n, n_classes) of the last stage within `budget` (default: the last stage).
@@ -667,7 +726,7 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
     model_kind_, stage_model_, fitted_sequence_, cum_cost_, stage_groups_, trace_
         As in `AnytimeBoostingClassifier`.
     validation_curve_trees_, validation_curve_linear_ : list of float
-        Negative validation mean squared error per stage.
+        Negative mean squared error per stage on the comparison rows.
 
     Examples
     --------
