@@ -99,7 +99,7 @@ PEAK_SCRIPT = textwrap.dedent("""
     def hwm():
         return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024
     base = hwm()
-    clf = AnytimeClassifier(groups=groups, costs=np.ones(G), method="fr").fit(X, y)
+    clf = AnytimeClassifier(groups=groups, costs=np.ones(G), method="fr", l2=1e-4, whiten=True).fit(X, y)
     print(json.dumps({"growth": hwm() - base, "sequence": clf.sequence_.tolist()}))
 """)
 

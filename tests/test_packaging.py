@@ -240,7 +240,9 @@ def test_runtime_only_install(wheel, tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6, 5))
     est = AnytimeRegressor(groups=[[0, 1], [2], [3, 4]], costs=[1.0, 2.0, 3.0], group_names=["a", "b", "c"])
-    est.fit(rng.normal(size=(80, 5)), rng.normal(size=80))
+    Xt = rng.normal(size=(80, 5))  # a signal that makes the order a, b, c (the budget checks below rely on it)
+    est.fit(Xt, 2 * Xt[:, 0] + Xt[:, 2] + 0.5 * Xt[:, 3] + 0.1 * rng.normal(size=80))
+    assert list(est.sequence_) == [0, 1, 2]
     export_model(est.fitted_sequence_, tmp_path / "out")
     np.save(tmp_path / "X.npy", X.astype(np.float32))
     r = _run([_bin(vdir, "python"), "-c", RUNTIME_CHILD, tmp_path / "out", tmp_path / "X.npy",
