@@ -162,7 +162,7 @@ def main(argv=None) -> None:
     write_result("deadline_lateness", {"runs": args.runs, "deadline_s": args.deadline,
                                        "extract_ms": args.extract_ms, "summary": summary, "commands": commands,
                                        "tables": [table]},
-                 "; ".join(f"{tag}: {c}" for tag, c in sorted(commands.items())), machine_info(load))
+                 command_line(), machine_info(load))  # the plain command; "commands" keeps each tag's environment
 
 
 if __name__ == "__main__":

@@ -118,8 +118,9 @@ def main(argv=None) -> None:
                          "predict / single"],
              "rows": rows}
     write_result("runtime_overhead", {"reps": args.reps, "calls": args.calls, "worst_ratio": worst,
-                                      "target_ratio": 1.2, "tables": [table]},
-                 f"OMP_NUM_THREADS=1 nice -n 10 {command_line()}", machine_info(info["load_start"]))
+                                      "target_ratio": 1.2, "tables": [table],
+                                      "run_as": "OMP_NUM_THREADS=1 nice -n 10"},
+                 command_line(), machine_info(info["load_start"]))
 
 
 if __name__ == "__main__":
