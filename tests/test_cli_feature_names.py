@@ -308,3 +308,21 @@ def test_messages_name_columns_and_groups_when_names_exist(data, afr_export, tmp
     seq = AnytimeRegressor([[0, 1], [2, 3]], [1.0, 2.0], feature_names=NAMES).fit(X, y)
     with pytest.raises(InputError, match="column\\(s\\) 'ax' that the prediction uses"):
         seq.predict(np.where(np.arange(6) == 0, np.nan, X[:2]))
+
+
+def test_import_lightgbm_reads_text_models_without_lightgbm(data, lgbm_files, tmp_path, monkeypatch):
+    """A text model given to the CLI is read by edgeseq's own bounded reader: LightGBM's parser (which a
+    hostile file would otherwise reach) is never called, and the import still equals LightGBM's predict."""
+    lgb = pytest.importorskip("lightgbm")
+    d, booster = lgbm_files
+    _, X, _ = data
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("LightGBM's own parser was called")
+
+    monkeypatch.setattr(lgb, "Booster", refuse)
+    res = invoke("import-lightgbm", d / "named.txt", "--groups", d / "groups.json", "-o", tmp_path / "m.pkl")
+    assert res.exit_code == 0, res.output
+    model = load_model(tmp_path / "m.pkl")
+    assert model.feature_names == tuple(NAMES)
+    assert np.allclose(model.predict(X), booster.predict(X))

@@ -21,8 +21,8 @@ def import_lightgbm_command(model_file, groups_path, output, quiet):
     """Turn a trained LightGBM model into tree stages: a stage closes whenever a tree first splits on
     a group no earlier tree used; the last stage reproduces LightGBM's predictions.
 
-    MODEL_FILE is the text of ``Booster.save_model`` (needs LightGBM installed) or the JSON of
-    ``Booster.dump_model()``. The booster's feature names travel into the model and its export, so
+    MODEL_FILE is the text of ``Booster.save_model`` or the JSON of ``Booster.dump_model()``; both
+    are read by edgeseq itself (LightGBM need not be installed). The booster's feature names travel into the model and its export, so
     ``edgeseq run`` matches data columns by name.
 
     \b
@@ -34,14 +34,17 @@ def import_lightgbm_command(model_file, groups_path, output, quiet):
     from edgeseq.cli.train_cmd import tree_stage_table
     from edgeseq.io.data import Dataset, read_groups
     from edgeseq.io.model_io import read_lightgbm_file, save_model
-    from edgeseq.train.lightgbm_import import booster_feature_names, from_lightgbm_dump
+    from edgeseq.train.lightgbm_import import (booster_feature_names, from_lightgbm_dump, from_lightgbm_text,
+                                               text_header)
 
-    dump = read_lightgbm_file(model_file)
-    n_features = dump.get("max_feature_idx", -1) + 1 if isinstance(dump.get("max_feature_idx"), int) else 0
-    names = booster_feature_names(dump, n_features) if n_features > 0 else None
+    content = read_lightgbm_file(model_file)  # a dump_model() dict, or save_model() text
+    head = text_header(content) if isinstance(content, str) else content
+    n_features = head.get("max_feature_idx", -1) + 1 if isinstance(head.get("max_feature_idx"), int) else 0
+    names = booster_feature_names(head, n_features) if n_features > 0 else None
     columns = Dataset(np.empty((0, max(n_features, 0))), np.empty(0), names, None, None)
     spec = read_groups(groups_path, columns)
-    model = from_lightgbm_dump(dump, spec.columns, spec.costs, spec.names)
+    read = from_lightgbm_text if isinstance(content, str) else from_lightgbm_dump
+    model = read(content, spec.columns, spec.costs, spec.names)
     save_model(model, output)
     if not quiet:
         for line in tree_stage_table(model):

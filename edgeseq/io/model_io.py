@@ -263,16 +263,18 @@ def is_lightgbm_file(data: bytes) -> bool:
         head.lstrip().startswith(b"{") and b'"num_tree_per_iteration"' in head
 
 
-def read_lightgbm_file(path, max_bytes: int | None = None) -> dict:
-    """The model dump (``Booster.dump_model()``'s dict) of a LightGBM model file.
+def read_lightgbm_file(path, max_bytes: int | None = None) -> dict | str:
+    """The content of a LightGBM model file: the dict of a ``Booster.dump_model()`` JSON, or the text of
+    ``Booster.save_model``.
 
-    Reads the JSON of ``dump_model`` without LightGBM, and the text of ``Booster.save_model``
-    through LightGBM (``pip install lightgbm``). The size is checked first, as for model files.
+    Neither is handed to LightGBM: the text is read by edgeseq's own bounded reader
+    (`edgeseq.train.lightgbm_import.from_lightgbm_text`), so a hostile file never reaches LightGBM's C++
+    parser, and no LightGBM installation is needed. The size is checked first, as for model files.
 
     Raises
     ------
     ModelFormatError
-        For a missing, oversized or unreadable file, or a text model without LightGBM installed.
+        For a missing, oversized or unreadable file, or one that is not a LightGBM model.
 
     Examples
     --------
@@ -285,26 +287,20 @@ def read_lightgbm_file(path, max_bytes: int | None = None) -> dict:
     """
     import json
 
-    p = path
     data = read_bounded(path, _size_cap(max_bytes), "LightGBM model file", ModelFormatError,
                         hint=f"if it is trusted, raise the limit (max_bytes=... or {MAX_BYTES_ENV})")
     if not is_lightgbm_file(data):
-        raise ModelFormatError(f"{p} is not a LightGBM model file (the text of Booster.save_model or the JSON "
-                               "of Booster.dump_model)")
+        raise ModelFormatError(f"{clip(str(path))} is not a LightGBM model file (the text of Booster.save_model "
+                               "or the JSON of Booster.dump_model)")
     if data.lstrip().startswith(b"{"):
         try:
             return json.loads(data)
         except (ValueError, RecursionError) as exc:
-            raise ModelFormatError(f"{p} is not valid JSON: {clip(exc)}") from None
+            raise ModelFormatError(f"{clip(str(path))} is not valid JSON: {clip(exc)}") from None
     try:
-        import lightgbm
-    except ImportError:
-        raise ModelFormatError(f"{p} is a LightGBM text model; reading it needs LightGBM (pip install lightgbm), "
-                               "or give the JSON of Booster.dump_model()") from None
-    try:
-        return lightgbm.Booster(model_str=data.decode("utf-8")).dump_model()
-    except (UnicodeDecodeError, lightgbm.basic.LightGBMError) as exc:
-        raise ModelFormatError(f"LightGBM cannot read {p}: {clip(exc)}") from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFormatError(f"{clip(str(path))} is a LightGBM text model that is not UTF-8 text") from None
 
 
 def _size_cap(max_bytes) -> int:

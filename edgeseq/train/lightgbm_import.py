@@ -257,20 +257,9 @@ def from_lightgbm_text(text: str, groups, costs, group_names=None, classes=None,
     ...
     edgeseq.errors.ModelFormatError: LightGBM objective 'regression sqrt' (reg_sqrt=True) predicts the square ...
     """
-    if not isinstance(text, str) or not text.startswith(("tree\n", "tree\r\n")):
-        raise ModelFormatError("not a LightGBM text model (it must start with a 'tree' line)")
-    text = text.replace("\r\n", "\n")  # a model saved on Windows, read as bytes and decoded
-    head, sep, body = text.partition("\nTree=")
-    meta: dict = {}
-    for line in head.split("\n")[1:]:
-        key, eq, value = line.partition("=")
-        if eq:
-            meta[key] = value
-        elif line == "average_output":
-            meta["average_output"] = True
-    for key in ("max_feature_idx", "num_tree_per_iteration", "num_class"):
-        if key in meta:
-            meta[key] = _text_int(meta[key], key)
+    text = text.replace("\r\n", "\n") if isinstance(text, str) else text  # saved on Windows, decoded
+    meta = text_header(text)
+    _, sep, body = text.partition("\nTree=")
     body = body.partition("\nend of trees")[0]
     n_trees = body.count("\nTree=") + 1 if sep else 0
     blocks = body.split("\nTree=", MAX_TREES) if n_trees <= MAX_TREES else []
@@ -301,9 +290,45 @@ def from_lightgbm_text(text: str, groups, costs, group_names=None, classes=None,
                        value=np.concatenate(parts["value"]), roots=roots,
                        target=np.arange(n_trees, dtype=np.int64) % per_iter, n_features=n_features,
                        n_targets=per_iter)
-    own = {"feature_names": meta["feature_names"].split(" ")} if "feature_names" in meta else {}
+    own = {"feature_names": meta["feature_names"]} if "feature_names" in meta else {}
     return _assemble(spec, ens, tree_groups, link, scale, classes,
                      booster_feature_names(own, n_features, feature_names))
+
+
+def text_header(text: str) -> dict:
+    r"""The header of a LightGBM text model (the lines before the first tree) as a dict.
+
+    Counts are checked integers; ``feature_names`` is the list of names. Nothing of the trees is
+    read, so a caller can match groups to the model's columns before importing it.
+
+    Raises
+    ------
+    ModelFormatError
+        When the text does not start like a LightGBM model, or a count is not a bounded integer.
+
+    Examples
+    --------
+    >>> from edgeseq.train.lightgbm_import import text_header
+    >>> h = text_header("tree\nversion=v4\nmax_feature_idx=1\nfeature_names=ax ay\n\nTree=0\n")
+    >>> h["max_feature_idx"], h["feature_names"]
+    (1, ['ax', 'ay'])
+    """
+    if not isinstance(text, str) or not text.startswith(("tree\n", "tree\r\n")):
+        raise ModelFormatError("not a LightGBM text model (it must start with a 'tree' line)")
+    head = text.replace("\r\n", "\n").partition("\nTree=")[0]
+    meta: dict = {}
+    for line in head.split("\n")[1:]:
+        key, eq, value = line.partition("=")
+        if eq:
+            meta[key] = value
+        elif line == "average_output":
+            meta["average_output"] = True
+    for key in ("max_feature_idx", "num_tree_per_iteration", "num_class"):
+        if key in meta:
+            meta[key] = _text_int(meta[key], key)
+    if "feature_names" in meta:
+        meta["feature_names"] = meta["feature_names"].split(" ")
+    return meta
 
 
 def _leaves_line(block: str, t: int) -> str:
