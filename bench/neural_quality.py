@@ -167,8 +167,9 @@ def run_seed(name, X, y, groups, costs, names, shapes, split, net_kw, seed, max_
         if label in SCHEMES:
             kw["scheme"] = label
         elif label.startswith("EANN"):
-            kw["eann_base"] = 2
+            kw.update(eann_base=2, scheme="adaloss")
         else:  # a random group order, given as the order of the groups
+            kw["scheme"] = "adaloss"
             perm = np.random.default_rng(1000 + seed).permutation(len(groups))
             g, c = [groups[i] for i in perm], [costs[i] for i in perm]
             kw.update(order="given", group_names=[names[i] for i in perm],

@@ -48,7 +48,7 @@ def main() -> None:
     for seed in range(args.seeds):
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
         kw = dict(group_names=names, order="given", random_state=seed)
-        for label, extra in [(s, dict(scheme=s)) for s in SCHEMES] + [("EANN (b=2, AdaLoss)", dict(eann_base=2))]:
+        for label, extra in [(s, dict(scheme=s)) for s in SCHEMES] + [("EANN (b=2, AdaLoss)", dict(eann_base=2, scheme="adaloss"))]:
             t = time.perf_counter()
             est = AnytimeNetClassifier(groups, [1.0] * STEPS, **kw, **extra).fit(Xtr, ytr)
             fit_s.setdefault(label, []).append(time.perf_counter() - t)
