@@ -3,7 +3,7 @@
     python bench/neural_train_time.py
 
 Fits `AnytimeNetClassifier` with its defaults (group order from the linear CS-G-OMP fit, 32 units
-per stage, AdaLoss, early stopping) on the 5,000 MNIST images, each image row one group of unit
+per stage, CONST weights, early stopping) on the 5,000 MNIST images, each image row one group of unit
 cost, and records the wall-clock and CPU time of the fit (the CPU time is what an idle machine's
 wall time would be: the training is single-threaded numpy), the epochs run and the accuracy of the
 last exit on the rows. Run it with OMP_NUM_THREADS=1 under nice on a shared machine; the load
