@@ -250,3 +250,58 @@ def test_cli_train_model_boosting(tmp_path):
     assert "cum_cost" in r.output and "wrote" in r.output  # the stage (trees) or prefix (linear) table
     est = load_model(tmp_path / "m.pkl")
     assert type(est).__name__ == "AnytimeBoostingClassifier" and est.score(X, y) > 0.7
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass"])
+def test_replay_on_the_search_rows_reproduces_the_search(task):
+    """Regrowing the chosen stages (groups, round counts) on the rows the search trained on gives the
+    search's trees back, final rounds included; on all rows the same plan gives other trees."""
+    from edgeseq.train.stagewise_boosting import replay_stages
+
+    Xf, yf, Xv, yv = _tiny(task)
+    n_classes = int(yf.max()) + 1
+    spec = check_groups(GROUPS, COSTS, None, 6)
+    stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=PARAMS,
+                                        max_rounds=30, stopping_rounds=5)
+    assert len(stages) >= 2
+    names = tuple(str(c) for c in range(n_classes))
+    again = replay_stages(Xf, yf, spec, task, stages, n_classes=n_classes, params=PARAMS)
+    assert [g for g, _ in again] == [g for g, _ in stages] and [len(t) for _, t in again] == [len(t) for _, t in stages]
+    a = stage_model(stages, prior, spec, 6, task, names)
+    b = stage_model(again, prior, spec, 6, task, names)
+    for za, zb in zip(a.staged_decision(Xv), b.staged_decision(Xv)):
+        np.testing.assert_allclose(za, zb, atol=1e-6)
+    X, y = np.vstack([Xf, Xv]), np.concatenate([yf, yv])
+    other = stage_model(replay_stages(X, y, spec, task, stages, n_classes=n_classes, params=PARAMS), prior, spec, 6,
+                        task, names)
+    assert not np.allclose(list(other.staged_decision(Xv))[-1], list(a.staged_decision(Xv))[-1], atol=1e-3)
+
+
+def test_the_comparison_score_is_the_brier_score_and_the_area_is_per_row():
+    """The per-row score against scikit-learn's Brier score, and per-row areas whose mean is the
+    area of the mean curve (what makes the paired comparison the same comparison of areas)."""
+    from sklearn.metrics import brier_score_loss
+    from edgeseq.train.stagewise_boosting import _row_brier, step_area, step_weights
+
+    rng = np.random.default_rng(0)
+    p1 = rng.random(40)
+    y = (rng.random(40) < p1).astype(int)
+    rows = _row_brier(np.column_stack([1 - p1, p1]), y)
+    # two classes: the squared distance counts both coordinates, twice scikit-learn's binary score
+    np.testing.assert_allclose(-rows.mean(), 2 * brier_score_loss(y, p1))
+    curves = rng.normal(size=(4, 40))  # 4 stages x 40 rows
+    cum = [0.0, 1.0, 2.5, 6.0]
+    per_row = step_weights(cum, 7.0) @ curves
+    np.testing.assert_allclose(per_row.mean(), step_area(cum, curves.mean(axis=1), 7.0))
+    assert not np.allclose(per_row, per_row.mean())  # not vacuous: rows differ
+
+
+def test_refit_regrows_the_kept_stages_on_all_rows():
+    X, y, Xv, yv = _tiny("binary")
+    kw = dict(max_rounds=20, n_jobs=1, random_state=0, compare_linear=False)
+    a = AnytimeBoostingClassifier(GROUPS, COSTS, **kw).fit(X, y)
+    b = AnytimeBoostingClassifier(GROUPS, COSTS, refit=True, **kw).fit(X, y)
+    assert a.stage_groups_ == b.stage_groups_ and a.n_trees_ == b.n_trees_
+    assert not np.allclose(a.predict_proba(Xv), b.predict_proba(Xv))  # other rows, other trees
+    with pytest.raises(InputError, match="refit must be True or False"):
+        AnytimeBoostingClassifier(refit="yes").fit(X, y)

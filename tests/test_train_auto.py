@@ -211,3 +211,35 @@ def test_cli_train_prints_and_records_the_chosen_penalty(tmp_path):
     res = CliRunner().invoke(main, base + ["--l2", "0.5", "--no-whiten", "-o", str(tmp_path / "m2.pkl")],
                              catch_exceptions=False)
     assert "l2=0.5, standardised columns (as given)" in res.output.splitlines()  # negative control: nothing chosen
+
+
+@pytest.mark.parametrize("make", [lambda: AnytimeClassifier([[0, 1], [2, 3]], [1.0, 1.0]),
+                                  lambda: AnytimeRegressor([[0, 1], [2, 3]], [1.0, 1.0])])
+def test_wider_than_the_cross_validation_bound_falls_back_with_one_warning(make, monkeypatch):
+    """Above CV_MAX_WIDTH columns each fold would hold a width x width matrix; the fit says so in one
+    line and uses the documented fallback. The bound is lowered here so four columns exceed it."""
+    import warnings
+
+    from edgeseq.errors import EdgeseqWarning
+    from edgeseq.train import auto
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = X[:, 0] - X[:, 2] + 0.3 * rng.normal(size=200)
+    y = (y > 0).astype(int) if isinstance(make(), AnytimeClassifier) else y
+    monkeypatch.setattr(auto, "CV_MAX_WIDTH", 3)
+    with pytest.warns(EdgeseqWarning, match='4 columns: l2/whiten="auto" is not cross-validated above 3') as rec:
+        est = make().fit(X, y)
+    assert len([w for w in rec if "cross-validated" in str(w.message)]) == 1
+    assert (est.l2_, est.whiten_, est.cv_scores_) == (auto.FALLBACK_L2, False, {})
+    # control: at the bound the choice is made (no warning): the folds scored candidates
+    monkeypatch.setattr(auto, "CV_MAX_WIDTH", 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EdgeseqWarning)
+        chosen = make().fit(X, y)
+    assert set(chosen.cv_scores_) == {"whiten", "standardise"}
+    # given values need no choice and so no warning, whatever the width
+    monkeypatch.setattr(auto, "CV_MAX_WIDTH", 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EdgeseqWarning)
+        make().set_params(l2=0.1, whiten=True).fit(X, y)

@@ -48,7 +48,7 @@ def fit_shards(est, shards, spec, client, say):
     Regression: the statistics pass there, then the selection here (D-space only). Classification:
     the shards stay in the workers' memory and every pass of the GLM selection runs on them.
     """
-    from edgeseq.train.auto import n_folds_for
+    from edgeseq.train.auto import cv_fits_width, n_folds_for
     from edgeseq.train.dask_stats import partitioned_fold_statistics, partitioned_statistics
 
     parts = shards.partitions(client)
@@ -58,7 +58,8 @@ def fit_shards(est, shards, spec, client, say):
         rows = PartitionedRows.from_blocks(parts, shards.n_features, client, labels=shards.names())
         return est.fit_partitions(rows, progress=say)
     n = sum(p[2] for p in parts)
-    k = n_folds_for(n) if "auto" in (est.l2, est.whiten) else 0
+    used = np.concatenate(spec.columns)
+    k = n_folds_for(n) if "auto" in (est.l2, est.whiten) and cv_fits_width(used.size, est.l2, est.whiten) else 0
     if k:  # per-fold statistics: the estimator chooses l2 / whitening on the same folds as in memory
         stats = partitioned_fold_statistics(parts, k, shards.n_features, columns=np.concatenate(spec.columns),
                                             client=client, progress=say, names=shards.names())

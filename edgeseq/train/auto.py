@@ -49,6 +49,11 @@ FALLBACK_L2 = 1e-4  # too few rows for folds (fewer than 2 per fold): no choice 
 MIN_FOLD_ROWS = 2
 PATH_PATIENCE = 2  # GLM path: stop after the held-out loss rose this many penalties in a row past its best
 CV_MAX_CELLS = 25_000_000  # GLM folds read at most this many working-design entries (200 MB of float64)
+# columns above which "auto" is not cross-validated: every fold holds a width x width matrix (the ridge
+# folds' statistics, the GLM folds' preconditioner and its factor), K of them at once; 4,096 columns
+# keep the K = 5 folds under 0.7 GB, while 11,016 columns would need 4.9 GB and 80 factorisations of
+# 11,016 x 11,016 for the GLM's path
+CV_MAX_WIDTH = 4096
 
 
 @dataclass
@@ -91,6 +96,38 @@ def n_folds_for(n: int) -> int:
     """
     k = min(N_FOLDS, n // MIN_FOLD_ROWS)
     return k if k >= 2 else 0
+
+
+def cv_fits_width(width: int, l2, whiten) -> bool:
+    """Whether "auto" can be cross-validated on `width` working columns; when not, warn in one line.
+
+    Above `CV_MAX_WIDTH` columns the folds would hold K matrices of width x width at once (on the
+    thesis-shaped bank of 11,016 columns, 4.9 GB beyond the data); the fit then uses the documented
+    fallback (`fixed`: l2 = 1e-4, per-column standardisation) and says so.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> cv_fits_width(100, "auto", "auto")
+    True
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     cv_fits_width(11016, "auto", "auto")
+    False
+    >>> print(caught[0].message)
+    11016 columns: l2/whiten="auto" is not cross-validated above 4096 columns (5 folds of 11016 x 11016); using l2=0.0001, whiten=False; pass both to choose them
+    """
+    if l2 != "auto" and whiten != "auto" or width <= CV_MAX_WIDTH:
+        return True
+    import warnings
+
+    from edgeseq.errors import EdgeseqWarning
+
+    c = fixed(l2, whiten)
+    warnings.warn(f'{width} columns: l2/whiten="auto" is not cross-validated above {CV_MAX_WIDTH} columns '
+                  f'({N_FOLDS} folds of {width} x {width}); using l2={c.l2:g}, whiten={c.whiten}; pass both to '
+                  f'choose them', EdgeseqWarning, stacklevel=3)
+    return False
 
 
 def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[SufficientStats]:
@@ -331,7 +368,7 @@ def choose_glm(Xs, Ys, stats, group_sizes, link: str, *, l2, whiten) -> Choice:
     from edgeseq.train.glm_select import working_design
 
     n_folds = n_folds_for(Xs.shape[0])
-    if n_folds == 0:
+    if n_folds == 0 or not cv_fits_width(Xs.shape[1], l2, whiten):
         return fixed(l2, whiten)
     bases = (True, False) if whiten == "auto" else (bool(whiten),)
     grid = GLM_L2_GRID if l2 == "auto" else (float(l2),)

@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 from sklearn.base import RegressorMixin
 
-from edgeseq.train.auto import check_fold_count, choose_ridge, fixed, fold_statistics, merge_folds, n_folds_for
+from edgeseq.train.auto import (check_fold_count, choose_ridge, cv_fits_width, fixed, fold_statistics, merge_folds,
+                                n_folds_for)
 from edgeseq.train.functional import fit_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
 from edgeseq.train.dask_stats import check_dask_X, dask_fold_statistics, dask_sufficient_statistics
@@ -147,7 +148,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         used = np.concatenate(spec.columns)
         if progress is not None:
             progress(f"statistics pass over {X.shape[0]:,} rows x {used.size} columns")
-        k = n_folds_for(X.shape[0]) if self._chooses() else 0
+        k = n_folds_for(X.shape[0]) if self._chooses() and cv_fits_width(used.size, self.l2, self.whiten) else 0
         stats = fold_statistics(X, y, used, k) if k else sufficient_statistics(X, y, columns=used, progress=progress)
         return self._fit_stats(stats, spec, n_features=X.shape[1], y_was_1d=np.ndim(y) == 1,
                                progress=progress)
@@ -159,7 +160,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         used = np.concatenate(spec.columns)
-        k = n_folds_for(n) if self._chooses() else 0
+        k = n_folds_for(n) if self._chooses() and cv_fits_width(used.size, self.l2, self.whiten) else 0
         stats = dask_fold_statistics(X, y, k, columns=used, client=client, progress=progress) if k else \
             dask_sufficient_statistics(X, y, columns=used, client=client, progress=progress)
         return self._fit_stats(stats, spec, n_features=d, y_was_1d=np.ndim(y) == 1, progress=progress)
