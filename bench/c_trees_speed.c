@@ -31,8 +31,8 @@ static float bare(const es_trees *t, uint32_t k0, uint32_t k1, const float *x, f
         const float *w = t->readout_w + (size_t)k * t->n_state * ES_N_OUTPUTS;
         for (tr = t->stage_tree[k]; tr < t->stage_tree[k + 1u]; ++tr) {
             const es_tree_node *nd = t->node + t->tree_root[tr];
-            while (nd->feature >= 0) {
-                nd = t->node + nd->child[!(x[nd->feature] <= nd->value)];
+            while (nd->right != 0u) {
+                nd += x[nd->feature] <= nd->value ? 1u : nd->right;
             }
             state[t->tree_target[tr]] += nd->value;
         }

@@ -173,8 +173,9 @@ def run_qemu(elf, target: ArmTarget, args=(), *, cwd=None, timeout: float = QEMU
     return proc
 
 
-def build_driver_arm(model_dir, build_dir, target: ArmTarget) -> Path:
-    """runtime + the model in `model_dir` + tests/driver.c as a bare-metal ELF for `target`.
+def build_driver_arm(model_dir, build_dir, target: ArmTarget, defines=()) -> Path:
+    """runtime + the model in `model_dir` + tests/driver.c as a bare-metal ELF for `target`; `defines`
+    are added to the build (e.g. ``ES_TREE_LANES=8`` to run the host's tree walk on the core).
 
     Examples
     --------
@@ -195,12 +196,14 @@ def build_driver_arm(model_dir, build_dir, target: ArmTarget) -> Path:
     model_dir, rdir = Path(model_dir), runtime_dir()
     return build_arm([rdir / "edgeseq_runtime.c", model_dir / "edgeseq_model.c", rdir / "tests" / "driver.c"],
                      Path(build_dir) / f"driver_{target.name}.elf", target, include_dirs=[model_dir, rdir],
-                     defines=[f"ES_PREFIX={model_prefix(model_dir)}", *DRIVER_DEFINES])
+                     defines=[f"ES_PREFIX={model_prefix(model_dir)}", *DRIVER_DEFINES, *defines])
 
 
-def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tuple[CRun, CSweep | None]:
+def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None,
+                   defines=()) -> tuple[CRun, CSweep | None]:
     """Every prefix of every row on the emulated core (as `c_harness.run_c_model`), and with
-    `budgets` the firmware loop's answer for every row and budget (as `driver sweep`).
+    `budgets` the firmware loop's answer for every row and budget (as `driver sweep`); `defines` as
+    `build_driver_arm`.
 
     Returns
     -------
@@ -232,7 +235,7 @@ def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None) -> tupl
     consts = model_consts(model_dir)
     with tempfile.TemporaryDirectory(prefix="edgeseq_arm_") as tmp:
         X = write_rows(model_dir, X_groups, Path(tmp) / "rows.bin")
-        elf = build_driver_arm(model_dir, tmp, target)
+        elf = build_driver_arm(model_dir, tmp, target, defines)
         run = _parse(run_qemu(elf, target, ["predict", "rows.bin"], cwd=tmp).stdout, X.shape[0],
                      n_stages(consts), consts["N_PRED"])
         sweep = None

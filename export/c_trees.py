@@ -8,8 +8,10 @@ it does add is the C view of the same numbers:
   it belongs to; a push completes that stage when it is the stage's last group;
 * split features remapped from raw column indices to positions in the features pushed so far (the
   groups' columns concatenated in sequence order, see `tree_feature_order`);
-* one `es_tree_node` per node: split ``{feature, threshold, {left, right}}`` compared as
-  ``x <= threshold`` on float32, leaf ``{-1, value, {0, 0}}`` with the leaf value rounded to float32;
+* one 8-byte `es_tree_node` per node, each tree in pre-order (`tree_preorder`): split
+  ``{threshold, feature, right}`` compared as ``x <= threshold`` on float32, its left child the next
+  node and its right child ``right`` nodes on; leaf ``{value, 0, 0}`` in place, the value
+  rounded to float32;
 * per stage: its tree range, its trees' maximum depth (the bound of the C walk) and its readout.
 
 Everything the C will index is re-proved here before any text is written (the ensemble is rebuilt
@@ -33,6 +35,7 @@ from edgeseq.train.trees import TreeEnsemble, TreeStageModel
 
 _C_INDEX_MAX = (1 << 31) - 1  # every count and index must fit int32_t / uint32_t with room to spare
 _FLT_MAX = float(np.finfo(np.float32).max)
+_NODE_OFFSET_MAX = 0xFFFF  # the C node's 16-bit right-child offset and feature index (0xFFFF marks a leaf)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,21 +228,78 @@ def _stage_text(r: range) -> str:
     return "none" if len(r) == 0 else (f"{r.start}" if len(r) == 1 else f"{r.start}-{r.stop - 1}")
 
 
+def tree_preorder(model: TreeStageModel) -> tuple[np.ndarray, np.ndarray]:
+    """The C node order: each tree's nodes in pre-order from its root (left subtree first), so a
+    split's left child is the next node; and per C node the distance to its right child (0 at a leaf).
+
+    The walk of a pre-order array goes left by stepping to the adjacent node and right by a short
+    jump, and a leaf sits where the walk arrives: one 8-byte node per step, no child table. Trees keep
+    their node ranges (the permutation stays inside each tree), so ``tree_root`` is unchanged.
+
+    Returns
+    -------
+    order : numpy.ndarray
+        ``order[c]`` is the ensemble node stored at C position c.
+    right : numpy.ndarray
+        Per C position: C position of the right child minus c, or 0 at a leaf.
+
+    Raises
+    ------
+    ExportError
+        A tree of more than 65,535 nodes (the 16-bit offset of the C node).
+
+    Examples
+    --------
+    >>> order, right = tree_preorder(_demo_model())
+    >>> order.tolist(), right.tolist()
+    ([0, 1, 2, 3], [2, 0, 0, 0])
+    """
+    ens = model.ensemble
+    order = np.empty(ens.n_nodes, np.int64)
+    right = np.zeros(ens.n_nodes, np.int64)
+    left_of, right_of, split = ens.left.tolist(), ens.right.tolist(), (ens.feature >= 0).tolist()
+    for t in range(ens.n_trees):
+        a, b = ens.tree_range(t)
+        if b - a > _NODE_OFFSET_MAX:
+            raise ExportError(f"tree {t} has {b - a} nodes; the C runtime's 16-bit offsets allow {_NODE_OFFSET_MAX}")
+        c, stack, pending = a, [a], []  # pending: (C position of a split, its right child) to patch
+        placed = {}
+        while stack:
+            i = stack.pop()
+            order[c], placed[i] = i, c
+            if split[i]:
+                stack.append(right_of[i])
+                stack.append(left_of[i])
+                pending.append((c, right_of[i]))
+            c += 1
+        if c != b:
+            raise ExportError(f"cannot generate C for this tree model: tree {t} has nodes its root does not reach")
+        for pos, r in pending:
+            right[pos] = placed[r] - pos
+    return order, right
+
+
 def _nodes(model: TreeStageModel, layout: TreeLayout, prefix: str) -> str:
     ens = model.ensemble
+    if ens.n_features > _NODE_OFFSET_MAX - 1:
+        raise ExportError(f"a tree model of {ens.n_features} features is too wide for the C runtime's 16-bit "
+                          f"feature index (at most {_NODE_OFFSET_MAX - 1})")
+    order, right = tree_preorder(model)
     stage_of = np.zeros(ens.n_trees, np.int64)
     for k, s in enumerate(model.stages):
         stage_of[s.tree_start:s.tree_stop] = k
     lines = []
-    for t in range(ens.n_trees):
-        a, b = ens.tree_range(t)
-        lines.append(f"    /* tree {t}: stage {stage_of[t]}, adds to state {int(ens.target[t])} */")
-        for i in range(a, b):
-            if ens.feature[i] >= 0:
-                lines.append(f"    {{{int(layout.feature[i])}, {c_float(ens.threshold[i])}, "
-                             f"{{{int(ens.left[i])}u, {int(ens.right[i])}u}}}},")
-            else:
-                lines.append(f"    {{-1, {c_float(ens.value[i])}, {{0u, 0u}}}},")
+    first = set(ens.roots.tolist())
+    tree = -1
+    for c in range(ens.n_nodes):
+        if c in first:
+            tree += 1
+            lines.append(f"    /* tree {tree}: stage {stage_of[tree]}, adds to state {int(ens.target[tree])} */")
+        i = int(order[c])
+        if ens.feature[i] >= 0:
+            lines.append(f"    {{{c_float(ens.threshold[i])}, {int(layout.feature[i])}u, {int(right[c])}u}},")
+        else:
+            lines.append(f"    {{{c_float(ens.value[i])}, 0u, 0u}},")
     return f"static const es_tree_node {prefix}_node[] = {{\n" + "\n".join(lines) + "\n};\n"
 
 
@@ -274,7 +334,7 @@ def _source(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str) -
     parts += c_tree_tables(layout, prefix, _nodes(model, layout, prefix) if have_trees else "")
     bounds = [s.tree_start for s in stages] + [stages[-1].tree_stop]
     ptr = lambda ok, what: f"{prefix}_{what}" if ok else "0"  # noqa: E731
-    parts.append(f"""/* stage k owns trees stage_tree[k] .. stage_tree[k+1]-1; its walk stops after stage_depth[k] compares */
+    parts.append(f"""/* stage k owns trees stage_tree[k] .. stage_tree[k+1]-1, whose longest path has stage_depth[k] compares */
 static const uint32_t {prefix}_stage_tree[] = {{ {c_u32_list(bounds)} }};
 static const uint32_t {prefix}_stage_depth[] = {{ {c_u32_list(layout.depth)} }};
 /* readout of each stage: W_k ({ens.n_targets} x {model.n_outputs} row-major), stage after stage, and b_k */

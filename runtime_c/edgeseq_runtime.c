@@ -125,12 +125,12 @@ static es_status es_check_stage_trees(const es_trees *t, uint32_t k, uint32_t d_
         }
         for (i = t->tree_root[tr]; i < end; ++i) {
             const es_tree_node *nd = &t->node[i];
-            if (nd->feature >= 0 && ((uint32_t)nd->feature >= d_k || nd->child[0] <= i || nd->child[0] >= end ||
-                                     nd->child[1] <= i || nd->child[1] >= end || !es_is_finite(nd->value))) {
-                return ES_ERR_BAD_MODEL;
+            if (nd->right != 0u && ((uint32_t)nd->feature >= d_k || nd->right >= end - i || i + 1u >= end ||
+                                    !es_is_finite(nd->value))) {
+                return ES_ERR_BAD_MODEL; /* both children after the split and inside its tree */
             }
-            if (nd->feature < 0 && (nd->feature != -1 || !es_is_finite(nd->value))) {
-                return ES_ERR_BAD_MODEL;
+            if (nd->right == 0u && (nd->feature != 0u || !es_is_finite(nd->value))) {
+                return ES_ERR_BAD_MODEL; /* a leaf reads x[0] when a lane steps it (and stays) */
             }
         }
     }
@@ -413,9 +413,37 @@ static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_n
 }
 
 /*
+ * The tree walk (see TREE STAGES and docs/c-runtime.md). A step from a split moves to the next node
+ * (x <= threshold) or `right` nodes on; a leaf (right == 0, feature 0) stays where it is. es_init
+ * proved that every split's children lie after it inside its tree, so every walk moves forward until
+ * it rests on a leaf: it ends, and reads only inside the arrays, whatever the tables say.
+ *
+ * ES_TREE_LANES 8 walks eight trees in lockstep with a branch-free step until all eight rest on
+ * leaves: an out-of-order core overlaps the eight chains of dependent loads that bound a single walk,
+ * and no branch depends on a comparison. ES_TREE_LANES 1 walks one tree at a time with a branch per
+ * step and stops at its leaf: the faster choice on in-order cores (Cortex-M), where eight lanes only
+ * add the steps of the deepest tree of the eight. Both add the leaves in tree order: the same sums.
+ */
+#ifndef ES_TREE_LANES
+#if defined(__ARM_ARCH_PROFILE) && __ARM_ARCH_PROFILE == 'M'
+#define ES_TREE_LANES 1
+#else
+#define ES_TREE_LANES 8
+#endif
+#endif
+#if ES_TREE_LANES != 1 && ES_TREE_LANES != 8
+#error "ES_TREE_LANES must be 1 or 8"
+#endif
+#define ES_TREE_STEP(nd)                                                                             \
+    do {                                                                                             \
+        const uint32_t r_ = (nd)->right;                                                             \
+        const uint32_t go_ = 0u - (uint32_t) !(x[(nd)->feature] <= (nd)->value); /* all ones: right */ \
+        (nd) += (r_ & go_) | ((uint32_t)(r_ != 0u) & ~go_);                                         \
+    } while (0)
+
+/*
  * Tree model: run stage k -- add each of its trees' leaf to the state (tree order, float32), read
- * out z = b_k + s W_k -- and publish it. The walk is bounded by the stage's depth; es_init proved
- * every child, feature and target index in range, so it reads only inside the arrays.
+ * out z = b_k + s W_k -- and publish it.
  */
 static es_status es_tree_stage(es_state *s, uint32_t k)
 {
@@ -424,15 +452,39 @@ static es_status es_tree_stage(es_state *s, uint32_t k)
     const es_tree_node *const nodes = t->node;
     const float *const x = s->x;
     float *const state = s->tstate;
-    const uint32_t depth = t->stage_depth[k];
     const uint32_t stop = t->stage_tree[k + 1u];
     const size_t P = m->n_outputs;
-    uint32_t tr;
-    for (tr = t->stage_tree[k]; tr < stop; ++tr) {
+    uint32_t tr = t->stage_tree[k];
+#if ES_TREE_LANES == 8
+    for (; tr + 8u <= stop; tr += 8u) { /* eight trees in lockstep: eight independent load chains */
+        const uint32_t *const root = t->tree_root + tr;
+        const uint32_t *const target = t->tree_target + tr;
+        const es_tree_node *a = nodes + root[0], *b = nodes + root[1], *c = nodes + root[2], *d = nodes + root[3];
+        const es_tree_node *e = nodes + root[4], *f = nodes + root[5], *g = nodes + root[6], *h = nodes + root[7];
+        while ((a->right | b->right | c->right | d->right | e->right | f->right | g->right | h->right) != 0u) {
+            ES_TREE_STEP(a);
+            ES_TREE_STEP(b);
+            ES_TREE_STEP(c);
+            ES_TREE_STEP(d);
+            ES_TREE_STEP(e);
+            ES_TREE_STEP(f);
+            ES_TREE_STEP(g);
+            ES_TREE_STEP(h);
+        }
+        state[target[0]] += a->value; /* tree order, as the one-tree walk below adds them */
+        state[target[1]] += b->value;
+        state[target[2]] += c->value;
+        state[target[3]] += d->value;
+        state[target[4]] += e->value;
+        state[target[5]] += f->value;
+        state[target[6]] += g->value;
+        state[target[7]] += h->value;
+    }
+#endif
+    for (; tr < stop; ++tr) {
         const es_tree_node *nd = nodes + t->tree_root[tr];
-        uint32_t step;
-        for (step = 0u; step < depth && nd->feature >= 0; ++step) {
-            nd = nodes + nd->child[!(x[nd->feature] <= nd->value)]; /* the index, not a branch */
+        while (nd->right != 0u) {
+            nd += x[nd->feature] <= nd->value ? 1u : nd->right; /* left is the next node */
         }
         state[t->tree_target[tr]] += nd->value;
     }
@@ -485,6 +537,7 @@ static es_status es_start(es_state *s)
 es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
 {
     es_status st;
+    size_t st_i;
     if (s == NULL || m == NULL || work == NULL) {
         return ES_ERR_NULL;
     }
@@ -497,6 +550,9 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
         return ES_ERR_BUFFER;
     }
     s->model = m;
+    for (st_i = 0u; st_i < (size_t)m->n_features + m->n_outputs; ++st_i) {
+        work[st_i] = 0.0f; /* once per model: a tree lane resting on a leaf reads x[0] */
+    }
     s->x = work;
     s->z = work + m->n_features;
     s->slot = work + m->n_features + m->n_outputs;

@@ -93,10 +93,16 @@
  *   s[tree_target[t]] += leaf_t(x)     for t = stage_tree[k], stage_tree[k] + 1, ... (tree order),
  * one float32 addition per tree, in that order; then z = b_k + sum_i s[i] * W_k[i][:] (float32,
  * rows in order, exactly the linear dot product above) and the link. A tree is walked from its root:
- * at a split go to child[0] when x[feature] <= value (float32, the comparison of ONNX
+ * at a split go to the next node when x[feature] <= value (float32, the comparison of ONNX
  * TreeEnsembleRegressor BRANCH_LEQ and of LightGBM; NaN never reaches it because es_push refuses
- * non-finite values), else to child[1]; a leaf (feature < 0) adds its `value`. The walk stops after
- * stage_depth[k] comparisons whatever the arrays say, so it visits at most stage_depth[k] + 1 nodes.
+ * non-finite values), else `right` nodes on; a leaf (right == 0) adds its `value`. Every step moves
+ * forward inside the tree (es_init checks it), so a walk ends whatever the arrays say; a generated
+ * model's walk visits at most stage_depth[k] + 1 nodes. On cores other than Cortex-M eight trees are
+ * walked in lockstep (ES_TREE_LANES, edgeseq_runtime.c); the leaves are added in tree order either way.
+ * In lockstep a walk resting on its leaf keeps stepping in place until the deepest of its eight ends,
+ * so there each tree may cost up to the stage's depth in steps (the bounds below count the walk of
+ * ES_TREE_LANES=1, the Cortex-M default).
+ * docs/c-runtime.md says why this layout was chosen.
  * Group position j belongs to stage group_stage[j]; a push completes that stage when it was the
  * stage's last group (otherwise nothing is committed and es_current keeps the previous stage), and
  * stages that need no new group run right after the previous one in the same push (stage 0 and any
@@ -131,7 +137,7 @@ extern "C" {
 #endif
 
 /* Bumped when es_model's layout changes; a generated model records the version it was made for. */
-#define ES_ABI_VERSION 3u
+#define ES_ABI_VERSION 4u
 
 #include "edgeseq_seqlock.h" /* ES_FENCE_RELEASE/ACQUIRE (overridable), the shared commit and budget rule */
 
@@ -161,13 +167,15 @@ typedef enum {
     ES_KIND_TREES = 1   /* tree increments into a carried state + readout per stage (es_trees) */
 } es_kind;
 
-/* One tree node. Children are absolute indices into es_trees.node, after this node, inside its tree.
-   They form an array so the walk selects one by the comparison's result (no data-dependent branch). */
+/* One tree node, 8 bytes. Each tree's nodes are stored in pre-order from its root: a split's left
+   child ("x <= value") is the next node, its right child `right` nodes further on, and a leaf sits
+   in place (right == 0), holding its value where a split holds its threshold. So a step of the walk
+   is one 8-byte node, one feature load and one compare (see TREE STAGES); the 16-bit fields bound a
+   tree model to 65,535 features and a tree to 65,535 nodes. */
 typedef struct es_tree_node {
-    int32_t feature;   /* split: index into the features pushed so far (sequence order); leaf: -1 */
-    float value;       /* split: threshold (go left when x[feature] <= value); leaf: the value added */
-    uint32_t child[2]; /* split: [0] the next node when x[feature] <= value ("left"), [1] otherwise
-                          ("right"); leaf: 0, 0 */
+    float value;       /* split: threshold (go to the next node when x[feature] <= value); leaf: the value added */
+    uint16_t feature;  /* split: index into the features pushed so far (sequence order); leaf: 0 */
+    uint16_t right;    /* split: distance (in nodes, >= 1) from this node to its right child; leaf: 0 */
 } es_tree_node;
 
 /* The stages of a tree model (see TREE STAGES). */
@@ -183,7 +191,7 @@ typedef struct es_trees {
     const uint32_t *stage_depth;   /* [n_stages] comparisons on the longest path of the stage's trees */
     const float *readout_w;        /* [n_stages x n_state x P] W_k row-major, stage after stage */
     const float *readout_b;        /* [n_stages x P] */
-    const uint32_t *tree_root;     /* [n_trees] first node of each tree, strictly increasing */
+    const uint32_t *tree_root;     /* [n_trees] first node (the root) of each tree, strictly increasing */
     const uint32_t *tree_target;   /* [n_trees] state dimension each tree adds to */
     const es_tree_node *node;      /* [n_nodes] */
 } es_trees;

@@ -25,7 +25,7 @@ from tree_models import boundary_rows, random_tree_model, rows
 from edgeseq.errors import ExportError
 from edgeseq.export.c_harness import (build_driver, compile_c, run_c, run_c_budgets, run_c_trees,
                                       runtime_dir, sweep_c_trees)
-from edgeseq.export.c_trees import tree_feature_order, write_c_tree_model
+from edgeseq.export.c_trees import tree_feature_order, tree_preorder, write_c_tree_model
 from edgeseq.train.trees import TreeStage, TreeStageModel
 
 
@@ -282,10 +282,11 @@ def _init_status(tmp_path, source: str) -> int:
 
 
 @pytest.mark.parametrize("old,new", [
-    ("{0, 0.5f, {1u, 2u}}", "{0, 0.5f, {1u, 4u}}"),         # right child in the next tree
-    ("{0, 0.5f, {1u, 2u}}", "{0, 0.5f, {0u, 2u}}"),         # left child points at itself (a cycle)
-    ("{0, 0.5f, {1u, 2u}}", "{1, 0.5f, {1u, 2u}}"),         # stage 1 reads group b, pushed only for stage 2
-    ("{0, 0.5f, {1u, 2u}}", "{-2, 0.5f, {1u, 2u}}"),        # neither a split nor a leaf
+    ("{0.5f, 0u, 2u}", "{0.5f, 0u, 3u}"),                   # right child in the next tree
+    ("{0.5f, 0u, 2u}", "{0.5f, 1u, 2u}"),                   # stage 1 reads group b, pushed only for stage 2
+    ("{0.5f, 0u, 2u}", "{0.5f, 65534u, 2u}"),               # neither a pushed feature nor a leaf
+    ("{2.0f, 0u, 0u}", "{2.0f, 0u, 1u}"),                   # the last node of a tree splits: left child beyond it
+    ("{2.0f, 0u, 0u}", "{2.0f, 1u, 0u}"),                   # a leaf naming a feature
     ("m_tree_target[] = { 0u, 0u }", "m_tree_target[] = { 0u, 1u }"),  # state has one float
     ("m_group_stage[] = { 1u, 2u }", "m_group_stage[] = { 2u, 1u }"),  # group order decreasing
     ("m_stage_tree[] = { 0u, 0u, 1u, 2u }", "m_stage_tree[] = { 0u, 0u, 1u, 3u }"),  # past the last tree
@@ -310,12 +311,18 @@ def test_thresholds_and_leaves_round_trip_bit_exactly(tmp_path):
     ens = model.ensemble
     nodes = [ln.split() for ln in lines if ln.startswith("node ")]
     assert len(nodes) == ens.n_nodes
-    want = np.where(ens.feature >= 0, ens.threshold, ens.value.astype(np.float32)).astype(np.float32)
+    order, _ = tree_preorder(model)  # C position -> ensemble node
+    want = np.where(ens.feature >= 0, ens.threshold, ens.value.astype(np.float32)).astype(np.float32)[order]
     assert [int(t[-1], 16) for t in nodes] == want.view(np.uint32).tolist()
     position = np.full(ens.n_features, -1)  # raw column -> place among the pushed features
     position[tree_feature_order(model)] = np.arange(tree_feature_order(model).size)
-    want_feature = np.where(ens.feature >= 0, position[np.maximum(ens.feature, 0)], -1)
-    assert [int(t[3]) for t in nodes] == want_feature.tolist() and min(want_feature[ens.feature >= 0]) >= 0
+    want_feature = np.where(ens.feature >= 0, position[np.maximum(ens.feature, 0)], -1)[order]
+    assert [int(t[3]) for t in nodes] == want_feature.tolist() and min(want_feature[want_feature != -1]) >= 0
+    # the children the C walks are the ensemble's children, moved by the same permutation
+    place = np.argsort(order)
+    split = ens.feature[order] >= 0
+    assert [int(t[5]) for t in nodes if int(t[3]) >= 0] == place[ens.left[order][split]].tolist()
+    assert [int(t[7]) for t in nodes if int(t[3]) >= 0] == place[ens.right[order][split]].tolist()
 
 
 def _interrupt_tree_model(d):
@@ -417,7 +424,7 @@ def test_an_overflowing_hand_edited_model_stops_the_sample(tmp_path):
     from edgeseq.export.c_trees import _demo_model
     write_c_tree_model(_demo_model(), tmp_path, "m")
     src = (tmp_path / "edgeseq_model.c").read_text()
-    edits = [("{-1, 2.0f, {0u, 0u}}", "{-1, 3.0e38f, {0u, 0u}}"), ("{-1, 10.0f, {0u, 0u}}", "{-1, 3.0e38f, {0u, 0u}}")]
+    edits = [("{2.0f, 0u, 0u}", "{3.0e38f, 0u, 0u}"), ("{10.0f, 0u, 0u}", "{3.0e38f, 0u, 0u}")]
     for old, new in edits:
         assert src.count(old) == 1
         src = src.replace(old, new)

@@ -351,3 +351,47 @@ def test_a_crafted_directive_is_never_compiled(bundles, tmp_path):
     assert index["sizes"] is None and "Not measured" in (tmp_path / "b" / "README.md").read_text()
     # control: the untouched export is measured by the same call
     assert write_firmware_bundle(export_dir, tmp_path / "c")["sizes"]["flash_bytes"] > 0
+
+
+def _zephyr_consumer(tmp, bundle, prefix, cmake_dir: str, config: bool) -> str:
+    """A plain CMake project standing in for Zephyr's build: it defines the three Zephyr CMake
+    functions the module's zephyr/CMakeLists.txt calls (as Zephyr's extensions do: one library per
+    zephyr_library() scope, include directories on the shared zephyr_interface target, relative paths
+    taken from the module's folder), sets the module's Kconfig symbol when `config`, adds the folder
+    module.yml names and links the example against what it defined."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    sym = f"CONFIG_EDGESEQ_{prefix.upper()}"
+    (tmp / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.13)\nproject(zephyr_stand_in C)\n"
+        "add_library(zephyr_interface INTERFACE)\n"
+        "macro(zephyr_library)\n  set(ZEPHYR_CURRENT_LIBRARY module_lib)\n  add_library(module_lib STATIC)\n"
+        "  target_link_libraries(module_lib PUBLIC zephyr_interface)\nendmacro()\n"
+        "function(zephyr_library_sources)\n  target_sources(${ZEPHYR_CURRENT_LIBRARY} PRIVATE ${ARGN})\nendfunction()\n"
+        "function(zephyr_include_directories)\n  foreach(d ${ARGN})\n"
+        "    get_filename_component(a ${d} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})\n"
+        "    target_include_directories(zephyr_interface INTERFACE ${a})\n  endforeach()\nendfunction()\n"
+        + (f"set({sym} y)\n" if config else "")
+        + f'add_subdirectory("{bundle}/{cmake_dir}" zephyr_module)\n'
+        f'add_executable(example "{bundle}/examples/main.c")\n'
+        "target_link_libraries(example PRIVATE module_lib zephyr_interface m)\n")
+    return str(tmp)
+
+
+@needs_cmake
+@pytest.mark.parametrize("name", ["clf", "tree"])
+def test_zephyr_module_builds_with_plain_cmake_and_matches_python(bundles, tmp_path, name):
+    export_dir, bundle, _ = bundles[name]
+    module = dict(line.split(":", 1) for line in (bundle / "zephyr/module.yml").read_text().splitlines()
+                  if line.startswith("  "))
+    cmake_dir, kconfig = module["  cmake"].strip(), module["  kconfig"].strip()
+    assert (bundle / cmake_dir / "CMakeLists.txt").is_file() and (bundle / kconfig).is_file()
+    assert f"config EDGESEQ_FW_{name.upper()}" in (bundle / kconfig).read_text()
+    src = _zephyr_consumer(tmp_path / "zephyr", bundle, f"fw_{name}", cmake_dir, config=True)
+    _cmake_build(src, tmp_path / "build", [f"-DCMAKE_C_FLAGS={STRICT}", f"-DCMAKE_C_COMPILER={_host_cc()}"])
+    r = subprocess.run([str(tmp_path / "build" / "example")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout
+    _compare_float(r.stdout, export_dir)
+    # negative control: without the module's Kconfig symbol the module defines no library to link
+    src = _zephyr_consumer(tmp_path / "off", bundle, f"fw_{name}", cmake_dir, config=False)
+    with pytest.raises(AssertionError):
+        _cmake_build(src, tmp_path / "build_off", [f"-DCMAKE_C_COMPILER={_host_cc()}"])

@@ -79,8 +79,9 @@ static int dump_trees(const es_trees *t, uint32_t n_out)
         printf("tree %u root %u target %u\n", (unsigned)k, (unsigned)t->tree_root[k], (unsigned)t->tree_target[k]);
     }
     for (k = 0; k < t->n_nodes; ++k) {
-        printf("node %u feature %d left %u right %u value", (unsigned)k, (int)t->node[k].feature,
-               (unsigned)t->node[k].child[0], (unsigned)t->node[k].child[1]);
+        const int leaf = t->node[k].right == 0u; /* pre-order: left child = next node */
+        printf("node %u feature %d left %u right %u value", (unsigned)k, leaf ? -1 : (int)t->node[k].feature,
+               leaf ? 0u : (unsigned)k + 1u, leaf ? 0u : (unsigned)k + (unsigned)t->node[k].right);
         print_bits(&t->node[k].value, 1u);
         printf("\n");
     }

@@ -87,9 +87,9 @@ static double linear_logits(const es_model *m, uint32_t j, uint32_t d, const flo
 static double tree_leaf(const es_trees *tr, uint32_t t, const float *x)
 {
     uint32_t node = tr->tree_root[t], steps = 0;
-    while (tr->node[node].feature >= 0) {
+    while (tr->node[node].right != 0u) {
         const es_tree_node *nd = &tr->node[node];
-        node = nd->child[x[nd->feature] <= nd->value ? 0 : 1];
+        node += x[nd->feature] <= nd->value ? 1u : nd->right; /* pre-order: left child = next node */
         if (++steps > tr->n_nodes) FINDING("tree walk does not end");
     }
     return (double)tr->node[node].value;

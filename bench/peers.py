@@ -1,0 +1,514 @@
+"""edgeseq against the code generators users pick instead: m2cgen, emlearn (inline), tl2cgen.
+
+Usage: python bench/peers.py [--quick] [--rounds 5] [--passes 2] [--no-arm] [--arm-all] [--only NAME ...]
+
+Writes bench/results/peers.json. Contenders are optional extras of this benchmark only (the
+``bench`` section of constraints.txt); one that is not installed is reported as such, not measured.
+
+Models: a LightGBM regression of 100 trees x 31 leaves (20 columns in 5 groups), the digits
+multiclass LightGBM of 100 rounds x 10 classes = 1,000 trees x 15 leaves (8 groups of 8 pixels) and,
+for m2cgen only, a 30-column logistic model (edgeseq's anytime fit against scikit-learn's
+LogisticRegression on the same rows). ``--quick`` keeps the regression only.
+
+C, per contender and model (bench/peers_time.c; each contender its own process, compiled with
+gcc -O2, the same rows, ``--rounds`` rounds of the contenders in turn, the fastest kept):
+
+* host ns per full prediction -- edgeseq: ``es_reset`` + ``es_push`` of every group + ``es_current``
+  (the anytime pass, every stage committed); a peer: its predict function on the row;
+* the seconds gcc -O2 takes to compile the model's C file (edgeseq: edgeseq_model.c; the runtime
+  is compiled once per firmware, whatever the model);
+* Cortex-M4F flash: text + data of the objects built -Os (edgeseq: runtime + model), arm-none-eabi-size;
+* emulated Cortex-M4F SysTick ticks of one prediction (-O2, qemu ``-icount shift=0``: instruction
+  -counted virtual time, mean over 16 rows; not cycles of a real core);
+* max |error| of every prediction (regression value, class probabilities) against the model's own
+  predict (LightGBM, scikit-learn; for edgeseq's linear model its Python prediction).
+
+m2cgen returns a binary linear model's logit: its glue applies the sigmoid, so every contender
+returns the same probabilities. emlearn converts only scikit-learn forests, so its row feeds it the same LightGBM trees through a
+shim (`emlearn_source`): its inline tree code, emitted by emlearn's own generator with float-exact
+constants and ``x < nextafter(t)`` for LightGBM's ``x <= t``, summed per class; it measures emlearn's
+tree code, not a path an emlearn user has.
+
+It also times ``es_init`` against ``es_reset`` per row (the C docs quote it: ``es_init`` validates
+the whole model and is meant to run once), and in Python, ``ExportedModel.predict`` at the last
+stage against LightGBM's ``predict`` and treelite's and lleaves' where installed, at N = 1 and 1,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
+from python_runtime_speed import per_call_us
+
+from edgeseq.export.c_harness import compile_c, runtime_dir
+
+HERE = Path(__file__).resolve().parent
+HOST_FLAGS = ("-O2", "-w")  # peers' generated code is not warning-clean; edgeseq's is checked by its tests
+GLUE_ES = """#include <stdint.h>
+#include "edgeseq_model.h"
+static float work[m_WORK_FLOATS];
+static es_state st;
+void contender_init(void);
+void contender_predict(const float *row, float *out);
+void contender_init(void) { (void)es_init(&st, &m_model, work, m_WORK_FLOATS); }
+void contender_predict(const float *row, float *out)
+{
+    es_group_info g;
+    uint32_t off = 0u;
+    (void)es_reset(&st);
+    while (es_next_group(&st, &g) == ES_OK) {
+        (void)es_push(&st, g.group, row + off, g.dim);
+        off += g.dim;
+    }
+    (void)es_current(&st, out, 0, 0);
+}
+"""
+
+
+# ----------------------------------------------------------------------------------------------- models
+
+def regression():
+    """(X, LightGBM regressor, edgeseq TreeStageModel): 100 trees x 31 leaves, 20 columns in 5 groups."""
+    import lightgbm as lgb
+
+    from edgeseq import from_lightgbm
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 20)).astype(np.float32).astype(np.float64)
+    y = X[:, :5].sum(axis=1) + np.sin(X[:, 5]) + X[:, 6] * X[:, 7] + 0.1 * rng.normal(size=2000)
+    reg = lgb.LGBMRegressor(n_estimators=100, num_leaves=31, verbose=-1, n_jobs=1, deterministic=True).fit(X, y)
+    return X, reg, from_lightgbm(reg, [list(range(4 * g, 4 * g + 4)) for g in range(5)], np.ones(5))
+
+
+def digits():
+    """(X, LightGBM classifier, edgeseq model): digits, 100 rounds x 10 classes x 15 leaves, 8 groups."""
+    import lightgbm as lgb
+    from sklearn.datasets import load_digits
+
+    from edgeseq import from_lightgbm
+    X, y = load_digits(return_X_y=True)
+    X = X.astype(np.float64)
+    clf = lgb.LGBMClassifier(n_estimators=100, num_leaves=15, verbose=-1, n_jobs=1, deterministic=True).fit(X, y)
+    return X, clf, from_lightgbm(clf, [list(range(8 * r, 8 * r + 8)) for r in range(8)], np.ones(8))
+
+
+def logistic():
+    """(X, scikit-learn LogisticRegression, edgeseq FittedSequence): 30 columns, 10 groups of 3."""
+    from sklearn.linear_model import LogisticRegression
+
+    from edgeseq import AnytimeClassifier
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 30)).astype(np.float32).astype(np.float64)
+    y = (X @ rng.normal(size=30) > 0).astype(int)
+    est = AnytimeClassifier(groups=[list(range(3 * g, 3 * g + 3)) for g in range(10)], costs=np.ones(10)).fit(X, y)
+    return X, LogisticRegression(max_iter=1000).fit(X, y), est.fitted_sequence_
+
+
+# ------------------------------------------------------------------------------------------ contenders
+
+def edgeseq_source(model, d: Path, lanes: int | None = None):
+    """(model C files, runtime C files, glue, column order of a row, n_out, defines); `lanes` forces
+    the tree walk (ES_TREE_LANES) on every target, None keeps each target's default."""
+    from edgeseq.export.c_harness import write_c_for
+    from edgeseq.export.c_trees import tree_feature_order
+    from edgeseq.train.trees import TreeStageModel
+    write_c_for(model, d, "m")
+    if isinstance(model, TreeStageModel):
+        cols = tree_feature_order(model)
+    else:
+        cols = np.concatenate([np.asarray(model.group_columns[g]) for g in model.order])
+    (d / "glue.c").write_text(GLUE_ES)
+    n_out = 2 if model.link == "sigmoid" else model.n_outputs
+    defines = () if lanes is None else (f"ES_TREE_LANES={lanes}",)
+    return [d / "edgeseq_model.c"], [runtime_dir() / "edgeseq_runtime.c"], d / "glue.c", cols, n_out, defines
+
+
+def m2cgen_source(est, d: Path, n_feat: int, n_out: int):
+    import m2cgen
+    code = m2cgen.export_to_c(est)
+    (d / "model.c").write_text(code)
+    single = "double score(double * input)" in code
+    call = ("out[0] = (float)score(in);" if single and n_out == 1 else
+            # a binary linear model: m2cgen returns the logit; the caller applies the sigmoid
+            "{ float p = 1.0f / (1.0f + expf(-(float)score(in))); out[0] = 1.0f - p; out[1] = p; }" if single else
+            f"double o[{n_out}]; int k; score(in, o); for (k = 0; k < {n_out}; ++k) out[k] = (float)o[k];")
+    decl = "double score(double *input);" if single else "void score(double *input, double *output);"
+    (d / "glue.c").write_text(f"""#include <math.h>
+{decl}
+void contender_init(void) {{}}
+void contender_predict(const float *row, float *out)
+{{
+    double in[{n_feat}]; int i;
+    for (i = 0; i < {n_feat}; ++i) in[i] = row[i];
+    {call}
+}}
+""")
+    return [d / "model.c"], [], d / "glue.c", np.arange(n_feat), n_out, ()
+
+
+def _exact_float(v) -> str:
+    """A float32 value as a C float literal that reads back exactly (9 significant digits)."""
+    text = f"{float(np.float32(v)):.9g}"
+    return (text if any(c in text for c in ".en") else text + ".0") + "f"
+
+
+def emlearn_source(model, d: Path, n_feat: int, n_out: int):
+    """emlearn's inline generator on the LightGBM trees (see the module docstring): one forest per class."""
+    from emlearn import cgen, trees as eml
+    ens = model.ensemble
+    saved = cgen.constant
+    cgen.constant = lambda val, dtype="float": _exact_float(val) if dtype == "float" else saved(val, dtype)
+    parts, calls = ["#include <stdint.h>"], []
+    try:
+        for k in range(ens.n_targets):
+            nodes, roots, leaves = [], [], []
+            for t in np.flatnonzero(ens.target == k):
+                a, b = ens.tree_range(int(t))
+                # splits get node numbers, leaves -(leaf number) - 1 (emlearn's forest tuple)
+                split_ids = {i: n for n, i in enumerate(i for i in range(a, b) if ens.feature[i] >= 0)}
+                leaf_ids = {i: n for n, i in enumerate(i for i in range(a, b) if ens.feature[i] < 0)}
+                base_n, base_l = len(nodes), len(leaves)
+                ref = lambda i: base_n + split_ids[i] if i in split_ids else -(base_l + leaf_ids[i]) - 1  # noqa: E731
+                for i in split_ids:
+                    thr = np.nextafter(np.float32(ens.threshold[i]), np.float32(np.inf))  # x < thr == x <= t
+                    nodes.append([int(ens.feature[i]), float(thr), ref(int(ens.left[i])), ref(int(ens.right[i]))])
+                leaves += [float(np.float32(ens.value[i])) for i in leaf_ids]
+                roots.append(ref(a))
+            code = eml.generate_c_inlined((nodes, roots, leaves), f"eml{k}", n_feat, classifier=False,
+                                          include_proba=False)
+            parts.append(code.replace(f"return avg/{len(roots)};", "return avg;"))  # a boosted sum, not a mean
+            calls.append(f"out[{k}] = eml{k}_predict(row, {n_feat});")
+    finally:
+        cgen.constant = saved
+    (d / "model.c").write_text("\n".join(parts))
+    link = ""
+    if model.link == "softmax":
+        link = f"""{{ float m = out[0], s = 0.0f; int k;
+        for (k = 1; k < {n_out}; ++k) m = out[k] > m ? out[k] : m;
+        for (k = 0; k < {n_out}; ++k) {{ out[k] = expf(out[k] - m); s += out[k]; }}
+        for (k = 0; k < {n_out}; ++k) out[k] /= s; }}"""
+    decls = "\n".join(f"float eml{k}_predict(const float *features, int32_t features_length);"
+                      for k in range(ens.n_targets))
+    (d / "glue.c").write_text(f"""#include <math.h>
+#include <stdint.h>
+{decls}
+void contender_init(void) {{}}
+void contender_predict(const float *row, float *out)
+{{
+    {' '.join(calls)}
+    {link}
+}}
+""")
+    return [d / "model.c"], [], d / "glue.c", np.arange(n_feat), n_out, ()
+
+
+def tl2cgen_source(est, d: Path, n_feat: int, n_out: int):
+    import tl2cgen
+    import treelite
+    tm = treelite.frontend.from_lightgbm(est.booster_)
+    tl2cgen.generate_c_code(tm, str(d / "tl"), params={})
+    header = (d / "tl" / "header.h").read_text()
+    real = "double" if "double* result" in header or "double *result" in header else "float"
+    (d / "glue.c").write_text(f"""#include "header.h"
+void contender_init(void) {{}}
+void contender_predict(const float *row, float *out)
+{{
+    union Entry data[{n_feat}]; {real} res[{n_out}]; int i;
+    for (i = 0; i < {n_out}; ++i) res[i] = 0; /* predict adds every tree into result */
+    for (i = 0; i < {n_feat}; ++i) data[i].fvalue = row[i];
+    predict(data, 0, res);
+    for (i = 0; i < {n_out}; ++i) out[i] = (float)res[i];
+}}
+""")
+    srcs = sorted((d / "tl").glob("*.c"))
+    return srcs, [], d / "glue.c", np.arange(n_feat), n_out, ()
+
+
+# --------------------------------------------------------------------------------------------- running
+
+def _compile_model(srcs, d: Path, cc: str, incs) -> tuple[list, float]:
+    """Objects of the model's C files and the seconds gcc -O2 took (wall clock, files in turn)."""
+    objs, t0 = [], time.perf_counter()
+    for s in srcs:
+        o = d / (Path(s).stem + ".o")
+        subprocess.run([cc, "-std=c99", *HOST_FLAGS, "-c", *(f"-I{i}" for i in incs), str(s), "-o", str(o)],
+                       check=True)
+        objs.append(o)
+    return objs, time.perf_counter() - t0
+
+
+def build_host(c, d: Path, n_feat: int, n_out: int) -> tuple[Path, float]:
+    srcs, runtime, glue, _, _, defines = c
+    incs = [d, runtime_dir(), Path(glue).parent, *(Path(s).parent for s in srcs)]
+    objs, seconds = _compile_model(srcs, d, "gcc", incs)
+    exe = compile_c([*runtime, glue, HERE / "peers_time.c", *objs], d / "time", include_dirs=incs,
+                    defines=[f"N_FEAT={n_feat}", f"N_OUT={n_out}", *defines], flags=("-std=c99",),
+                    extra=HOST_FLAGS)
+    return exe, seconds
+
+
+def arm_figures(c, d: Path, n_feat: int, n_out: int) -> tuple[int, int]:
+    """(M4F flash bytes of the -Os objects, emulated SysTick ticks per prediction at -O2)."""
+    from edgeseq.export.c_arm import ARM_CC, TARGETS, qemu_dir, run_qemu, section_sizes
+    target = TARGETS["cortex-m4f"]
+    srcs, runtime, glue, _, _, defines = c
+    incs = [d, runtime_dir(), Path(glue).parent, *(Path(s).parent for s in srcs)]
+    objs = []
+    for s in [*runtime, *srcs]:
+        o = d / (Path(s).stem + ".arm.o")
+        subprocess.run([ARM_CC, "-std=c99", "-Os", "-w", "-c", *target.cpu_flags, *(f"-D{x}" for x in defines),
+                        *(f"-I{i}" for i in incs),
+                        str(s), "-o", str(o)], check=True)
+        objs.append(o)
+    flash = sum(v["text"] + v["data"] for v in section_sizes(objs).values())
+    qdir = qemu_dir()
+    elf = compile_c([qdir / "startup.c", *runtime, *srcs, glue, HERE / "peers_time.c"], d / "ticks.elf",
+                    include_dirs=[qdir, *incs], defines=["PEERS_ARM", f"N_FEAT={n_feat}", f"N_OUT={n_out}", *defines],
+                    compiler=ARM_CC, flags=("-std=c99",),
+                    extra=(*target.cpu_flags, "-O2", "-w", "-T", str(qdir / target.linker_script),
+                           "--specs=rdimon.specs"), libs=("-lm",))
+    out = run_qemu(elf, target, extra=("-icount", "shift=0"), timeout=300).stdout
+    return flash, int(out.split()[-1])
+
+
+def run_host(exe: Path, rows: Path, passes: int, d: Path, n_out: int) -> tuple[float, np.ndarray]:
+    pred = d / "pred.bin"
+    out = subprocess.run([str(exe), str(rows), str(passes), str(pred)], capture_output=True, text=True,
+                         check=True).stdout
+    return float(out.split()[-1]), np.fromfile(pred, np.float32).reshape(-1, n_out)
+
+
+def available(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def c_table(title, est, model, X, want, contenders, args, tmp: Path) -> dict:
+    """One model's C rows: every installed contender built, timed in interleaved rounds, checked."""
+    n_feat = X.shape[1]
+    n_out = want.shape[1]
+    rows_x = X[:512].astype(np.float32)
+    built = {}
+    for name in contenders:
+        if not name.startswith("edgeseq") and not available({"emlearn inline": "emlearn"}.get(name, name)):
+            built[name] = None
+            continue
+        d = tmp / f"{title[:3]}_{name.split()[0]}_{len(built)}"
+        d.mkdir()
+        if name == "edgeseq":
+            c = edgeseq_source(model, d)
+        elif name.startswith("edgeseq"):  # "edgeseq, ES_TREE_LANES=n": one walk on every target
+            c = edgeseq_source(model, d, int(name[-1]))
+        elif name == "m2cgen":
+            c = m2cgen_source(est, d, n_feat, n_out)
+        elif name == "emlearn inline":
+            c = emlearn_source(model, d, n_feat, n_out)
+        else:
+            c = tl2cgen_source(est, d, n_feat, n_out)
+        exe, seconds = build_host(c, d, n_feat, n_out)
+        rows_file = d / "rows.bin"
+        np.ascontiguousarray(rows_x[:, c[3]]).tofile(rows_file)
+        built[name] = {"c": c, "d": d, "exe": exe, "compile": seconds, "rows": rows_file, "ns": float("inf")}
+        print(f"  built {name}: model C compiled in {seconds:.2f} s", flush=True)
+    for _ in range(args.rounds):
+        for name, b in built.items():
+            if b is not None:
+                ns, pred = run_host(b["exe"], b["rows"], args.passes, b["d"], n_out)
+                b["ns"], b["err"] = min(b["ns"], ns), float(np.abs(pred.astype(np.float64) - want[:512]).max())
+    rows = []
+    for name, b in built.items():
+        if b is None:
+            rows.append([name, "not installed", None, None, None, None, None])
+            continue
+        flash = ticks = None
+        n_trees = getattr(getattr(model, "ensemble", None), "n_trees", 0)
+        slow = name in ("m2cgen", "tl2cgen") and n_trees >= 1000 and not args.arm_all
+        if not args.no_arm and not slow:
+            flash, ticks = arm_figures(b["c"], b["d"], n_feat, n_out)
+        rows.append([name, round(b["ns"] / 1000, 2), None, ticks, flash, round(b["compile"], 2),
+                     float(f"{b['err']:.3g}")])
+        print(f"  {name}: {b['ns'] / 1000:.2f} µs, {ticks} ticks, {flash} B flash, err {b['err']:.3g}", flush=True)
+    es = next((r for r in rows if r[0] == "edgeseq" and isinstance(r[1], float)), None)
+    for r in rows:
+        if es is not None and isinstance(r[1], float):
+            r[2] = round(r[1] / es[1], 2)
+    return {"title": title, "columns": ["contender", "host µs / prediction", "÷ edgeseq", "M4F ticks (-O2)",
+                                        "M4F flash B (-Os)", "model C compile s (gcc -O2)", "max |error|"],
+            "rows": rows}
+
+
+INIT_VS_RESET = """#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include "bench_timing.h"
+#include "edgeseq_model.h"
+static float work[m_WORK_FLOATS];
+static es_state st;
+static volatile uint32_t sink;
+int main(void)
+{
+    double ti[REPEATS], tr[REPEATS];
+    long i, n = 20000;
+    int r;
+    for (r = 0; r < REPEATS; ++r) {
+        double t0 = now_ns();
+        for (i = 0; i < n; ++i) { es_init(&st, &m_model, work, m_WORK_FLOATS); sink += st.seq; }
+        ti[r] = (now_ns() - t0) / (double)n;
+        t0 = now_ns();
+        for (i = 0; i < n; ++i) { es_reset(&st); sink += st.seq; }
+        tr[r] = (now_ns() - t0) / (double)n;
+    }
+    printf("%.1f %.1f\\n", minimum(ti), minimum(tr));
+    return 0;
+}
+"""
+
+
+def init_vs_reset(models, tmp: Path) -> dict:
+    """ns of es_init and of es_reset per row (each commits stage 0), per (title, model, µs of a full
+    prediction); and what calling es_init instead of es_reset does to a full prediction."""
+    from edgeseq.export.c_harness import write_c_for
+    rows = []
+    for title, model, full_us in models:
+        d = tmp / f"init_{len(rows)}"
+        write_c_for(model, d, "m")
+        (d / "main.c").write_text(INIT_VS_RESET)
+        exe = compile_c([runtime_dir() / "edgeseq_runtime.c", d / "edgeseq_model.c", d / "main.c"], d / "init",
+                        include_dirs=[d, runtime_dir(), HERE], extra=("-O2",))
+        ti, tr = map(float, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+        rows.append([title, ti, tr, full_us, round((full_us * 1000 + ti - tr) / (full_us * 1000), 2)])
+        print(f"  es_init {ti:.0f} ns, es_reset {tr:.0f} ns ({title})", flush=True)
+    return {"title": "es_init vs es_reset per row (host, gcc -O2, ns; both commit stage 0): es_init validates every "
+                     "table of the model and is meant to run once per model, es_reset once per row",
+            "columns": ["model", "es_init ns", "es_reset ns", "full prediction µs (with es_reset)",
+                        "full prediction with es_init instead, ×"], "rows": rows}
+
+
+def python_table(cases, args) -> dict:
+    """µs per call at the last stage: ExportedModel.predict vs LightGBM / treelite / lleaves."""
+    from edgeseq.export.writer import export_model
+    from edgeseq.runtime.model import ExportedModel
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for title, X, est, model in cases:
+            out = Path(tmp) / f"m{len(rows)}"
+            export_model(model, out)
+            em = ExportedModel(out)
+            j = em.n_prefixes - 1
+            trees = {}
+            if available("treelite"):
+                import treelite
+                tm = treelite.frontend.from_lightgbm(est.booster_)
+                trees["treelite (gtil)"] = lambda Xn, tm=tm: treelite.gtil.predict(tm, Xn)
+            if available("lleaves"):
+                import lleaves
+                path = Path(tmp) / "lgb.txt"
+                est.booster_.save_model(str(path))
+                ll = lleaves.Model(model_file=str(path))
+                ll.compile()
+                trees["lleaves"] = lambda Xn, ll=ll: ll.predict(Xn, n_jobs=1)
+            for n in (1, 1000):
+                Xn = np.ascontiguousarray(X[:n].astype(np.float32))
+                feats = {g: np.ascontiguousarray(Xn[:, c]) for g, c in zip(model.group_names, model.group_columns)}
+                Xd = Xn.astype(np.float64)
+                lgb_fn = est.predict if getattr(est, "n_classes_", None) is None else est.predict_proba
+                fns = {"edgeseq ExportedModel": lambda: em.predict(feats, prefix=j),
+                       "LightGBM predict": lambda: lgb_fn(Xd)}
+                fns.update({k: (lambda f=f: f(Xd)) for k, f in trees.items()})
+                calls = args.calls if n == 1 else max(args.calls // 10, 3)
+                t = per_call_us(fns, calls, args.reps)
+                base = t["edgeseq ExportedModel"]
+                for k, v in t.items():
+                    rows.append([title, n, k, round(v, 1), round(v / base, 2)])
+                print(f"  python {title} N={n}: " + ", ".join(f"{k} {v:.1f} µs" for k, v in t.items()), flush=True)
+    note = "" if available("lleaves") else "; lleaves was not installed: not measured"
+    return {"title": "Python, µs per call at the last stage (fastest of interleaved blocks, one thread): edgeseq "
+                     "ExportedModel.predict (the fused stage graph in onnxruntime) vs the model's own predict and "
+                     f"treelite's{note}",
+            "columns": ["model", "rows", "contender", "µs per call", "÷ edgeseq"], "rows": rows}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the regression model only")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of the contenders in turn (fastest kept)")
+    ap.add_argument("--passes", type=int, default=2, help="passes over the 512 rows per timed repeat")
+    ap.add_argument("--no-arm", action="store_true", help="skip the Cortex-M4F flash and emulated ticks")
+    ap.add_argument("--arm-all", action="store_true",
+                    help="also build m2cgen and tl2cgen for the M4F at 1,000 trees (minutes of compiling each)")
+    ap.add_argument("--only", nargs="+", default=None, metavar="NAME",
+                    help="C contenders to build (e.g. --only edgeseq, for a before/after run of edgeseq alone)")
+    ap.add_argument("--reps", type=int, default=15, help="Python: interleaved blocks")
+    ap.add_argument("--calls", type=int, default=40, help="Python: calls per block at N = 1")
+    args = ap.parse_args(argv)
+    info = machine_info()
+    print(f"load {info['load_start']}", flush=True)
+    trees = ["edgeseq", "edgeseq, ES_TREE_LANES=1", "edgeseq, ES_TREE_LANES=8", "m2cgen", "emlearn inline", "tl2cgen"]
+    tables, python_cases, init_models = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        specs = [("regression, LightGBM 100 trees x 31 leaves", regression, trees, "regression")]
+        if not args.quick:
+            specs += [("multiclass digits, LightGBM 1,000 trees x 15 leaves", digits, trees, "proba"),
+                      ("logistic, 30 columns in 10 groups", logistic, ["edgeseq", "m2cgen"], "logistic")]
+        for title, make, contenders, kind in specs:
+            contenders = [c for c in contenders if args.only is None or c in args.only]
+            print(title, flush=True)
+            X, est, model = make()
+            if kind == "regression":
+                want = est.predict(X[:512])[:, None]
+            elif kind == "proba":
+                want = est.predict_proba(X[:512])
+            else:  # each contender against its own model: edgeseq's Python prediction, sklearn's for m2cgen
+                want = None
+            if want is None:
+                k = model.n_prefixes - 1
+                es_want = np.asarray(model.apply_link(model.linear(X[:512], k)), np.float64).reshape(512, -1)
+                t_es = c_table(title, est, model, X, es_want, ["edgeseq"], args, tmp)
+                t_m2 = c_table(title + " (m2cgen vs scikit-learn)", est, model, X, est.predict_proba(X[:512]),
+                               ["m2cgen"], args, tmp) if available("m2cgen") and "m2cgen" in contenders else None
+                t_es["rows"] += t_m2["rows"] if t_m2 else [["m2cgen", "not installed", None, None, None, None, None]]
+                for r in t_es["rows"][1:]:
+                    if isinstance(r[1], float):
+                        r[2] = round(r[1] / t_es["rows"][0][1], 2)
+                tables.append(t_es)
+                init_models.append((title, model, t_es["rows"][0][1]))
+                continue
+            tables.append(c_table(title, est, model, X, want, contenders, args, tmp))
+            python_cases.append((title, X, est, model))
+            init_models.append((title, model, tables[-1]["rows"][0][1]))
+        tables.append(init_vs_reset(init_models, tmp))
+    tables.append(python_table(python_cases, args))
+    for t in tables:
+        t["title"] = t["title"] if "µs" in t["title"] or "es_init" in t["title"] else (
+            f"{t['title']}: per full prediction (edgeseq: es_reset + every push + es_current; its tree walk is "
+            "ES_TREE_LANES=8 on the host and 1 on the M4F unless a row forces one), host gcc -O2, "
+            "emulated Cortex-M4F (qemu -icount, SysTick ticks = instruction-counted time), M4F flash of the "
+            "-Os objects, gcc -O2 compile time of the model's C, max |error| vs the model's own predict; "
+            "m2cgen and tl2cgen are not built for the M4F at 1,000 trees without --arm-all (minutes each)")
+    init = tables[-2]["rows"]
+    write_result("peers", {"rounds": args.rounds, "passes": args.passes, "quick": args.quick,
+                           "init_instead_of_reset": [r[4] for r in init],
+                           "versions": {m: _version(m) for m in ("m2cgen", "emlearn", "tl2cgen", "treelite", "lleaves")},
+                           "run_as": "OMP_NUM_THREADS=1 nice -n 10", "tables": tables},
+                 command_line(), machine_info(info["load_start"]))
+
+
+def _version(name: str) -> str:
+    try:
+        from importlib import metadata
+        return metadata.version(name)
+    except Exception:  # noqa: BLE001  (any failure: not installed)
+        return "not installed"
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())
