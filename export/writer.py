@@ -300,7 +300,8 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
 
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                  check_stats=None, batch_size=None, ort=False, labels: str = "graph", c_dtype: str = "float32",
-                 calibration=None, tree_ops: str = "ai-onnx-ml") -> dict:
+                 calibration=None, tree_ops: str = "ai-onnx-ml", stop_data=None,
+                 max_disagreement: float = 0.005) -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -325,6 +326,10 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     `tree_ops`: tree stages only -- "ai-onnx-ml" (default, one ``ai.onnx.ml`` TreeEnsembleRegressor
     per stage) or "core" (core operators only, for tract, OpenVINO and mobile execution providers;
     see `edgeseq.export.onnx_trees_core`).
+    `stop_data`: classifiers only -- held-out rows X (or a pair (X, y); y is not used) with the model's
+    raw columns on which per-input stopping thresholds are calibrated (`edgeseq.export.stopping`) so
+    that at most `max_disagreement` of new rows stop with another answer than the full model; the
+    thresholds go into the manifest's ``stopping`` entry and the C table ``<prefix>_stop_threshold``.
 
     Returns
     -------
@@ -392,14 +397,24 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         c_int16 = None
         if c_dtype == "int16":
             c_int16 = _tree_int16(tree_model, calibration, classes)
-        return _write_atomically(out, force, lambda tmp: write_tree_export(
+        return _write_atomically(out, force, _with_stopping(lambda tmp: write_tree_export(
             tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
-            labels=labels, c_int16=c_int16, tree_ops=tree_ops))
+            labels=labels, c_int16=c_int16, tree_ops=tree_ops), stop_data, max_disagreement))
     write_c, c_int16 = cgen.write_c_model, None
     if c_dtype == "int16":
         write_c, c_int16 = _int16_writer(seq, calibration)
-    return _write_atomically(out, force, lambda tmp: _write_all(seq, tmp, model_name, c_prefix, check_stats,
-                                                               write_c, batch_size, ort, labels, c_int16))
+    return _write_atomically(out, force, _with_stopping(lambda tmp: _write_all(
+        seq, tmp, model_name, c_prefix, check_stats, write_c, batch_size, ort, labels, c_int16),
+        stop_data, max_disagreement))
+
+
+def _with_stopping(write, stop_data, max_disagreement):
+    """`write`, followed by the stopping calibration on the written export when `stop_data` is given."""
+    if stop_data is None:
+        return write
+    from edgeseq.export.stopping import add_stopping
+
+    return lambda tmp: add_stopping(tmp, write(tmp), stop_data, max_disagreement)
 
 
 def _calibration_rows(calibration):

@@ -1,0 +1,419 @@
+"""Per-input early stopping: calibrate the stage thresholds on held-out rows, record them in an export.
+
+An anytime classifier can stop computing groups once the committed stage's answer is settled. The
+rule (`edgeseq.runtime.stopping`) is the same in every runtime: stage k stops a row when the float32
+margin between its two largest class probabilities reaches ``threshold[k]``. This module chooses the
+thresholds so that the stopped answer differs from the full-budget answer on at most a share δ
+(`max_disagreement`) of new rows, and records them (manifest ``stopping`` entry, C table
+``<prefix>_stop_threshold``).
+
+How the thresholds are chosen (and why)
+---------------------------------------
+* **One shared threshold t, scanned from cautious to bold.** Every stage gets the same t; candidate
+  values run from "never stop" down through the margins seen on the calibration rows. One scalar
+  keeps the search a *fixed sequence* of nested rules, for which the test below needs no
+  multiple-comparison correction; a separate threshold per stage would have to split the rows or
+  pay a union bound over many more rules, which costs more than it saves at a few hundred rows.
+* **Finite-sample correction (Clopper-Pearson, fixed-sequence testing).** For each candidate, in
+  order, count the calibration rows d whose stopped answer differs from the full answer and compute
+  the one-sided Clopper-Pearson upper bound U(d, n) at `confidence`. Accept candidates while
+  U <= δ and stop at the first that fails; the answer is the last accepted one. Fixed-sequence
+  testing keeps the family-wise error at 1 - `confidence`: with that probability the chosen rule's
+  disagreement rate on new rows from the same distribution is at most δ. Picking the boldest
+  candidate whose *empirical* rate is <= δ (``corrected=False``) has no such guarantee: it is
+  tuned to the calibration rows' noise and exceeds δ on fresh rows (the tests show it).
+* **Cost.** The scan moves toward bolder rules only, so the accepted rule is the cheapest of the
+  sequence that passes; its mean cost and the share of rows stopping at each stage are recorded.
+* **Thresholds between margins.** Each candidate lies between two distinct calibration margins,
+  several float32 steps from both, so no calibration row sits on a threshold where the last bit of
+  a probability (onnxruntime's exp vs the C library's) could flip the decision.
+* Feasibility: with d = 0 the bound is 1 - (1 - confidence)^(1/n), so δ = 0.005 at 95 % needs
+  n >= 598 calibration rows before any stopping is allowed; with fewer, every threshold is "never".
+
+Regression exports have no stopping rule (a stage's own output does not bound the change still to
+come); calibrating one raises `ExportError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from edgeseq.errors import ExportError
+from edgeseq.runtime.stopping import NEVER, stop_stages, top2_margin
+
+__all__ = ["StopRule", "clopper_pearson_upper", "calibrate_stopping", "stopping_entry", "stop_c_text",
+           "append_stop_c", "staged_proba", "add_stopping"]
+
+MAX_CANDIDATES = 2000  # thresholds tried at most (quantiles of the distinct margins beyond that)
+GUARD_ULPS = 4  # float32 steps between a threshold and the nearest calibration margin
+
+
+def clopper_pearson_upper(k: int, n: int, confidence: float = 0.95) -> float:
+    """One-sided Clopper-Pearson upper bound on a binomial rate after `k` events in `n` trials.
+
+    Parameters
+    ----------
+    k : int
+        Events seen (rows whose stopped answer differs).
+    n : int
+        Trials (calibration rows), >= 1.
+    confidence : float, default=0.95
+        Probability that the true rate is at most the bound.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from edgeseq.export.stopping import clopper_pearson_upper
+    >>> round(clopper_pearson_upper(0, 598), 5), round(clopper_pearson_upper(1, 598), 5)
+    (0.005, 0.00791)
+    """
+    from scipy.stats import beta
+
+    return 1.0 if k >= n else float(beta.ppf(confidence, k + 1, n - k))
+
+
+@dataclass
+class StopRule:
+    """The calibrated stopping rule and what it did on the calibration rows.
+
+    Attributes
+    ----------
+    thresholds : float32 ndarray of shape (n_stages,)
+        Per stage; `edgeseq.runtime.stopping.NEVER` where the stage never stops.
+    max_disagreement, confidence : float
+        δ and the confidence of the bound.
+    corrected : bool
+        Whether the Clopper-Pearson bound (True) or the empirical rate (False) was held to δ.
+    n_calibration : int
+    disagreement : float
+        Share of calibration rows whose stopped answer differs from the full answer.
+    disagreement_bound : float
+        Clopper-Pearson upper bound on that share at `confidence`.
+    mean_cost, full_cost : float
+        Mean cumulative cost of the stopping stage on the calibration rows, and the full cost.
+    stop_share : ndarray of shape (n_stages,)
+        Share of calibration rows stopping at each stage.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.stopping import calibrate_stopping
+    >>> rng = np.random.default_rng(0)
+    >>> easy = np.tile([[0.99, 0.01]], (700, 1)).astype(np.float32)
+    >>> rule = calibrate_stopping([np.tile([[0.5, 0.5]], (700, 1)), easy, easy], [0.0, 1.0, 3.0])
+    >>> rule.stop_share.tolist(), rule.mean_cost
+    ([0.0, 1.0, 0.0], 1.0)
+    """
+
+    thresholds: np.ndarray
+    max_disagreement: float
+    confidence: float
+    corrected: bool
+    n_calibration: int
+    disagreement: float
+    disagreement_bound: float
+    mean_cost: float
+    full_cost: float
+    stop_share: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def _candidates(margins: np.ndarray) -> np.ndarray:
+    """Float32 thresholds between distinct margins (descending), each GUARD_ULPS steps clear of both."""
+    vals = np.unique(margins.astype(np.float32))[::-1]  # descending
+    if vals.size == 0:
+        return np.zeros(0, np.float32)
+    hi, lo = vals[:-1], vals[1:]
+    lo = np.append(lo, np.float32(0.0)) if vals[-1] > 0 else lo
+    hi = vals[:lo.size]
+    mid = ((hi.astype(np.float64) + lo.astype(np.float64)) / 2).astype(np.float32)
+    step = np.spacing(hi).astype(np.float64) * GUARD_ULPS
+    ok = (mid.astype(np.float64) - lo >= step) & (hi - mid.astype(np.float64) >= step)
+    cand = mid[ok]
+    if cand.size > MAX_CANDIDATES:
+        cand = cand[np.linspace(0, cand.size - 1, MAX_CANDIDATES).round().astype(int)]
+    return cand
+
+
+def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005, *, confidence: float = 0.95,
+                       corrected: bool = True) -> StopRule:
+    """Choose the stopping thresholds from every stage's probabilities on calibration rows.
+
+    Parameters
+    ----------
+    proba_by_stage : list of array-like of shape (n_samples, n_classes)
+        Each stage's committed probabilities (stage 0 first), as the runtime computes them.
+    cum_cost : array-like of shape (n_stages,)
+        Cumulative cost of each stage.
+    max_disagreement : float, default=0.005
+        δ: the largest share of new rows whose stopped answer may differ from the full answer.
+    confidence : float, default=0.95
+        Probability with which the bound holds (over the draw of calibration rows).
+    corrected : bool, default=True
+        Hold the Clopper-Pearson upper bound to δ (the guarantee); False holds the empirical rate
+        to δ instead, which overfits the calibration rows (kept for the tests' negative control).
+
+    Returns
+    -------
+    StopRule
+
+    Raises
+    ------
+    ExportError
+        For δ or `confidence` outside (0, 1) or stages of different shapes.
+
+    Examples
+    --------
+    Too few rows for δ = 0.005 (598 needed at 95 %): the rule never stops.
+
+    >>> import numpy as np
+    >>> from edgeseq.export.stopping import calibrate_stopping
+    >>> p = [np.tile([[0.9, 0.1]], (100, 1))] * 2
+    >>> calibrate_stopping(p, [0.0, 1.0]).stop_share.tolist()
+    [0.0, 1.0]
+    >>> calibrate_stopping(p, [0.0, 1.0], 0.05).stop_share.tolist()
+    [1.0, 0.0]
+    """
+    for name, v in (("max_disagreement", max_disagreement), ("confidence", confidence)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not 0.0 < float(v) < 1.0:
+            raise ExportError(f"{name} must be a number in (0, 1), got {v!r:.40}")
+    probas = [np.asarray(p, dtype=np.float32) for p in proba_by_stage]
+    cum_cost = np.asarray(cum_cost, dtype=np.float64)
+    if not probas or len(probas) != cum_cost.size or any(p.shape != probas[0].shape for p in probas):
+        raise ExportError("stopping needs one (n, n_classes) probability array per stage, all of one shape")
+    n = probas[0].shape[0]
+    if n == 0:
+        raise ExportError("stopping needs at least one calibration row")
+    margins = np.stack([top2_margin(p) for p in probas])
+    labels = np.stack([np.argmax(p, axis=1) for p in probas])
+    full, rows = labels[-1], np.arange(n)
+    K = len(probas) - 1
+
+    def outcome(t):
+        thr = np.full(K + 1, t, np.float32)
+        stages = stop_stages(margins, thr)
+        return thr, stages, int(np.count_nonzero(labels[stages, rows] != full))
+
+    best = outcome(np.float32(NEVER))
+    for t in _candidates(margins[:K]) if K else ():
+        got = outcome(t)
+        rate = clopper_pearson_upper(got[2], n, confidence) if corrected else got[2] / n
+        if rate > max_disagreement:
+            break  # fixed-sequence testing: the first failure ends the scan
+        best = got
+    thr, stages, d = best
+    return StopRule(thr, float(max_disagreement), float(confidence), bool(corrected), int(n), d / n,
+                    clopper_pearson_upper(d, n, confidence), float(cum_cost[stages].mean()), float(cum_cost[-1]),
+                    np.bincount(stages, minlength=K + 1) / n)
+
+
+def stopping_entry(rule: StopRule) -> dict:
+    """The manifest's ``stopping`` entry for `rule` (thresholds as the float32 values runtimes compare).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.stopping import calibrate_stopping, stopping_entry
+    >>> e = stopping_entry(calibrate_stopping([np.tile([[0.9, 0.1]], (100, 1))] * 2, [0.0, 1.0], 0.05))
+    >>> e["statistic"], e["n_calibration"], e["thresholds"][0] == float(np.float32(e["thresholds"][0]))
+    ('top2_margin', 100, True)
+    """
+    return {"statistic": "top2_margin", "bound": "clopper-pearson" if rule.corrected else "empirical",
+            "max_disagreement": rule.max_disagreement, "confidence": rule.confidence,
+            "n_calibration": rule.n_calibration, "disagreement": rule.disagreement,
+            "disagreement_bound": rule.disagreement_bound, "mean_cost": rule.mean_cost,
+            "full_cost": rule.full_cost, "thresholds": [float(t) for t in rule.thresholds],
+            "stop_share": [float(s) for s in rule.stop_share]}
+
+
+def stop_c_text(prefix: str, thresholds, int16: bool = False) -> tuple[str, str]:
+    """(header lines, source lines) declaring and defining ``<prefix>_stop_threshold``.
+
+    The float model's table holds the float32 thresholds; the int16 model's (`int16`) the same
+    thresholds in units of 2^-15 (the unit of its probabilities), rounded up, so it never stops
+    where the float rule would not.
+
+    Examples
+    --------
+    >>> from edgeseq.export.stopping import stop_c_text
+    >>> h, c = stop_c_text("m", [2.0, 0.5])
+    >>> h.strip()
+    'extern const float m_stop_threshold[2];'
+    >>> "0x1.0000000000000p-1f" in c
+    True
+    """
+    thr = np.asarray(thresholds, dtype=np.float32)
+    if int16:
+        q = np.minimum(np.ceil(thr.astype(np.float64) * 32768.0), 65536.0).astype(np.int64)
+        ctype, body = "int32_t", ", ".join(f"{int(v)}" for v in q)
+    else:
+        ctype, body = "float", ", ".join(f"{float(v).hex()}f" for v in thr)
+    n = thr.size
+    header = f"extern const {ctype} {prefix}_stop_threshold[{n}];\n"
+    what = "in units of 2^-15" if int16 else "float32"
+    source = (f"\n/* per-input stopping (edgeseq export --stop-data): stage k is confident when the margin between its\n"
+              f"   two largest probabilities is >= {prefix}_stop_threshold[k] ({what}); pass the table to "
+              f"{'es16' if int16 else 'es'}_set_stop */\n"
+              f"const {ctype} {prefix}_stop_threshold[{n}] = {{ {body} }};\n")
+    return header, source
+
+
+def append_stop_c(c_dir, manifest: dict) -> None:
+    """Add the stopping table of `manifest` to the generated C model in `c_dir` (nothing without one).
+
+    The one place that writes it, used by the exporter and by `verify`'s regeneration, so a
+    regenerated model is byte-identical to the exported one.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq.export.stopping import append_stop_c
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "edgeseq_model.h").write_text("#ifndef G\\n#define G\\n#endif /* G */\\n")
+    >>> _ = (d / "edgeseq_model.c").write_text("/* model */\\n")
+    >>> append_stop_c(d, {"c": {"prefix": "m"}, "stopping": {"thresholds": [2.0, 0.25]}})
+    >>> "extern const float m_stop_threshold[2];" in (d / "edgeseq_model.h").read_text()
+    True
+    """
+    from edgeseq.format import C_HEADER, C_SOURCE, c_dtype
+    from edgeseq.io.atomic import atomic_write_text
+
+    entry = manifest.get("stopping")
+    if entry is None:
+        return
+    c_dir = Path(c_dir)
+    header, source = stop_c_text(manifest["c"]["prefix"], entry["thresholds"], c_dtype(manifest) == "int16")
+    h = (c_dir / C_HEADER).read_text(encoding="ascii")
+    cut = h.rindex("#endif")
+    atomic_write_text(c_dir / C_HEADER, h[:cut] + header + "\n" + h[cut:], encoding="ascii")
+    atomic_write_text(c_dir / C_SOURCE, (c_dir / C_SOURCE).read_text(encoding="ascii") + source, encoding="ascii")
+
+
+def staged_proba(exported, X) -> list[np.ndarray]:
+    """Every stage's float32 probabilities on raw rows `X` (n, n_features_in), from an `ExportedModel`:
+    exactly what the Python runtime commits.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.stopping import staged_proba
+    >>> from edgeseq.export.writer import export_model
+    >>> from edgeseq.runtime.model import ExportedModel
+    >>> X = np.random.default_rng(0).normal(size=(60, 2)); y = X[:, 1] > 0
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_, out)
+    >>> [p.shape for p in staged_proba(ExportedModel(out), X[:5])]
+    [(5, 2), (5, 2), (5, 2)]
+    """
+    feats = group_features(exported.manifest, X)
+    return [exported.predict(feats, prefix=k).proba for k in range(exported.n_prefixes)]
+
+
+def group_features(manifest: dict, X) -> dict:
+    """{group name: float32 columns of X} for every group of an export (X holds its raw columns).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.stopping import group_features
+    >>> m = {"n_features_in": 3, "groups": [{"name": "a", "columns": [2]}, {"name": "b", "columns": [0, 1]}]}
+    >>> {k: v.shape for k, v in group_features(m, np.zeros((4, 3))).items()}
+    {'a': (4, 1), 'b': (4, 2)}
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != manifest["n_features_in"] or X.shape[0] == 0:
+        raise ExportError(f"stop data must be a non-empty (n, {manifest['n_features_in']}) array of the model's "
+                          f"raw columns, got shape {X.shape}")
+    if not np.all(np.isfinite(X.astype(np.float32))):
+        raise ExportError("stop data must be finite in float32")
+    return {g["name"]: np.ascontiguousarray(X[:, g["columns"]], dtype=np.float32) for g in manifest["groups"]}
+
+
+def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confidence: float = 0.95) -> dict:
+    """Calibrate on `stop_data` with the export just written in `tmp`, add the C table and the
+    manifest entry, rewrite the manifest; returns it. Runs before the export becomes visible.
+
+    `stop_data` is X or (X, y) (y is not needed: disagreement is measured against the full model).
+    """
+    from edgeseq.format import (C_HEADER, C_SOURCE, MANIFEST, dump_manifest, manifest_checksum, read_verified,
+                                sha256_file, validate_manifest)
+    from edgeseq.io.atomic import atomic_write_bytes
+    from edgeseq.runtime.model import ExportedModel
+
+    if manifest["task"] == "regression":
+        raise ExportError("per-input stopping applies to classifiers (a regression stage does not bound the "
+                          "change still to come); export without --stop-data")
+    X = stop_data[0] if isinstance(stop_data, tuple) else stop_data
+    tmp = Path(tmp)
+    rule = calibrate_stopping(staged_proba(ExportedModel(tmp), X), manifest["prefixes"] and
+                              [p["cum_cost"] for p in manifest["prefixes"]], max_disagreement, confidence=confidence)
+    m = dict(manifest)
+    m["stopping"] = stopping_entry(rule)
+    append_stop_c(tmp, m)
+    m["files"] = [dict(f, sha256=sha256_file(tmp / f["file"])) if f["file"] in (C_HEADER, C_SOURCE) else f
+                  for f in m["files"]]
+    m.pop("manifest_sha256", None)
+    m["manifest_sha256"] = manifest_checksum(m)
+    validate_manifest(m)
+    atomic_write_bytes(tmp / MANIFEST, dump_manifest(m))
+    read_verified(tmp)
+    return m
+
+
+def c_rows(manifest: dict, X, n_features: int) -> np.ndarray:
+    """Raw rows X as the C runtime reads them: the export's groups' columns in sequence order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.stopping import c_rows
+    >>> m = {"n_features_in": 3, "groups": [{"name": "a", "columns": [2]}, {"name": "b", "columns": [0, 1]}]}
+    >>> c_rows(m, np.arange(6.0).reshape(2, 3), 3).tolist()
+    [[2.0, 0.0, 1.0], [5.0, 3.0, 4.0]]
+    """
+    feats = group_features(manifest, X)
+    return np.hstack([feats[g["name"]] for g in manifest["groups"]])[:, :n_features]
+
+
+def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=("-O2",)):
+    """Run the compiled C runtime's stopping loop (`es_set_stop`, runtime_c/tests/stop_driver.c) on
+    raw rows X; returns (stage, label) int64 arrays, one entry per row.
+
+    `c_dir` holds the float C model of a stopping export (never compiled from an untrusted copy by
+    `verify`: it passes the regenerated one).
+
+    Raises
+    ------
+    CCompilerError
+        When the build fails or the runtime refuses a row.
+    """
+    import subprocess
+    import tempfile
+
+    from edgeseq.errors import CCompilerError
+    from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, model_consts, model_prefix, runtime_dir
+
+    c_dir, rdir = Path(c_dir), runtime_dir()
+    n_feat = model_consts(c_dir)["N_FEATURES"]
+    rows = c_rows(manifest, X, n_feat)
+    with tempfile.TemporaryDirectory(prefix="edgeseq_stop_") as tmp:
+        np.ascontiguousarray(rows, dtype=np.float32).tofile(Path(tmp) / "rows.bin")
+        exe = compile_c([rdir / "edgeseq_runtime.c", c_dir / "edgeseq_model.c", rdir / "tests" / "stop_driver.c"],
+                        Path(tmp) / "stop_driver", include_dirs=[c_dir, rdir],
+                        defines=[f"ES_PREFIX={model_prefix(c_dir)}"], compiler=compiler,
+                        flags=STRICT_FLAGS if flags is None else flags, extra=extra)
+        proc = subprocess.run([str(exe), str(Path(tmp) / "rows.bin")], capture_output=True, text=True)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or not lines or lines[-1] != "done" or len(lines) != rows.shape[0] + 1:
+        raise CCompilerError(f"the C stopping driver failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")
+    tok = [line.split() for line in lines[:-1]]
+    if any(t[1] == "ERR" for t in tok):
+        raise CCompilerError(f"the C runtime refused a row: {next(t for t in tok if t[1] == 'ERR')}")
+    return np.array([int(t[1]) for t in tok]), np.array([int(t[2]) for t in tok])
