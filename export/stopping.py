@@ -231,12 +231,8 @@ def stopping_entry(rule: StopRule) -> dict:
             "stop_share": [float(s) for s in rule.stop_share]}
 
 
-def stop_c_text(prefix: str, thresholds, int16: bool = False) -> tuple[str, str]:
-    """(header lines, source lines) declaring and defining ``<prefix>_stop_threshold``.
-
-    The float model's table holds the float32 thresholds; the int16 model's (`int16`) the same
-    thresholds in units of 2^-15 (the unit of its probabilities), rounded up, so it never stops
-    where the float rule would not.
+def stop_c_text(prefix: str, thresholds) -> tuple[str, str]:
+    """(header lines, source lines) declaring and defining the float32 table ``<prefix>_stop_threshold``.
 
     Examples
     --------
@@ -248,18 +244,12 @@ def stop_c_text(prefix: str, thresholds, int16: bool = False) -> tuple[str, str]
     True
     """
     thr = np.asarray(thresholds, dtype=np.float32)
-    if int16:
-        q = np.minimum(np.ceil(thr.astype(np.float64) * 32768.0), 65536.0).astype(np.int64)
-        ctype, body = "int32_t", ", ".join(f"{int(v)}" for v in q)
-    else:
-        ctype, body = "float", ", ".join(f"{float(v).hex()}f" for v in thr)
+    body = ", ".join(f"{float(v).hex()}f" for v in thr)  # C99 hexadecimal constants: exact float32 values
     n = thr.size
-    header = f"extern const {ctype} {prefix}_stop_threshold[{n}];\n"
-    what = "in units of 2^-15" if int16 else "float32"
+    header = f"extern const float {prefix}_stop_threshold[{n}];\n"
     source = (f"\n/* per-input stopping (edgeseq export --stop-data): stage k is confident when the margin between its\n"
-              f"   two largest probabilities is >= {prefix}_stop_threshold[k] ({what}); pass the table to "
-              f"{'es16' if int16 else 'es'}_set_stop */\n"
-              f"const {ctype} {prefix}_stop_threshold[{n}] = {{ {body} }};\n")
+              f"   two largest probabilities is >= {prefix}_stop_threshold[k] (float32); pass the table to es_set_stop */\n"
+              f"const float {prefix}_stop_threshold[{n}] = {{ {body} }};\n")
     return header, source
 
 
@@ -281,14 +271,14 @@ def append_stop_c(c_dir, manifest: dict) -> None:
     >>> "extern const float m_stop_threshold[2];" in (d / "edgeseq_model.h").read_text()
     True
     """
-    from edgeseq.format import C_HEADER, C_SOURCE, c_dtype
+    from edgeseq.format import C_HEADER, C_SOURCE
     from edgeseq.io.atomic import atomic_write_text
 
     entry = manifest.get("stopping")
-    if entry is None:
+    if entry is None or not manifest.get("c"):
         return
     c_dir = Path(c_dir)
-    header, source = stop_c_text(manifest["c"]["prefix"], entry["thresholds"], c_dtype(manifest) == "int16")
+    header, source = stop_c_text(manifest["c"]["prefix"], entry["thresholds"])
     h = (c_dir / C_HEADER).read_text(encoding="ascii")
     cut = h.rindex("#endif")
     atomic_write_text(c_dir / C_HEADER, h[:cut] + header + "\n" + h[cut:], encoding="ascii")
@@ -350,6 +340,9 @@ def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confid
     if manifest["task"] == "regression":
         raise ExportError("per-input stopping applies to classifiers (a regression stage does not bound the "
                           "change still to come); export without --stop-data")
+    if (manifest.get("c") or {}).get("dtype", "float32") != "float32":
+        raise ExportError("per-input stopping is implemented for the float32 C model; export without "
+                          "--c-dtype int16 or without --stop-data")
     X = stop_data[0] if isinstance(stop_data, tuple) else stop_data
     tmp = Path(tmp)
     rule = calibrate_stopping(staged_proba(ExportedModel(tmp), X), manifest["prefixes"] and
