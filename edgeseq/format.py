@@ -603,8 +603,11 @@ def _read_verified(out_dir) -> dict:
     if not mpath.is_file():
         raise IntegrityError(f"{mpath} is missing: not an edgeseq export directory")
     raw = mpath.read_bytes()
+    def _no_constant(name):  # NaN / Infinity: not JSON, and never in a manifest edgeseq writes
+        raise IntegrityError(f"{mpath} holds the non-finite number {name}; re-export the model")
+
     try:
-        manifest = json.loads(raw.decode("utf-8"))
+        manifest = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise IntegrityError(f"{mpath} is not valid JSON ({clip(exc)}); re-export the model") from None
     if not isinstance(manifest, dict):

@@ -191,25 +191,46 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
         raise ExportError("stopping needs at least one calibration row")
     margins = np.stack([top2_margin(p) for p in probas])
     labels = np.stack([np.argmax(p, axis=1) for p in probas])
-    full, rows = labels[-1], np.arange(n)
-    K = len(probas) - 1
-
-    def outcome(t):
-        thr = np.full(K + 1, t, np.float32)
-        stages = stop_stages(margins, thr)
-        return thr, stages, int(np.count_nonzero(labels[stages, rows] != full))
-
-    best = outcome(np.float32(NEVER))
-    for t in _candidates(margins[:K]) if K else ():
-        got = outcome(t)
-        rate = clopper_pearson_upper(got[2], n, confidence) if corrected else got[2] / n
-        if rate > max_disagreement:
-            break  # fixed-sequence testing: the first failure ends the scan
-        best = got
-    thr, stages, d = best
+    differs = labels != labels[-1]  # (n_stages, n): stage k's answer is not the full answer
+    K, rows = len(probas) - 1, np.arange(n)
+    cands = _candidates(margins[:K]) if K else np.zeros(0, np.float32)
+    counts = _disagreements(margins[:K], differs, cands)
+    rates = _cp_upper(counts, n, confidence) if corrected else counts / n
+    failed = np.flatnonzero(rates > max_disagreement)
+    accepted = failed[0] if failed.size else cands.size  # fixed-sequence testing: the first failure ends the scan
+    t = cands[accepted - 1] if accepted else np.float32(NEVER)
+    thr = np.full(K + 1, t, np.float32)
+    stages = stop_stages(margins, thr)
+    d = int(np.count_nonzero(differs[stages, rows]))
     return StopRule(thr, float(max_disagreement), float(confidence), bool(corrected), int(n), d / n,
                     clopper_pearson_upper(d, n, confidence), float(cum_cost[stages].mean()), float(cum_cost[-1]),
                     np.bincount(stages, minlength=K + 1) / n)
+
+
+def _cp_upper(k: np.ndarray, n: int, confidence: float) -> np.ndarray:
+    """`clopper_pearson_upper` for an array of counts."""
+    from scipy.stats import beta
+
+    k = np.asarray(k, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(k >= n, 1.0, beta.ppf(confidence, k + 1, np.maximum(n - k, 1)))
+
+
+def _disagreements(margins: np.ndarray, differs: np.ndarray, cands: np.ndarray, chunk: int = 256) -> np.ndarray:
+    """Rows whose stopped answer differs, for each shared threshold in `cands` (all at once).
+
+    With one threshold t for every stage, a row stops at the first stage whose running maximum margin
+    reaches t, i.e. after as many stages as have a running maximum below t (the last stage if all do).
+    """
+    if cands.size == 0:
+        return np.zeros(0, np.int64)
+    run_max = np.maximum.accumulate(margins, axis=0)  # (K, n), float32
+    cols = np.arange(margins.shape[1])[:, None]
+    out = []
+    for i in range(0, cands.size, chunk):
+        stage = (run_max[:, :, None] < cands[None, None, i:i + chunk]).sum(axis=0)  # (n, c)
+        out.append(differs[stage, cols].sum(axis=0))
+    return np.concatenate(out)
 
 
 def stopping_entry(rule: StopRule) -> dict:
