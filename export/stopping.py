@@ -396,17 +396,32 @@ def c_rows(manifest: dict, X, n_features: int) -> np.ndarray:
     return np.hstack([feats[g["name"]] for g in manifest["groups"]])[:, :n_features]
 
 
-def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=("-O2",)):
+def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=("-O2",), target=None):
     """Run the compiled C runtime's stopping loop (`es_set_stop`, runtime_c/tests/stop_driver.c) on
     raw rows X; returns (stage, label) int64 arrays, one entry per row.
 
-    `c_dir` holds the float C model of a stopping export (never compiled from an untrusted copy by
-    `verify`: it passes the regenerated one).
+    `c_dir` holds the float C model of a stopping export (`verify` passes the regenerated copy, never
+    the shipped one). With `target` (an `edgeseq.export.c_arm.TARGETS` entry) the loop runs on the
+    emulated Cortex-M core instead of the host.
 
     Raises
     ------
     CCompilerError
         When the build fails or the runtime refuses a row.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.stopping import c_stop_stages
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(1000, 2)); y = X[:, 0] > 0
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> m = export_model(AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X[:300], y[:300]).fitted_sequence_, out,
+    ...                  stop_data=X[300:], max_disagreement=0.02)
+    >>> stage, label = c_stop_stages(out, m, X[:5], extra=("-O0",))
+    >>> stage.shape, bool(np.all(stage <= 2))
+    ((5,), True)
     """
     import subprocess
     import tempfile
@@ -415,15 +430,20 @@ def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=
     from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, model_consts, model_prefix, runtime_dir
 
     c_dir, rdir = Path(c_dir), runtime_dir()
-    n_feat = model_consts(c_dir)["N_FEATURES"]
-    rows = c_rows(manifest, X, n_feat)
+    rows = c_rows(manifest, X, model_consts(c_dir)["N_FEATURES"])
+    sources = [rdir / "edgeseq_runtime.c", c_dir / "edgeseq_model.c", rdir / "tests" / "stop_driver.c"]
+    defines = [f"ES_PREFIX={model_prefix(c_dir)}"]
     with tempfile.TemporaryDirectory(prefix="edgeseq_stop_") as tmp:
         np.ascontiguousarray(rows, dtype=np.float32).tofile(Path(tmp) / "rows.bin")
-        exe = compile_c([rdir / "edgeseq_runtime.c", c_dir / "edgeseq_model.c", rdir / "tests" / "stop_driver.c"],
-                        Path(tmp) / "stop_driver", include_dirs=[c_dir, rdir],
-                        defines=[f"ES_PREFIX={model_prefix(c_dir)}"], compiler=compiler,
-                        flags=STRICT_FLAGS if flags is None else flags, extra=extra)
-        proc = subprocess.run([str(exe), str(Path(tmp) / "rows.bin")], capture_output=True, text=True)
+        if target is None:
+            exe = compile_c(sources, Path(tmp) / "stop_driver", include_dirs=[c_dir, rdir], defines=defines,
+                            compiler=compiler, flags=STRICT_FLAGS if flags is None else flags, extra=extra)
+            proc = subprocess.run([str(exe), str(Path(tmp) / "rows.bin")], capture_output=True, text=True)
+        else:
+            from edgeseq.export.c_arm import build_arm, run_qemu
+
+            elf = build_arm(sources, Path(tmp) / "stop_driver.elf", target, include_dirs=[c_dir, rdir], defines=defines)
+            proc = run_qemu(elf, target, ["rows.bin"], cwd=tmp, check=False)
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or not lines or lines[-1] != "done" or len(lines) != rows.shape[0] + 1:
         raise CCompilerError(f"the C stopping driver failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")

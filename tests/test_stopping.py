@@ -241,3 +241,16 @@ def test_tree_export_stops_alike_in_python_and_c(tmp_path):
     py = ExportedModel(tmp_path / "t").predict(group_features(m, X[te]), stop="confident")
     stage, label = c_stop_stages(tmp_path / "t", m, X[te])
     assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+
+
+def test_cortex_m4f_stops_at_the_same_stage_as_python(digits_export):
+    """The stopping loop on the emulated Cortex-M4F (newlib's expf, the FPU's float32): every test row."""
+    from edgeseq.export.c_arm import TARGETS, missing_tools
+
+    missing = missing_tools()
+    if missing is not None:
+        pytest.skip(f"emulated Cortex-M skipped: {missing}")
+    _, out, m, Xte = digits_export
+    py = ExportedModel(out).predict(group_features(m, Xte), stop="confident")
+    stage, label = c_stop_stages(out, m, Xte, target=TARGETS["cortex-m4f"])
+    assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
