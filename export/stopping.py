@@ -9,19 +9,31 @@ thresholds so that the stopped answer differs from the full-budget answer on at 
 
 How the thresholds are chosen (and why)
 ---------------------------------------
-* **One shared threshold t, scanned from cautious to bold.** Every stage gets the same t; candidate
-  values run from "never stop" down through the margins seen on the calibration rows. One scalar
-  keeps the search a *fixed sequence* of nested rules, for which the test below needs no
-  multiple-comparison correction; a separate threshold per stage would have to split the rows or
-  pay a union bound over many more rules, which costs more than it saves at a few hundred rows.
+* **One shared threshold t, scanned from cautious to bold** (``rule="shared"``, the default). Every
+  stage gets the same t; candidate values run from "never stop" down through the margins seen on
+  the calibration rows. One scalar keeps the search a *fixed sequence* of nested rules (a bolder
+  rule stops every row at the same stage or earlier), for which the test below needs no
+  multiple-comparison correction.
 * **Finite-sample correction (Clopper-Pearson, fixed-sequence testing).** For each candidate, in
-  order, count the calibration rows d whose stopped answer differs from the full answer and compute
-  the one-sided Clopper-Pearson upper bound U(d, n) at `confidence`. Accept candidates while
-  U <= δ and stop at the first that fails; the answer is the last accepted one. Fixed-sequence
-  testing keeps the family-wise error at 1 - `confidence`: with that probability the chosen rule's
-  disagreement rate on new rows from the same distribution is at most δ. Picking the boldest
-  candidate whose *empirical* rate is <= δ (``corrected=False``) has no such guarantee: it is
-  tuned to the calibration rows' noise and exceeds δ on fresh rows (the tests show it).
+  order, count the calibration rows d whose stopped answer differs from the full answer at this
+  candidate *or at any more cautious one* (the monotone envelope of the loss: a row, once counted,
+  stays counted, so d can only grow along the scan), and compute the one-sided Clopper-Pearson upper
+  bound U(d, n) at `confidence`. Accept candidates while U <= δ and stop at the first that fails;
+  the answer is the last accepted one. Because the enveloped loss is monotone along a nested family,
+  the scan fails to stop before the first rule whose enveloped risk exceeds δ only when that one
+  rule's binomial count falls below its Clopper-Pearson bound: with probability at least
+  `confidence` (over the draw of the calibration rows) the chosen rule's disagreement rate on new
+  rows from the same distribution is at most δ (the envelope is an upper bound of the plain loss).
+  Picking the boldest candidate whose *empirical* rate is <= δ (``corrected=False``) has no such
+  guarantee: it is tuned to the calibration rows' noise and exceeds δ on fresh rows (the tests
+  show it).
+* **Per-stage thresholds** (``rule="per-stage"``): when early stages are confidently wrong, one
+  shared threshold stops at the first of them; a threshold per stage can keep such a stage closed.
+  The path of per-stage rules must not be chosen on the rows that test it, so it is shaped on a
+  seeded half of the rows (at level λ, stage k admits its largest-margin rows as far as their own
+  Clopper-Pearson bound stays <= λ) and tested, as above, on the other half. Halving the test rows
+  costs more than it gains at a few hundred calibration rows (the benchmark shows it), hence not the
+  default.
 * **Cost.** The scan moves toward bolder rules only, so the accepted rule is the cheapest of the
   sequence that passes; its mean cost and the share of rows stopping at each stage are recorded.
 * **Thresholds between margins.** Each candidate lies between two distinct calibration margins,
@@ -45,8 +57,9 @@ from edgeseq.errors import ExportError
 from edgeseq.runtime.stopping import NEVER, stop_stages, top2_margin
 
 __all__ = ["StopRule", "clopper_pearson_upper", "calibrate_stopping", "stopping_entry", "stop_c_text",
-           "append_stop_c", "staged_proba", "add_stopping"]
+           "append_stop_c", "staged_proba", "int16_staged", "add_stopping", "c_stop_stages", "c_stop_stages_i16"]
 
+RULES = ("shared", "per-stage")
 MAX_CANDIDATES = 2000  # thresholds tried at most (quantiles of the distinct margins beyond that)
 GUARD_ULPS = 4  # float32 steps between a threshold and the nearest calibration margin
 
@@ -94,11 +107,15 @@ class StopRule:
     disagreement : float
         Share of calibration rows whose stopped answer differs from the full answer.
     disagreement_bound : float
-        Clopper-Pearson upper bound on that share at `confidence`.
+        Clopper-Pearson upper bound at `confidence` from the rows the rule was tested on.
     mean_cost, full_cost : float
         Mean cumulative cost of the stopping stage on the calibration rows, and the full cost.
     stop_share : ndarray of shape (n_stages,)
         Share of calibration rows stopping at each stage.
+    rule : {"shared", "per-stage"}
+        Which family of rules was scanned.
+    n_test : int
+        Calibration rows the rule was tested on (all of them for "shared", half for "per-stage").
 
     Examples
     --------
@@ -121,6 +138,8 @@ class StopRule:
     mean_cost: float
     full_cost: float
     stop_share: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rule: str = "shared"
+    n_test: int = 0
 
 
 def _candidates(margins: np.ndarray) -> np.ndarray:
@@ -141,7 +160,7 @@ def _candidates(margins: np.ndarray) -> np.ndarray:
 
 
 def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005, *, confidence: float = 0.95,
-                       corrected: bool = True) -> StopRule:
+                       corrected: bool = True, labels_by_stage=None, rule: str = "shared") -> StopRule:
     """Choose the stopping thresholds from every stage's probabilities on calibration rows.
 
     Parameters
@@ -157,6 +176,14 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
     corrected : bool, default=True
         Hold the Clopper-Pearson upper bound to δ (the guarantee); False holds the empirical rate
         to δ instead, which overfits the calibration rows (kept for the tests' negative control).
+    labels_by_stage : list of array-like of shape (n_samples,), optional
+        Each stage's answer when it is not the first largest probability (the int16 model picks its
+        label from the integer scores before rounding); default the argmax of the probabilities.
+    rule : {"shared", "per-stage"}, default="shared"
+        "shared": one threshold for every stage, scanned and tested on all rows. "per-stage": a
+        threshold per stage, shaped on half of the rows and tested on the other half (it lets a
+        stage whose confident answers are often wrong stay closed, but its bound rests on half the
+        rows; at a few hundred calibration rows "shared" costs less, see the docs).
 
     Returns
     -------
@@ -190,21 +217,96 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
     if n == 0:
         raise ExportError("stopping needs at least one calibration row")
     margins = np.stack([top2_margin(p) for p in probas])
-    labels = np.stack([np.argmax(p, axis=1) for p in probas])
+    labels = np.stack([np.argmax(p, axis=1) for p in probas] if labels_by_stage is None else
+                      [np.asarray(lab) for lab in labels_by_stage])
     differs = labels != labels[-1]  # (n_stages, n): stage k's answer is not the full answer
-    K, rows = len(probas) - 1, np.arange(n)
+    K = len(probas) - 1
+    if rule not in RULES:
+        raise ExportError(f"rule must be one of {', '.join(map(repr, RULES))}, got {rule!r:.40}")
     cands = _candidates(margins[:K]) if K else np.zeros(0, np.float32)
-    counts = _disagreements(margins[:K], differs, cands)
-    rates = _cp_upper(counts, n, confidence) if corrected else counts / n
-    failed = np.flatnonzero(rates > max_disagreement)
-    accepted = failed[0] if failed.size else cands.size  # fixed-sequence testing: the first failure ends the scan
-    t = cands[accepted - 1] if accepted else np.float32(NEVER)
-    thr = np.full(K + 1, t, np.float32)
+    test = np.arange(n)
+    if rule == "shared":
+        path = np.repeat(cands[:, None], K, axis=1)
+    else:  # the shape from one half of the rows, the test on the other (seeded, so exports are reproducible)
+        perm = np.random.default_rng(0).permutation(n)
+        shape, test = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
+        path = _per_stage_path(margins[:K, shape], differs[:K, shape], cands, confidence)
+    chosen = _scan(margins[:, test], differs[:, test], path, max_disagreement, confidence, corrected,
+                   shared=rule == "shared")
+    thr = np.full(K + 1, NEVER, np.float32)
+    if chosen >= 0:
+        thr[:K] = path[chosen]
+        thr[K] = path[chosen].min(initial=NEVER)  # the last stage ends the loop anyway; kept informative
     stages = stop_stages(margins, thr)
-    d = int(np.count_nonzero(differs[stages, rows]))
+    d_test = int(np.count_nonzero(differs[stages[test], test]))
+    d = int(np.count_nonzero(differs[stages, np.arange(n)]))
     return StopRule(thr, float(max_disagreement), float(confidence), bool(corrected), int(n), d / n,
-                    clopper_pearson_upper(d, n, confidence), float(cum_cost[stages].mean()), float(cum_cost[-1]),
-                    np.bincount(stages, minlength=K + 1) / n)
+                    clopper_pearson_upper(d_test, test.size, confidence), float(cum_cost[stages].mean()),
+                    float(cum_cost[-1]), np.bincount(stages, minlength=K + 1) / n, rule, int(test.size))
+
+
+def _per_stage_path(margins: np.ndarray, differs: np.ndarray, cands: np.ndarray, confidence: float) -> np.ndarray:
+    """Per-stage thresholds (P, K), conservative to bold, from the shape rows: at level λ, stage k admits
+    its j rows of largest margin for the largest j whose Clopper-Pearson bound on their disagreement
+    rate is <= λ (a stage where few rows are sure opens late, and only as far as its rows support).
+
+    Each threshold is snapped down to a candidate (between two distinct calibration margins); the path
+    is nested: every stage's threshold falls, or stays, as λ grows.
+    """
+    K, n = margins.shape
+    if K == 0 or n == 0 or cands.size == 0:
+        return np.zeros((0, K), np.float32)
+    order = np.argsort(-margins, axis=1, kind="stable")
+    m_sorted = np.take_along_axis(margins, order, axis=1)
+    bad = np.cumsum(np.take_along_axis(differs, order, axis=1), axis=1)
+    ucb = _cp_upper(bad, np.arange(1, n + 1)[None, :], confidence)  # (K, n)
+    best = np.minimum.accumulate(ucb[:, ::-1], axis=1)[:, ::-1]  # the lowest bound from j rows on
+    levels = np.unique(best)
+    asc = cands[::-1]  # ascending
+    path = np.full((levels.size, K), NEVER, np.float32)
+    for k in range(K):
+        j = np.searchsorted(best[k], levels, side="right")  # rows admitted: largest j with bound <= level
+        m = m_sorted[k, np.maximum(j - 1, 0)]  # the smallest admitted margin
+        idx = np.searchsorted(asc, m, side="right") - 1  # the largest candidate <= it
+        ok = (j > 0) & (idx >= 0)
+        path[ok, k] = asc[idx[ok]]
+    return path
+
+
+def _scan(margins: np.ndarray, differs: np.ndarray, path: np.ndarray, delta: float, confidence: float,
+          corrected: bool, chunk: int = 128, shared: bool = False) -> int:
+    """Fixed-sequence test along `path` (P, K) on the test rows: the index of the last rule before the
+    first failure (-1: none passes).
+
+    Corrected: a row counts against rule p if its answer differed at any rule up to p (the monotone
+    envelope of the loss, so the count can only grow along the path) and the Clopper-Pearson bound of
+    that count must be <= δ. Uncorrected: the plain count over the rows must be <= δ. `shared`: every
+    stage's threshold is the same, so a row stops after as many stages as have a running maximum
+    margin below it (the same stages, found faster).
+    """
+    K, n = margins.shape[0] - 1, margins.shape[1]
+    if path.shape[0] == 0 or n == 0:
+        return -1
+    cols = np.arange(n)[:, None]
+    seen = np.zeros(n, bool)
+    counts = []
+    run_max = np.maximum.accumulate(margins[:K], axis=0) if shared else None
+    for i in range(0, path.shape[0], chunk):
+        thr = path[i:i + chunk].T  # (K, c)
+        if shared:
+            stage = (run_max[:, :, None] < thr[:1, None, :]).sum(axis=0)  # (n, c)
+        else:
+            hit = margins[:K, :, None] >= thr[:, None, :]  # (K, n, c)
+            stage = np.where(hit.any(axis=0), hit.argmax(axis=0), K)  # (n, c)
+        dis = differs[stage, cols]
+        if corrected:
+            dis = np.logical_or.accumulate(dis, axis=1) | seen[:, None]
+            seen = dis[:, -1]
+        counts.append(dis.sum(axis=0))
+    counts = np.concatenate(counts)
+    rates = _cp_upper(counts, n, confidence) if corrected else counts / n
+    failed = np.flatnonzero(rates > delta)
+    return (int(failed[0]) if failed.size else path.shape[0]) - 1
 
 
 def _cp_upper(k: np.ndarray, n: int, confidence: float) -> np.ndarray:
@@ -213,24 +315,7 @@ def _cp_upper(k: np.ndarray, n: int, confidence: float) -> np.ndarray:
 
     k = np.asarray(k, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(k >= n, 1.0, beta.ppf(confidence, k + 1, np.maximum(n - k, 1)))
-
-
-def _disagreements(margins: np.ndarray, differs: np.ndarray, cands: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """Rows whose stopped answer differs, for each shared threshold in `cands` (all at once).
-
-    With one threshold t for every stage, a row stops at the first stage whose running maximum margin
-    reaches t, i.e. after as many stages as have a running maximum below t (the last stage if all do).
-    """
-    if cands.size == 0:
-        return np.zeros(0, np.int64)
-    run_max = np.maximum.accumulate(margins, axis=0)  # (K, n), float32
-    cols = np.arange(margins.shape[1])[:, None]
-    out = []
-    for i in range(0, cands.size, chunk):
-        stage = (run_max[:, :, None] < cands[None, None, i:i + chunk]).sum(axis=0)  # (n, c)
-        out.append(differs[stage, cols].sum(axis=0))
-    return np.concatenate(out)
+        return np.where(k >= n, 1.0, beta.ppf(confidence, k + 1, np.maximum(n - k, 1)))  # n may be an array
 
 
 def stopping_entry(rule: StopRule) -> dict:
@@ -247,13 +332,19 @@ def stopping_entry(rule: StopRule) -> dict:
     return {"statistic": "top2_margin", "bound": "clopper-pearson" if rule.corrected else "empirical",
             "max_disagreement": rule.max_disagreement, "confidence": rule.confidence,
             "n_calibration": rule.n_calibration, "disagreement": rule.disagreement,
-            "disagreement_bound": rule.disagreement_bound, "mean_cost": rule.mean_cost,
+            "disagreement_bound": rule.disagreement_bound, "rule": rule.rule, "n_test": rule.n_test,
+            "mean_cost": rule.mean_cost,
             "full_cost": rule.full_cost, "thresholds": [float(t) for t in rule.thresholds],
             "stop_share": [float(s) for s in rule.stop_share]}
 
 
-def stop_c_text(prefix: str, thresholds) -> tuple[str, str]:
-    """(header lines, source lines) declaring and defining the float32 table ``<prefix>_stop_threshold``.
+def stop_c_text(prefix: str, thresholds, int16: bool = False) -> tuple[str, str]:
+    """(header lines, source lines) declaring and defining the table ``<prefix>_stop_threshold``.
+
+    The float model's table holds the float32 thresholds (C99 hexadecimal constants, exact); the
+    int16 model's (`int16`) the same thresholds in units of 2^-15, its probabilities' unit, rounded
+    up: a threshold t lies between two multiples of 2^-15 (see `calibrate_stopping`), so for an
+    integer margin m, ``m >= ceil(t * 2^15)`` exactly when ``m * 2^-15 >= t``.
 
     Examples
     --------
@@ -263,14 +354,22 @@ def stop_c_text(prefix: str, thresholds) -> tuple[str, str]:
     'extern const float m_stop_threshold[2];'
     >>> "0x1.0000000000000p-1f" in c
     True
+    >>> stop_c_text("m", [2.0, 0.50001], int16=True)[1].splitlines()[-1]
+    'const int32_t m_stop_threshold[2] = { 65536, 16385 };'
     """
     thr = np.asarray(thresholds, dtype=np.float32)
-    body = ", ".join(f"{float(v).hex()}f" for v in thr)  # C99 hexadecimal constants: exact float32 values
+    if int16:
+        q = np.minimum(np.ceil(thr.astype(np.float64) * 32768.0), 65536.0).astype(np.int64)
+        ctype, unit, call = "int32_t", "units of 2^-15", "es16_set_stop"
+        body = ", ".join(str(int(v)) for v in q)
+    else:
+        ctype, unit, call = "float", "float32", "es_set_stop"
+        body = ", ".join(f"{float(v).hex()}f" for v in thr)  # C99 hexadecimal constants: exact float32 values
     n = thr.size
-    header = f"extern const float {prefix}_stop_threshold[{n}];\n"
+    header = f"extern const {ctype} {prefix}_stop_threshold[{n}];\n"
     source = (f"\n/* per-input stopping (edgeseq export --stop-data): stage k is confident when the margin between its\n"
-              f"   two largest probabilities is >= {prefix}_stop_threshold[k] (float32); pass the table to es_set_stop */\n"
-              f"const float {prefix}_stop_threshold[{n}] = {{ {body} }};\n")
+              f"   two largest probabilities is >= {prefix}_stop_threshold[k] ({unit}); pass the table to {call} */\n"
+              f"const {ctype} {prefix}_stop_threshold[{n}] = {{ {body} }};\n")
     return header, source
 
 
@@ -292,14 +391,14 @@ def append_stop_c(c_dir, manifest: dict) -> None:
     >>> "extern const float m_stop_threshold[2];" in (d / "edgeseq_model.h").read_text()
     True
     """
-    from edgeseq.format import C_HEADER, C_SOURCE
+    from edgeseq.format import C_HEADER, C_SOURCE, c_dtype
     from edgeseq.io.atomic import atomic_write_text
 
     entry = manifest.get("stopping")
     if entry is None or not manifest.get("c"):
         return
     c_dir = Path(c_dir)
-    header, source = stop_c_text(manifest["c"]["prefix"], entry["thresholds"])
+    header, source = stop_c_text(manifest["c"]["prefix"], entry["thresholds"], c_dtype(manifest) == "int16")
     h = (c_dir / C_HEADER).read_text(encoding="ascii")
     cut = h.rindex("#endif")
     atomic_write_text(c_dir / C_HEADER, h[:cut] + header + "\n" + h[cut:], encoding="ascii")
@@ -347,11 +446,71 @@ def group_features(manifest: dict, X) -> dict:
     return {g["name"]: np.ascontiguousarray(X[:, g["columns"]], dtype=np.float32) for g in manifest["groups"]}
 
 
-def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confidence: float = 0.95) -> dict:
+def int16_staged(model, qm, X) -> list:
+    """Every stage's integer (probabilities in units of 2^-15, label) of an int16 model on raw rows X:
+    the integer simulation, bit-identical to the int16 C runtime.
+
+    `model` is the FittedSequence or TreeStageModel that `qm` (`quantize_sequence` /
+    `quantize_trees`) quantises.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.export.stopping import int16_staged
+    >>> X = np.random.default_rng(0).normal(size=(80, 2)); y = X[:, 0] > 0
+    >>> seq = AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_
+    >>> out = int16_staged(seq, quantize_sequence(seq, X, y), X[:3])
+    >>> len(out), out[2][0].shape, int(out[2][0][0].sum())
+    (3, (3, 2), 32768)
+    """
+    from edgeseq.sequence import FittedSequence
+
+    xq = int16_rows(model, qm, X)
+    if isinstance(model, FittedSequence):
+        from edgeseq.export.quantize import simulate
+
+        return [simulate(qm, xq, j) for j in range(model.n_prefixes)]
+    from edgeseq.export.quantize_trees import simulate_trees
+
+    return simulate_trees(qm, xq)
+
+
+def int16_rows(model, qm, X) -> np.ndarray:
+    """Raw rows X as an int16 C model reads them (its columns in sequence order, quantised).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.export.stopping import int16_rows
+    >>> X = np.random.default_rng(0).normal(size=(80, 2)); y = X[:, 0] > 0
+    >>> seq = AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_
+    >>> int16_rows(seq, quantize_sequence(seq, X, y), X[:3]).dtype
+    dtype('int16')
+    """
+    from edgeseq.sequence import FittedSequence
+
+    X = np.asarray(X, dtype=np.float64)
+    if isinstance(model, FittedSequence):
+        from edgeseq.export.quantize import quantize_features
+
+        return quantize_features(qm, X[:, model.prefix_columns(model.n_groups)])
+    from edgeseq.export.quantize_trees import quantize_tree_features
+
+    return quantize_tree_features(qm, X)
+
+
+def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confidence: float = 0.95,
+                 int16=None, rule: str = "shared") -> dict:
     """Calibrate on `stop_data` with the export just written in `tmp`, add the C table and the
     manifest entry, rewrite the manifest; returns it. Runs before the export becomes visible.
 
     `stop_data` is X or (X, y) (y is not needed: disagreement is measured against the full model).
+    `int16` = (model, quantised model) for an int16 C model: the thresholds are then chosen on the
+    integer model's own probabilities (`int16_staged`), which that C runtime reproduces bit for bit.
     """
     from edgeseq.format import (C_HEADER, C_SOURCE, MANIFEST, dump_manifest, manifest_checksum, read_verified,
                                 sha256_file, validate_manifest)
@@ -361,15 +520,20 @@ def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confid
     if manifest["task"] == "regression":
         raise ExportError("per-input stopping applies to classifiers (a regression stage does not bound the "
                           "change still to come); export without --stop-data")
-    if (manifest.get("c") or {}).get("dtype", "float32") != "float32":
-        raise ExportError("per-input stopping is implemented for the float32 C model; export without "
-                          "--c-dtype int16 or without --stop-data")
     X = stop_data[0] if isinstance(stop_data, tuple) else stop_data
     tmp = Path(tmp)
-    rule = calibrate_stopping(staged_proba(ExportedModel(tmp), X), manifest["prefixes"] and
-                              [p["cum_cost"] for p in manifest["prefixes"]], max_disagreement, confidence=confidence)
+    cum_cost = [p["cum_cost"] for p in manifest["prefixes"]]
+    if int16 is None:
+        fitted = calibrate_stopping(staged_proba(ExportedModel(tmp), X), cum_cost, max_disagreement,
+                                  confidence=confidence, rule=rule)
+    else:
+        group_features(manifest, X)  # the same checks of the rows
+        staged = int16_staged(*int16, X)
+        fitted = calibrate_stopping([np.ldexp(p.astype(np.float64), -15) for p, _ in staged], cum_cost,
+                                  max_disagreement, confidence=confidence, labels_by_stage=[lab for _, lab in staged],
+                                  rule=rule)
     m = dict(manifest)
-    m["stopping"] = stopping_entry(rule)
+    m["stopping"] = stopping_entry(fitted)
     append_stop_c(tmp, m)
     m["files"] = [dict(f, sha256=sha256_file(tmp / f["file"])) if f["file"] in (C_HEADER, C_SOURCE) else f
                   for f in m["files"]]
@@ -423,18 +587,57 @@ def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=
     >>> stage.shape, bool(np.all(stage <= 2))
     ((5,), True)
     """
+    from edgeseq.export.c_harness import model_consts
+
+    rows = c_rows(manifest, X, model_consts(c_dir)["N_FEATURES"])
+    return _run_stop_driver(c_dir, np.ascontiguousarray(rows, dtype=np.float32), compiler=compiler, flags=flags,
+                            extra=extra, target=target)
+
+
+def c_stop_stages_i16(c_dir, xq, *, compiler=None, flags=None, extra=("-O2",), target=None):
+    """`c_stop_stages` for an int16 C model (`es16_set_stop`, runtime_c/tests/stop_driver_i16.c) on
+    int16 feature rows `xq` (sequence order, quantised as the extractor delivers them).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.quantize import quantize_from_manifest, quantize_features
+    >>> from edgeseq.export.stopping import c_stop_stages_i16
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(1000, 2)); y = X[:, 0] > 0
+    >>> seq = AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X[:300], y[:300]).fitted_sequence_
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> m = export_model(seq, out, c_dtype="int16", calibration=(X[:300], y[:300]), stop_data=X[300:],
+    ...                  max_disagreement=0.02)
+    >>> xq = quantize_features(quantize_from_manifest(seq, m["c"]["int16"]), X[:5, seq.prefix_columns(2)])
+    >>> stage, label = c_stop_stages_i16(out, xq, extra=("-O0",))
+    >>> stage.shape
+    (5,)
+    """
+    return _run_stop_driver(c_dir, np.ascontiguousarray(xq, dtype=np.int16), compiler=compiler, flags=flags,
+                            extra=extra, target=target)
+
+
+def _run_stop_driver(c_dir, rows: np.ndarray, *, compiler, flags, extra, target):
+    """Build the float (float32 rows) or int16 (int16 rows) stopping driver, run it on `rows`, parse it."""
+    import re
     import subprocess
     import tempfile
 
     from edgeseq.errors import CCompilerError
-    from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, model_consts, model_prefix, runtime_dir
+    from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, runtime_dir
 
     c_dir, rdir = Path(c_dir), runtime_dir()
-    rows = c_rows(manifest, X, model_consts(c_dir)["N_FEATURES"])
-    sources = [rdir / "edgeseq_runtime.c", c_dir / "edgeseq_model.c", rdir / "tests" / "stop_driver.c"]
-    defines = [f"ES_PREFIX={model_prefix(c_dir)}"]
+    header = (c_dir / "edgeseq_model.h").read_text(encoding="ascii")
+    i16 = rows.dtype == np.int16
+    prefix = re.search(r"extern const es(?:16)?_model (\w+)_model;", header).group(1)
+    runtime, driver, macro = (("edgeseq_runtime_i16.c", "stop_driver_i16.c", "ES16_PREFIX") if i16 else
+                              ("edgeseq_runtime.c", "stop_driver.c", "ES_PREFIX"))
+    sources = [rdir / runtime, c_dir / "edgeseq_model.c", rdir / "tests" / driver]
+    defines = [f"{macro}={prefix}"]
     with tempfile.TemporaryDirectory(prefix="edgeseq_stop_") as tmp:
-        np.ascontiguousarray(rows, dtype=np.float32).tofile(Path(tmp) / "rows.bin")
+        rows.tofile(Path(tmp) / "rows.bin")
         if target is None:
             exe = compile_c(sources, Path(tmp) / "stop_driver", include_dirs=[c_dir, rdir], defines=defines,
                             compiler=compiler, flags=STRICT_FLAGS if flags is None else flags, extra=extra)

@@ -113,6 +113,7 @@ def digits_export(tmp_path_factory):
 def test_manifest_records_the_rule(digits_export):
     _, out, m, _ = digits_export
     st = m["stopping"]
+    assert st["rule"] == "shared" and st["n_test"] == 750
     assert st["n_calibration"] == 750 and st["max_disagreement"] == 0.01 and st["bound"] == "clopper-pearson"
     assert st["disagreement_bound"] <= 0.01 and st["mean_cost"] < st["full_cost"]
     assert len(st["thresholds"]) == len(m["prefixes"]) and all(float(np.float32(t)) == t for t in st["thresholds"])
@@ -214,16 +215,35 @@ def test_old_manifests_load_and_refuse_stop():
                       stop="confident")
 
 
-def test_regression_and_int16_refuse_stop_data(tmp_path):
+def test_regression_refuses_stop_data(tmp_path):
     X = np.random.default_rng(0).normal(size=(80, 2))
     seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, X[:, 0]).fitted_sequence_
     with pytest.raises(ExportError, match="classifiers"):
         export_model(seq, tmp_path / "r", stop_data=X)
-    y = X[:, 0] > 0
-    cls = AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_
-    with pytest.raises(ExportError, match="float32 C model"):
-        export_model(cls, tmp_path / "q", c_dtype="int16", calibration=(X, y), stop_data=X)
-    assert not (tmp_path / "r").exists() and not (tmp_path / "q").exists()
+    assert not (tmp_path / "r").exists()
+
+
+def test_int16_c_stops_as_the_integer_simulation(digits_export, tmp_path):
+    """An int16 export calibrates on the integer model's own probabilities; its C stopping loop (under
+    ASan/UBSan) matches the simulation with the manifest's thresholds on every test row, and verify
+    re-checks it."""
+    from edgeseq.evaluate.verify import verify_export
+    from edgeseq.evaluate.verify_checks import VerifyReport
+    from edgeseq.evaluate.verify_stopping import check_stopping_i16
+    from edgeseq.export.quantize import quantize_from_manifest
+
+    est, _, _, Xte = digits_export
+    X, y = load_digits(return_X_y=True)
+    idx = np.random.default_rng(0).permutation(len(X))
+    seq = est.fitted_sequence_
+    m = export_model(seq, tmp_path / "q", c_dtype="int16", calibration=(X[idx[:700]], y[idx[:700]]),
+                     stop_data=X[idx[700:1450]], max_disagreement=0.01)
+    assert "const int32_t" in (tmp_path / "q" / "edgeseq_model.c").read_text().split("_stop_threshold")[-2][-40:]
+    rep = VerifyReport(len(Xte), "test rows")
+    qm = quantize_from_manifest(seq, m["c"]["int16"])
+    check_stopping_i16(rep, tmp_path / "q", m, seq, qm, Xte, compiler=find_c_compiler("clang"))
+    assert rep.stop_mismatches == 0 and f"{len(Xte)}/{len(Xte)} rows" in rep.stop_note
+    assert verify_export(tmp_path / "q", Xte[:40]).ok
 
 
 def test_tree_export_stops_alike_in_python_and_c(tmp_path):

@@ -487,4 +487,14 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
                                                      model_name=m["model_name"])
             with _regenerated_c(out_dir, m, write, "C model") as c_dir:
                 check_stopping(report, c_dir, m, sess, X32.astype(np.float64), compiler)
+        elif "stopping" in m and int16_diffs is not None:  # the int16 C against the integer simulation
+            from edgeseq.evaluate.verify_stopping import check_stopping_i16
+            from edgeseq.export.c_int16_trees import write_c_int16_tree_model
+            from edgeseq.export.quantize_trees import quantize_trees_from_manifest
+
+            qm = quantize_trees_from_manifest(model, m["c"]["int16"])
+            write = lambda c_dir: write_c_int16_tree_model(model, qm, c_dir, m["c"]["prefix"],  # noqa: E731
+                                                           model_name=m["model_name"])
+            with _regenerated_c(out_dir, m, write, "int16 C model") as c_dir:
+                check_stopping_i16(report, c_dir, m, model, qm, X32.astype(np.float64), compiler)
     return report
