@@ -6,7 +6,8 @@ For each data set (the digits bank: 1,797 images, stored extractor costs; the MN
 images, 48 extractor groups, costs measured on this machine when missing) and each model (the linear
 anytime classifier, CS-G-OMP at its defaults, and LightGBM imported as tree stages), over seeded
 stratified splits of 40 % training, 40 % calibration and 20 % test rows: the model is exported with
-``stop_data`` = the calibration rows at each δ (95 % Clopper-Pearson bound), and on the test rows the
+``stop_data`` = the calibration rows at each δ (95 % Clopper-Pearson bound) with each rule (one shared
+threshold, or per-stage thresholds shaped on half the calibration rows), and on the test rows the
 Python runtime's ``predict(stop="confident")`` is compared with the full model (disagreement) and
 with the compiled C runtime's stopping loop (``es_set_stop``: same stage and label on every row).
 Reported: mean cost of the stopping stage / full cost, test disagreement, the calibration bound, the
@@ -30,6 +31,7 @@ from edgeseq.export.writer import export_model
 from edgeseq.runtime.model import ExportedModel
 
 DELTAS = (0.001, 0.005, 0.02)
+RULES = ("shared", "per-stage")
 
 
 def _data(name: str):
@@ -59,16 +61,16 @@ def one_split(d, make, seed: int, tmp: Path) -> dict:
     model = make(Xtr, ytr)
     fit_s = time.perf_counter() - t0
     out = {}
-    for delta in DELTAS:
+    for rule, delta in [(r, d) for r in RULES for d in DELTAS]:
         path = tmp / f"s{seed}_{delta}"
-        m = export_model(model, path, stop_data=(Xcal, ycal), max_disagreement=delta, force=True)
+        m = export_model(model, path, stop_data=(Xcal, ycal), max_disagreement=delta, force=True, stop_rule=rule)
         em = ExportedModel(path)
         feats = group_features(m, Xte)
         stopped, full = em.predict(feats, stop="confident"), em.predict(feats)
         cost = em.cum_cost[stopped.prefix]
         stage, label = c_stop_stages(path, m, Xte)
         st = m["stopping"]
-        out[delta] = {"cost_ratio": float(cost.mean() / em.cum_cost[-1]),
+        out[f"{rule} {delta}"] = {"cost_ratio": float(cost.mean() / em.cum_cost[-1]),
                       "test_disagreement": float(np.mean(stopped.label_index != full.label_index)),
                       "test_accuracy_stopped": float(np.mean(stopped.label == yte)),
                       "test_accuracy_full": float(np.mean(full.label == yte)),
@@ -90,9 +92,9 @@ def run(datasets, splits: int) -> dict:
             for mname, make in _models(d).items():
                 runs = [one_split(d, make, seed, Path(tmp)) for seed in range(splits)]
                 res[name]["models"][mname] = runs
-                for delta in DELTAS:
-                    r = [x["by_delta"][delta] for x in runs]
-                    print(name, mname, delta, f"cost {np.mean([x['cost_ratio'] for x in r]):.3f}",
+                for key in runs[0]["by_delta"]:
+                    r = [x["by_delta"][key] for x in runs]
+                    print(name, mname, key, f"cost {np.mean([x['cost_ratio'] for x in r]):.3f}",
                           f"disagree {np.mean([x['test_disagreement'] for x in r]):.4f}",
                           f"C same {min(x['python_c_same_stage'] for x in r):.4f}", flush=True)
     return res
@@ -102,28 +104,28 @@ def _tables(res: dict, splits: int) -> list[dict]:
     rows, shares = [], []
     for name, dres in res.items():
         for mname, runs in dres["models"].items():
-            for delta in DELTAS:
-                r = [x["by_delta"][delta] for x in runs]
+            for rule, delta in [(r, d) for r in RULES for d in DELTAS]:
+                r = [x["by_delta"][f"{rule} {delta}"] for x in runs]
 
                 def ms(key, fmt="{:.3f}"):
                     v = np.array([x[key] for x in r])
                     return f"{fmt.format(v.mean())} ± {fmt.format(v.std())}"
-                rows.append([name, mname, f"{delta:g}", ms("cost_ratio"), ms("test_disagreement", "{:.4f}"),
+                rows.append([name, mname, rule, f"{delta:g}", ms("cost_ratio"), ms("test_disagreement", "{:.4f}"),
                              f"{max(x['test_disagreement'] for x in r):.4f}", ms("calibration_bound", "{:.4f}"),
                              ms("test_accuracy_stopped"), ms("test_accuracy_full"),
                              f"{100 * min(x['python_c_same_stage'] for x in r):.1f} %"])
-            r = [x["by_delta"][0.005] for x in runs]
+            r = [x["by_delta"]["shared 0.005"] for x in runs]
             share = np.mean([x["stop_share_test"] for x in r], axis=0)
             shares.append([name, mname, " ".join(f"{s:.2f}" for s in share)])
-    n_cal = {name: dres["models"][next(iter(dres["models"]))][0]["by_delta"][0.005]["n_calibration"]
+    n_cal = {name: dres["models"][next(iter(dres["models"]))][0]["by_delta"]["shared 0.005"]["n_calibration"]
              for name, dres in res.items()}
     return [
         {"title": f"Early stopping at δ (95 % Clopper-Pearson bound on the calibration rows; mean ± sd over "
                   f"{splits} splits; calibration rows: {', '.join(f'{k} {v}' for k, v in n_cal.items())})",
-         "columns": ["data", "model", "δ", "mean cost / full cost", "test disagreement", "worst split",
+         "columns": ["data", "model", "rule", "δ", "mean cost / full cost", "test disagreement", "worst split",
                      "calibration bound", "accuracy (stopped)", "accuracy (full)", "Python = C stage"],
          "rows": rows},
-        {"title": "Share of test rows stopping at each stage (stage 0 first), δ = 0.005, mean over splits",
+        {"title": "Share of test rows stopping at each stage (stage 0 first), shared rule, δ = 0.005, mean over splits",
          "columns": ["data", "model", "share per stage"], "rows": shares},
     ]
 
