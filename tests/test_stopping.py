@@ -274,3 +274,25 @@ def test_cortex_m4f_stops_at_the_same_stage_as_python(digits_export):
     py = ExportedModel(out).predict(group_features(m, Xte), stop="confident")
     stage, label = c_stop_stages(out, m, Xte, target=TARGETS["cortex-m4f"])
     assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+
+
+def test_cli_export_with_stop_data(digits_export, tmp_path):
+    """`edgeseq export --stop-data --max-disagreement` writes the entry and says what it bought; a δ
+    outside (0, 1) is a usage error before anything is written."""
+    from click.testing import CliRunner
+
+    from edgeseq.cli import main
+    from edgeseq.io.model_io import save_model
+
+    est, _, _, _ = digits_export
+    X, y = load_digits(return_X_y=True)
+    save_model(est, tmp_path / "m.pkl")
+    np.savez(tmp_path / "stop.npz", X=X[700:1450], y=y[700:1450])
+    res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out"), "--quiet",
+                                    "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "0.01"])
+    assert res.exit_code == 0, res.output
+    st = read_verified(tmp_path / "out")["stopping"]
+    assert st["max_disagreement"] == 0.01 and st["n_calibration"] == 750
+    bad = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out2"),
+                                    "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "1.5"])
+    assert bad.exit_code == 2 and not (tmp_path / "out2").exists()
