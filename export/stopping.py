@@ -31,9 +31,8 @@ How the thresholds are chosen (and why)
   shared threshold stops at the first of them; a threshold per stage can keep such a stage closed.
   The path of per-stage rules must not be chosen on the rows that test it, so it is shaped on a
   seeded half of the rows (at level λ, stage k admits its largest-margin rows as far as their own
-  Clopper-Pearson bound stays <= λ) and tested, as above, on the other half. Halving the test rows
-  costs more than it gains at a few hundred calibration rows (the benchmark shows it), hence not the
-  default.
+  Clopper-Pearson bound stays <= λ) and tested, as above, on the other half, which then needs twice
+  the rows for the same δ (``bench/early_stopping.py`` measures both rules).
 * **Cost.** The scan moves toward bolder rules only, so the accepted rule is the cheapest of the
   sequence that passes; its mean cost and the share of rows stopping at each stage are recorded.
 * **Thresholds between margins.** Each candidate lies between two distinct calibration margins,
@@ -183,7 +182,7 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
         "shared": one threshold for every stage, scanned and tested on all rows. "per-stage": a
         threshold per stage, shaped on half of the rows and tested on the other half (it lets a
         stage whose confident answers are often wrong stay closed, but its bound rests on half the
-        rows; at a few hundred calibration rows "shared" costs less, see the docs).
+        rows).
 
     Returns
     -------
