@@ -243,24 +243,25 @@ def test_int16_c_stops_as_the_integer_simulation(digits_export, tmp_path):
     qm = quantize_from_manifest(seq, m["c"]["int16"])
     check_stopping_i16(rep, tmp_path / "q", m, seq, qm, Xte, compiler=find_c_compiler("clang"))
     assert rep.stop_mismatches == 0 and f"{len(Xte)}/{len(Xte)} rows" in rep.stop_note
+    assert np.count_nonzero(m["stopping"]["stop_share"][:-1]) >= 2  # rows do stop early, at several stages
     assert verify_export(tmp_path / "q", Xte[:40]).ok
 
 
 def test_tree_export_stops_alike_in_python_and_c(tmp_path):
-    """A LightGBM multiclass model imported as tree stages: same stage and label in both runtimes."""
-    import lightgbm
+    """An AFR classifier (tree stages, 3 classes): same stage and label in both runtimes on every test
+    row, and the rows do stop at several stages (the comparison is not vacuous)."""
+    from tree_models import COSTS, GROUPS, NAMES, data
 
-    from edgeseq import from_lightgbm
+    from edgeseq.train.afr import AFRClassifier
 
-    X, y = load_digits(return_X_y=True)
-    idx = np.random.default_rng(1).permutation(len(X))
-    tr, cal, te = idx[:800], idx[800:1500], idx[1500:]
-    lgb = lightgbm.LGBMClassifier(n_estimators=8, num_leaves=6, verbose=-1).fit(X[tr], y[tr])
-    model = from_lightgbm(lgb, [list(range(16 * i, 16 * i + 16)) for i in range(4)], [1.0, 1.0, 2.0, 2.0])
-    m = export_model(model, tmp_path / "t", stop_data=X[cal], max_disagreement=0.02)
-    py = ExportedModel(tmp_path / "t").predict(group_features(m, X[te]), stop="confident")
-    stage, label = c_stop_stages(tmp_path / "t", m, X[te])
+    X, s = data(2000, seed=3)
+    y = np.digitize(s, [-0.5, 0.5])
+    est = AFRClassifier(GROUPS, COSTS, group_names=NAMES, n_dims=2, n_trees=4, max_blocks=10).fit(X[:600], y[:600])
+    m = export_model(est, tmp_path / "t", stop_data=X[600:1600], max_disagreement=0.1)
+    py = ExportedModel(tmp_path / "t").predict(group_features(m, X[1600:]), stop="confident")
+    stage, label = c_stop_stages(tmp_path / "t", m, X[1600:])
     assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+    assert len(set(stage.tolist())) >= 3
 
 
 def test_cortex_m4f_stops_at_the_same_stage_as_python(digits_export):
