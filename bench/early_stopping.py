@@ -17,6 +17,7 @@ share of rows stopping at each stage and the Python-vs-C agreement.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -115,8 +116,11 @@ def _tables(res: dict, splits: int) -> list[dict]:
                              ms("test_accuracy_stopped"), ms("test_accuracy_full"),
                              f"{100 * min(x['python_c_same_stage'] for x in r):.1f} %"])
             r = [x["by_delta"]["shared 0.005"] for x in runs]
-            share = np.mean([x["stop_share_test"] for x in r], axis=0)
-            shares.append([name, mname, " ".join(f"{s:.2f}" for s in share)])
+            width = max(len(x["stop_share_test"]) for x in r)  # an import's stage count may differ per split
+            share = np.mean([np.pad(x["stop_share_test"], (0, width - len(x["stop_share_test"]))) for x in r], axis=0)
+            shares.append([name, mname, " ".join(f"{s:.2f}" for s in share)
+                           + ("" if all(len(x["stop_share_test"]) == width for x in r) else
+                              " (stage counts differ per split: " + ", ".join(str(len(x["stop_share_test"])) for x in r) + ")")])
     n_cal = {name: dres["models"][next(iter(dres["models"]))][0]["by_delta"]["shared 0.005"]["n_calibration"]
              for name, dres in res.items()}
     return [
@@ -136,6 +140,8 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["digits", "mnist"], choices=["digits", "mnist"])
     args = ap.parse_args()
     res = run(args.datasets, args.splits)
+    raw = Path(tempfile.gettempdir()) / "edgeseq_early_stopping_raw.json"
+    raw.write_text(json.dumps(res))  # kept should rendering the tables fail
     path = write_result("early_stopping", {"splits": args.splits, "deltas": list(DELTAS), "results": res,
                                            "tables": _tables(res, args.splits)}, command_line())
     print(f"wrote {path}")
