@@ -122,6 +122,11 @@ def manifest_table(m: dict) -> list[str]:
         lines.append(f"doubling violations at steps {m['doubling_violations']}")
     if (m["c"] or {}).get("dtype") == "int16":
         lines += _int16_rows(m["c"]["int16"])
+    if "stopping" in m:
+        st = m["stopping"]
+        lines.append(f"early stopping ({st['rule']} rule): δ {st['max_disagreement']:g} at {st['confidence']:g} "
+                     f"confidence from {st['n_calibration']} rows; thresholds {[round(t, 6) for t in st['thresholds']]}; "
+                     f"calibration mean cost {st['mean_cost']:.4g} of {st['full_cost']:.4g}")
     if m.get("stage_kind") == "trees":
         return lines + _tree_stage_rows(m)
     head = f"{'step':>4}  {'group':<20} {'input':<20} {'dim':>4} {'cost':>9} {'cum_cost':>9} " \
