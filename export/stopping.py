@@ -510,6 +510,22 @@ def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confid
     `stop_data` is X or (X, y) (y is not needed: disagreement is measured against the full model).
     `int16` = (model, quantised model) for an int16 C model: the thresholds are then chosen on the
     integer model's own probabilities (`int16_staged`), which that C runtime reproduces bit for bit.
+
+    Examples
+    --------
+    `export_model(..., stop_data=...)` calls it on its temporary directory; on a finished export:
+
+    >>> import numpy as np, tempfile
+    >>> from pathlib import Path
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.stopping import add_stopping
+    >>> from edgeseq.export.writer import export_model
+    >>> X = np.random.default_rng(0).normal(size=(800, 2)); y = X[:, 0] + 0.2 * X[:, 1] > 0
+    >>> out = Path(tempfile.mkdtemp()) / "out"
+    >>> m = export_model(AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X[:200], y[:200]).fitted_sequence_, out)
+    >>> m = add_stopping(out, m, X[200:], 0.05)
+    >>> m["stopping"]["n_calibration"], "_stop_threshold[3]" in (out / "edgeseq_model.h").read_text()
+    (600, True)
     """
     from edgeseq.format import (C_HEADER, C_SOURCE, MANIFEST, dump_manifest, manifest_checksum, read_verified,
                                 sha256_file, validate_manifest)

@@ -132,6 +132,22 @@ def predict_stopped(model, features_by_group: dict, thresholds: np.ndarray, last
     Runs stages 0..`last` on every row (a batch has all features already; what stopping saves on a
     device is the extraction the anytime loop skips) and picks per row the first confident stage.
     The result's ``prefix`` is an int64 array of each row's stage.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.export.writer import export_model
+    >>> from edgeseq.runtime.model import ExportedModel
+    >>> from edgeseq.runtime.stopping import predict_stopped
+    >>> X = np.random.default_rng(0).normal(size=(60, 2)); y = X[:, 0] > 0
+    >>> out = tempfile.mkdtemp() + "/out"
+    >>> _ = export_model(AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_, out)
+    >>> model = ExportedModel(out)
+    >>> feats = {g["name"]: X[:4, g["columns"]] for g in model.manifest["groups"]}
+    >>> pred = predict_stopped(model, feats, np.array([2.0, 0.0, 0.0], np.float32), last=2)
+    >>> pred.prefix.tolist()                    # stage 0 never stops; stage 1 always does
+    [1, 1, 1, 1]
     """
     from dataclasses import replace
 
