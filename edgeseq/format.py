@@ -234,6 +234,7 @@ def check_cross_fields(manifest: dict) -> None:
     _check_outputs(manifest)
     _check_files(manifest)
     _check_c_int16(manifest)
+    _check_stopping(manifest)
 
 
 def stage_kind(manifest: dict) -> str:
@@ -303,6 +304,31 @@ def _check_c_int16(m: dict) -> None:
         raise _bad("c.int16.features", "must have one entry per feature of the full prefix")
     if ("state" in q) != (stage_kind(m) == "trees") or len(q.get("state", [])) != m.get("state_width", 0):
         raise _bad("c.int16.state", "must have one entry per state dimension exactly in a tree-stage export")
+
+
+def _check_stopping(m: dict) -> None:
+    """The optional stopping entry: a classifier's, one finite float32 threshold and share per stage."""
+    import math
+    import struct
+
+    st = m.get("stopping")
+    if st is None:
+        return
+    if m["task"] == "regression":
+        raise _bad("stopping", "is only defined for classifiers")
+    n = len(m["prefixes"])
+    for key in ("thresholds", "stop_share"):
+        if len(st[key]) != n:
+            raise _bad(f"stopping.{key}", f"has {len(st[key])} entries; the export has {n} stages")
+    numbers = [st[k] for k in ("max_disagreement", "confidence", "disagreement", "disagreement_bound",
+                               "mean_cost", "full_cost")] + st["thresholds"] + st["stop_share"]
+    if not all(math.isfinite(v) for v in numbers):
+        raise _bad("stopping", "holds a value that is not finite")
+    bad = [t for t in st["thresholds"] if struct.unpack("f", struct.pack("f", t))[0] != t]
+    if bad:
+        raise _bad("stopping.thresholds", f"must be float32 values (the runtimes compare in float32), got {brief(bad[0])}")
+    if abs(sum(st["stop_share"]) - 1.0) > 1e-6 or st["mean_cost"] > st["full_cost"] * (1 + 1e-9) + 1e-12:
+        raise _bad("stopping", "has stop shares that do not sum to 1 or a mean cost above the full cost")
 
 
 def _check_prefixes(m: dict) -> None:
@@ -577,8 +603,11 @@ def _read_verified(out_dir) -> dict:
     if not mpath.is_file():
         raise IntegrityError(f"{mpath} is missing: not an edgeseq export directory")
     raw = mpath.read_bytes()
+    def _no_constant(name):  # NaN / Infinity: not JSON, and never in a manifest edgeseq writes
+        raise IntegrityError(f"{mpath} holds the non-finite number {name}; re-export the model")
+
     try:
-        manifest = json.loads(raw.decode("utf-8"))
+        manifest = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise IntegrityError(f"{mpath} is not valid JSON ({clip(exc)}); re-export the model") from None
     if not isinstance(manifest, dict):

@@ -300,7 +300,8 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
 
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                  check_stats=None, batch_size=None, ort=False, labels: str = "graph", c_dtype: str = "float32",
-                 calibration=None, tree_ops: str = "ai-onnx-ml") -> dict:
+                 calibration=None, tree_ops: str = "ai-onnx-ml", stop_data=None,
+                 max_disagreement: float = 0.005, stop_rule: str = "shared") -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -325,6 +326,11 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     `tree_ops`: tree stages only -- "ai-onnx-ml" (default, one ``ai.onnx.ml`` TreeEnsembleRegressor
     per stage) or "core" (core operators only, for tract, OpenVINO and mobile execution providers;
     see `edgeseq.export.onnx_trees_core`).
+    `stop_data`: classifiers only -- held-out rows X (or a pair (X, y); y is not used) with the model's
+    raw columns on which per-input stopping thresholds are calibrated (`edgeseq.export.stopping`) so
+    that at most `max_disagreement` of new rows stop with another answer than the full model; the
+    thresholds go into the manifest's ``stopping`` entry and the C table ``<prefix>_stop_threshold``.
+    `stop_rule`: "shared" (one threshold for every stage) or "per-stage" (see `calibrate_stopping`).
 
     Returns
     -------
@@ -392,14 +398,26 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         c_int16 = None
         if c_dtype == "int16":
             c_int16 = _tree_int16(tree_model, calibration, classes)
-        return _write_atomically(out, force, lambda tmp: write_tree_export(
+        return _write_atomically(out, force, _with_stopping(lambda tmp: write_tree_export(
             tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
-            labels=labels, c_int16=c_int16, tree_ops=tree_ops))
-    write_c, c_int16 = cgen.write_c_model, None
+            labels=labels, c_int16=c_int16, tree_ops=tree_ops), stop_data, max_disagreement,
+            None if c_int16 is None else (tree_model, c_int16[0]), stop_rule))
+    write_c, c_int16, qm = cgen.write_c_model, None, None
     if c_dtype == "int16":
-        write_c, c_int16 = _int16_writer(seq, calibration)
-    return _write_atomically(out, force, lambda tmp: _write_all(seq, tmp, model_name, c_prefix, check_stats,
-                                                               write_c, batch_size, ort, labels, c_int16))
+        write_c, c_int16, qm = _int16_writer(seq, calibration)
+    return _write_atomically(out, force, _with_stopping(lambda tmp: _write_all(
+        seq, tmp, model_name, c_prefix, check_stats, write_c, batch_size, ort, labels, c_int16),
+        stop_data, max_disagreement, None if qm is None else (seq, qm), stop_rule))
+
+
+def _with_stopping(write, stop_data, max_disagreement, int16=None, rule: str = "shared"):
+    """`write`, followed by the stopping calibration on the written export when `stop_data` is given
+    (on the integer model's own outputs when `int16` = (model, quantised model) is given)."""
+    if stop_data is None:
+        return write
+    from edgeseq.export.stopping import add_stopping
+
+    return lambda tmp: add_stopping(tmp, write(tmp), stop_data, max_disagreement, int16=int16, rule=rule)
 
 
 def _calibration_rows(calibration):
@@ -420,14 +438,14 @@ def _tree_int16(model, calibration, classes):
 
 
 def _int16_writer(seq: FittedSequence, calibration):
-    """(C writer, manifest entry) of the int16 model: quantised once, here, from the calibration rows."""
+    """(C writer, manifest entry, Int16Model) of the int16 model: quantised once, here, from the calibration rows."""
     from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
     from edgeseq.export.quantize import quantize_sequence
 
     X, y = _calibration_rows(calibration)
     qm = quantize_sequence(seq, X, y)
     return ((lambda s, tmp, prefix, model_name: write_c_int16_model(s, qm, tmp, prefix, model_name)),
-            int16_manifest_entry(seq, qm, len(X)))
+            int16_manifest_entry(seq, qm, len(X)), qm)
 
 
 def _tree_model_of(obj):

@@ -378,6 +378,35 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 #endif
 
 /*
+ * Per-input stopping: is the prediction `pred` of stage j confident under the thresholds of es_set_stop?
+ * The float32 margin between the two largest values (1 for a single value) >= threshold[j]; never for
+ * a regression. O(n_pred), the comparison edgeseq.runtime.stopping makes in Python.
+ */
+static uint32_t es_stop_check(const es_state *s, uint32_t j, const volatile float *pred)
+{
+    const es_model *m = s->model;
+    uint32_t p;
+    float t1;
+    float t2 = -1.0f; /* probabilities are >= 0 */
+    float margin;
+    if (s->stop_threshold == NULL || m->link == ES_LINK_IDENTITY) {
+        return 0u;
+    }
+    t1 = pred[0];
+    for (p = 1u; p < m->n_pred; ++p) {
+        const float v = pred[p];
+        if (v > t1) {
+            t2 = t1;
+            t1 = v;
+        } else if (v > t2) {
+            t2 = v;
+        }
+    }
+    margin = m->n_pred > 1u ? t1 - t2 : 1.0f;
+    return margin >= s->stop_threshold[j] ? 1u : 0u;
+}
+
+/*
  * Apply the link to s->z into the unpublished slot and publish it as stage j. On overflow nothing is
  * published. `n_new` (the features of a linear push) joins s->filled only once the stage publishes.
  */
@@ -390,6 +419,7 @@ static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
         return ES_ERR_OVERFLOW;
     }
     s->filled += n_new;
+    s->confident = es_stop_check(s, j, s->slot + (size_t)target * m->n_pred);
     s->slot_prefix[target] = j;
     s->slot_label[target] = label;
     ES_SEQLOCK_PUBLISH(s->seq); /* see edgeseq_seqlock.h */
@@ -505,7 +535,7 @@ static es_status es_tree_advance(es_state *s)
     const es_model *m = s->model;
     const es_trees *t = m->trees;
     const uint32_t limit = s->next < m->n_groups ? t->group_stage[s->next] - 1u : t->n_stages - 1u;
-    while (s->stage < limit) {
+    while (s->stage < limit && !s->confident) { /* a confident stage ends the sample (es_set_stop) */
         const es_status st = es_tree_stage(s, s->stage + 1u);
         if (st != ES_OK) {
             s->next = m->n_groups;
@@ -524,6 +554,7 @@ static es_status es_start(es_state *s)
     es_status st;
     s->next = 0u;
     s->filled = 0u;
+    s->confident = 0u;
     if (!ES_IS_TREES(m)) {
         return es_commit(s, 0u, s->x, 0u);
     }
@@ -559,6 +590,7 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
     s->tstate = ES_IS_TREES(m) ? work + m->n_features + m->n_outputs + 2u * (size_t)m->n_pred : NULL;
     s->stage = 0u;
     s->seq = 0u;
+    s->stop_threshold = NULL;
     st = es_start(s);
     if (st == ES_OK) {
         s->magic = ES_STATE_MAGIC;
@@ -587,7 +619,7 @@ es_status es_next_group(const es_state *s, es_group_info *info)
         return ES_ERR_NOT_INIT;
     }
     m = s->model;
-    if (s->next >= m->n_groups) {
+    if (s->next >= m->n_groups || s->confident) { /* confident: only after es_set_stop */
         return ES_DONE;
     }
     info->position = s->next;
@@ -647,6 +679,23 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
     }
     s->next += 1u;
     return ES_OK;
+}
+
+es_status es_set_stop(es_state *s, const float *threshold)
+{
+    if (s == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!es_state_ok(s)) {
+        return ES_ERR_NOT_INIT;
+    }
+    s->stop_threshold = threshold;
+    return es_start(s);
+}
+
+int es_confident(const es_state *s)
+{
+    return es_state_ok(s) && s->confident != 0u;
 }
 
 es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *label)

@@ -238,6 +238,8 @@ typedef struct es_state {
     volatile int32_t slot_label[2];
     volatile uint32_t seq;   /* publish counter: slot seq & 1 holds the committed prediction */
     uint32_t magic;          /* ES_STATE_MAGIC after a successful es_init */
+    const float *stop_threshold; /* [n_stages] es_set_stop's thresholds; NULL: no per-input stopping */
+    uint32_t confident;      /* the committed stage passed its stop threshold */
 } es_state;
 
 typedef struct es_group_info {
@@ -280,6 +282,18 @@ es_status es_push(es_state *state, uint32_t group, const float *values, size_t n
  * the returned prediction for classifiers (so a tie at 0.5 gives 0), or -1 for regression. out
  * may be NULL to read only prefix/label. Safe from an interrupt handler. */
 es_status es_current(const es_state *state, float *out, uint32_t *prefix, int32_t *label);
+
+/* PER-INPUT STOPPING (export with --stop-data). es_set_stop(&st, <prefix>_stop_threshold) turns it
+ * on (NULL turns it off) and restarts the sample as es_reset does; call it once after es_init. From
+ * then on every commit also tests whether the committed stage k is confident: the float32 margin
+ * between its two largest probabilities >= threshold[k] (O(n_pred), no allocation, inside the same
+ * seqlock commit). Once confident, es_next_group returns ES_DONE, so the firmware loop above ends
+ * early without changing shape, and a tree model runs no further stage in that push. es_reset keeps
+ * the thresholds. Regression models never stop early. */
+es_status es_set_stop(es_state *state, const float *threshold);
+
+/* 1 when the committed stage passed its stop threshold (the loop is over), else 0. */
+int es_confident(const es_state *state);
 
 /* Forget pushed groups and commit prefix 0 again (start the next sample). */
 es_status es_reset(es_state *state);

@@ -323,12 +323,37 @@ static int32_t es16_link(const es16_model *m, const int32_t *z, uint32_t j, vola
     return (int32_t)best;
 }
 
+/* Per-input stopping: the margin between the two largest probabilities of `pred` (units of 2^-15;
+   2^15 for a single value) >= threshold[j] (es16_set_stop); never for a regression. O(n_pred). */
+static uint32_t es16_stop_check(const es16_state *s, uint32_t j, const volatile int32_t *pred)
+{
+    const es16_model *m = s->model;
+    uint32_t p;
+    int32_t t1;
+    int32_t t2 = -1; /* probabilities are >= 0 */
+    if (s->stop_threshold == NULL || m->link == ES16_LINK_IDENTITY) {
+        return 0u;
+    }
+    t1 = pred[0];
+    for (p = 1u; p < m->n_pred; ++p) {
+        const int32_t v = pred[p];
+        if (v > t1) {
+            t2 = t1;
+            t1 = v;
+        } else if (v > t2) {
+            t2 = v;
+        }
+    }
+    return (m->n_pred > 1u ? t1 - t2 : ES16_PROB_ONE) >= s->stop_threshold[j] ? 1u : 0u;
+}
+
 /* Apply prefix/stage j's link to s->z into the unpublished slot and publish it. */
 static void es16_publish(es16_state *s, uint32_t j)
 {
     const es16_model *m = s->model;
     const uint32_t target = (s->seq + 1u) & 1u;
     s->slot_label[target] = es16_link(m, s->z, j, s->slot + (size_t)target * m->n_pred);
+    s->confident = es16_stop_check(s, j, s->slot + (size_t)target * m->n_pred);
     s->slot_prefix[target] = j;
     ES_SEQLOCK_PUBLISH(s->seq); /* edgeseq_seqlock.h: the float runtime's commit */
     ES16_ON_COMMIT(s);
@@ -393,7 +418,7 @@ static void es16_tree_advance(es16_state *s)
 {
     const es16_trees *t = s->model->trees;
     const uint32_t limit = s->next < s->model->n_groups ? t->group_stage[s->next] - 1u : t->n_stages - 1u;
-    while (s->stage < limit) {
+    while (s->stage < limit && !s->confident) { /* a confident stage ends the sample (es16_set_stop) */
         es16_tree_stage(s, s->stage + 1u);
     }
 }
@@ -404,6 +429,7 @@ static void es16_start(es16_state *s)
     uint32_t i;
     s->next = 0u;
     s->filled = 0u;
+    s->confident = 0u;
     if (!ES16_IS_TREES(s->model)) {
         es16_commit(s, 0u, 0u);
         return;
@@ -443,6 +469,7 @@ es16_status es16_init(es16_state *s, const es16_model *m, int16_t *x, size_t x_l
     }
     s->seq = 0u;
     s->stage = 0u;
+    s->stop_threshold = NULL;
     es16_start(s);
     s->magic = ES16_STATE_MAGIC;
     return ES16_OK;
@@ -467,7 +494,7 @@ es16_status es16_next_group(const es16_state *s, es16_group_info *info)
         return st;
     }
     m = s->model;
-    if (s->next >= m->n_groups) {
+    if (s->next >= m->n_groups || s->confident) { /* confident: only after es16_set_stop */
         return ES16_DONE;
     }
     info->position = s->next;
@@ -511,6 +538,23 @@ es16_status es16_push(es16_state *s, uint32_t group, const int16_t *values, size
         es16_commit(s, s->next, s->filled);
     }
     return ES16_OK;
+}
+
+es16_status es16_set_stop(es16_state *s, const int32_t *threshold)
+{
+    const es16_status st = es16_check_state(s, s);
+    if (st != ES16_OK) {
+        return st;
+    }
+    s->stop_threshold = threshold;
+    s->stage = 0u;
+    es16_start(s);
+    return ES16_OK;
+}
+
+int es16_confident(const es16_state *s)
+{
+    return es16_check_state(s, s) == ES16_OK && s->confident != 0u;
 }
 
 es16_status es16_current(const es16_state *s, int32_t *out, uint32_t *prefix, int32_t *label)

@@ -165,6 +165,8 @@ typedef struct es16_state {
     volatile int32_t slot_label[2];
     volatile uint32_t seq;
     uint32_t magic;
+    const int32_t *stop_threshold; /* [n_stages] es16_set_stop's thresholds (units of 2^-15); NULL: off */
+    uint32_t confident;       /* the committed stage passed its stop threshold */
 } es16_state;
 
 typedef struct es16_group_info {
@@ -190,6 +192,12 @@ es16_status es16_push(es16_state *state, uint32_t group, const int16_t *values, 
 /* Copy the last committed prediction (n_pred int32), its prefix and label; safe from an interrupt. */
 es16_status es16_current(const es16_state *state, int32_t *out, uint32_t *prefix, int32_t *label);
 es16_status es16_reset(es16_state *state);
+/* Per-input stopping (export with --stop-data), as es_set_stop in the float runtime: the margin between
+   the two largest committed probabilities (units of 2^-15) >= threshold[stage] makes es16_next_group
+   return ES16_DONE. Pass <prefix>_stop_threshold (NULL: off); restarts the sample like es16_reset. */
+es16_status es16_set_stop(es16_state *state, const int32_t *threshold);
+/* 1 when the committed stage passed its stop threshold, else 0. */
+int es16_confident(const es16_state *state);
 /* The budget rule on bit patterns: *prefix = last j with cum_cost_bits[j] <= budget_bits. budget_bits
    is the binary64 bit pattern of the budget (-0.0 counts as +0.0); NaN or negative: ES16_ERR_BUDGET. */
 es16_status es16_prefix_for_budget(const es16_model *model, uint64_t budget_bits, uint32_t *prefix);

@@ -38,9 +38,15 @@ from edgeseq.cli._main import main
               help="Tree-stage models: how the trees are written. 'core' uses core ONNX operators only (a "
                    "comparison, path and leaf matrix), which tract, OpenVINO and onnxruntime's mobile execution "
                    "providers run; 'ai-onnx-ml' is one TreeEnsembleRegressor per stage.")
+@click.option("--stop-data", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Classifiers: held-out rows (CSV with a header and --target, or .npz with X and y) with the model's raw columns on "
+                   "which per-input stopping thresholds are calibrated (see docs/early-stopping.md).")
+@click.option("--max-disagreement", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.005,
+              show_default=True, help="With --stop-data: the largest share of new rows whose early answer may "
+                                      "differ from the full model's (held with 95 % confidence).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
 def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, c_dtype, calibration_data,
-                   target, tree_ops, quiet):
+                   target, tree_ops, stop_data, max_disagreement, quiet):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -70,12 +76,18 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
             task = getattr(seq, "task", None) or ("regression" if seq.link == "identity" else "classification")
             ds = read_data(calibration_data, target, task)
             calibration = (in_model_order(ds, seq.feature_names, calibration_data), ds.y)
+    stop_rows = None
+    if stop_data is not None:
+        from edgeseq.io.data import in_model_order, read_data
+        with progress.stage("read stop data", str(stop_data)):
+            ds = read_data(stop_data, target, "classification")
+            stop_rows = in_model_order(ds, seq.feature_names, stop_data)
     what = (f"{len(seq.stages)} tree-stage graphs and manifest" if hasattr(seq, "stages")
             else f"{seq.n_prefixes} prefix graphs, {'int16 ' if c_dtype == 'int16' else ''}C model and manifest")
     with progress.stage("export", f"{what} to {out_dir}"):
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
                          batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
-                         tree_ops=tree_ops)
+                         tree_ops=tree_ops, stop_data=stop_rows, max_disagreement=max_disagreement)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
@@ -85,6 +97,10 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
         worst_loss = max((p.get("accuracy_loss_pp", p.get("explained_variance_loss", 0.0))
                           for p in m["c"]["int16"]["prefixes"]), default=0.0)
         c_note += f" (int16; worst loss versus float {worst_loss:.3g}, see edgeseq inspect)"
+    if "stopping" in m:
+        st = m["stopping"]
+        c_note += (f"; stopping at max disagreement {st['max_disagreement']:g}: mean cost "
+                   f"{st['mean_cost']:.4g} of {st['full_cost']:.4g} on {st['n_calibration']} calibration rows")
     kind = "tree-stage" if m.get("stage_kind") == "trees" else "prefix"
     click.echo(f"wrote {out_dir}: {len(m['prefixes'])} {kind} graphs, {c_note}, "
                f"{size} bytes; worst float32-vs-float64 prediction difference {worst:.3g}")
@@ -106,6 +122,11 @@ def manifest_table(m: dict) -> list[str]:
         lines.append(f"doubling violations at steps {m['doubling_violations']}")
     if (m["c"] or {}).get("dtype") == "int16":
         lines += _int16_rows(m["c"]["int16"])
+    if "stopping" in m:
+        st = m["stopping"]
+        lines.append(f"early stopping ({st['rule']} rule): δ {st['max_disagreement']:g} at {st['confidence']:g} "
+                     f"confidence from {st['n_calibration']} rows; thresholds {[round(t, 6) for t in st['thresholds']]}; "
+                     f"calibration mean cost {st['mean_cost']:.4g} of {st['full_cost']:.4g}")
     if m.get("stage_kind") == "trees":
         return lines + _tree_stage_rows(m)
     head = f"{'step':>4}  {'group':<20} {'input':<20} {'dim':>4} {'cost':>9} {'cum_cost':>9} " \

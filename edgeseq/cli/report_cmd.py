@@ -72,6 +72,9 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     files = write_report(curves, out_dir, reference=reference, alpha=alpha, notes=notes,
                          title=f"Anytime curves of {model.name}", cost_unit=cost_unit_of(provenance),
                          plots=not no_plots)
+    if task == "classification" and X.shape[0] >= 4:  # what per-input stopping would save, beside the curves
+        from edgeseq.evaluate.stopping_tradeoff import stopping_tradeoff, write_stopping_section
+        write_stopping_section(out_dir, stopping_tradeoff(seq, X), plots=not no_plots)
     if not quiet:
         for r in files.summary:
             click.echo(f"{r['curve']}: timeliness step {r['timeliness_step']:.4f}, "

@@ -17,6 +17,7 @@ from edgeseq.export.c_codegen import write_c_model
 from edgeseq.format import C_HEADER, C_SOURCE, c_dtype, labels_of
 from edgeseq.export.names import onnx_input_names
 from edgeseq.export.onnx_graphs import build_prefix_graph
+from edgeseq.export.stopping import append_stop_c
 
 
 def require_identical(shipped: Path, expected: bytes, what: str) -> None:
@@ -102,6 +103,7 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
 
         write_c_int16_model(seq, quantize_from_manifest(seq, manifest["c"]["int16"]), c_dir, manifest["c"]["prefix"],
                             model_name=manifest["model_name"])
+    append_stop_c(c_dir, manifest)  # the stopping table, as the exporter appends it
     for name in (C_HEADER, C_SOURCE):
         require_identical(out / name, (c_dir / name).read_bytes(),
                           "C model" if c_dtype(manifest) == "float32" else "int16 C model")

@@ -250,6 +250,13 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
                                           sess.predict(feats, prefix=j), ref, bound, crun))
         if int16_diffs is not None:  # exactness is the bound: any difference fails the prefix
             report.checks[-1].c_diff, report.checks[-1].c_ratio = float(int16_diffs[j]), (np.inf if int16_diffs[j] else 0.0)
+    if "stopping" in m and crun is not None:
+        from edgeseq.evaluate.verify_stopping import check_stopping
+        check_stopping(report, c_dir, m, sess, X32, compiler)
+    elif "stopping" in m and int16_diffs is not None:
+        from edgeseq.evaluate.verify_stopping import check_stopping_i16
+        from edgeseq.export.quantize import quantize_from_manifest
+        check_stopping_i16(report, c_dir, m, seq, quantize_from_manifest(seq, m["c"]["int16"]), X32, compiler)
     sess.close()
     return report
 
@@ -281,6 +288,8 @@ def format_report(rep: VerifyReport) -> list[str]:
         lines.append(f"{c.prefix:>6}  {('-' if c.group is None else repr(c.group))[:20]:<20} "
                      f"{c.cum_cost:>9.4g} {c.onnx_diff:>10.3g} {c.onnx_ratio:>7.3g} {cd:>10} {cr:>7} "
                      f"{c.label_mismatches:>6}  {'ok' if c.ok else 'MISMATCH'}")
+    if rep.stop_note:
+        lines.append(rep.stop_note)
     bad = [c.prefix for c in rep.checks if not c.ok]
     lines.append("all prefixes agree within the float32 bound" if not bad else
                  f"MISMATCH at prefix(es) {bad}: a runtime differs from numpy beyond the float32 bound")

@@ -78,6 +78,8 @@ class VerifyReport:
     checks: list[PrefixCheck] = field(default_factory=list)
     c_note: str | None = None  # why the C column is missing, when it is
     kind: str = "affine"  # the export's stage kind (what the regenerated-files line says)
+    stop_note: str | None = None  # per-input stopping: Python vs C stopping stages, when checked
+    stop_mismatches: int = 0  # rows where they differ (any fails the report)
 
     @property
     def ok(self) -> bool:
@@ -90,7 +92,7 @@ class VerifyReport:
         >>> VerifyReport(2, "demo", [good]).ok, VerifyReport(2, "demo", [good, bad]).ok
         (True, False)
         """
-        return all(c.ok for c in self.checks)
+        return all(c.ok for c in self.checks) and not self.stop_mismatches
 
 
 

@@ -314,6 +314,8 @@ def _regenerated_c(out_dir, manifest: dict, write, what: str):
 
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
         write(c_dir)
+        from edgeseq.export.stopping import append_stop_c
+        append_stop_c(c_dir, manifest)  # the stopping table, as the exporter appends it
         for name in (manifest["c"]["header"], manifest["c"]["source"]):
             require_identical(Path(out_dir) / name, (Path(c_dir) / name).read_bytes(), what)
         yield c_dir
@@ -477,4 +479,22 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
             if int16_diffs is not None:  # exactness is the bound: any difference fails the stage
                 report.checks[-1].c_diff = float(int16_diffs[k])
                 report.checks[-1].c_ratio = np.inf if int16_diffs[k] else 0.0
+        if "stopping" in m and crun is not None:  # Python vs C stopping stages, on the regenerated C
+            from edgeseq.evaluate.verify_stopping import check_stopping
+            from edgeseq.export.c_trees import write_c_tree_model
+
+            write = lambda c_dir: write_c_tree_model(model, c_dir, m["c"]["prefix"],  # noqa: E731
+                                                     model_name=m["model_name"])
+            with _regenerated_c(out_dir, m, write, "C model") as c_dir:
+                check_stopping(report, c_dir, m, sess, X32.astype(np.float64), compiler)
+        elif "stopping" in m and int16_diffs is not None:  # the int16 C against the integer simulation
+            from edgeseq.evaluate.verify_stopping import check_stopping_i16
+            from edgeseq.export.c_int16_trees import write_c_int16_tree_model
+            from edgeseq.export.quantize_trees import quantize_trees_from_manifest
+
+            qm = quantize_trees_from_manifest(model, m["c"]["int16"])
+            write = lambda c_dir: write_c_int16_tree_model(model, qm, c_dir, m["c"]["prefix"],  # noqa: E731
+                                                           model_name=m["model_name"])
+            with _regenerated_c(out_dir, m, write, "int16 C model") as c_dir:
+                check_stopping_i16(report, c_dir, m, model, qm, X32.astype(np.float64), compiler)
     return report

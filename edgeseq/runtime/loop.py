@@ -41,6 +41,7 @@ DEADLINE = "deadline"          # not started: the deadline had already passed
 BUSY = "busy"                  # not started: the worker was still running an earlier overrunning extractor
 NO_EXTRACTOR = "no_extractor"  # not started: no extractor was given for this group
 NOT_REACHED = "not_reached"    # not started: the run ended at an earlier group
+CONFIDENT = "confident"        # run outcome: the committed stage passed its stop threshold (stop="confident")
 
 
 @dataclass
@@ -102,7 +103,7 @@ class RunResult:
     spent_cost: float   # cost units of every group started (a failed or timed-out one included)
     prefix_cost: float  # cumulative cost of the committed prefix
     elapsed_s: float
-    stopped_by: str = "complete"  # complete | budget | deadline | timeout | busy | error | invalid | no_extractor
+    stopped_by: str = "complete"  # complete | budget | deadline | timeout | busy | error | invalid | no_extractor | confident
     report: list[GroupReport] = field(default_factory=list)
     budget_affords_nothing: bool = False
 
@@ -298,7 +299,7 @@ def _call(extractor, inputs, step: Step, worker, clock: _Clock, slack: float = 0
 
 def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict, inputs=None,
                  budget: float | None = None, deadline_s: float | None = None, worker=None,
-                 clock: _Clock | None = None, stages=None, wrapup: WrapUp | None = None) -> RunResult:
+                 clock: _Clock | None = None, stages=None, wrapup: WrapUp | None = None, stop=None) -> RunResult:
     """Run the loop; `worker` must be given (and idle) when `deadline_s` is.
 
     The budget decides how far the loop may go with the one budget rule (`resolve_prefix` on the
@@ -331,6 +332,10 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
         Per-stage commit times, measured here on every commit; with a deadline, a group is waited
         for only until the deadline minus the commit time of the stages it completes (and not
         started when that time has already passed). Default: commits are taken as instant.
+    stop : callable, optional
+        ``stop(j, prediction)`` is True when stage j's committed prediction is confident
+        (per-input stopping): no further stage is committed and no further group started, and the
+        run reports ``stopped_by="confident"``. The budget and the deadline apply as before.
 
     Returns
     -------
@@ -367,8 +372,12 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
     rows: list = []
     report = [GroupReport(s.name, NOT_REACHED, s.cost) for s in steps]
     stopped = "complete"
+    confident = stop is not None and bool(stop(0, prediction))
     for k, step in enumerate(steps):
         rep = report[k]
+        if confident:
+            stopped = CONFIDENT
+            break
         if k + 1 > counts[limit]:
             rep.status, stopped = OVER_BUDGET, "budget"
             rep.message = f"cost {step.cost:g} exceeds the remaining budget {max(budget - spent, 0.0):g}" \
@@ -407,9 +416,10 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
             break
         rows.append(value)
         try:
-            while prefix < limit and counts[prefix + 1] <= k + 1:  # every stage this group completes
+            while prefix < limit and counts[prefix + 1] <= k + 1 and not confident:  # the stages it completes
                 t = time.perf_counter()
                 prediction, prefix = commit(prefix + 1, rows), prefix + 1
+                confident = stop is not None and bool(stop(prefix, prediction))
                 if wrapup is not None:
                     wrapup.commit[prefix].add(time.perf_counter() - t)
         except EdgeseqError as exc:  # e.g. the prefix overflows float32 on these values

@@ -18,6 +18,7 @@ from edgeseq.format import STATE_OUT, labels_of, read_verified, stage_group_coun
 from edgeseq.runtime.fuse import FuseError, fuse_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
+from edgeseq.runtime.stopping import check_stop, predict_stopped
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
 
 _F32 = np.dtype(np.float32)
@@ -185,8 +186,12 @@ class ExportedModel:
         return j
 
     # ------------------------------------------------------------------ batch
-    def predict(self, features_by_group: dict, budget=None, prefix=None):
+    def predict(self, features_by_group: dict, budget=None, prefix=None, stop=None):
         """Predictions of the longest prefix allowed (by `budget` in cost units, or `prefix`; else all).
+
+        With ``stop="confident"`` (an export calibrated with stop data, see `edgeseq.runtime.stopping`)
+        each row stops at the first stage, up to that prefix, whose answer passes its threshold; the
+        result's ``prefix`` is then an int64 array with each row's stage.
 
         Keys are group names; groups beyond the prefix may be present and are ignored (not even
         checked; at prefix 0 their first dimension gives the number of rows). Arrays are (N, d_g) (or
@@ -215,6 +220,9 @@ class ExportedModel:
         ...
         edgeseq.errors.RuntimeInputError: ...
         """
+        if stop is not None:
+            thr = check_stop(stop, self.manifest)
+            return predict_stopped(self, features_by_group, thr, self._resolve_prefix(budget, prefix))
         if budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
             j = prefix  # the common case, without the general checks
         else:

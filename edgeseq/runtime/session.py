@@ -32,6 +32,7 @@ from edgeseq.errors import EdgeseqError, RuntimeInputError, SessionBusyError
 from edgeseq.runtime.inputs import check_deadline, check_group_keys
 from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, WrapUp, _Clock, anytime_loop
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
+from edgeseq.runtime.stopping import check_stop, top2_margin
 from edgeseq.runtime.worker import ExtractorWorker, ShortSwitchInterval
 from edgeseq.budget import check_budget
 
@@ -91,7 +92,7 @@ class AnytimeSession(ExportedModel):
         self._closed = False
 
     # ------------------------------------------------------------------ anytime loop
-    def run(self, extractors: dict, budget=None, deadline_s=None, inputs=None) -> RunResult:
+    def run(self, extractors: dict, budget=None, deadline_s=None, inputs=None, stop=None) -> RunResult:
         """Anytime loop for one sample: compute groups in order, commit each prefix, stop in time.
 
         `extractors[name](inputs)` returns the features of group `name` for the sample, shape (d_g,)
@@ -110,6 +111,10 @@ class AnytimeSession(ExportedModel):
             Wall-clock seconds from this call; the run returns on time even if an extractor overruns.
         inputs : object, optional
             Passed as the only argument to every extractor (the raw sample).
+        stop : {None, "confident"}, default=None
+            ``"confident"`` (an export calibrated with stop data): stop computing groups once the
+            committed stage's answer passes its threshold (`edgeseq.runtime.stopping`); the run then
+            reports ``stopped_by="confident"``. The budget and the deadline still apply.
 
         Returns
         -------
@@ -146,10 +151,12 @@ class AnytimeSession(ExportedModel):
             raise RuntimeInputError(f"extractor(s) for {', '.join(map(repr, bad))} are not callable")
         budget = None if budget is None else check_budget(budget)
         deadline_s = check_deadline(deadline_s)
+        thr = check_stop(stop, self.manifest)
+        stop = None if thr is None else (lambda j, pred: bool(top2_margin(pred.proba)[0] >= thr[j]))
         if self._closed:
             raise EdgeseqError("this AnytimeSession is closed; create a new one to run the anytime loop")
         if deadline_s is None:
-            return self._run_locked(extractors, budget, None, inputs, _Clock(None), None)
+            return self._run_locked(extractors, budget, None, inputs, _Clock(None), None, stop)
         # the loop stops waiting early by the measured wrap-up time, so that the return is on time
         clock = _Clock(deadline_s, self._wrapup.tail.value)
         with ShortSwitchInterval(self._switch_interval_s):
@@ -164,14 +171,14 @@ class AnytimeSession(ExportedModel):
                                                     f"discarded")
                 out = self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
                                                 inputs, budget, deadline_s, worker, clock, self._stages,
-                                                self._wrapup))
+                                                self._wrapup, stop))
                 if out.timed_out:  # stopped by the clock: how long the wrap-up took past the loop's end
                     self._wrapup.tail.add(max(0.0, time.perf_counter() - clock.end))
                 return out
             finally:
                 self._run_lock.release()
 
-    def _run_locked(self, extractors, budget, deadline_s, inputs, clock, worker) -> RunResult:
+    def _run_locked(self, extractors, budget, deadline_s, inputs, clock, worker, stop=None) -> RunResult:
         with self._run_lock:
             if self.busy:
                 label, age = self._worker.running_job() or ("?", 0.0)
@@ -181,7 +188,7 @@ class AnytimeSession(ExportedModel):
                     f"wait_idle(timeout) first, or pass deadline_s to wait at most that long")
             return self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
                                              inputs, budget, deadline_s, worker, clock, self._stages,
-                                             self._wrapup))
+                                             self._wrapup, stop))
 
     def _committer(self):
         """What the loop calls to commit stage j: `_commit`, or for tree stages a `_StageCommit`

@@ -1,0 +1,299 @@
+"""Per-input early stopping: the calibrated bound holds on fresh rows (and the uncorrected rule does
+not), Python and C stop every row at the same stage, manifests old and hostile, the anytime loop.
+
+The statistical tests run the calibration on a synthetic stage sequence whose logits are a random
+walk (each stage adds independent noise to the last): a stage's margin says something about the final
+answer but never settles it, so disagreement grows smoothly as the threshold falls -- the hard case
+for a threshold tuned on a finite sample.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from edgeseq import AnytimeClassifier, AnytimeRegressor
+from edgeseq.errors import ExportError, IntegrityError, RuntimeInputError
+from edgeseq.export.c_harness import SANITIZE_FLAGS, STRICT_FLAGS, find_c_compiler
+from edgeseq.export.stopping import (c_stop_stages, calibrate_stopping, clopper_pearson_upper, group_features,
+                                     staged_proba)
+from edgeseq.export.writer import export_model
+from edgeseq.format import MANIFEST, dump_manifest, manifest_checksum, read_verified
+from edgeseq.runtime.model import ExportedModel
+from edgeseq.runtime.session import AnytimeSession
+from edgeseq.runtime.stopping import NEVER, stop_stages, top2_margin
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def random_walk_stages(rng, n, n_stages=5, n_classes=3, step=1.2):
+    """Per stage (n, n_classes) probabilities of logits that are a random walk over the stages."""
+    drift = np.zeros(n_classes)
+    drift[0] = 0.3
+    walk = np.cumsum(rng.normal(size=(n_stages, n, n_classes)) * step + drift, axis=0)
+    return [np.full((n, n_classes), 1.0 / n_classes, np.float32)] + [_softmax(z) for z in walk]
+
+
+def fresh_disagreement(rule, probas):
+    margins = np.stack([top2_margin(p) for p in probas])
+    labels = np.stack([p.argmax(axis=1) for p in probas])
+    stages = stop_stages(margins, rule.thresholds)
+    return float(np.mean(labels[stages, np.arange(labels.shape[1])] != labels[-1]))
+
+
+def test_clopper_pearson_matches_its_definition():
+    """The upper bound U solves P(Binomial(n, U) <= k) = 1 - confidence (scipy's binomial CDF)."""
+    from scipy.stats import binom
+
+    for k, n in ((0, 50), (3, 400), (17, 1000)):
+        u = clopper_pearson_upper(k, n, 0.95)
+        assert binom.cdf(k, n, u) == pytest.approx(0.05, abs=1e-9)
+    assert clopper_pearson_upper(5, 5) == 1.0
+
+
+def test_bound_holds_on_fresh_rows_and_the_uncorrected_rule_breaks_it():
+    """Over 40 calibrations (fixed seeds) the corrected rule exceeds δ on fresh rows at most as often
+    as its 5 % error allows; the empirical rule (boldest threshold with calibration rate <= δ), on the
+    same rows, exceeds it in a large share of them -- the finite-sample correction is what holds."""
+    delta, reps, n_cal, n_fresh = 0.05, 40, 1500, 20000
+    rng = np.random.default_rng(2026)
+    fresh = random_walk_stages(rng, n_fresh)
+    cost = np.arange(len(fresh), dtype=float)
+    over = {True: 0, False: 0}
+    saved = []
+    for _ in range(reps):
+        cal = random_walk_stages(rng, n_cal)
+        for corrected in (True, False):
+            rule = calibrate_stopping(cal, cost, delta, corrected=corrected)
+            over[corrected] += fresh_disagreement(rule, fresh) > delta
+            if corrected:
+                saved.append(rule.mean_cost / rule.full_cost)
+    assert over[True] <= 4, over           # expected <= 2 of 40 at 95 % confidence
+    assert over[False] >= 8, over          # negative control: without the correction the bound fails
+    assert np.mean(saved) < 0.9            # and the corrected rule still stops early
+
+
+def test_too_few_rows_never_stop():
+    """With fewer rows than the bound needs at d = 0 (598 for δ = 0.005), every threshold is NEVER."""
+    rule = calibrate_stopping(random_walk_stages(np.random.default_rng(0), 500), np.arange(6.0), 0.005)
+    assert np.all(rule.thresholds == np.float32(NEVER)) and rule.stop_share[-1] == 1.0
+
+
+def test_bad_arguments_are_refused():
+    p = random_walk_stages(np.random.default_rng(0), 10)
+    for bad in (0.0, 1.0, float("nan"), True, "0.1"):
+        with pytest.raises(ExportError, match="max_disagreement"):
+            calibrate_stopping(p, np.arange(6.0), bad)
+    with pytest.raises(ExportError, match="one"):
+        calibrate_stopping(p, np.arange(3.0))
+
+
+# ---- exports: Python vs C, manifests, the anytime loop -------------------------------------------
+@pytest.fixture(scope="module")
+def digits_export(tmp_path_factory):
+    X, y = load_digits(return_X_y=True)
+    idx = np.random.default_rng(0).permutation(len(X))
+    tr, cal, te = idx[:700], idx[700:1450], idx[1450:]
+    est = AnytimeClassifier([list(range(8 * i, 8 * i + 8)) for i in range(8)], [1.0] * 8).fit(X[tr], y[tr])
+    out = tmp_path_factory.mktemp("stop") / "digits"
+    m = export_model(est.fitted_sequence_, out, stop_data=(X[cal], y[cal]), max_disagreement=0.01)
+    return est, out, m, X[te]
+
+
+def test_manifest_records_the_rule(digits_export):
+    _, out, m, _ = digits_export
+    st = m["stopping"]
+    assert st["rule"] == "shared" and st["n_test"] == 750
+    assert st["n_calibration"] == 750 and st["max_disagreement"] == 0.01 and st["bound"] == "clopper-pearson"
+    assert st["disagreement_bound"] <= 0.01 and st["mean_cost"] < st["full_cost"]
+    assert len(st["thresholds"]) == len(m["prefixes"]) and all(float(np.float32(t)) == t for t in st["thresholds"])
+    assert "_stop_threshold[9]" in (out / "edgeseq_model.h").read_text()
+
+
+def test_python_and_c_stop_at_the_same_stage_on_every_row(digits_export):
+    """100 % of the test rows, compiled with ASan/UBSan: same stage, same label; stages vary."""
+    _, out, m, Xte = digits_export
+    py = ExportedModel(out).predict(group_features(m, Xte), stop="confident")
+    cc = find_c_compiler("clang")
+    stage, label = c_stop_stages(out, m, Xte, compiler=cc, flags=STRICT_FLAGS + SANITIZE_FLAGS, extra=("-O1",))
+    assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+    assert len(set(stage.tolist())) > 2
+
+
+def test_predict_stop_matches_the_rule_and_the_budget(digits_export):
+    _, out, m, Xte = digits_export
+    model = ExportedModel(out)
+    feats = group_features(m, Xte)
+    probas = staged_proba(model, Xte)
+    thr = np.asarray(m["stopping"]["thresholds"], np.float32)
+    want = stop_stages(np.stack([top2_margin(p) for p in probas]), thr)
+    got = model.predict(feats, stop="confident")
+    assert np.array_equal(got.prefix, want)
+    assert np.array_equal(got.label_index, np.stack([p.argmax(1) for p in probas])[want, np.arange(len(Xte))])
+    capped = model.predict(feats, stop="confident", budget=2.0)
+    assert np.array_equal(capped.prefix, np.minimum(want, 2))
+    with pytest.raises(RuntimeInputError, match="stop must be"):
+        model.predict(feats, stop="sure")
+
+
+def test_session_run_stops_when_confident_and_keeps_the_deadline(digits_export):
+    _, out, m, Xte = digits_export
+    cols = {g["name"]: g["columns"] for g in m["groups"]}
+    expected = ExportedModel(out).predict(group_features(m, Xte[:30]), stop="confident").prefix
+    with AnytimeSession(out) as sess:
+        fast = {name: (lambda c: lambda row: row[c])(c) for name, c in cols.items()}
+        runs = [sess.run(fast, inputs=row, stop="confident") for row in Xte[:30]]
+        assert [r.prefix for r in runs] == expected.tolist()
+        early = [r for r, e in zip(runs, expected) if e < len(cols)]
+        assert early and all(r.stopped_by == "confident" and r.spent_cost == r.prefix_cost for r in early)
+        # a row that is not confident after stage 1: the deadline still ends the run on time
+        row = Xte[int(np.argmax(expected > 1))]
+        slow = {name: (lambda c: lambda r: (time.sleep(0.4), r[c])[1])(c) for name, c in cols.items()}
+        t0 = time.perf_counter()
+        r = sess.run(slow, inputs=row, deadline_s=0.6, stop="confident")
+        assert time.perf_counter() - t0 < 0.6 + 0.25
+        assert r.stopped_by == "timeout" and r.prefix == 1
+
+
+def test_verify_rechecks_the_stopping_stages(digits_export):
+    from edgeseq.evaluate.verify import format_report, verify_export
+
+    _, out, _, Xte = digits_export
+    rep = verify_export(out, Xte[:80])
+    assert rep.ok and rep.stop_mismatches == 0
+    assert any(line.startswith("stopping: Python and C stop at the same stage") and "80/80" in line
+               for line in format_report(rep))
+
+
+def _rewrite(out, change):
+    m = json.loads((out / MANIFEST).read_text())
+    change(m)
+    if "NaN" in json.dumps(m):  # canonical JSON has no NaN: written as a hostile file would hold it
+        (out / MANIFEST).write_text(json.dumps(m))
+        return
+    m["manifest_sha256"] = manifest_checksum(m)
+    (out / MANIFEST).write_bytes(dump_manifest(m))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda st: st["thresholds"].__setitem__(1, 0.1), "float32"),
+    (lambda st: st["thresholds"].__setitem__(1, 3.0), "schema"),
+    (lambda st: st["thresholds"].__setitem__(1, float("nan")), "non-finite"),
+    (lambda st: st["thresholds"].pop(), "stages"),
+    (lambda st: st.__setitem__("max_disagreement", 1.5), "schema"),
+    (lambda st: st["stop_share"].__setitem__(0, st["stop_share"][0] + 0.5), "sum to 1"),
+])
+def test_bad_stopping_entries_are_refused_in_one_line(digits_export, tmp_path, change, message):
+    import shutil
+
+    _, out, _, _ = digits_export
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    _rewrite(bad, lambda m: change(m["stopping"]))
+    with pytest.raises(IntegrityError, match=message) as info:
+        read_verified(bad)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_old_manifests_load_and_refuse_stop():
+    """The committed exports of an earlier version have no stopping entry: they load as before, and
+    asking them to stop early is a clear error, not a silent full-budget answer."""
+    model = ExportedModel(FIXTURES / "compat_linear")
+    assert "stopping" not in model.manifest
+    with pytest.raises(RuntimeInputError, match="stopping thresholds"):
+        model.predict({g: np.zeros((1, d)) for g, d in zip(model.group_names, [g.dim for g in model.groups])},
+                      stop="confident")
+
+
+def test_regression_refuses_stop_data(tmp_path):
+    X = np.random.default_rng(0).normal(size=(80, 2))
+    seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, X[:, 0]).fitted_sequence_
+    with pytest.raises(ExportError, match="classifiers"):
+        export_model(seq, tmp_path / "r", stop_data=X)
+    assert not (tmp_path / "r").exists()
+
+
+def test_int16_c_stops_as_the_integer_simulation(digits_export, tmp_path):
+    """An int16 export calibrates on the integer model's own probabilities; its C stopping loop (under
+    ASan/UBSan) matches the simulation with the manifest's thresholds on every test row, and verify
+    re-checks it."""
+    from edgeseq.evaluate.verify import verify_export
+    from edgeseq.evaluate.verify_checks import VerifyReport
+    from edgeseq.evaluate.verify_stopping import check_stopping_i16
+    from edgeseq.export.quantize import quantize_from_manifest
+
+    est, _, _, Xte = digits_export
+    X, y = load_digits(return_X_y=True)
+    idx = np.random.default_rng(0).permutation(len(X))
+    seq = est.fitted_sequence_
+    m = export_model(seq, tmp_path / "q", c_dtype="int16", calibration=(X[idx[:700]], y[idx[:700]]),
+                     stop_data=X[idx[700:1450]], max_disagreement=0.01)
+    assert "const int32_t" in (tmp_path / "q" / "edgeseq_model.c").read_text().split("_stop_threshold")[-2][-40:]
+    rep = VerifyReport(len(Xte), "test rows")
+    qm = quantize_from_manifest(seq, m["c"]["int16"])
+    check_stopping_i16(rep, tmp_path / "q", m, seq, qm, Xte, compiler=find_c_compiler("clang"))
+    assert rep.stop_mismatches == 0 and f"{len(Xte)}/{len(Xte)} rows" in rep.stop_note
+    assert np.count_nonzero(m["stopping"]["stop_share"][:-1]) >= 2  # rows do stop early, at several stages
+    assert verify_export(tmp_path / "q", Xte[:40]).ok
+
+
+def test_tree_export_stops_alike_in_python_and_c(tmp_path):
+    """An AFR classifier (tree stages, 3 classes): same stage and label in both runtimes on every test
+    row, and the rows do stop at several stages (the comparison is not vacuous)."""
+    from tree_models import COSTS, GROUPS, NAMES, data
+
+    from edgeseq.train.afr import AFRClassifier
+
+    X, s = data(2000, seed=3)
+    y = np.digitize(s, [-0.5, 0.5])
+    est = AFRClassifier(GROUPS, COSTS, group_names=NAMES, n_dims=2, n_trees=4, max_blocks=10).fit(X[:600], y[:600])
+    m = export_model(est, tmp_path / "t", stop_data=X[600:1600], max_disagreement=0.1)
+    py = ExportedModel(tmp_path / "t").predict(group_features(m, X[1600:]), stop="confident")
+    stage, label = c_stop_stages(tmp_path / "t", m, X[1600:])
+    assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+    assert len(set(stage.tolist())) >= 3
+
+
+def test_cortex_m4f_stops_at_the_same_stage_as_python(digits_export):
+    """The stopping loop on the emulated Cortex-M4F (newlib's expf, the FPU's float32): every test row."""
+    from edgeseq.export.c_arm import TARGETS, missing_tools
+
+    missing = missing_tools()
+    if missing is not None:
+        pytest.skip(f"emulated Cortex-M skipped: {missing}")
+    _, out, m, Xte = digits_export
+    py = ExportedModel(out).predict(group_features(m, Xte), stop="confident")
+    stage, label = c_stop_stages(out, m, Xte, target=TARGETS["cortex-m4f"])
+    assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+
+
+def test_cli_export_with_stop_data(digits_export, tmp_path):
+    """`edgeseq export --stop-data --max-disagreement` writes the entry and says what it bought; a δ
+    outside (0, 1) is a usage error before anything is written."""
+    from click.testing import CliRunner
+
+    from edgeseq.cli import main
+    from edgeseq.io.model_io import save_model
+
+    est, _, _, _ = digits_export
+    X, y = load_digits(return_X_y=True)
+    save_model(est, tmp_path / "m.pkl")
+    np.savez(tmp_path / "stop.npz", X=X[700:1450], y=y[700:1450])
+    res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out"), "--quiet",
+                                    "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "0.01"])
+    assert res.exit_code == 0, res.output
+    st = read_verified(tmp_path / "out")["stopping"]
+    assert st["max_disagreement"] == 0.01 and st["n_calibration"] == 750
+    bad = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out2"),
+                                    "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "1.5"])
+    assert bad.exit_code == 2 and not (tmp_path / "out2").exists()
