@@ -31,6 +31,7 @@ from edgeseq.format import C_HEADER
 from edgeseq.export.c_codegen import (c_descriptor, c_float_rows, c_header_text, c_model_name, c_model_tables,
                                       c_u32_list, validate_c_prefix, write_c_files)
 from edgeseq.export.names import c_comment_text
+from edgeseq.export.onnx_layer_blocks import stage_inputs
 from edgeseq.neural_stages import LayerBlockModel
 
 _C_INDEX_MAX = (1 << 31) - 1
@@ -174,7 +175,8 @@ def _stage_tables(lay: LayerLayout, prefix: str, k: int) -> tuple[str, str]:
     if s.W is not None:
         parts.append(_array(f"{p}_w", s.W.T))  # [H][S_prev]
     inits = []
-    for i, inj in enumerate(s.injections):
+    by_group = {inj.group: inj for inj in s.injections}  # in the graphs' input order (groups as paid)
+    for i, inj in enumerate(by_group[g] for g in stage_inputs(lay.model, k)):
         tag = f"{p}_i{i}"
         U = inj.U.T  # [H][n_in]
         conv = "0"

@@ -122,8 +122,9 @@ def run_layer_steps(model, exe, X, work_dir) -> LayerRun:
         k, bar = int(parts[3]), parts.index("|")
         prefix[k][r], label[k][r] = int(parts[4]), int(parts[5])
         pred[k][r] = [float(v) for v in parts[6:bar]]
-        z[k][r] = [float(v) for v in parts[bar + 1:]]
-    z[0][:] = model.stages[0].c
+        if k:
+            z[k][r] = [float(v) for v in parts[bar + 1:]]
+    z[0][:] = model.stages[0].c  # the prior's z is the model's (C's softmax reuses it as scratch)
     return LayerRun(z, pred, label, prefix, pushes)
 
 

@@ -131,3 +131,60 @@ def test_fitted_estimator_exports_and_runs(tmp_path):
     got = em.predict(dict(zip(em.group_names, (X[:50, :2], X[:50, 2:]))))
     assert rel_err(got.proba, clf.predict_proba(X[:50])) <= 1e-5
     assert np.mean(got.label == clf.predict(X[:50])) >= 0.98
+
+
+def test_verify_compares_numpy_onnx_and_c_at_every_stage(exported):
+    from edgeseq.evaluate.verify import format_report, verify_export
+
+    model, out, _ = exported
+    rep = verify_export(out, require_c=True)
+    assert rep.ok and rep.kind == "layer_blocks" and rep.c_note is None
+    assert [c.prefix for c in rep.checks] == list(range(len(model.stages)))
+    assert all(c.c_ratio is not None and c.c_ratio <= 1 and c.onnx_ratio <= 1 for c in rep.checks)
+    assert max(c.c_diff for c in rep.checks[1:]) > 0  # float32 C is not float64 numpy: the check compares
+    assert "byte-identical" in format_report(rep)[0]
+
+
+def _copy_with(out, tmp_path, name, edit):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in out.iterdir():
+        (bad / f.name).write_bytes(f.read_bytes())
+    (bad / name).write_bytes(edit((bad / name).read_bytes()))
+    m = json.loads((bad / MANIFEST).read_text())
+    from edgeseq.format import sha256_file
+    for f in m["files"] + m["prefixes"]:
+        f["sha256"] = sha256_file(bad / f["file"])
+    m["manifest_sha256"] = manifest_checksum(m)
+    (bad / MANIFEST).write_bytes(dump_manifest(m))
+    return bad
+
+
+def test_verify_refuses_c_that_edgeseq_did_not_generate(exported, tmp_path):
+    from edgeseq.evaluate.verify import verify_export
+
+    _, out, _ = exported
+    bad = _copy_with(out, tmp_path, "edgeseq_model.c", lambda b: b.replace(b"ES_DTYPE_F32, net_s2_w", b"ES_DTYPE_F32, net_s2_w ", 1))
+    with pytest.raises(IntegrityError, match="C model"):
+        verify_export(bad)
+
+
+def test_verify_catches_a_graph_whose_weights_were_changed(exported, tmp_path):
+    """The graphs are the source verify reads; a changed weight makes the shipped C differ from the C
+    regenerated from them."""
+    import onnx
+    from onnx import numpy_helper
+
+    from edgeseq.evaluate.verify import verify_export
+
+    _, out, m = exported
+    name = m["prefixes"][2]["file"]
+
+    def edit(data):
+        g = onnx.load_from_string(data)
+        t = next(t for t in g.graph.initializer if t.name == "head/V")
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 1.5, "head/V"))
+        return g.SerializeToString()
+
+    with pytest.raises(IntegrityError, match="C model"):
+        verify_export(_copy_with(out, tmp_path, name, edit))

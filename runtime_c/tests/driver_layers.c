@@ -4,6 +4,7 @@
  * and edgeseq_runtime.c. Rows are <prefix>_N_FEATURES float32 (native byte order) in the order the C
  * runtime takes them (groups in sequence order, windowed groups time-major). Usage:
  *   driver_layers steps ROWS.bin   every action of the full loop; per row:
+ *       "row 0 S 0 prefix label v0 .. |"          the prior, after es_reset
  *       "row a P prefix"                          after a push (a = action index, prefix = committed stage)
  *       "row a S k prefix label v0 .. | z0 .."    after es_step ran stage k: the committed prediction
  *                                                 and the stage's own exit z (committed or not)
@@ -54,6 +55,9 @@ static int steps(const char *path)
         unsigned a = 0;
         es_status r;
         es_reset(&st);
+        printf("%lu 0 S 0", row); /* the prior, committed by es_reset */
+        print_current(&st);
+        printf(" |\n");
         while ((r = es_next(&st, &g)) == ES_OK || r == ES_STEP) {
             ++a;
             if (r == ES_STEP) {
