@@ -188,3 +188,24 @@ def test_verify_catches_a_graph_whose_weights_were_changed(exported, tmp_path):
 
     with pytest.raises(IntegrityError, match="C model"):
         verify_export(_copy_with(out, tmp_path, name, edit))
+
+
+def test_save_and_load_through_the_restricted_unpickler(tmp_path):
+    import dataclasses
+
+    from edgeseq.errors import ModelFormatError
+    from edgeseq.io.model_io import load_model, save_model
+
+    model = rich_model("softmax", seed=8)
+    save_model(model, tmp_path / "m.pkl")
+    back = load_model(tmp_path / "m.pkl")
+    X = rows(20)
+    assert np.array_equal(back.predict(X), model.predict(X))
+    # a file whose arrays disagree with each other is refused on load, in one line
+    inj = model.stages[2].injections[0]
+    object.__setattr__(inj.conv, "W", inj.conv.W[:, :1])
+    save_model(model, tmp_path / "bad.pkl")
+    with pytest.raises(ModelFormatError, match="inconsistent|malformed"):
+        load_model(tmp_path / "bad.pkl")
+    with pytest.raises(ModelFormatError, match="bare LayerBlockStage"):
+        save_model(dataclasses.replace(rich_model().stages[1]), tmp_path / "stage.pkl")
