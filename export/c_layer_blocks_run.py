@@ -103,7 +103,27 @@ def run_layer_steps(model, exe, X, work_dir) -> LayerRun:
     True
     """
     path = Path(work_dir) / "rows.bin"
-    n, K, P = _rows(model, X, path), len(model.stages), model.n_outputs
+    n = _rows(model, X, path)
+    return parse_layer_steps(model, _run(exe, "steps", path), n)
+
+
+def parse_layer_steps(model, lines: list, n: int) -> LayerRun:
+    """The `LayerRun` of the driver's "steps" output (`lines`: its lines split into words, without the
+    final "done") for `n` rows; shared by the host run and the emulated Cortex-M run.
+
+    Raises
+    ------
+    CCompilerError
+        When a line reports a refused call.
+
+    Examples
+    --------
+    >>> from edgeseq.neural_stages import _example_model
+    >>> run = parse_layer_steps(_example_model(), [["0", "0", "S", "0", "0", "-1", "0.5", "|"]], 1)
+    >>> run.pred[0].tolist(), run.prefix[0].tolist()
+    ([[0.5]], [0])
+    """
+    K, P = len(model.stages), model.n_outputs
     n_pred = 2 if model.link == "sigmoid" else P
     z = [np.full((n, P), np.nan) for _ in range(K)]
     pred = [np.full((n, n_pred), np.nan) for _ in range(K)]
@@ -111,7 +131,7 @@ def run_layer_steps(model, exe, X, work_dir) -> LayerRun:
     n_groups = sum(len(s.new_groups) for s in model.stages)
     pushes = np.full((n, n_groups), -1)
     seen = np.zeros(n, np.int64)
-    for parts in _run(exe, "steps", path):
+    for parts in lines:
         r = int(parts[0])
         if parts[2] == "E":
             raise CCompilerError(f"the C runtime refused row {r} at action {parts[1]}: status {parts[3]}")

@@ -240,3 +240,34 @@ def test_driver_failure_is_reported(tmp_path):
     X[0, model.group_columns[2][0]] = np.nan  # es_push refuses a non-finite value
     with pytest.raises(CCompilerError, match="refused row 0"):
         run_layer_steps(model, exe, X, tmp_path)
+
+
+def test_emulated_cortex_m4f_matches_numpy_and_the_budget_rule(tmp_path):
+    """The same driver, cross-compiled for Cortex-M4F (single-precision FPU) and run on qemu's
+    mps2-an386: every exit agrees with numpy and ONNX as on the host, and a budget sweep (the firmware
+    loop) picks Python's stage, a commit: false stage included."""
+    from edgeseq.export.c_arm import TARGETS, build_arm, missing_tools, run_qemu
+    from edgeseq.export.c_harness import write_budgets
+    from edgeseq.export.c_layer_blocks_run import _rows, parse_layer_steps
+
+    missing = missing_tools()
+    if missing is not None:
+        pytest.skip(f"emulated Cortex-M test skipped: {missing}")
+    target = TARGETS["cortex-m4f"]
+    model, X = rich_model("softmax", seed=5), rows(60, seed=9)
+    write_c_layer_blocks(model, tmp_path, "arm")
+    elf = build_arm([runtime_dir() / "edgeseq_runtime.c", tmp_path / "edgeseq_model.c",
+                     runtime_dir() / "tests" / "driver_layers.c"], tmp_path / "drv.elf", target,
+                    include_dirs=[tmp_path, runtime_dir()], defines=["ES_PREFIX=arm"])
+    n = _rows(model, X, tmp_path / "rows.bin")
+    out = run_qemu(elf, target, ["steps", "rows.bin"], cwd=tmp_path).stdout.splitlines()
+    assert out[-1] == "done"
+    assert_exits_agree(model, X, parse_layer_steps(model, [ln.split() for ln in out[:-1]], n))
+    budgets = boundary_budgets(model.cum_cost, np.random.default_rng(2))
+    write_budgets(budgets, tmp_path / "budgets.txt")
+    _rows(model, X[:2], tmp_path / "rows.bin")
+    out = run_qemu(elf, target, ["sweep", "rows.bin", "budgets.txt"], cwd=tmp_path).stdout.splitlines()
+    expect = [model.prefix_for_budget(b) for b in budgets]
+    got = [(int(p[1]), int(p[2]), int(p[p.index("|") + 2])) for p in (ln.split() for ln in out[:-1])]
+    assert len(got) == 2 * len(budgets)
+    assert all(pre == rule == expect[b] for b, pre, rule in got)
