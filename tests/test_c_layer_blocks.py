@@ -271,3 +271,57 @@ def test_emulated_cortex_m4f_matches_numpy_and_the_budget_rule(tmp_path):
     got = [(int(p[1]), int(p[2]), int(p[p.index("|") + 2])) for p in (ln.split() for ln in out[:-1])]
     assert len(got) == 2 * len(budgets)
     assert all(pre == rule == expect[b] for b, pre, rule in got)
+
+
+def _layer_fuzzer(tmp_path, runtime_source, name, *, compiler=None, defines=(),
+                  extra=("-g", "-O1", *SAN[7:])):
+    """The layer fuzz harness built (strict flags, sanitizers by default) against `runtime_source`."""
+    write_c_layer_blocks(rich_model("softmax", seed=3), tmp_path / "m", "fz")
+    return compile_c([runtime_source, tmp_path / "m" / "edgeseq_model.c", runtime_dir() / "tests" / "fuzz_layers.c"],
+                     tmp_path / name, include_dirs=[tmp_path / "m", runtime_source.parent, runtime_dir()],
+                     defines=["ES_PREFIX=fz", *defines], compiler=compiler, flags=SAN[:7], extra=extra)
+
+
+def test_fuzzed_call_sequences_on_a_layer_model(tmp_path):
+    """Random init/next/push/step/current/reset/budget sequences (values include NaN, Inf, huge and
+    subnormal bit patterns) under ASan/UBSan: every status follows the call protocol, every committed
+    prediction is finite (probabilities sum to 1), the budget rule skips commit: false stages."""
+    exe = _layer_fuzzer(tmp_path, runtime_dir() / "edgeseq_runtime.c", "fuzz")
+    proc = subprocess.run([str(exe), "1.0", "7"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "no finding" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert int(proc.stdout.split("fuzz fallback: ")[1].split()[0]) > 50
+
+
+def test_layer_fuzzer_catches_a_step_that_runs_ahead_of_the_pushes(tmp_path):
+    """Negative control: a runtime whose es_step does not wait for the groups its stage reads is found."""
+    rdir = tmp_path / "rt"
+    rdir.mkdir()
+    for f in runtime_dir().glob("*.[ch]"):
+        (rdir / f.name).write_text(f.read_text())
+    src = (rdir / "edgeseq_runtime.c").read_text()
+    wait = "        return ES_ERR_NEED_PUSH;"
+    assert src.count(wait) == 1
+    (rdir / "edgeseq_runtime.c").write_text(src.replace(wait, "        (void)0;"))
+    exe = _layer_fuzzer(tmp_path, rdir / "edgeseq_runtime.c", "broken")
+    proc = subprocess.run([str(exe), "5", "1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "fuzz finding: step status" in proc.stderr, proc.stderr[-500:]
+
+
+def test_libfuzzer_bounded_run_on_a_layer_model(tmp_path):
+    """libFuzzer (clang) drives the layer protocol for ~3 s: no finding."""
+    import shutil
+
+    if shutil.which("clang") is None:
+        pytest.skip("clang not installed")
+    try:
+        exe = _layer_fuzzer(tmp_path, runtime_dir() / "edgeseq_runtime.c", "lf", compiler="clang",
+                            extra=("-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"),
+                            defines=("ES_LIBFUZZER",))
+    except CCompilerError as exc:
+        if "fuzzer" not in str(exc).split("\n", 1)[-1]:
+            raise
+        pytest.skip(f"clang cannot link libFuzzer targets here: {exc}")
+    proc = subprocess.run([str(exe), "-max_total_time=3", "-seed=1", f"-artifact_prefix={tmp_path}/"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Done" in proc.stderr
