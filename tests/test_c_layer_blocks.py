@@ -325,3 +325,16 @@ def test_libfuzzer_bounded_run_on_a_layer_model(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Done" in proc.stderr
+
+
+def test_firmware_demo_steps_a_layer_model(tmp_path):
+    """The firmware demo's loop (es_next, then es_push or es_step) runs a layer model: each stage is
+    stepped and committed until the simulated timer fires."""
+    write_c_layer_blocks(rich_model("softmax"), tmp_path, "demo")
+    exe = compile_c([runtime_dir() / "edgeseq_runtime.c", tmp_path / "edgeseq_model.c",
+                     runtime_dir() / "examples" / "firmware_demo.c"], tmp_path / "demo",
+                    include_dirs=[tmp_path, runtime_dir()], defines=["ES_PREFIX=demo"], extra=("-O0",))
+    outs = [subprocess.run([str(exe), str(seed)], capture_output=True, text=True, check=True).stdout
+            for seed in (1, 3, 7)]
+    assert any("committed stage 1 (stage 1 run" in o for o in outs)
+    assert all(re.search(r"answer at tick \d+: prefix \d of 5", o) for o in outs)
