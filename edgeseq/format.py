@@ -28,7 +28,7 @@ METHODS = ("omp", "fr", "single", "gomp")  # selection methods a model may recor
 PREFIX0_INPUT = "n"  # prefix 0 reads no group: its only input carries the number of rows
 PREFIX0_WIDTH = 1  # columns of `n` in format 2 exports (format 1: 0, a zero-size tensor OpenVINO cannot load)
 BIAS_NAME = "b"  # the intercept initializer of every prefix graph
-STAGE_KINDS = ("affine", "trees")  # `stage_kind`; absent means affine (every export before tree stages)
+STAGE_KINDS = ("affine", "trees", "layer_blocks")  # `stage_kind`; absent means affine (every export before tree stages)
 STATE_IN = "state_in"  # tree stage graphs: the carried state [N, S] in ...
 STATE_OUT = "state_out"  # ... and out (stage 0 has neither: its state is zero)
 # bounds on what a tree-stage manifest may claim, so a reader sizes nothing from an absurd number
@@ -37,6 +37,7 @@ MAX_TREES = 1 << 20  # trees of one export (all stages together)
 MAX_TREE_NODES = 1 << 24  # nodes of one export (the bound of edgeseq.train.trees.MAX_NODES)
 MAX_TREE_DEPTH = 32  # comparisons on a root-to-leaf path (edgeseq.train.trees.MAX_DEPTH)
 TREE_STAGE_FIELDS = ("new_groups", "cost", "n_trees", "n_nodes", "max_depth")
+LAYER_STAGE_FIELDS = ("new_groups", "cost", "commit", "width", "macs")  # layer-block stages (neural networks)
 C_HEADER = "edgeseq_model.h"
 C_SOURCE = "edgeseq_model.c"
 # Without per-feature arrays (names, statistics) nothing in a model file or manifest vouches for
@@ -226,6 +227,8 @@ def check_cross_fields(manifest: dict) -> None:
     """
     if stage_kind(manifest) == "trees":
         _check_tree_stages(manifest)
+    elif stage_kind(manifest) == "layer_blocks":
+        _check_layer_stages(manifest)
     else:
         _check_prefixes(manifest)
     _check_features(manifest)
@@ -264,7 +267,7 @@ def stage_group_counts(manifest: dict) -> list[int]:
     ...                                                          {"new_groups": []}]})
     [0, 2, 2]
     """
-    if stage_kind(manifest) != "trees":
+    if stage_kind(manifest) not in ("trees", "layer_blocks"):
         return list(range(len(manifest["prefixes"])))
     counts, n = [], 0
     for p in manifest["prefixes"]:
@@ -386,6 +389,39 @@ def _check_tree_stages(m: dict) -> None:
                                f"and {MAX_TREE_NODES} nodes are supported")
 
 
+def _check_layer_stages(m: dict) -> None:
+    """Layer-block stages: groups are paid in list order, each once; stage k's graph reads some of the
+    groups paid by then (in list order) and, unless it resets, the previous stage's state; widths chain;
+    the prior commits, costs nothing and has no state."""
+    groups, stages = m["groups"], m["prefixes"]
+    if sorted(g["index"] for g in groups) != list(range(len(groups))):
+        raise _bad("groups[].index", f"must be a permutation of 0..{len(groups) - 1}")
+    names = [g["input_name"] for g in groups]
+    if STATE_IN in names or STATE_OUT in names:
+        raise _bad("groups[].input_name", f"uses {STATE_IN!r} or {STATE_OUT!r}, the state's names")
+    required, prev = [], 0
+    for k, p in enumerate(stages):
+        missing = [f for f in LAYER_STAGE_FIELDS if f not in p]
+        if missing or any(f in p for f in ("n_trees", "n_nodes", "max_depth")):
+            raise _bad(f"prefixes[{k}]", f"must give exactly the layer-block fields {brief(list(LAYER_STAGE_FIELDS))}")
+        required += p["new_groups"]
+        if required != names[:len(required)]:
+            raise _bad(f"prefixes[{k}].new_groups", f"is {brief(p['new_groups'])}; stages must require the "
+                                                   f"groups in list order, each once")
+        reads = [i for i in p["inputs"] if i != STATE_IN]
+        state = p["inputs"][len(reads):] == [STATE_IN] and STATE_IN not in reads
+        ok_inputs = [PREFIX0_INPUT] if k == 0 else None
+        if k == 0 and (p["index"] != 0 or p["inputs"] != ok_inputs or p["new_groups"] or p["cost"] != 0 or not p["commit"]
+                       or p["width"] != 0):
+            raise _bad("prefixes[0]", "must read only n, require no group, cost nothing, commit and carry no state")
+        if k and (p["index"] != k or not (reads or state) or [n for n in required if n in reads] != reads
+                  or (STATE_IN in p["inputs"] and not state) or (state and prev == 0) or p["width"] < 1):
+            raise _bad(f"prefixes[{k}]", f"has index {brief(p['index'])}, inputs {brief(p['inputs'])} and width "
+                                         f"{brief(p['width'])}: a stage reads groups paid by then (in list order) "
+                                         f"and/or the previous state, last")
+        prev = p["width"]
+
+
 def _check_features(m: dict) -> None:
     D = m["n_features_in"]
     for key in ("feature_names", "feature_mean", "feature_std"):
@@ -435,7 +471,7 @@ def _check_costs(m: dict) -> None:
         if not _close(g["cum_cost"], total):
             raise _bad(f"groups[{k}].cum_cost", f"is {brief(g['cum_cost'])}, the running sum of the costs is "
                                                 f"{total}")
-    if stage_kind(m) == "trees":
+    if stage_kind(m) in ("trees", "layer_blocks"):
         _check_stage_costs(m)
         return
     for k, g in enumerate(m["groups"]):

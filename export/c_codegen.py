@@ -313,14 +313,14 @@ static const char *const {prefix}_output_name[] = {{
 
 
 def c_descriptor(prefix: str, model_name: str, link: str, *, coef: str, intercept: str, kind: str,
-                 trees: str) -> str:
+                 trees: str, layers: str = "0") -> str:
     """The ``const es_model <prefix>_model`` definition (field order of runtime_c's es_model).
 
     Examples
     --------
     >>> from edgeseq.export.c_codegen import c_descriptor
     >>> d = c_descriptor("m", "demo", "identity", coef="0", intercept="0", kind="ES_KIND_TREES", trees="&m_trees")
-    >>> d.splitlines()[0], d.splitlines()[-3].strip()
+    >>> d.splitlines()[0], d.splitlines()[-4].strip()
     ('const es_model m_model = {', 'ES_KIND_TREES,')
     """
     return f"""const es_model {prefix}_model = {{
@@ -339,7 +339,8 @@ def c_descriptor(prefix: str, model_name: str, link: str, *, coef: str, intercep
     {prefix}_group_name,
     {prefix}_output_name,
     {kind},
-    {trees}
+    {trees},
+    {layers}
 }};
 """
 

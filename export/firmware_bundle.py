@@ -39,7 +39,8 @@ from edgeseq.messages import clip
 
 BUNDLE_FORMAT = "edgeseq-firmware-bundle"
 BUNDLE_INDEX = "bundle.json"
-FLOAT_RUNTIME = ("edgeseq_runtime.h", "edgeseq_runtime.c", "edgeseq_seqlock.h", "edgeseq_select.h")
+FLOAT_RUNTIME = ("edgeseq_runtime.h", "edgeseq_runtime.c", "edgeseq_seqlock.h", "edgeseq_select.h",
+                 "edgeseq_layers.h", "edgeseq_layers_run.h")
 INT16_RUNTIME = ("edgeseq_runtime_i16.h", "edgeseq_runtime_i16.c", "edgeseq_seqlock.h", "edgeseq_select_i16.h")
 M4F_FLAGS = ("-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard", "-mthumb")
 SIZE_TIMEOUT_S = 60.0
@@ -559,7 +560,7 @@ def write_firmware_bundle(export_dir, out_dir, *, force: bool = False, measure: 
     >>> _ = export_model(est.fitted_sequence_, root / "exp", c_prefix="demo")
     >>> index = write_firmware_bundle(root / "exp", root / "lib", measure=False)
     >>> sorted(p for p in index["files"] if p.startswith("src/"))
-    ['src/edgeseq_model.c', 'src/edgeseq_model.h', 'src/edgeseq_runtime.c', 'src/edgeseq_runtime.h', 'src/edgeseq_select.h', 'src/edgeseq_seqlock.h']
+    ['src/edgeseq_layers.h', 'src/edgeseq_layers_run.h', 'src/edgeseq_model.c', 'src/edgeseq_model.h', 'src/edgeseq_runtime.c', 'src/edgeseq_runtime.h', 'src/edgeseq_select.h', 'src/edgeseq_seqlock.h']
     >>> (root / "lib" / "CMakeLists.txt").is_file(), index["dtype"]
     (True, 'float32')
     """

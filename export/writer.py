@@ -367,7 +367,8 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     'demo_export'
     """
     tree_model = _tree_model_of(seq)
-    if tree_model is None:
+    layer_model = _layer_model_of(seq) if tree_model is None else None
+    if tree_model is None and layer_model is None:
         if not isinstance(seq, FittedSequence):
             raise ExportError(f"export_model needs a FittedSequence, a TreeStageModel or a fitted AFRClassifier, "
                               f"got {type(seq).__name__}")
@@ -379,7 +380,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, TREE_OPS))}")
     if c_dtype not in ("float32", "int16"):
         raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
-    check_labels(labels, tree_model.link if tree_model is not None else seq.link)
+    check_labels(labels, tree_model.link if tree_model is not None else (layer_model or seq).link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
     try:
@@ -388,6 +389,14 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         raise ExportError(f"{exc}; pass another --model-name") from None
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
+    if layer_model is not None:  # an anytime neural network (export/writer_layer_blocks.py)
+        from edgeseq.export.writer_layer_blocks import write_layer_export
+
+        if c_dtype != "float32":
+            raise ExportError("integer C is not available for layer-block models yet; export with c_dtype 'float32'")
+        classes = None if layer_model is seq else getattr(seq, "classes_", None)
+        return _write_atomically(out, force, lambda tmp: write_layer_export(
+            layer_model, tmp, model_name, c_prefix, batch_size, labels, classes, source=type(seq).__name__))
     if tree_model is not None:
         from edgeseq.export.writer_trees import write_tree_export
 
@@ -446,6 +455,16 @@ def _int16_writer(seq: FittedSequence, calibration):
     qm = quantize_sequence(seq, X, y)
     return ((lambda s, tmp, prefix, model_name: write_c_int16_model(s, qm, tmp, prefix, model_name)),
             int16_manifest_entry(seq, qm, len(X)), qm)
+
+
+def _layer_model_of(obj):
+    """The LayerBlockModel to export when `obj` is one or a fitted AnytimeNet estimator (None otherwise)."""
+    from edgeseq.neural_stages import LayerBlockModel
+
+    if isinstance(obj, LayerBlockModel):
+        return obj
+    model = vars(obj).get("stage_model_") if hasattr(obj, "__dict__") and not isinstance(obj, type) else None
+    return model if isinstance(model, LayerBlockModel) else None
 
 
 def _tree_model_of(obj):

@@ -14,13 +14,15 @@
 
 #define ES_STATE_MAGIC 0x45534551u /* "ESEQ" */
 
-/* -DES_LINEAR_ONLY: firmware that runs only linear models drops the tree code (every tree branch is
-   then constant false and the optimiser removes the functions it alone calls); es_init refuses tree
-   models. */
+/* -DES_LINEAR_ONLY: firmware that runs only linear models drops the tree and layer-block code (every
+   such branch is then constant false and the optimiser removes the functions it alone calls); es_init
+   refuses tree and layer-block models. */
 #ifdef ES_LINEAR_ONLY
 #define ES_IS_TREES(m) 0
+#define ES_IS_LAYERS(m) 0
 #else
 #define ES_IS_TREES(m) ((m)->kind == ES_KIND_TREES)
+#define ES_IS_LAYERS(m) ((m)->kind == ES_KIND_LAYERS)
 #endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
@@ -77,6 +79,10 @@ size_t es_work_floats(const es_model *m)
     if (ES_IS_TREES(m) && (m->trees == NULL || !es_size_madd(&n, 1u, m->trees->n_state))) {
         return 0u;
     }
+    if (ES_IS_LAYERS(m) && (m->layers == NULL || !es_size_madd(&n, 2u, m->layers->n_state) ||
+                            !es_size_madd(&n, 1u, m->layers->n_scratch))) {
+        return 0u; /* two ping-pong state buffers and the conv scratch */
+    }
     return n;
 }
 
@@ -87,6 +93,9 @@ uint32_t es_n_stages(const es_model *m)
     }
     if (ES_IS_TREES(m)) {
         return m->trees != NULL ? m->trees->n_stages : 0u;
+    }
+    if (ES_IS_LAYERS(m)) {
+        return m->layers != NULL ? m->layers->n_stages : 0u;
     }
     return m->n_groups + 1u;
 }
@@ -186,6 +195,10 @@ static es_status es_check_trees(const es_model *m)
     return j == m->n_groups ? ES_OK : ES_ERR_BAD_MODEL; /* a group_stage beyond the last stage */
 }
 
+static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new);
+static uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n);
+#include "edgeseq_layers_run.h" /* the layer-block stages (static functions, this file only) */
+
 static es_status es_check_model(const es_model *m)
 {
     uint32_t k;
@@ -224,6 +237,9 @@ static es_status es_check_model(const es_model *m)
     }
     if (m->kind == ES_KIND_LINEAR) {
         return es_check_linear(m);
+    }
+    if (ES_IS_LAYERS(m)) {
+        return es_check_layers(m);
     }
     return ES_IS_TREES(m) ? es_check_trees(m) : ES_ERR_BAD_MODEL;
 }
@@ -555,6 +571,9 @@ static es_status es_start(es_state *s)
     s->next = 0u;
     s->filled = 0u;
     s->confident = 0u;
+    if (ES_IS_LAYERS(m)) {
+        return es_layers_start(s);
+    }
     if (!ES_IS_TREES(m)) {
         return es_commit(s, 0u, s->x, 0u);
     }
@@ -587,7 +606,8 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
     s->x = work;
     s->z = work + m->n_features;
     s->slot = work + m->n_features + m->n_outputs;
-    s->tstate = ES_IS_TREES(m) ? work + m->n_features + m->n_outputs + 2u * (size_t)m->n_pred : NULL;
+    s->tstate = ES_IS_TREES(m) || ES_IS_LAYERS(m) ? work + m->n_features + m->n_outputs + 2u * (size_t)m->n_pred
+                                                  : NULL; /* layers: two state buffers, then the conv scratch */
     s->stage = 0u;
     s->seq = 0u;
     s->stop_threshold = NULL;
@@ -628,7 +648,9 @@ es_status es_next_group(const es_state *s, es_group_info *info)
     if (m->cum_cost == NULL) {
         info->cum_cost = 0.0;
     } else { /* the cost of the stage this group completes (for trees: the stage it belongs to) */
-        info->cum_cost = m->cum_cost[ES_IS_TREES(m) ? m->trees->group_stage[s->next] : s->next + 1u];
+        info->cum_cost = m->cum_cost[ES_IS_TREES(m)    ? m->trees->group_stage[s->next]
+                                     : ES_IS_LAYERS(m) ? m->layers->group_stage[s->next]
+                                                       : s->next + 1u];
     }
     info->name = m->group_name != NULL ? m->group_name[s->next] : NULL;
     return ES_OK;
@@ -670,6 +692,9 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
     }
     if (ES_IS_TREES(m)) {
         return es_tree_push(s, values, dim);
+    }
+    if (ES_IS_LAYERS(m)) {
+        return es_layers_push(s, values, dim);
     }
     /* the values are checked and copied inside the dot product (x beyond `filled` is scratch), so
        an invalid group or an overflow leaves the committed state untouched */
@@ -763,5 +788,66 @@ es_status es_prefix_for_budget(const es_model *m, double budget, uint32_t *prefi
         return ES_OK;
     }
     ES_LAST_AFFORDABLE(m->cum_cost, n, budget, prefix); /* Python's rule, edgeseq_seqlock.h */
+    if (ES_IS_LAYERS(m)) {
+        *prefix = es_layers_committing(m->layers, *prefix); /* a commit = 0 stage never answers */
+    }
     return ES_OK;
+}
+
+es_status es_next(const es_state *s, es_group_info *info)
+{
+    const es_model *m;
+    uint32_t k;
+    es_status st;
+    if (s == NULL || info == NULL) {
+        return ES_ERR_NULL;
+    }
+    st = es_next_group(s, info);
+    if (st == ES_ERR_NOT_INIT || !ES_IS_LAYERS(s->model)) {
+        return st;
+    }
+    m = s->model;
+    k = s->stage + 1u;
+    if (k >= m->layers->n_stages) {
+        return ES_DONE;
+    }
+    if (st == ES_OK && m->layers->group_stage[s->next] <= k) {
+        return ES_OK; /* stage k still needs this group */
+    }
+    info->position = k;
+    info->group = UINT32_MAX;
+    info->dim = 0u;
+    info->cum_cost = m->cum_cost != NULL ? m->cum_cost[k] : 0.0;
+    info->name = NULL;
+    return ES_STEP;
+}
+
+es_status es_step(es_state *s)
+{
+    const es_model *m;
+    uint32_t k;
+    es_status st;
+    if (s == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!es_state_ok(s)) {
+        return ES_ERR_NOT_INIT;
+    }
+    m = s->model;
+    if (!ES_IS_LAYERS(m)) {
+        return ES_DONE; /* linear and tree stages run inside es_push */
+    }
+    k = s->stage + 1u;
+    if (k >= m->layers->n_stages) {
+        return ES_DONE;
+    }
+    if (s->next < m->n_groups && m->layers->group_stage[s->next] <= k) {
+        return ES_ERR_NEED_PUSH;
+    }
+    st = es_layer_stage_run(s, k);
+    if (st != ES_OK) { /* overflow: the sample is over, as for trees */
+        s->next = m->n_groups;
+        s->stage = m->layers->n_stages - 1u;
+    }
+    return st;
 }

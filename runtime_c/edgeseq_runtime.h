@@ -137,9 +137,10 @@ extern "C" {
 #endif
 
 /* Bumped when es_model's layout changes; a generated model records the version it was made for. */
-#define ES_ABI_VERSION 4u
+#define ES_ABI_VERSION 5u
 
 #include "edgeseq_seqlock.h" /* ES_FENCE_RELEASE/ACQUIRE (overridable), the shared commit and budget rule */
+#include "edgeseq_layers.h"  /* the layer-block stage descriptor (ES_KIND_LAYERS) */
 
 typedef enum {
     ES_LINK_IDENTITY = 0, /* regression: prediction = z (P values) */
@@ -150,6 +151,7 @@ typedef enum {
 typedef enum {
     ES_OK = 0,
     ES_DONE = 1,                /* es_next_group: every group has been pushed */
+    ES_STEP = 2,                /* es_next: run the next stage with es_step (layer-block models) */
     ES_ERR_NULL = -1,           /* a required pointer argument is NULL */
     ES_ERR_WRONG_GROUP = -2,    /* es_push: not the group es_next_group names */
     ES_ERR_WRONG_LENGTH = -3,   /* es_push: n differs from the group's dimension */
@@ -159,12 +161,14 @@ typedef enum {
     ES_ERR_BUFFER = -7,         /* es_init: work buffer shorter than es_work_floats(model) */
     ES_ERR_NOT_INIT = -8,       /* the state was not set up by a successful es_init */
     ES_ERR_OVERFLOW = -9,       /* es_push: the prediction overflowed float; prefix not committed */
-    ES_ERR_BUDGET = -10         /* es_prefix_for_budget: the budget is NaN or negative */
+    ES_ERR_BUDGET = -10,        /* es_prefix_for_budget: the budget is NaN or negative */
+    ES_ERR_NEED_PUSH = -11      /* es_step: a group the next stage needs is not pushed yet */
 } es_status;
 
 typedef enum {
     ES_KIND_LINEAR = 0, /* stage j = affine prefix of the first j groups (coef, intercept) */
-    ES_KIND_TREES = 1   /* tree increments into a carried state + readout per stage (es_trees) */
+    ES_KIND_TREES = 1,  /* tree increments into a carried state + readout per stage (es_trees) */
+    ES_KIND_LAYERS = 2  /* layer blocks: a neural network with one exit per stage (es_layers) */
 } es_kind;
 
 /* One tree node, 8 bytes. Each tree's nodes are stored in pre-order from its root: a split's left
@@ -222,6 +226,7 @@ typedef struct es_model {
     const char *const *output_name;  /* [n_pred] output names or class labels */
     es_kind kind;                    /* which computation the stages do */
     const es_trees *trees;           /* ES_KIND_TREES: the trees and stages; linear: NULL */
+    const es_layers *layers;         /* ES_KIND_LAYERS: the layer-block stages; other kinds: NULL */
 } es_model;
 
 /* Runtime state. Treat as opaque; fields are public only so it can be allocated statically. */
@@ -306,6 +311,26 @@ uint32_t es_prefix(const es_state *state);
  * ES_ERR_BAD_MODEL for a tree model without its trees.
  * Needs no state: it reads only the model. */
 es_status es_prefix_for_budget(const es_model *model, double budget, uint32_t *prefix);
+
+/* LAYER-BLOCK MODELS (ES_KIND_LAYERS, edgeseq_layers.h): es_push only stores a group; es_step runs
+ * exactly one stage (never more, so firmware may stop between stages). The loop, for every kind:
+ *     es_group_info g;  es_status r;
+ *     while ((r = es_next(&st, &g)) == ES_OK || r == ES_STEP) {
+ *         if (g.cum_cost > budget) break;                 // the budget rule
+ *         if (r == ES_STEP) { if (es_step(&st) != ES_OK) break; }
+ *         else { compute_group(g.group, feats); if (es_push(&st, g.group, feats, g.dim) != ES_OK) break; }
+ *     }
+ * es_next: ES_OK = push the group in *info (as es_next_group), ES_STEP = run stage info->position with
+ * es_step (info->group = UINT32_MAX, dim 0, name NULL), ES_DONE = every stage has run; info->cum_cost
+ * is the cumulative cost of the stage the action belongs to. For linear and tree models it never says
+ * ES_STEP (a push runs their stages) and es_step answers ES_DONE. */
+es_status es_next(const es_state *state, es_group_info *info);
+
+/* Run the next stage of a layer-block model and commit its prediction (unless the stage has
+ * commit = 0). ES_ERR_NEED_PUSH when a group it needs is not pushed yet, ES_DONE after the last stage,
+ * ES_ERR_OVERFLOW when its output is not finite (nothing committed; the sample is over until es_reset).
+ * Costs <prefix>_STAGE_MACS[k] multiply-adds plus pooling, ReLU and the link. */
+es_status es_step(es_state *state);
 
 #ifdef __cplusplus
 }

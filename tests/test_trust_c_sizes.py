@@ -22,7 +22,7 @@ static const float *const coef[2] = {0, zero};
 static const float intercept[2 * NOUT] = {0.0f};
 static const char *const names[1] = {"g"};
 static const es_model model = {ES_ABI_VERSION, "m", ES_LINK_IDENTITY, 1u, NOUT, NOUT, DIM, index_, dim,
-                               cum, coef, intercept, names, 0, ES_KIND_LINEAR, 0};
+                               cum, coef, intercept, names, 0, ES_KIND_LINEAR, 0, 0};
 
 int main(void)
 {

@@ -52,13 +52,13 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     provenance = {"method": "tree stages"} if trees else seq.provenance
     ds = read_data(data, target, task)
     name = str(provenance.get("method", "model")) if provenance else "model"
-    X = in_model_order(ds, seq.feature_names, data)  # by header name when the model has names
+    X = in_model_order(ds, getattr(seq, "feature_names", None), data)  # by header name when the model has names
     curves = {f"{name} on {data.name}": anytime_curve(seq, X, ds.y, label=f"{name} on {data.name}")}
     size = f"{len(seq.stages) - 1} stages over {len(seq.group_names)} groups" if trees else f"{len(seq.order)} groups"
     notes = [f"model {model.name}: {task}, link {seq.link}, {size}", cost_summary(provenance)]
     if train_data is not None:
         tr = read_data(train_data, target, task)
-        reference = anytime_curve(seq, in_model_order(tr, seq.feature_names, train_data), tr.y,
+        reference = anytime_curve(seq, in_model_order(tr, getattr(seq, "feature_names", None), train_data), tr.y,
                                   label=f"{name} on {train_data.name}")
         curves[reference.label] = reference
     else:

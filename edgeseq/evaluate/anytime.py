@@ -77,6 +77,20 @@ def _steps(model) -> _Steps:
             classes = np.arange(2 if trees.link == "sigmoid" else trees.n_outputs)
         return _Steps(trees.link, classes, trees.n_outputs, trees.ensemble.n_features, trees.group_columns,
                       trees.cum_cost, names, None, "tree stages", trees.staged_decision)
+    from edgeseq.neural_stages import LayerBlockModel
+
+    lb = model if isinstance(model, LayerBlockModel) else getattr(model, "stage_model_", None)
+    if isinstance(lb, LayerBlockModel):  # a commit-false stage answers with the last committed readout
+        def readouts(X, lb=lb):
+            last = None
+            for s, z in zip(lb.stages, lb.staged_decision(X)):
+                last = z if s.commit else last
+                yield last
+        classes = lb.classes if lb.classes is not None or lb.link == "identity" else \
+            np.arange(2 if lb.link == "sigmoid" else lb.n_outputs)
+        names = tuple(" + ".join(lb.group_names[g] for g in s.new_groups) or "(no new group)" for s in lb.stages[1:])
+        return _Steps(lb.link, classes, lb.n_outputs, lb.n_features, lb.group_columns, lb.cum_cost, names, None,
+                      "layer-block stages", readouts)
     seq = _as_sequence(model)
     return _Steps(seq.link, seq.classes, seq.n_outputs, seq.n_features_in, seq.group_columns, seq.cum_cost,
                   tuple(seq.group_names[g] for g in seq.order), seq.order.copy(),

@@ -213,6 +213,10 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
     """
     from edgeseq.format import read_verified, stage_kind
 
+    if stage_kind(read_verified(out_dir)) == "layer_blocks":
+        from edgeseq.evaluate.verify_layer_blocks import verify_layer_export
+
+        return verify_layer_export(out_dir, X, source=source, use_c=use_c, require_c=require_c, compiler=compiler)
     if stage_kind(read_verified(out_dir)) == "trees":
         from edgeseq.evaluate.verify_trees import verify_tree_export
 
@@ -273,7 +277,10 @@ def format_report(rep: VerifyReport) -> list[str]:
     'MISMATCH at prefix(es) [1]: a runtime differs from numpy beyond the float32 bound'
     """
     lines = ["generated files ok: the C model and every prefix graph are byte-identical to what edgeseq "
-             "generates from the verified weights (only that regenerated C is compiled)" if rep.kind != "trees" else
+             "generates from the verified weights (only that regenerated C is compiled)"
+             if rep.kind not in ("trees", "layer_blocks") else
+             "generated files ok: every stage graph and the C model are byte-identical to what edgeseq generates "
+             "from the weights read back from the export" if rep.kind == "layer_blocks" else
              "generated files ok: every tree-stage graph is byte-identical to what edgeseq generates from the "
              "trees and readouts read back from the export",
              f"compared numpy (float64 reference) vs onnxruntime vs C on {rep.n_rows} rows ({rep.source})"]

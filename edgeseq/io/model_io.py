@@ -175,9 +175,11 @@ def _is_edgeseq_model_class(obj) -> bool:
         return False
     from sklearn.base import BaseEstimator
 
+    from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
     from edgeseq.train.groups import GroupSpec
     from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator, TreeEnsemble, TreeStage, TreeStageModel))
+    return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator, TreeEnsemble, TreeStage, TreeStageModel,
+                            LayerBlockModel, LayerBlockStage, Injection, ConvBranch))
 
 
 class _RestrictedUnpickler(pickle._Unpickler):
@@ -378,7 +380,13 @@ def loads_model(data: bytes, max_bytes: int | None = None):
         _check_sequence(seq)
         if seq is not obj:
             _check_estimator(vars(obj), seq)
-    trees = _tree_model_in(obj)
+    layers = _layer_model_in(obj)
+    trees = None if layers is not None else _tree_model_in(obj)
+    if layers is not None:
+        check_layer_model(layers)
+    elif _is_layer_class(type(obj)):
+        raise ModelFormatError(f"model file holds a bare {type(obj).__name__}; save the LayerBlockModel or the "
+                               "fitted estimator instead")
     if trees is not None:
         check_tree_model(trees)
         if trees is not obj:
@@ -392,6 +400,65 @@ def loads_model(data: bytes, max_bytes: int | None = None):
 def _is_tree_class(cls) -> bool:
     from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
     return cls in (TreeEnsemble, TreeStage, TreeStageModel)
+
+
+def _is_layer_class(cls) -> bool:
+    from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
+    return cls in (LayerBlockModel, LayerBlockStage, Injection, ConvBranch)
+
+
+def _layer_model_in(obj):
+    """The LayerBlockModel `obj` is or holds as ``stage_model_`` (a fitted AnytimeNet estimator); else None."""
+    from edgeseq.neural_stages import LayerBlockModel
+
+    model = obj if not hasattr(obj, "__dict__") or isinstance(obj, FittedSequence) else \
+        (obj if type(obj) is LayerBlockModel else vars(obj).get("stage_model_"))
+    return model if type(model) is LayerBlockModel else None
+
+
+def check_layer_model(model, what: str = "model file") -> None:
+    """Re-establish every invariant of a LayerBlockModel that was unpickled rather than built: every
+    part's type exactly, then the classes' own construction checks (through the classes, so an
+    instance cannot bring its own).
+
+    Raises
+    ------
+    ModelFormatError
+        Naming what is inconsistent or malformed.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.io.model_io import check_layer_model
+    >>> model = _example_model()
+    >>> check_layer_model(model)   # silent when consistent
+    >>> object.__setattr__(model.stages[2].injections[0], "U", model.stages[2].injections[0].U[:1])
+    >>> check_layer_model(model)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ModelFormatError: model file is inconsistent: layer-block model: stage 2: injection of group 1 must have shape (2, 3), got (1, 3)
+    """
+    from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
+
+    stages = vars(model).get("stages")
+    ok = type(model) is LayerBlockModel and type(stages) is tuple and all(
+        type(s) is LayerBlockStage and type(s.injections) is tuple
+        and all(type(i) is Injection and (i.conv is None or type(i.conv) is ConvBranch) for i in s.injections)
+        for s in stages)
+    if not ok:
+        raise ModelFormatError(f"{what}'s layer-block model is not made of LayerBlockStage, Injection and "
+                               f"ConvBranch objects")
+    try:
+        for s in stages:
+            for inj in s.injections:
+                if inj.conv is not None:
+                    ConvBranch.__post_init__(inj.conv)
+        LayerBlockModel.__post_init__(model)
+    except (InputError, ModelFormatError) as exc:
+        raise ModelFormatError(f"{what} is inconsistent: {exc}") from None
+    except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+        raise ModelFormatError(f"{what}'s layer-block model is malformed ({type(exc).__name__}: {clip(exc)})") from None
 
 
 def _tree_model_in(obj):
@@ -546,6 +613,10 @@ def as_exportable(obj):
     >>> as_exportable(est) is est.fitted_sequence_
     True
     """
+    layers = _layer_model_in(obj)
+    if layers is not None:  # an anytime neural network: its labels are the estimator's
+        classes = None if layers is obj else vars(obj).get("classes_")
+        return layers if classes is None else dataclasses.replace(layers, classes=classes)
     trees = _tree_model_in(obj)
     if trees is not None and trees.classes is None and trees is not obj and trees.link != "identity":
         classes = vars(obj).get("classes_")  # a file saved before the stage model carried its labels
@@ -574,11 +645,8 @@ def save_model(est, path) -> None:
             and _tree_model_in(est) is None:
         raise ModelFormatError(f"save_model needs an edgeseq estimator, FittedSequence or TreeStageModel, got "
                                f"{type(est).__name__}")
-    if type(est).__module__.startswith("edgeseq.train.neural"):
-        # load_model could not read the file back (layer-block stages have no checked reader yet): refuse
-        # now rather than write a file nothing can load
-        raise ModelFormatError(f"{type(est).__name__} cannot be saved yet: model files and exports of neural "
-                               "(layer-block) stages are not supported in this version")
+    if _is_layer_class(type(est)) and _layer_model_in(est) is None:
+        raise ModelFormatError(f"save_model needs an edgeseq estimator or model, got a bare {type(est).__name__}")
     from edgeseq import __version__
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
                "edgeseq_version": __version__, "model": est}

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
-from edgeseq.format import STATE_OUT, labels_of, read_verified, stage_group_counts, stage_kind
+from edgeseq.format import STATE_IN, STATE_OUT, labels_of, read_verified, stage_group_counts, stage_kind
 from edgeseq.runtime.fuse import FuseError, fuse_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
@@ -125,6 +125,13 @@ class ExportedModel:
         self._by_name = {g.name: k for k, g in enumerate(self.groups)}
         self._name_set = frozenset(self._by_name)
         self._trees = stage_kind(m) == "trees"  # tree stages carry a float32 state from stage to stage
+        # layer-block stages (neural networks): each stage reads some groups and, unless it resets, the
+        # previous stage's state (of its own width); a stage with commit false never answers a budget
+        self._layers = stage_kind(m) == "layer_blocks"
+        position = {g.input_name: k for k, g in enumerate(self.groups)}
+        self._reads = [[position[i] for i in p["inputs"] if i in position] for p in m["prefixes"]]
+        self._takes_state = [STATE_IN in p["inputs"] for p in m["prefixes"]]
+        self._committing = np.array([k for k, p in enumerate(m["prefixes"]) if p.get("commit", True)], np.int64)
         self._counts = stage_group_counts(m)  # groups computed once stage j has run (a prefix of groups)
         self._plan = [tuple((g.name, g.dim) for g in self.groups[:c]) for c in self._counts]
         self._shapes: list[dict] = [{} for _ in self._plan]  # per prefix: first group's shape -> shapes
@@ -139,7 +146,8 @@ class ExportedModel:
         self._label_in_graph = labels_of(m) == "graph"
         wanted = ["y"] if self.task == "regression" else ["y", "proba", "label"][:3 if self._label_in_graph else 2]
         self._runners = [PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"],
-                                      wanted + [STATE_OUT] if self._trees and j else wanted, str(out / p["file"]),
+                                      wanted + [STATE_OUT] if (self._trees or self._layers) and j else wanted,
+                                      str(out / p["file"]),
                                       self._squeeze) for j, p in enumerate(m["prefixes"])]
         for p, r in zip(m["prefixes"][1:], self._runners[1:]) if self._trees else ():
             if r._dims[-1] != self._state_width:
@@ -178,12 +186,18 @@ class ExportedModel:
         >>> all(model.prefix_for_budget(b) == est.fitted_sequence_.prefix_for_budget(b) for b in (0.5, 1.0, 3.0))
         True
         """
-        return resolve_prefix(self.cum_cost, budget=budget)
+        return self._round_to_committing(resolve_prefix(self.cum_cost, budget=budget))
 
     def _resolve_prefix(self, budget, prefix) -> int:
         j = resolve_prefix(self.cum_cost, budget, prefix)
         warn_if_budget_affords_nothing(self.cum_cost, budget, stacklevel=4)
-        return j
+        return j if prefix is not None else self._round_to_committing(j)
+
+    def _round_to_committing(self, j: int) -> int:
+        """The last stage at or before j whose prediction may answer (every stage but a layer-block
+        stage with commit false)."""
+        ok = self._committing
+        return int(ok[ok <= j][-1])
 
     # ------------------------------------------------------------------ batch
     def predict(self, features_by_group: dict, budget=None, prefix=None, stop=None):
@@ -250,7 +264,9 @@ class ExportedModel:
             raise
         if len(features_by_group) > len(arrays) and not self._name_set.issuperset(features_by_group):
             check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
-        if self._trees:
+        if self._layers:
+            outs, finite = self.run_layer_stages(arrays, j)
+        elif self._trees:
             fused = self._fused[j] if j in self._fused else self._fuse(j)
             if fused is None:
                 outs, finite = self.run_stages(arrays, j)
@@ -358,6 +374,36 @@ class ExportedModel:
             outs, finite = self._runners[i].call(arrays[:self._counts[i]] + [state], n)
             state = outs[-1]
         return outs, finite
+
+    def run_layer_stages(self, arrays: list[np.ndarray], j: int) -> tuple[list[np.ndarray], bool]:
+        """Layer-block exports: run stages 1..j in turn, each stage fed the groups its graph reads and,
+        unless it resets, the previous stage's ``state_out``; returns stage j's outputs (``y`` first, its
+        state last) and whether every input and ``y`` is finite.
+
+        `arrays` are the float32 (N, d_g) arrays of the groups stage j needs, in manifest order. A
+        reset stage drops the state, so a non-finite value read only by earlier stages need not reach
+        stage j's ``y``: the inputs are checked themselves.
+
+        Examples
+        --------
+        >>> import numpy as np, tempfile
+        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.export.writer import export_model
+        >>> model = _example_model(); out = tempfile.mkdtemp() + "/net"
+        >>> _ = export_model(model, out)
+        >>> exported = ExportedModel(out)
+        >>> X = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+        >>> outs, finite = exported.run_layer_stages([X[:, :2], X[:, 2:]], 2)
+        >>> finite, bool(np.allclose(outs[0], model.decision(X, 2)[:, 0], rtol=1e-5, atol=1e-6)), outs[-1].shape
+        (True, True, (4, 3))
+        """
+        n = arrays[0].shape[0]
+        state, outs, finite = None, None, True
+        for i in range(1, j + 1):
+            feed = [arrays[p] for p in self._reads[i]] + ([state] if self._takes_state[i] else [])
+            outs, finite = self._runners[i].call(feed, n)
+            state = outs[-1]
+        return outs, finite and all(bool(np.isfinite(a).all()) for a in arrays)
 
     def _format(self, outs: list[np.ndarray], j: int):
         if self.task == "regression":

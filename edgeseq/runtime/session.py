@@ -85,7 +85,7 @@ class AnytimeSession(ExportedModel):
         self._switch_interval_s = switch_interval_s
         self._wrapup = WrapUp(len(self._counts))  # measured commit and wrap-up times (see WrapUp)
         self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups[:self._counts[-1]]]  # groups some stage needs
-        self._stages = list(zip(self._counts, self.cum_cost.tolist())) if self._trees else None
+        self._stages = list(zip(self._counts, self.cum_cost.tolist())) if self._trees or self._layers else None
         self._run_lock = threading.Lock()
         self._worker: ExtractorWorker | None = None
         self._finalizer = None
@@ -193,6 +193,8 @@ class AnytimeSession(ExportedModel):
     def _committer(self):
         """What the loop calls to commit stage j: `_commit`, or for tree stages a `_StageCommit`
         holding this run's state (each run starts from the zero state)."""
+        if self._layers:
+            return _LayerCommit(self)
         return _StageCommit(self) if self._trees else self._commit
 
     def _commit(self, j: int, rows: list, outs=None):
@@ -204,6 +206,9 @@ class AnytimeSession(ExportedModel):
         return self._format(outs, j)
 
     def _finish(self, out: RunResult) -> RunResult:
+        if self._layers and out.prefix != self._round_to_committing(out.prefix):  # ended on a commit-false stage
+            out.prefix = self._round_to_committing(out.prefix)
+            out.prefix_cost = float(self.cum_cost[out.prefix])
         if isinstance(out.prediction, ClassifierPrediction) and out.prediction is self._prefix0:
             out.prediction = dataclasses.replace(out.prediction)  # its arrays are read-only; the object is the caller's
         return out
@@ -318,3 +323,25 @@ class _StageCommit:
         outs, finite = s._runners[j].call(rows[:s._counts[j]] + [self.state], 1)
         self.state = outs[-1]
         return s._commit(j, rows, (outs, finite))
+
+
+class _LayerCommit:
+    """Runs layer-block stages one after another in one run: each stage gets the groups its graph reads
+    and, unless it resets, the previous stage's ``state_out``. A stage with commit false runs (later
+    stages read its state) but the prediction returned stays the last committed one."""
+
+    def __init__(self, session: AnytimeSession):
+        self.session = session
+        self.state = None
+        self.last = session._prefix0
+
+    def __call__(self, j: int, rows: list):
+        s = self.session
+        feed = [rows[p] for p in s._reads[j]] + ([self.state] if s._takes_state[j] else [])
+        outs, finite = s._runners[j].call(feed, 1)
+        self.state = outs[-1]
+        if j in s._committing:
+            self.last = s._commit(j, rows, (outs, finite))
+        elif not finite:
+            s._commit(j, rows, (outs, finite))  # raises the overflow error
+        return self.last

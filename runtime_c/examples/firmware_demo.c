@@ -81,7 +81,17 @@ int main(int argc, char **argv)
         printf("es_init failed: %d\n", (int)st);
         return 1;
     }
-    while (!deadline_hit && es_next_group(&anytime, &g) == ES_OK) {
+    while (!deadline_hit && ((st = es_next(&anytime, &g)) == ES_OK || st == ES_STEP)) {
+        if (st == ES_STEP) { /* a layer-block model: run one stage (linear and tree pushes run theirs) */
+            st = es_step(&anytime);
+            if (st != ES_OK) {
+                printf("es_step failed: %d\n", (int)st);
+                return 1;
+            }
+            printf("committed stage %u (stage %u run, cumulative cost %g)\n", (unsigned)es_prefix(&anytime),
+                   (unsigned)g.position, g.cum_cost);
+            continue;
+        }
         compute_group(g.group, feature_buffer, g.dim);
         if (deadline_hit) {
             printf("interrupt during group \"%s\": its partial values are discarded\n", g.name);

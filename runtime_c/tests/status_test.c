@@ -21,7 +21,7 @@ static const float g_icpt[] = {0.5f, 1.0f, -1.0f};
 static const char *const g_gname[] = {"b", "a"};
 static const char *const g_oname[] = {"y"};
 static const es_model base = {ES_ABI_VERSION, "hand", ES_LINK_IDENTITY, 2u, 1u, 1u, 3u,
-                              g_index, g_dim, g_cost, g_coef, g_icpt, g_gname, g_oname, ES_KIND_LINEAR, NULL};
+                              g_index, g_dim, g_cost, g_coef, g_icpt, g_gname, g_oname, ES_KIND_LINEAR, NULL, NULL};
 
 static float current_value(const es_state *st, uint32_t *prefix)
 {
@@ -129,7 +129,7 @@ static void test_links(void)
     static const char *const onames[] = {"no", "yes"};
     static float work[16];
     es_model m = {ES_ABI_VERSION, "sig", ES_LINK_SIGMOID, 0u, 1u, 2u, 0u,
-                  g_index, g_dim, g_cost, coef, icpt, g_gname, onames, ES_KIND_LINEAR, NULL};
+                  g_index, g_dim, g_cost, coef, icpt, g_gname, onames, ES_KIND_LINEAR, NULL, NULL};
     es_state st;
     float out[4];
     int32_t label = 9;
@@ -141,7 +141,7 @@ static void test_links(void)
         static const float icpt3[] = {1.0e30f, 0.0f, -1.0e30f};
         static const char *const on3[] = {"a", "b", "c"};
         es_model s3 = {ES_ABI_VERSION, "soft", ES_LINK_SOFTMAX, 0u, 3u, 3u, 0u,
-                       g_index, g_dim, g_cost, coef, icpt3, g_gname, on3, ES_KIND_LINEAR, NULL};
+                       g_index, g_dim, g_cost, coef, icpt3, g_gname, on3, ES_KIND_LINEAR, NULL, NULL};
         CHECK(es_init(&st, &s3, work, 16u) == ES_OK);
         CHECK(es_current(&st, out, NULL, &label) == ES_OK);
         CHECK(out[0] == 1.0f && out[1] == 0.0f && out[2] == 0.0f && label == 0);
