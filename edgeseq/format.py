@@ -34,8 +34,8 @@ STATE_OUT = "state_out"  # ... and out (stage 0 has neither: its state is zero)
 # bounds on what a tree-stage manifest may claim, so a reader sizes nothing from an absurd number
 MAX_STATE_WIDTH = 1 << 16
 MAX_TREES = 1 << 20  # trees of one export (all stages together)
-MAX_TREE_NODES = 1 << 24  # nodes of one export (the bound of edgeseq.train.trees.MAX_NODES)
-MAX_TREE_DEPTH = 32  # comparisons on a root-to-leaf path (edgeseq.train.trees.MAX_DEPTH)
+MAX_TREE_NODES = 1 << 24  # nodes of one export (the bound of edgeseq.forms.trees.MAX_NODES)
+MAX_TREE_DEPTH = 32  # comparisons on a root-to-leaf path (edgeseq.forms.trees.MAX_DEPTH)
 TREE_STAGE_FIELDS = ("new_groups", "cost", "n_trees", "n_nodes", "max_depth")
 C_HEADER = "edgeseq_model.h"
 C_SOURCE = "edgeseq_model.c"

@@ -32,7 +32,7 @@ class PrefixCheck:
 
     Examples
     --------
-    >>> from edgeseq.evaluate.verify_checks import PrefixCheck
+    >>> from edgeseq.export.verify_checks import PrefixCheck
     >>> PrefixCheck(prefix=1, group="a", cum_cost=1.0, onnx_diff=2e-7, onnx_ratio=0.1).ok
     True
     """
@@ -51,7 +51,7 @@ class PrefixCheck:
 
         Examples
         --------
-        >>> from edgeseq.evaluate.verify_checks import PrefixCheck
+        >>> from edgeseq.export.verify_checks import PrefixCheck
         >>> PrefixCheck(1, "a", 1.0, onnx_diff=2e-7, onnx_ratio=0.1, c_diff=1e-3, c_ratio=40.0).ok
         False
         >>> PrefixCheck(1, "a", 1.0, onnx_diff=0.0, onnx_ratio=0.0, label_mismatches=1).ok
@@ -68,7 +68,7 @@ class VerifyReport:
 
     Examples
     --------
-    >>> from edgeseq.evaluate.verify_checks import PrefixCheck, VerifyReport
+    >>> from edgeseq.export.verify_checks import PrefixCheck, VerifyReport
     >>> rep = VerifyReport(n_rows=2, source="demo", checks=[PrefixCheck(0, None, 0.0, 0.0, 0.0)])
     >>> rep.ok, rep.c_note
     (True, None)
@@ -85,7 +85,7 @@ class VerifyReport:
 
         Examples
         --------
-        >>> from edgeseq.evaluate.verify_checks import PrefixCheck, VerifyReport
+        >>> from edgeseq.export.verify_checks import PrefixCheck, VerifyReport
         >>> good, bad = PrefixCheck(0, None, 0.0, 0.0, 0.0), PrefixCheck(1, "a", 1.0, 1.0, 5.0)
         >>> VerifyReport(2, "demo", [good]).ok, VerifyReport(2, "demo", [good, bad]).ok
         (True, False)
@@ -139,7 +139,7 @@ def inside_int16_ranges(X: np.ndarray, columns, shift, offset) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify_checks import inside_int16_ranges
+    >>> from edgeseq.export.verify_checks import inside_int16_ranges
     >>> inside_int16_ranges(np.array([[0.5], [9.0]]), [0], np.array([12]), np.array([0])).tolist()
     [True, False]
     """
@@ -158,7 +158,7 @@ def int16_range_rows(columns, shift, offset, n_features: int, n: int, seed: int 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify_checks import int16_range_rows
+    >>> from edgeseq.export.verify_checks import int16_range_rows
     >>> X = int16_range_rows([1], np.array([12]), np.array([4096]), 2, 100)
     >>> X.shape, bool(X[:, 0].max() == 0), bool(X[:, 1].min() >= -7 and X[:, 1].max() <= 9)
     ((100, 2), True, True)
@@ -184,10 +184,10 @@ def int16_distances(qm, staged, X: np.ndarray, regression: bool) -> list:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees
-    >>> from edgeseq.evaluate.verify_trees import tree_int16_staged
-    >>> from edgeseq.evaluate.verify_checks import int16_distances
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
+    >>> from edgeseq.export.kinds.trees.verify import tree_int16_staged
+    >>> from edgeseq.export.verify_checks import int16_distances
     >>> model, X = _demo_model(), np.array([[0.0, 0.0], [1.0, 0.0]])
     >>> d = int16_distances(quantize_trees(model, X), lambda q, rows: tree_int16_staged(model, q, rows), X, True)
     >>> [float(v.max()) for v in d]
@@ -248,7 +248,7 @@ def check_int16_figures(recorded: list, regression: bool, staged, qm, requantize
     >>> from edgeseq import AnytimeRegressor
     >>> from edgeseq.export.quantize import quantize_sequence
     >>> from edgeseq.evaluate.verify import linear_int16_staged
-    >>> from edgeseq.evaluate.verify_checks import check_int16_figures
+    >>> from edgeseq.export.verify_checks import check_int16_figures
     >>> X = np.random.default_rng(1).normal(size=(200, 2))
     >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, 3 * X[:, 0] + X[:, 1]).fitted_sequence_
     >>> qm = quantize_sequence(seq, X)
@@ -296,7 +296,7 @@ def checked_rows(X, manifest: dict, source: str) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify_checks import checked_rows
+    >>> from edgeseq.export.verify_checks import checked_rows
     >>> checked_rows([[1.0, 2.0]], {"n_features_in": 2}, "demo").dtype
     dtype('float32')
     >>> checked_rows([[np.nan, 2.0]], {"n_features_in": 2}, "demo")
@@ -334,7 +334,7 @@ def prefix_check(j: int, group, cum_cost: float, pred, ref: np.ndarray, bound: n
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify_checks import prefix_check
+    >>> from edgeseq.export.verify_checks import prefix_check
     >>> c = prefix_check(1, "a", 1.0, np.array([1.0, 2.0]), np.array([[1.0], [2.5]]), np.full((2, 1), 0.1))
     >>> c.onnx_diff, c.ok
     (0.5, False)

@@ -18,7 +18,7 @@ import onnx
 from edgeseq.errors import ExportError, InputError, OutputError
 from edgeseq.io.atomic import atomic_write_bytes, recover_dir, replace_dir, temp_dir_for
 from edgeseq.messages import clip
-from edgeseq.sequence import MAX_SAMPLE_VALUES, FittedSequence, check_name, sample_count, sample_rows
+from edgeseq.forms.linear import MAX_SAMPLE_VALUES, FittedSequence, check_name, sample_count, sample_rows
 
 from edgeseq.export import onnx_graphs
 from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, labels_entry, manifest_checksum,
@@ -304,7 +304,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
-    stages, written by `edgeseq.export.writer_trees`; `check_stats` does not apply to them).
+    stages, written by `edgeseq.export.kinds.trees.writer`; `check_stats` does not apply to them).
 
     `model_name` defaults to `out_dir`'s name; `c_prefix` (a C identifier) to one derived from it.
     `check_stats`: optional (n, D) sample rows for the float32-vs-float64 check (default: rows drawn
@@ -318,13 +318,13 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     `labels`: "runtime" leaves a classifier's ArgMax out of the graphs (NNAPI and CoreML run none);
     edgeseq's runtime then picks the first most probable class itself, as the C runtime does.
     `c_dtype`: "float32" (default) or "int16" -- the integer C model of `export/c_int16.py` (linear and
-    GLM models) or `export/c_int16_trees.py` (tree stages) for cores without an FPU; it needs
+    GLM models) or `export/kinds/trees/c_int16.py` (tree stages) for cores without an FPU; it needs
     `calibration`, a pair (X, y) of rows with
     the model's raw columns (y may be None) from which the feature ranges and the recorded
     accuracy/explained-variance loss are taken.
     `tree_ops`: tree stages only -- "ai-onnx-ml" (default, one ``ai.onnx.ml`` TreeEnsembleRegressor
     per stage) or "core" (core operators only, for tract, OpenVINO and mobile execution providers;
-    see `edgeseq.export.onnx_trees_core`).
+    see `edgeseq.export.kinds.trees.onnx_core`).
 
     Returns
     -------
@@ -368,7 +368,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
         check_float32(seq)
     _check_batch_size(batch_size)
-    from edgeseq.export.onnx_trees import TREE_OPS
+    from edgeseq.export.kinds.trees.onnx import TREE_OPS
     if tree_ops not in TREE_OPS:  # linear prefixes are core operators whichever is asked
         raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, TREE_OPS))}")
     if c_dtype not in ("float32", "int16"):
@@ -383,11 +383,11 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
     if tree_model is not None:
-        from edgeseq.export.writer_trees import write_tree_export
+        from edgeseq.export.kinds.trees.writer import write_tree_export
 
         classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
         if tree_ops == "core":  # store the trees in the order the core tables are read back in
-            from edgeseq.export.onnx_trees_core import splits_first
+            from edgeseq.export.kinds.trees.onnx_core import splits_first
             tree_model = splits_first(tree_model)
         c_int16 = None
         if c_dtype == "int16":
@@ -411,8 +411,8 @@ def _calibration_rows(calibration):
 
 def _tree_int16(model, calibration, classes):
     """(TreeInt16Model, manifest entry) of a tree model's int16 C: quantised once, here, from the rows."""
-    from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
-    from edgeseq.export.quantize_trees import quantize_trees
+    from edgeseq.export.kinds.trees.c_int16 import tree_int16_manifest_entry
+    from edgeseq.export.kinds.trees.quantize import quantize_trees
 
     X, y = _calibration_rows(calibration)
     qm = quantize_trees(model, X, y, classes=classes)
@@ -432,7 +432,7 @@ def _int16_writer(seq: FittedSequence, calibration):
 
 def _tree_model_of(obj):
     """The TreeStageModel to export when `obj` is one or a fitted AFRClassifier (None otherwise)."""
-    from edgeseq.train.trees import TreeStageModel
+    from edgeseq.forms.trees import TreeStageModel
 
     if isinstance(obj, TreeStageModel):
         return obj

@@ -32,7 +32,7 @@ SOURCE_FOLDERS = {"edgeseq": "edgeseq", "export": "edgeseq.export"}
 LAYERS = {
     "edgeseq": 0, "edgeseq._source_tree": 0, "edgeseq.errors": 0, "edgeseq.messages": 0, "edgeseq.format": 0,
     "edgeseq.budget": 0, "edgeseq.schema": 0,
-    "edgeseq.sequence": 1, "edgeseq.neural_stages": 1, "edgeseq.train.trees": 1, "edgeseq.train.groups": 1,
+    "edgeseq.forms.linear": 1, "edgeseq.forms.layer_blocks": 1, "edgeseq.forms.trees": 1, "edgeseq.train.groups": 1,
     "edgeseq.runtime": 1,
     "edgeseq.train": 2, "edgeseq.io": 2, "edgeseq.extractors": 2, "edgeseq.device": 2,
     "edgeseq.export": 3,

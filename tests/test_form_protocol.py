@@ -20,7 +20,7 @@ from tree_models import random_tree_model
 
 from edgeseq.budget import check_budget, longest_affordable_prefix
 from edgeseq.errors import InputError
-from edgeseq.neural_stages import _example_model
+from edgeseq.forms.layer_blocks import _example_model
 
 # decimal costs whose sums are not exact, tiny costs, and a huge cost next to small ones
 COSTS = [[0.1, 0.7, 0.3], [1e-13, 3e-13, 2e-13], [1e9, 1.0, 3.0], [0.2, 0.1, 0.7, 0.3]]

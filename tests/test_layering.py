@@ -49,7 +49,7 @@ def test_runtime_import_loads_no_training_or_export_stack():
 
 def test_the_import_probe_can_fail():
     """Negative control: the same probe sees scikit-learn when the trainer is imported."""
-    assert {"sklearn", "scipy"} <= _loaded_after("import edgeseq.train.regressor")
+    assert {"sklearn", "scipy"} <= _loaded_after("import edgeseq.train.linear.regressor")
 
 
 def _edgeseq_imports(path: Path) -> set[str]:
@@ -80,7 +80,7 @@ def test_contract_modules_stay_light(module):
 
 def test_layer_block_form_is_numpy_only():
     """The layer-block intermediate form loads no training or export stack (a device tool may load it)."""
-    assert not _loaded_after("import edgeseq.neural_stages") & set(HEAVY)
+    assert not _loaded_after("import edgeseq.forms.layer_blocks") & set(HEAVY)
 
 
 # Timed interpreters may cache bytecode (as any installed package, onnxruntime included, has it): with
@@ -159,16 +159,16 @@ GRAPH = ig.import_graph(ig.modules())
 ALLOWED_UPWARD = {
     # boosting scores its candidate orders with the anytime-curve metrics, which live in evaluate/; the
     # fix moves the numpy-only metric core (AnytimeCurve, timeliness) below train with the other forms
-    ("edgeseq.train.stagewise_boosting", "edgeseq.evaluate.curves"),
-    ("edgeseq.train.stagewise_boosting", "edgeseq.evaluate.timeliness"),
+    ("edgeseq.train.trees.stagewise_boosting", "edgeseq.metrics.curves"),
+    ("edgeseq.train.trees.stagewise_boosting", "edgeseq.metrics.timeliness"),
 }
 
 
 def test_import_graph_sees_the_whole_package():
     """The graph is not vacuous: every module is a node and the known edges are found, lazy ones included."""
     assert len(GRAPH) > 100 and all(ig.layer_of(m) is not None for m in GRAPH)
-    assert "edgeseq.export.quantize" in GRAPH["edgeseq.export.quantize_trees"]
-    assert "edgeseq.export.c_harness" in GRAPH["edgeseq.evaluate.verify_checks"]  # a function-level import
+    assert "edgeseq.export.quantize" in GRAPH["edgeseq.export.kinds.trees.quantize"]
+    assert "edgeseq.export.c_harness" in GRAPH["edgeseq.export.verify_checks"]  # a function-level import
 
 
 def test_no_import_cycle():

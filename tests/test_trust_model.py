@@ -16,7 +16,7 @@ from hostile import field_cases, shadowed_validate, valid_model_bytes, valid_seq
 
 from edgeseq.errors import EdgeseqError, ExportError, ModelFormatError
 from edgeseq.io.model_io import as_sequence, loads_model
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 CASES = field_cases()
 MAX_MESSAGE = 400

@@ -12,7 +12,7 @@ from edgeseq.cli._main import main
 
 def _training_reference(seq):
     """The model's own training curve (from its stored per-prefix training metrics), if it has one."""
-    from edgeseq.evaluate.curves import AnytimeCurve
+    from edgeseq.metrics.curves import AnytimeCurve
 
     vals = [m.get("explained_variance") if isinstance(m, dict) else None for m in seq.train_metrics]
     if len(vals) != seq.n_prefixes or any(not isinstance(v, (int, float)) for v in vals):
@@ -43,7 +43,7 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     from edgeseq.io.data import in_model_order, read_data
     from edgeseq.evaluate.anytime import anytime_curve
     from edgeseq.io.model_io import as_exportable, load_model
-    from edgeseq.sequence import FittedSequence
+    from edgeseq.forms.linear import FittedSequence
     from edgeseq.evaluate.report import write_report
 
     seq = as_exportable(load_model(model))  # a FittedSequence, or a TreeStageModel (AFR, LightGBM import)

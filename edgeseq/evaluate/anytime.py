@@ -1,7 +1,7 @@
 """Evaluation entry point: the anytime curve of any fitted model on any data (docs/evaluation.md).
 
 `anytime_curve` evaluates every prefix j = 0..J of a FittedSequence (or of an estimator exposing
-`fitted_sequence_`) on (X, y) and returns an :class:`~edgeseq.evaluate.curves.AnytimeCurve`.
+`fitted_sequence_`) on (X, y) and returns an :class:`~edgeseq.metrics.curves.AnytimeCurve`.
 
 What F is
 ---------
@@ -16,7 +16,7 @@ What F is
   the training prior, so F_0 = 0 on the training data (and near 0 on held-out data). Accuracy and
   log-loss per prefix are kept alongside (``curve.accuracy``, ``curve.log_loss``).
 
-The α-stopping cost, the plateau rule and α-timeliness live in :mod:`edgeseq.evaluate.timeliness` and are
+The α-stopping cost, the plateau rule and α-timeliness live in :mod:`edgeseq.metrics.timeliness` and are
 re-exported here so that ``edgeseq.evaluate.anytime`` is the single entry point.
 """
 
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeseq.evaluate.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
+from edgeseq.metrics.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
 from edgeseq.errors import InputError
-from edgeseq.sequence import FittedSequence, apply_link
-from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.forms.linear import FittedSequence, apply_link
+from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 
 # ------------------------------------------------------------------------------------- building curves
@@ -66,7 +66,7 @@ class _Steps:
 
 
 def _steps(model) -> _Steps:
-    from edgeseq.train.trees import TreeStageModel
+    from edgeseq.forms.trees import TreeStageModel
 
     trees = model if isinstance(model, TreeStageModel) else getattr(model, "stage_model_", None)
     if isinstance(trees, TreeStageModel):

@@ -18,13 +18,13 @@ import tempfile
 
 import numpy as np
 
-from edgeseq.evaluate.regenerate import check_generated_files
+from edgeseq.export.kinds.affine.regenerate import check_generated_files
 # the checks shared with verify_trees live below both modules; their names stay importable from here
-from edgeseq.evaluate.verify_checks import (EPS32, INT16_AGREEMENT_SLACK, INT16_ERROR_SLACK,  # noqa: F401
+from edgeseq.export.verify_checks import (EPS32, INT16_AGREEMENT_SLACK, INT16_ERROR_SLACK,  # noqa: F401
                                             INT16_FACTOR, INT16_QUANTILE, MIN_INT16_ROWS, N_SAMPLES, PrefixCheck,
                                             VerifyReport, _missing_compiler, check_int16_figures, checked_rows,
                                             inside_int16_ranges, int16_distances, int16_range_rows, prefix_check)
-from edgeseq.sequence import sample_count, sample_rows  # a wide model gets fewer rows, not a huge allocation
+from edgeseq.forms.linear import sample_count, sample_rows  # a wide model gets fewer rows, not a huge allocation
 from edgeseq.runtime.session import AnytimeSession
 from edgeseq.io.feature_rows import group_arrays
 
@@ -151,7 +151,7 @@ def linear_int16_figures(manifest: dict, seq, X32: np.ndarray) -> str:
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeRegressor
     >>> from edgeseq.evaluate.verify import linear_int16_figures
-    >>> from edgeseq.export.manifest import sequence_from_export
+    >>> from edgeseq.export.kinds.affine.reader import sequence_from_export
     >>> from edgeseq.export.writer import export_model
     >>> X = np.random.default_rng(0).normal(size=(100, 2))
     >>> out = tempfile.mkdtemp() + "/out"
@@ -214,7 +214,7 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
     from edgeseq.format import read_verified, stage_kind
 
     if stage_kind(read_verified(out_dir)) == "trees":
-        from edgeseq.evaluate.verify_trees import verify_tree_export
+        from edgeseq.export.kinds.trees.verify import verify_tree_export
 
         return verify_tree_export(out_dir, X, source=source, use_c=use_c, require_c=require_c, compiler=compiler)
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
@@ -222,7 +222,7 @@ def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use
 
 
 def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyReport:
-    from edgeseq.export.manifest import read_verified, sequence_from_export
+    from edgeseq.export.kinds.affine.reader import read_verified, sequence_from_export
     from edgeseq.format import c_dtype
 
     m = read_verified(out_dir)

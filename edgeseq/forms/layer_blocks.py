@@ -34,8 +34,8 @@ import numpy as np
 
 from edgeseq.budget import resolve_prefix
 from edgeseq.errors import InputError, ModelFormatError
-from edgeseq.sequence import LINKS, renamed
-from edgeseq.train.trees import TreeStageModel
+from edgeseq.forms.linear import LINKS, renamed
+from edgeseq.forms.trees import TreeStageModel
 
 POOLS = ("none", "max", "avg")
 MAX_WIDTH = 1 << 16  # bounds one layer's width, a window's length and a kernel, so shapes stay allocatable
@@ -46,7 +46,7 @@ def conv_output_length(length: int, kernel: int, stride: int) -> int:
 
     Examples
     --------
-    >>> from edgeseq.neural_stages import conv_output_length
+    >>> from edgeseq.forms.layer_blocks import conv_output_length
     >>> conv_output_length(8, 3, 1), conv_output_length(8, 3, 2)
     (6, 3)
     """
@@ -59,7 +59,7 @@ def conv1d_patches(x: np.ndarray, kernel: int, stride: int) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import conv1d_patches
+    >>> from edgeseq.forms.layer_blocks import conv1d_patches
     >>> conv1d_patches(np.arange(5.0).reshape(1, 1, 5), 2, 2)[0, 0].tolist()
     [[0.0, 1.0], [2.0, 3.0]]
     """
@@ -74,7 +74,7 @@ def pool_windows(a: np.ndarray, size: int) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import pool_windows
+    >>> from edgeseq.forms.layer_blocks import pool_windows
     >>> pool_windows(np.arange(5.0).reshape(1, 1, 5), 2)[0, 0].tolist()   # the odd last position is dropped
     [[0.0, 1.0], [2.0, 3.0]]
     """
@@ -104,7 +104,7 @@ class ConvBranch:
     One channel of length 4, one filter summing pairs, max-pooled by 2:
 
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import ConvBranch
+    >>> from edgeseq.forms.layer_blocks import ConvBranch
     >>> br = ConvBranch(1, 4, kernel=2, stride=1, pool="max", pool_size=2, W=np.ones((1, 1, 2)), b=np.zeros(1))
     >>> br.forward(np.array([[1.0, 2.0, -5.0, 3.0]])).tolist(), br.out_width, br.macs
     ([[3.0]], 1, 6)
@@ -147,7 +147,7 @@ class ConvBranch:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import ConvBranch
+        >>> from edgeseq.forms.layer_blocks import ConvBranch
         >>> ConvBranch(1, 4, 2, 1, "none", 1, np.ones((3, 1, 2)), np.zeros(3)).filters
         3
         """
@@ -160,7 +160,7 @@ class ConvBranch:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import ConvBranch
+        >>> from edgeseq.forms.layer_blocks import ConvBranch
         >>> ConvBranch(1, 9, 3, 2, "none", 1, np.ones((1, 1, 3)), np.zeros(1)).conv_length
         4
         """
@@ -173,7 +173,7 @@ class ConvBranch:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import ConvBranch
+        >>> from edgeseq.forms.layer_blocks import ConvBranch
         >>> ConvBranch(1, 9, 3, 1, "avg", 2, np.ones((1, 1, 3)), np.zeros(1)).pooled_length
         3
         """
@@ -186,7 +186,7 @@ class ConvBranch:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import ConvBranch
+        >>> from edgeseq.forms.layer_blocks import ConvBranch
         >>> ConvBranch(1, 9, 3, 1, "avg", 2, np.ones((2, 1, 3)), np.zeros(2)).out_width
         6
         """
@@ -199,7 +199,7 @@ class ConvBranch:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import ConvBranch
+        >>> from edgeseq.forms.layer_blocks import ConvBranch
         >>> ConvBranch(2, 9, 3, 1, "none", 1, np.ones((4, 2, 3)), np.zeros(4)).macs   # 4 * 2 * 3 * 7
         168
         """
@@ -211,7 +211,7 @@ class ConvBranch:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import ConvBranch
+        >>> from edgeseq.forms.layer_blocks import ConvBranch
         >>> br = ConvBranch(1, 3, 2, 1, "none", 1, np.array([[[1.0, -1.0]]]), np.zeros(1))
         >>> br.conv(np.array([[1.0, 3.0, 2.0]])).tolist()
         [[[-2.0, 1.0]]]
@@ -226,7 +226,7 @@ class ConvBranch:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import ConvBranch
+        >>> from edgeseq.forms.layer_blocks import ConvBranch
         >>> br = ConvBranch(1, 5, 1, 1, "avg", 2, np.ones((1, 1, 1)), np.zeros(1))
         >>> br.forward(np.array([[1.0, 3.0, -2.0, 4.0, 9.0]])).tolist()
         [[2.0, 2.0]]
@@ -246,7 +246,7 @@ class Injection:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import Injection
+    >>> from edgeseq.forms.layer_blocks import Injection
     >>> Injection(group=0, U=np.ones((2, 3))).U.shape
     (2, 3)
     """
@@ -279,7 +279,7 @@ class LayerBlockStage:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import Injection, LayerBlockStage
+    >>> from edgeseq.forms.layer_blocks import Injection, LayerBlockStage
     >>> s = LayerBlockStage((0,), 2.0, None, (Injection(0, np.ones((3, 4))),), np.zeros(4), np.ones((4, 1)), np.zeros(1))
     >>> s.width, s.macs   # 3 * 4 (block) + 4 * 1 (head)
     (4, 16)
@@ -301,7 +301,7 @@ class LayerBlockStage:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import LayerBlockStage
+        >>> from edgeseq.forms.layer_blocks import LayerBlockStage
         >>> LayerBlockStage((), 0.0, None, (), np.zeros(0), np.zeros((0, 2)), np.zeros(2)).width
         0
         """
@@ -314,7 +314,7 @@ class LayerBlockStage:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import LayerBlockStage
+        >>> from edgeseq.forms.layer_blocks import LayerBlockStage
         >>> LayerBlockStage((), 1.0, np.ones((4, 4)), (), np.zeros(4), np.ones((4, 2)), np.zeros(2)).macs
         24
         """
@@ -351,7 +351,7 @@ class LayerBlockModel:
     A flat group "a" and a window "w" of 1 channel × 4 steps read by a conv branch:
 
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> model = _example_model()
     >>> model.cum_cost.tolist(), [len(model.prefix_columns(k)) for k in range(3)]
     ([0.0, 1.0, 3.0], [0, 2, 6])
@@ -392,7 +392,7 @@ class LayerBlockModel:
 
         Examples
         --------
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> _example_model().n_outputs
         1
         """
@@ -404,7 +404,7 @@ class LayerBlockModel:
 
         Examples
         --------
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> _example_model().cum_cost.tolist()
         [0.0, 1.0, 3.0]
         """
@@ -416,7 +416,7 @@ class LayerBlockModel:
 
         Examples
         --------
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> _example_model().committing.tolist()
         [0, 1, 2]
         """
@@ -436,7 +436,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import dataclasses
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> model = _example_model()
         >>> [model.prefix_for_budget(b) for b in (0, 0.5, 1.0, 2.9, 3.0, 100)]
         [0, 0, 1, 1, 2, 2]
@@ -454,7 +454,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import warnings
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> with warnings.catch_warnings():
         ...     warnings.simplefilter("ignore", DeprecationWarning)
         ...     _example_model().stage_for_budget(1.0)
@@ -473,7 +473,7 @@ class LayerBlockModel:
 
         Examples
         --------
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> model = _example_model()
         >>> model.resolve_stage(), model.resolve_stage(budget=1.5), model.resolve_stage(stage=0)
         (2, 1, 0)
@@ -509,7 +509,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import dataclasses
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> model = _example_model()
         >>> model.validate()   # silent when consistent
         >>> s1, s2 = model.stages[1], model.stages[2]
@@ -585,7 +585,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> model = _example_model(); X = np.ones((2, 6))
         >>> s1, _ = model.step(1, X, None)
         >>> s2, z2 = model.step(2, X, s1)
@@ -613,7 +613,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> [z.shape for z in _example_model().staged_decision(np.zeros((3, 6)))]
         [(3, 1), (3, 1), (3, 1)]
         """
@@ -631,7 +631,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> _example_model().decision(np.zeros((1, 6)), 0).tolist()
         [[0.5]]
         """
@@ -656,7 +656,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> _example_model().check_rows(np.full((1, 6), np.nan), 2)
         Traceback (most recent call last):
         ...
@@ -676,7 +676,7 @@ class LayerBlockModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> _example_model().predict(np.zeros((1, 6)), budget=0.0).tolist()
         [[0.5]]
         """
@@ -689,7 +689,7 @@ class LayerBlockModel:
 
         Examples
         --------
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> _example_model().stage_macs.tolist()
         [0, 9, 30]
         """

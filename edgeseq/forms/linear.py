@@ -46,7 +46,7 @@ def sample_count(n: int, n_features: int) -> int:
 
     Examples
     --------
-    >>> from edgeseq.sequence import sample_count, MAX_SAMPLE_VALUES
+    >>> from edgeseq.forms.linear import sample_count, MAX_SAMPLE_VALUES
     >>> sample_count(512, 10)
     512
     >>> sample_count(512, MAX_SAMPLE_VALUES // 100), sample_count(512, 10**9)
@@ -206,7 +206,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -224,7 +224,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -242,7 +242,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -262,7 +262,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -280,7 +280,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -302,7 +302,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -327,7 +327,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -354,7 +354,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -382,7 +382,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -402,7 +402,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first
@@ -422,7 +422,7 @@ class FittedSequence:
         Examples
         --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=3,
     ...     group_names=("a", "b"), group_columns=(np.array([0]), np.array([1, 2])),
     ...     costs=[1.0, 4.0], order=[1, 0],                  # group "b" first

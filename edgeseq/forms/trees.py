@@ -34,7 +34,7 @@ from edgeseq.errors import InputError, ModelFormatError
 from edgeseq.budget import resolve_prefix
 from edgeseq.format import MAX_UNUSED_TRAILING
 from edgeseq.messages import brief, columns_text
-from edgeseq.sequence import LINKS, apply_link, check_feature_names, check_name, renamed
+from edgeseq.forms.linear import LINKS, apply_link, check_feature_names, check_name, renamed
 
 MAX_DEPTH = 32  # a bound on traversal work per tree; deeper trees are refused, not truncated
 MAX_NODES = 1 << 24  # bounds memory and generated-code size of one ensemble
@@ -66,7 +66,7 @@ class TreeEnsemble:
     Tree 0 splits on feature 0 at 0.5 (leaves 1 and 2); tree 1 is a single leaf worth 10:
 
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble
+    >>> from edgeseq.forms.trees import TreeEnsemble
     >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
     ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
     ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -122,7 +122,7 @@ class TreeEnsemble:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> from edgeseq.forms.trees import TreeEnsemble
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -138,7 +138,7 @@ class TreeEnsemble:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> from edgeseq.forms.trees import TreeEnsemble
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -153,7 +153,7 @@ class TreeEnsemble:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> from edgeseq.forms.trees import TreeEnsemble
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -171,7 +171,7 @@ class TreeEnsemble:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> from edgeseq.forms.trees import TreeEnsemble
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -188,7 +188,7 @@ class TreeEnsemble:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> from edgeseq.forms.trees import TreeEnsemble
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -225,7 +225,7 @@ class TreeEnsemble:
         The split is ``x <= threshold`` after float32 rounding, as in ONNX and LightGBM:
 
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> from edgeseq.forms.trees import TreeEnsemble
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -253,7 +253,7 @@ class TreeEnsemble:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble
+        >>> from edgeseq.forms.trees import TreeEnsemble
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -398,7 +398,7 @@ class TreeStage:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeStage
+    >>> from edgeseq.forms.trees import TreeStage
     >>> s = TreeStage(new_groups=(0,), cost=1.0, tree_start=0, tree_stop=3, W=np.ones((1, 1)), b=np.zeros(1))
     >>> s.tree_stop - s.tree_start
     3
@@ -425,7 +425,7 @@ class TreeStageModel:
     Two groups; stage 1 (cost 1) adds tree 0, which splits on group "a"; stage 2 (cost 2) adds tree 1:
 
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
     >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
     ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
     ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -492,7 +492,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -513,7 +513,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -552,7 +552,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -576,7 +576,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import warnings
-        >>> from edgeseq.export.c_trees import _demo_model
+        >>> from edgeseq.export.kinds.trees.c_float import _demo_model
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
         ...     k = _demo_model().stage_for_budget(1.0)
@@ -597,7 +597,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -626,7 +626,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -649,7 +649,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -670,7 +670,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import warnings
-        >>> from edgeseq.export.c_trees import _demo_model
+        >>> from edgeseq.export.kinds.trees.c_float import _demo_model
         >>> with warnings.catch_warnings():
         ...     warnings.simplefilter("ignore", DeprecationWarning)
         ...     _demo_model().columns_required(1).tolist()
@@ -692,7 +692,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -768,7 +768,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -792,7 +792,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -818,7 +818,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -844,7 +844,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)
@@ -876,7 +876,7 @@ class TreeStageModel:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+        >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
         >>> ens = TreeEnsemble(feature=[0, -1, -1, -1], threshold=[0.5, 0, 0, 0], left=[1, -1, -1, -1],
         ...                    right=[2, -1, -1, -1], value=[1.0, 1.0, 2.0, 10.0], roots=[0, 3],
         ...                    target=[0, 0], n_features=2, n_targets=1)

@@ -4,7 +4,7 @@ An :class:`AnytimeCurve` holds one point per prefix j = 0..J: the cumulative cos
 and the value F_j of that prefix on some data (docs/concepts.md). The prediction available at budget B
 is the one of the longest prefix with c(S_j) <= B (inclusive), so a curve is a *step* function of B
 (:func:`value_at_budget`). Building curves from models is :mod:`edgeseq.evaluate.anytime`; stopping costs and
-timeliness are :mod:`edgeseq.evaluate.timeliness`.
+timeliness are :mod:`edgeseq.metrics.timeliness`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class AnytimeCurve:
     Examples
     --------
     >>> from edgeseq.evaluate import AnytimeCurve
-    >>> from edgeseq.evaluate.curves import value_at_budget
+    >>> from edgeseq.metrics.curves import value_at_budget
     >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
     >>> curve.total_cost, curve.final_value, curve.gains.tolist()
     (4.0, 0.9, [0.6, 0.30000000000000004])
@@ -150,7 +150,7 @@ def prefix_at_budget(curve: AnytimeCurve, budget: float) -> int:
     Examples
     --------
     >>> from edgeseq.evaluate import AnytimeCurve
-    >>> from edgeseq.evaluate.curves import prefix_at_budget
+    >>> from edgeseq.metrics.curves import prefix_at_budget
     >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.0, 0.6, 0.9], group_names=("a", "b"))
     >>> [prefix_at_budget(curve, b) for b in (0.0, 0.99, 1.0, 3.5, 100.0)]
     [0, 0, 1, 1, 2]
@@ -170,7 +170,7 @@ def value_at_budget(curve: AnytimeCurve, budget: float) -> float:
     Examples
     --------
     >>> from edgeseq.evaluate import AnytimeCurve
-    >>> from edgeseq.evaluate.curves import value_at_budget
+    >>> from edgeseq.metrics.curves import value_at_budget
     >>> curve = AnytimeCurve(costs=[0.0, 1.0, 4.0], values=[0.1, 0.6, 0.9], group_names=("a", "b"))
     >>> value_at_budget(curve, 0.5), value_at_budget(curve, 4.0)
     (0.1, 0.9)

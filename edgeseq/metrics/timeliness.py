@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.evaluate.curves import AnytimeCurve
+from edgeseq.metrics.curves import AnytimeCurve
 from edgeseq.errors import InputError
 
 _REACH_TOL = 1e-12

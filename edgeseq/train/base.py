@@ -14,13 +14,13 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from edgeseq.errors import InputError, InputTypeError, NotFittedError
-from edgeseq.train.dask_stats import is_dask_array
+from edgeseq.train.distributed.stats import is_dask_array
 from edgeseq.train.groups import GroupSpec, check_groups
 from edgeseq.format import METHODS
 from edgeseq.io.cost_provenance import read_cost_provenance
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
 from edgeseq.messages import brief, columns_text
-from edgeseq.sequence import FittedSequence, check_feature_names
+from edgeseq.forms.linear import FittedSequence, check_feature_names
 
 
 def _wrap_validation(call):

@@ -12,7 +12,7 @@ import numpy as np
 
 from edgeseq.errors import GroupSpecError, InputError
 from edgeseq.messages import brief, columns_text
-from edgeseq.sequence import check_name
+from edgeseq.forms.linear import check_name
 
 
 _MIN_COST = float(np.finfo(np.float64).tiny)  # subnormal costs make cost ratios overflow to inf

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.dask_stats import active_client, partitioned_statistics, raise_partition_error, row_blocks, tree_reduce
-from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_fit import GRAD_TOL, class_targets, link_pass, mean_function, n_correct
-from edgeseq.train.glm_select import GLMState, weighted_gram_sums
-from edgeseq.train.stats import SufficientStats
+from edgeseq.train.distributed.stats import active_client, partitioned_statistics, raise_partition_error, row_blocks, tree_reduce
+from edgeseq.train.glm.design import WorkingDesign
+from edgeseq.train.glm.fit import GRAD_TOL, class_targets, link_pass, mean_function, n_correct
+from edgeseq.train.glm.select import GLMState, weighted_gram_sums
+from edgeseq.train.linear.stats import SufficientStats
 
 
 FAN_IN = 8  # children per node of the sum tree: the sums are small, the scheduler round trips are not
@@ -47,7 +47,7 @@ class PartitionFit:
 
     Examples
     --------
-    >>> from edgeseq.train.dask_glm import PartitionFit
+    >>> from edgeseq.train.distributed.glm import PartitionFit
     >>> PartitionFit(loss=0.25, correct=90).correct
     90
     """
@@ -161,7 +161,7 @@ class PartitionedRows:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.dask_glm import PartitionedRows
+    >>> from edgeseq.train.distributed.glm import PartitionedRows
     >>> X = np.arange(10.0).reshape(5, 2); y = np.array([0, 1, 1, 0, 1])
     >>> rows = PartitionedRows.from_blocks([((X[:2], y[:2]), 0, 2), (lambda: (X[2:], y[2:]), 2, 3)], 2, client=None)
     >>> rows.map(lambda xb, yb: xb.shape[0]), rows.map_sum(lambda xb, yb: float(xb.sum()))
@@ -181,7 +181,7 @@ class PartitionedRows:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> rows = PartitionedRows.split(np.zeros((5, 2)), np.arange(5), [2])
         >>> rows.counts, rows.labels, rows.ys[1].tolist()
         ([2, 3], ['partition 0', 'partition 1'], [2, 3, 4])
@@ -207,7 +207,7 @@ class PartitionedRows:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> X = np.ones((4, 1)); y = np.array([0, 1, 0, 1])
         >>> rows = PartitionedRows.from_blocks([((X[:1], y[:1]), 0, 1), ((X[1:], y[1:]), 1, 3)], 1, None)
         >>> rows.n, rows.labels
@@ -215,7 +215,7 @@ class PartitionedRows:
         """
         blocks = [b for b in blocks if b[2] > 0]  # an empty partition adds nothing to any sum
         if client is not None:
-            from edgeseq.train.dask_logging import quiet_expected_errors
+            from edgeseq.train.distributed.logs import quiet_expected_errors
 
             quiet_expected_errors(client)  # a partition's own error reaches the user as one line
         labels = [f"partition {k}" for k in range(len(blocks))] if labels is None else list(labels)
@@ -240,7 +240,7 @@ class PartitionedRows:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> rows = PartitionedRows(None, [np.ones((2, 1))], [np.zeros(2)], [0], [2], ["p0"])
         >>> rows.with_y([np.ones(2)]).map(lambda xb, yb: yb.tolist())
         [[1.0, 1.0]]
@@ -252,7 +252,7 @@ class PartitionedRows:
 
         Examples
         --------
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> PartitionedRows(None, [], [], [], [], []).put(3)
         3
         """
@@ -267,7 +267,7 @@ class PartitionedRows:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> rows = PartitionedRows(None, [np.ones((2, 1))], [np.array([3, 4])], [0], [2], ["p0"])
         >>> [y.tolist() for y in rows.keep(lambda xb, yb, c: yb + c, 1)]
         [[4, 5]]
@@ -283,7 +283,7 @@ class PartitionedRows:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> rows = PartitionedRows(None, [np.ones((2, 1)), np.ones((1, 1))], [None, None], [0, 2], [2, 1], ["a", "b"])
         >>> rows.map(lambda xb, yb: len(xb))
         [2, 1]
@@ -303,7 +303,7 @@ class PartitionedRows:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> rows = PartitionedRows.split(np.ones((3, 1)), np.zeros(3), [2])
         >>> rows.map_sum(lambda xb, yb: (len(xb), xb.sum(axis=0)))
         (3, array([3.]))
@@ -345,11 +345,11 @@ class PartitionedDesign:
     A pass over two partitions equals the pass over all rows:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.dask_glm import PartitionedDesign, PartitionedRows
-    >>> from edgeseq.train.glm_design import WorkingDesign
-    >>> from edgeseq.train.glm_fit import design_objective
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.distributed.glm import PartitionedDesign, PartitionedRows
+    >>> from edgeseq.train.glm.design import WorkingDesign
+    >>> from edgeseq.train.glm.fit import design_objective
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(40, 3)); Y = (X[:, :1] > 0).astype(float)
     >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 2], whiten=True)
@@ -375,9 +375,9 @@ class PartitionedDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.dask_glm import PartitionedDesign, PartitionedRows
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.distributed.glm import PartitionedDesign, PartitionedRows
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(9, 3)); Y = np.ones((9, 1))
         >>> rows = PartitionedRows.split(X, Y, [4])
         >>> d = PartitionedDesign.over(rows, [2, 0], build_working_problem(sufficient_statistics(X[:, [2, 0]], Y), [1, 1], True))
@@ -395,7 +395,7 @@ class PartitionedDesign:
         --------
         See the class example.
 
-        >>> from edgeseq.train.dask_glm import PartitionedDesign
+        >>> from edgeseq.train.distributed.glm import PartitionedDesign
         >>> callable(PartitionedDesign.objective)
         True
         """
@@ -416,11 +416,11 @@ class PartitionedDesign:
         Against the chunked in-memory design at the same weights:
 
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.dask_glm import PartitionedDesign, PartitionedRows
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.glm_fit import mean_function
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.distributed.glm import PartitionedDesign, PartitionedRows
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.glm.fit import mean_function
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(1).normal(size=(30, 2)); Y = (X[:, :1] > 0).astype(float)
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
         >>> full, W = WorkingDesign(X, np.arange(2), prob), np.ones((1, 1))
@@ -437,9 +437,9 @@ class PartitionedDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.dask_glm import PartitionedDesign, PartitionedRows
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.distributed.glm import PartitionedDesign, PartitionedRows
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(2).normal(size=(12, 2)); Y = (X[:, :1] > 0).astype(float)
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
         >>> d = PartitionedDesign.over(PartitionedRows.split(X, Y, [5]), np.arange(2), prob)
@@ -459,9 +459,9 @@ class PartitionedDesign:
         With zero weights every row weighs p(1 − p) = 1/4:
 
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.dask_glm import PartitionedDesign, PartitionedRows
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.distributed.glm import PartitionedDesign, PartitionedRows
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(3).normal(size=(16, 2)); Y = (X[:, :1] > 0).astype(float)
         >>> d = PartitionedDesign.over(PartitionedRows.split(X, Y, [6]), np.arange(2),
         ...                            build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True))
@@ -507,11 +507,11 @@ class PartitionedGLMState(GLMState):
     The same order as the in-memory state:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.dask_glm import PartitionedDesign, PartitionedGLMState, PartitionedRows
-    >>> from edgeseq.train.glm_design import WorkingDesign
-    >>> from edgeseq.train.glm_select import GLMState, select_glm
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.distributed.glm import PartitionedDesign, PartitionedGLMState, PartitionedRows
+    >>> from edgeseq.train.glm.design import WorkingDesign
+    >>> from edgeseq.train.glm.select import GLMState, select_glm
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 3)); Y = (2 * X[:, 2] - X[:, 0] > 0).astype(float)[:, None]
     >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1, 1], whiten=True)
@@ -556,7 +556,7 @@ def partition_classes(rows: PartitionedRows) -> tuple[np.ndarray, np.ndarray]:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.dask_glm import PartitionedRows, partition_classes
+    >>> from edgeseq.train.distributed.glm import PartitionedRows, partition_classes
     >>> rows = PartitionedRows(None, [None, None], [np.array(["b", "a"]), np.array(["c", "a"])], [0, 2], [2, 2],
     ...                        ["p0", "p1"])
     >>> classes, counts = partition_classes(rows)
@@ -592,7 +592,7 @@ def label_column(y, n_rows: int) -> np.ndarray:
 
     Examples
     --------
-    >>> from edgeseq.train.dask_glm import label_column
+    >>> from edgeseq.train.distributed.glm import label_column
     >>> label_column([["a"], ["b"]], 2).tolist()
     ['a', 'b']
     >>> label_column([1, 2], 3)
@@ -615,7 +615,7 @@ class PartitionedTargets:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.dask_glm import PartitionedRows, partitioned_targets
+    >>> from edgeseq.train.distributed.glm import PartitionedRows, partitioned_targets
     >>> X = np.random.default_rng(0).normal(size=(6, 2)); y = np.array([0, 1, 2, 2, 1, 0])
     >>> t = partitioned_targets(PartitionedRows.split(X, y, [3]), np.arange(2))
     >>> t.classes.tolist(), t.link, t.freq.round(3).tolist(), t.stats.n
@@ -636,7 +636,7 @@ def _every_step(xb, yb, label, start, count, used, step):
 def cv_sample(rows: PartitionedRows, used, step: int):
     """Rows 0, step, 2·step, ... (global numbering) of the used columns, with their targets, brought here.
 
-    The sample the GLM's penalty choice cross-validates on (`edgeseq.train.auto.cv_step` bounds its
+    The sample the GLM's penalty choice cross-validates on (`edgeseq.train.linear.auto.cv_step` bounds its
     size), the same rows as in memory whatever the partitioning.
 
     Examples
@@ -670,7 +670,7 @@ def partitioned_targets(rows: PartitionedRows, columns, progress=None) -> Partit
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.dask_glm import PartitionedRows, partitioned_targets
+    >>> from edgeseq.train.distributed.glm import PartitionedRows, partitioned_targets
     >>> X = np.ones((4, 1)); X[2, 0] = np.nan
     >>> partitioned_targets(PartitionedRows.split(X, np.array([0, 1, 1, 0]), [2]), np.arange(1))
     Traceback (most recent call last):
@@ -702,7 +702,7 @@ def partition_dask_arrays(X, y, client=None) -> PartitionedRows:
     --------
     >>> import numpy as np
     >>> import dask.array as da
-    >>> from edgeseq.train.dask_glm import partition_dask_arrays
+    >>> from edgeseq.train.distributed.glm import partition_dask_arrays
     >>> rows = partition_dask_arrays(da.zeros((5, 2), chunks=(3, 2)), np.array(["a", "b", "a", "b", "b"]))
     >>> rows.counts, rows.ys[1].tolist()
     ([3, 2], ['b', 'b'])

@@ -45,8 +45,8 @@ def is_expected_failure(exception_text: str, traceback_text: str) -> bool:
 
     Examples
     --------
-    >>> import edgeseq.train.dask_stats as ds
-    >>> from edgeseq.train.dask_logging import is_expected_failure
+    >>> import edgeseq.train.distributed.stats as ds
+    >>> from edgeseq.train.distributed.logs import is_expected_failure
     >>> tb = f'  File "{ds.__file__}", line 212, in _report_non_finite\\n    raise InputError(...)\\n'
     >>> is_expected_failure("InputError('partition 3: X contains NaN')", tb)
     True
@@ -64,8 +64,8 @@ class ExpectedErrorFilter(logging.Filter):
     Examples
     --------
     >>> import logging
-    >>> import edgeseq.train.dask_stats as ds
-    >>> from edgeseq.train.dask_logging import ExpectedErrorFilter
+    >>> import edgeseq.train.distributed.stats as ds
+    >>> from edgeseq.train.distributed.logs import ExpectedErrorFilter
     >>> tb = f'  File "{ds.__file__}", line 212, in _report_non_finite\\n'
     >>> def record(exc):
     ...     return logging.LogRecord("distributed.worker", logging.ERROR, "", 0, "Compute Failed\\nKey: %s\\n"
@@ -82,7 +82,7 @@ class ExpectedErrorFilter(logging.Filter):
         Examples
         --------
         >>> import logging
-        >>> from edgeseq.train.dask_logging import ExpectedErrorFilter
+        >>> from edgeseq.train.distributed.logs import ExpectedErrorFilter
         >>> ExpectedErrorFilter().filter(logging.LogRecord("x", logging.INFO, "", 0, "worker started", (), None))
         True
         """
@@ -98,7 +98,7 @@ class QuietExpectedErrors(WorkerPlugin):
     Examples
     --------
     >>> import logging
-    >>> from edgeseq.train.dask_logging import ExpectedErrorFilter, QuietExpectedErrors
+    >>> from edgeseq.train.distributed.logs import ExpectedErrorFilter, QuietExpectedErrors
     >>> QuietExpectedErrors().setup(worker=None)
     >>> QuietExpectedErrors().setup(worker=None)          # idempotent
     >>> sum(isinstance(f, ExpectedErrorFilter) for f in logging.getLogger("distributed.worker").filters)
@@ -110,7 +110,7 @@ class QuietExpectedErrors(WorkerPlugin):
 
         Examples
         --------
-        >>> from edgeseq.train.dask_logging import QuietExpectedErrors
+        >>> from edgeseq.train.distributed.logs import QuietExpectedErrors
         >>> QuietExpectedErrors().setup(worker=None) is None
         True
         """
@@ -126,7 +126,7 @@ def quiet_expected_errors(client) -> None:
 
     Examples
     --------
-    >>> from edgeseq.train.dask_logging import quiet_expected_errors
+    >>> from edgeseq.train.distributed.logs import quiet_expected_errors
     >>> class Client:  # stands in for distributed.Client
     ...     def register_plugin(self, plugin, name=None):
     ...         print(type(plugin).__name__, name)

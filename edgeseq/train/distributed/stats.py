@@ -6,7 +6,7 @@ it holds to D×D numbers, and only those travel: no row leaves its worker. Parti
 pairwise (a tree of depth ⌈log2 P⌉ over P partitions), on the workers as well.
 
 The per-column reference that keeps the pass copy-free and exact with large offsets
-(:mod:`edgeseq.train.chunk_moments`) is chosen on the worker holding partition 0 and sent to every
+(:mod:`edgeseq.train.linear.chunk_moments`) is chosen on the worker holding partition 0 and sent to every
 partition task (2·D numbers), so all partitions share one frame, exactly as the in-memory pass does.
 
 Where it runs: the `client` given, else the active ``distributed`` client, else (no cluster at all)
@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.chunk_moments import Reference
-from edgeseq.train.stats import (SufficientStats, as_2d_y, iter_array_chunks, columns_reference,
+from edgeseq.train.linear.chunk_moments import Reference
+from edgeseq.train.linear.stats import (SufficientStats, as_2d_y, iter_array_chunks, columns_reference,
                                  finish_statistics, probe_reference, shifted_statistics)
 
 
@@ -33,7 +33,7 @@ def is_dask_array(X) -> bool:
     --------
     >>> import numpy as np
     >>> import dask.array as da
-    >>> from edgeseq.train.dask_stats import is_dask_array
+    >>> from edgeseq.train.distributed.stats import is_dask_array
     >>> is_dask_array(da.zeros((4, 2), chunks=2)), is_dask_array(np.zeros((4, 2)))
     (True, False)
     """
@@ -55,7 +55,7 @@ def active_client(client):
 
     Examples
     --------
-    >>> from edgeseq.train.dask_stats import active_client
+    >>> from edgeseq.train.distributed.stats import active_client
     >>> given = object()
     >>> active_client(given) is given
     True
@@ -85,7 +85,7 @@ def check_dask_X(X) -> tuple[int, int]:
     Examples
     --------
     >>> import dask.array as da
-    >>> from edgeseq.train.dask_stats import check_dask_X
+    >>> from edgeseq.train.distributed.stats import check_dask_X
     >>> check_dask_X(da.zeros((10, 3), chunks=(4, 3)))
     (10, 3)
     >>> check_dask_X(da.zeros(10, chunks=4))
@@ -122,7 +122,7 @@ def row_blocks(X, y, y_of=as_2d_y):
     --------
     >>> import numpy as np
     >>> import dask.array as da
-    >>> from edgeseq.train.dask_stats import row_blocks
+    >>> from edgeseq.train.distributed.stats import row_blocks
     >>> blocks, d = row_blocks(da.zeros((5, 3), chunks=(2, 2)), np.arange(5.0))
     >>> [(start, rows) for _, start, rows in blocks], d
     ([(0, 2), (2, 2), (4, 1)], 3)
@@ -175,8 +175,8 @@ def partition_statistics(source, cols, ref: Reference, k, start: int, rows: int,
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import probe_reference
-    >>> from edgeseq.train.dask_stats import partition_statistics
+    >>> from edgeseq.train.linear.stats import probe_reference
+    >>> from edgeseq.train.distributed.stats import partition_statistics
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
     >>> ref = probe_reference(X, y)
     >>> partition_statistics((X[5:], y[5:]), None, ref, 1, 5, 7, 3).n
@@ -225,8 +225,8 @@ def merge_pair(a: SufficientStats | None, b: SufficientStats | None):
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import sufficient_statistics
-    >>> from edgeseq.train.dask_stats import merge_pair
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> from edgeseq.train.distributed.stats import merge_pair
     >>> X = np.arange(8.0).reshape(4, 2); y = np.arange(4.0)
     >>> a, b = sufficient_statistics(X[:2], y[:2]), sufficient_statistics(X[2:], y[2:])
     >>> merge_pair(a, None) is a, merge_pair(None, None), merge_pair(a, b).n
@@ -253,7 +253,7 @@ def tree_reduce(parts: list, merge, fan_in: int = 2):
 
     Examples
     --------
-    >>> from edgeseq.train.dask_stats import tree_reduce
+    >>> from edgeseq.train.distributed.stats import tree_reduce
     >>> tree_reduce([1, 2, 3, 4, 5], lambda a, b: (a, b))
     (((1, 2), (3, 4)), 5)
     >>> tree_reduce(list(range(10)), lambda a, b: a + b) == sum(range(10))
@@ -278,7 +278,7 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     ----------
     X : dask.array.Array, (n, D), chunked along rows (column chunks are joined first).
     y : numpy or dask array, (n,) or (n, P); a numpy y is split to match X's row partitions.
-    columns : the used columns (as in :func:`edgeseq.train.stats.sufficient_statistics`).
+    columns : the used columns (as in :func:`edgeseq.train.linear.stats.sufficient_statistics`).
     client : a ``distributed.Client``; default the active one, else dask's local scheduler.
     progress : callable receiving one line of text as partitions finish.
     names : optional name of each row partition for error messages (e.g. its shard file).
@@ -286,7 +286,7 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
     Returns
     -------
     SufficientStats
-        The same statistics `edgeseq.train.stats.sufficient_statistics` computes in memory.
+        The same statistics `edgeseq.train.linear.stats.sufficient_statistics` computes in memory.
 
     Examples
     --------
@@ -294,8 +294,8 @@ def dask_sufficient_statistics(X, y, *, columns=None, client=None, progress=None
 
     >>> import numpy as np
     >>> import dask.array as da
-    >>> from edgeseq.train.stats import sufficient_statistics
-    >>> from edgeseq.train.dask_stats import dask_sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> from edgeseq.train.distributed.stats import dask_sufficient_statistics
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
     >>> s = dask_sufficient_statistics(da.from_array(X, chunks=(5, 3)), y)
     >>> s.n, np.allclose(s.xx, sufficient_statistics(X, y).xx), np.allclose(s.xy, sufficient_statistics(X, y).xy)
@@ -311,7 +311,7 @@ def fold_blocks(blocks, fold: int, n_folds: int):
     """The rows of fold `fold` (global row i with i mod `n_folds` = `fold`) of every partition.
 
     `blocks` pairs each partition ``(source, first row, rows)`` with its label. The folds of
-    `edgeseq.train.auto` are defined on global row numbers, so they are the same whether the rows
+    `edgeseq.train.linear.auto` are defined on global row numbers, so they are the same whether the rows
     are in memory, in shards or in dask partitions. Each source is sliced where it is read (on its
     worker); partitions with no row in the fold are left out, with their labels.
 
@@ -342,13 +342,13 @@ def dask_fold_statistics(X, y, n_folds: int, *, columns=None, client=None, progr
     """`dask_sufficient_statistics` of each fold (global row i in fold i mod `n_folds`).
 
     What ``l2="auto"`` needs on a cluster: the same folds, hence the same choice, as in memory
-    (`edgeseq.train.auto.fold_statistics`).
+    (`edgeseq.train.linear.auto.fold_statistics`).
 
     Examples
     --------
     >>> import numpy as np
     >>> import dask.array as da
-    >>> from edgeseq.train.auto import fold_statistics
+    >>> from edgeseq.train.linear.auto import fold_statistics
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
     >>> folds = dask_fold_statistics(da.from_array(X, chunks=(5, 3)), y, 3)
     >>> [f.n for f in folds], bool(np.allclose(folds[1].xx, fold_statistics(X, y, None, 3)[1].xx))
@@ -408,8 +408,8 @@ def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None,
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import sufficient_statistics
-    >>> from edgeseq.train.dask_stats import partitioned_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> from edgeseq.train.distributed.stats import partitioned_statistics
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(12, 3)); y = rng.normal(size=12)
     >>> blocks = [((X[:5], y[:5]), 0, 5), (lambda: (X[5:], y[5:]), 5, 7)]
     >>> s = partitioned_statistics(blocks, 12, 3, progress=print)
@@ -456,7 +456,7 @@ def _on_cluster(client, blocks, cols, d, say, labels):
     from dask import delayed
     from distributed import as_completed
 
-    from edgeseq.train.dask_logging import quiet_expected_errors
+    from edgeseq.train.distributed.logs import quiet_expected_errors
 
     quiet_expected_errors(client)  # a partition's own error reaches the user as one line, not under a worker log
     ref = delayed(_probe, pure=True)(blocks[0][0], cols, d, labels[0])
@@ -477,7 +477,7 @@ def raise_partition_error(fut, rows: int, label: str):
 
     Examples
     --------
-    >>> from edgeseq.train.dask_stats import raise_partition_error
+    >>> from edgeseq.train.distributed.stats import raise_partition_error
     >>> class KilledWorker(Exception):
     ...     pass
     >>> class Failed:  # what a distributed future that died with its worker reports

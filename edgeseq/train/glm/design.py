@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.train.basis import WorkingProblem
-from edgeseq.train.chunk_moments import SHIFT_RATIO
+from edgeseq.train.linear.basis import WorkingProblem
+from edgeseq.train.linear.chunk_moments import SHIFT_RATIO
 
 CHUNK_BYTES = 8 * 2**20  # bytes of selected columns per row chunk: small enough to stay in cache between products
 MIN_CHUNK_ROWS = 256  # at least this many rows per chunk: fewer, larger products (Python overhead per product)
@@ -64,10 +64,10 @@ class WorkingDesign:
     The chunked passes equal products with the materialised design:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.glm_design import WorkingDesign
-    >>> from edgeseq.train.glm_select import working_design
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.glm.design import WorkingDesign
+    >>> from edgeseq.train.glm.select import working_design
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(50, 4)) + 100.0; R = rng.normal(size=(50, 2))
     >>> prob = build_working_problem(sufficient_statistics(X, R), [2, 2], whiten=True)
@@ -91,9 +91,9 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> Z = np.random.default_rng(0).normal(size=(10, 3))
         >>> prob = build_working_problem(sufficient_statistics(Z, Z[:, 0]), [1, 2], whiten=False)
         >>> bool(np.array_equal(WorkingDesign.from_array(Z, prob).columns([1]), Z[:, 1:3]))
@@ -111,7 +111,7 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.glm_design import WorkingDesign
+        >>> from edgeseq.train.glm.design import WorkingDesign
         >>> X = np.arange(6.0).reshape(3, 2)
         >>> WorkingDesign.centred(X, np.array([1]), np.array([3.0])).columns().ravel().tolist()
         [-2.0, 0.0, 2.0]
@@ -130,7 +130,7 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.glm_design import WorkingDesign
+        >>> from edgeseq.train.glm.design import WorkingDesign
         >>> X = np.arange(12.0).reshape(6, 2)
         >>> template = WorkingDesign.centred(X[:0], np.array([0, 1]), np.array([5.0, 6.0]))  # no rows
         >>> template.on_rows(X[4:]).columns().tolist()       # the last two rows, centred
@@ -186,9 +186,9 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(30, 2))
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [2], whiten=False)
         >>> w = WorkingDesign(X, np.arange(2), prob).to_raw([0], np.ones((2, 1)))  # standardised: 1 / sd
@@ -203,9 +203,9 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(30, 2))
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=False)
         >>> WorkingDesign(X, np.arange(2), prob).to_working([1], np.ones((1, 1))).shape
@@ -319,9 +319,9 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(40, 3))
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=True)
         >>> d = WorkingDesign(X, np.arange(3), prob, chunk_rows=9)
@@ -344,9 +344,9 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(20, 2))
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
         >>> G = WorkingDesign(X, np.arange(2), prob).gradient(np.ones((20, 3)))  # centred columns
@@ -363,9 +363,9 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(20, 2))
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
         >>> [z.shape for _, z in WorkingDesign(X, np.arange(2), prob, chunk_rows=8).chunks()]
@@ -391,9 +391,9 @@ class WorkingDesign:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_design import WorkingDesign
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.design import WorkingDesign
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(20, 3))
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [2, 1], whiten=True)
         >>> WorkingDesign(X, np.arange(3), prob).columns([1]).shape

@@ -24,7 +24,7 @@ from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from edgeseq.sequence import sigmoid, softmax
+from edgeseq.forms.linear import sigmoid, softmax
 
 GRAD_TOL = 1e-5  # stop when every entry of the objective's gradient is at most this (working space)
 MAX_ITER = 5000
@@ -38,7 +38,7 @@ def mean_function(f: np.ndarray, link: str) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import mean_function
+    >>> from edgeseq.train.glm.fit import mean_function
     >>> mean_function(np.array([[0.0], [np.log(3.0)]]), "sigmoid").ravel().round(3).tolist()
     [0.5, 0.75]
     >>> mean_function(np.zeros((1, 4)), "softmax").tolist()
@@ -56,7 +56,7 @@ def data_loss(f: np.ndarray, Y: np.ndarray, link: str) -> float:
 
     >>> import numpy as np
     >>> from sklearn.metrics import log_loss
-    >>> from edgeseq.train.glm_fit import data_loss, mean_function
+    >>> from edgeseq.train.glm.fit import data_loss, mean_function
     >>> f = np.array([[2.0], [-1.0], [0.5]]); Y = np.array([[1.0], [0.0], [0.0]])
     >>> p1 = mean_function(f, "sigmoid")[:, 0]
     >>> bool(np.isclose(data_loss(f, Y, "sigmoid"), log_loss(Y[:, 0], p1)))
@@ -78,7 +78,7 @@ def loss_and_mean(f: np.ndarray, Y: np.ndarray, link: str) -> tuple[float, np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import data_loss, loss_and_mean, mean_function
+    >>> from edgeseq.train.glm.fit import data_loss, loss_and_mean, mean_function
     >>> f = np.array([[2.0, -1.0, 0.5], [800.0, 0.0, -3.0]]); Y = np.eye(3)[[1, 0]]
     >>> total, p = loss_and_mean(f, Y, "softmax")
     >>> bool(np.isclose(total / 2, data_loss(f, Y, "softmax"))), bool(np.allclose(p, mean_function(f, "softmax")))
@@ -105,7 +105,7 @@ def prior_intercept(Y: np.ndarray, link: str) -> np.ndarray:
     With one positive in four rows the intercept-only model predicts 1/4:
 
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import mean_function, prior_intercept
+    >>> from edgeseq.train.glm.fit import mean_function, prior_intercept
     >>> Y = np.array([[1.0], [0.0], [0.0], [0.0]])
     >>> b = prior_intercept(Y, "sigmoid")
     >>> float(mean_function(b[None, :], "sigmoid")[0, 0])
@@ -124,7 +124,7 @@ def class_targets(k: np.ndarray, n_classes: int) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import class_targets
+    >>> from edgeseq.train.glm.fit import class_targets
     >>> class_targets(np.array([1, 0]), 2).tolist(), class_targets(np.array([2, 0]), 3).tolist()
     ([[1.0], [0.0]], [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
     """
@@ -138,7 +138,7 @@ class Refit:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import refit
+    >>> from edgeseq.train.glm.fit import refit
     >>> Y = np.array([[1.0], [0.0], [1.0], [1.0]])
     >>> fit = refit(np.zeros((4, 0)), Y, np.zeros((0, 0)), np.zeros((0, 1)), np.zeros(1), "sigmoid", l2=0.0)
     >>> fit.converged, fit.n_evals, round(float(fit.b[0]), 4)  # intercept only: closed form log(3)
@@ -165,7 +165,7 @@ def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarr
     The gradient matches central finite differences of the objective:
 
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import objective_gradient
+    >>> from edgeseq.train.glm.fit import objective_gradient
     >>> rng = np.random.default_rng(0)
     >>> Z = rng.normal(size=(30, 2)); Y = (rng.random((30, 1)) < 0.5).astype(float)
     >>> W, b = np.array([[0.3], [-0.2]]), np.array([0.1])
@@ -210,7 +210,7 @@ class BoundFactor:
 
     >>> import numpy as np
     >>> from scipy.linalg import cholesky
-    >>> from edgeseq.train.glm_fit import BoundFactor
+    >>> from edgeseq.train.glm.fit import BoundFactor
     >>> A = np.random.default_rng(0).normal(size=(50, 4)); K = A.T @ A / 50
     >>> bf = BoundFactor("softmax", 0.1)
     >>> bf.append(np.zeros((0, 3)), K[:3, :3]); bf.append(K[:3, 3:], K[3:, 3:])
@@ -234,7 +234,7 @@ class BoundFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> from edgeseq.train.glm.fit import BoundFactor
         >>> BoundFactor.of(np.eye(2), "sigmoid", 0.0).dense().round(6).tolist()
         [[0.5, 0.0], [0.0, 0.5]]
         """
@@ -249,7 +249,7 @@ class BoundFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> from edgeseq.train.glm.fit import BoundFactor
         >>> bf = BoundFactor("sigmoid", 0.0)
         >>> bf.append(np.zeros((0, 1)), np.array([[4.0]]))
         >>> bf.append(np.array([[2.0]]), np.array([[4.0]]))  # RᵀR = ¼K + jitter·I
@@ -269,7 +269,7 @@ class BoundFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> from edgeseq.train.glm.fit import BoundFactor
         >>> BoundFactor.of(np.eye(2), "sigmoid", 0.0).solve(np.ones((2, 1))).ravel().round(6).tolist()
         [2.0, 2.0]
         """
@@ -286,7 +286,7 @@ class BoundFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> from edgeseq.train.glm.fit import BoundFactor
         >>> bf = BoundFactor.of(np.array([[4.0, 2.0], [2.0, 4.0]]), "sigmoid", 0.0)
         >>> bool(np.allclose(bf.dense().T @ bf.solve_t(np.ones((2, 1))), 1.0))
         True
@@ -304,7 +304,7 @@ class BoundFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> from edgeseq.train.glm.fit import BoundFactor
         >>> bf = BoundFactor.of(np.array([[4.0, 2.0], [2.0, 4.0]]), "sigmoid", 0.0)
         >>> bool(np.allclose(bf.mul(bf.solve(np.ones((2, 3)))), 1.0))
         True
@@ -320,7 +320,7 @@ class BoundFactor:
 
         Examples
         --------
-        >>> from edgeseq.train.glm_fit import BoundFactor
+        >>> from edgeseq.train.glm.fit import BoundFactor
         >>> BoundFactor("softmax", 0.0).dense().shape
         (0, 0)
         """
@@ -421,7 +421,7 @@ def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndar
 
     >>> import numpy as np
     >>> from sklearn.linear_model import LogisticRegression
-    >>> from edgeseq.train.glm_fit import refit
+    >>> from edgeseq.train.glm.fit import refit
     >>> rng = np.random.default_rng(0)
     >>> Z = rng.normal(size=(200, 2)); y = (Z @ [1.5, -1.0] + rng.normal(size=200) > 0).astype(float)
     >>> fit = refit(Z, y[:, None], Z.T @ Z / 200, np.zeros((2, 1)), np.zeros(1), "sigmoid", l2=0.01)
@@ -460,10 +460,10 @@ def design_objective(design, groups, Y: np.ndarray, link: str, l2: float):
     It agrees with `objective_gradient` on the materialised columns:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.glm_design import WorkingDesign
-    >>> from edgeseq.train.glm_fit import design_objective, objective_gradient
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.glm.design import WorkingDesign
+    >>> from edgeseq.train.glm.fit import design_objective, objective_gradient
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(60, 3)); Y = np.eye(3)[rng.integers(0, 3, 60)]
     >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 2], whiten=True)
@@ -505,10 +505,10 @@ def link_pass(design, groups, W: np.ndarray, b: np.ndarray, Y: np.ndarray, link:
     On a materialised design (identity transforms) the sums are plain products:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.glm_design import WorkingDesign
-    >>> from edgeseq.train.glm_fit import data_loss, link_pass, mean_function
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.glm.design import WorkingDesign
+    >>> from edgeseq.train.glm.fit import data_loss, link_pass, mean_function
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> Z = np.random.default_rng(1).normal(size=(30, 2)); Y = (Z[:, :1] > 0).astype(float)
     >>> d = WorkingDesign.from_array(Z, build_working_problem(sufficient_statistics(Z, Y), [1, 1], whiten=False))
     >>> f, G, gb, loss = link_pass(d, [0], np.ones((1, 1)), np.zeros(1), Y, "sigmoid")
@@ -538,7 +538,7 @@ def n_correct(f: np.ndarray, Y: np.ndarray, link: str) -> int:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.glm_fit import n_correct
+    >>> from edgeseq.train.glm.fit import n_correct
     >>> n_correct(np.array([[1.0], [-2.0], [0.5]]), np.array([[1.0], [1.0], [1.0]]), "sigmoid")
     2
     >>> n_correct(np.array([[0.0, 3.0], [2.0, 1.0]]), np.eye(2)[[1, 1]], "softmax")

@@ -26,17 +26,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from edgeseq.train.basis import WorkingProblem
-from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_fit import (BOUND_SCALE, GRAD_TOL, BoundFactor, Refit, design_objective, mean_function,
+from edgeseq.train.linear.basis import WorkingProblem
+from edgeseq.train.glm.design import WorkingDesign
+from edgeseq.train.glm.fit import (BOUND_SCALE, GRAD_TOL, BoundFactor, Refit, design_objective, mean_function,
                                    n_correct, refit)
 from edgeseq.format import METHODS
-from edgeseq.train.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
+from edgeseq.train.linear.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
 
 FR_HESSIANS = ("bohning", "diag")
 # Methods whose score compares a group with the selected ones (a Schur complement) and so reads the
 # cross-group blocks of the Gram; the others score each group on its own, and their refits only use K
-# as a preconditioner, so the within-group blocks suffice (`edgeseq.train.group_stats`).
+# as a preconditioner, so the within-group blocks suffice (`edgeseq.train.linear.group_stats`).
 CROSS_GRAM_METHODS = frozenset({"fr"})
 _CHUNK_BYTES = 64 * 2**20
 
@@ -48,9 +48,9 @@ class GLMSelectionResult:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.glm_select import GLMState, select_glm, working_design
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.glm.select import GLMState, select_glm, working_design
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); Y = (X[:, 2] - X[:, 0] > 0).astype(float)[:, None]
     >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1, 1], whiten=True)
@@ -80,9 +80,9 @@ def working_design(X, used: np.ndarray, prob: WorkingProblem) -> np.ndarray:
     The whitened design has identity covariance within each group:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.glm_select import working_design
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.glm.select import working_design
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.random.default_rng(0).normal(size=(100, 2)) @ [[1.0, 0.8], [0.0, 0.5]]
     >>> prob = build_working_problem(sufficient_statistics(X, X[:, :1]), [2], whiten=True)
     >>> Z = working_design(X, np.arange(2), prob)
@@ -128,9 +128,9 @@ class GLMState:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.glm_select import GLMState, working_design
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.glm.select import GLMState, working_design
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); Y = (X[:, 2] - X[:, 0] > 0).astype(float)[:, None]
     >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1, 1], whiten=True)
@@ -173,9 +173,9 @@ class GLMState:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_select import GLMState, working_design
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.select import GLMState, working_design
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(4, 1)); Y = np.array([[1.0], [1.0], [1.0], [0.0]])
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [1], whiten=True)
         >>> state = GLMState(prob, working_design(X, np.arange(1), prob), Y, "sigmoid", l2=1e-3)
@@ -195,9 +195,9 @@ class GLMState:
         Only the column that drives the label has a large gradient at the prior:
 
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_select import GLMState, working_design
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.select import GLMState, working_design
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(500, 2)); Y = (X[:, 1] > 0).astype(float)[:, None]
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
@@ -228,9 +228,9 @@ class GLMState:
         A costly informative group can lose to a cheap one under OMP, but not without costs (gomp):
 
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_select import GLMState, working_design
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.select import GLMState, working_design
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(500, 2)); Y = (2 * X[:, 1] + X[:, 0] > 0).astype(float)[:, None]
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
@@ -318,9 +318,9 @@ class GLMState:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_select import GLMState, working_design
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.select import GLMState, working_design
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(200, 2)); Y = (X[:, 1] > 0).astype(float)[:, None]
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1], whiten=True)
@@ -368,9 +368,9 @@ class GLMState:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_select import GLMState, working_design
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.select import GLMState, working_design
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(200, 3)); Y = (X[:, 1] > 0).astype(float)[:, None]
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [2, 1], whiten=True)
@@ -392,9 +392,9 @@ class GLMState:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.glm_select import GLMState, working_design
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.glm.select import GLMState, working_design
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(200, 1)); Y = (X[:, 0] > 0).astype(float)[:, None]
         >>> prob = build_working_problem(sufficient_statistics(X, Y), [1], whiten=True)
@@ -437,7 +437,7 @@ def weighted_gram_sums(Zc: np.ndarray, wc: np.ndarray, cols: list[int], cands, s
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.glm_select import weighted_gram_sums
+    >>> from edgeseq.train.glm.select import weighted_gram_sums
     >>> Z = np.arange(12.0).reshape(4, 3); w = np.full((4, 1), 0.5)
     >>> H, WSZ, C = weighted_gram_sums(Z, w, [0], [1], [slice(0, 1), slice(1, 3)])
     >>> bool(np.allclose(H, 0.5 * np.c_[np.ones(4), Z[:, 0]].T @ np.c_[np.ones(4), Z[:, 0]]))
@@ -482,9 +482,9 @@ def select_glm(state: GLMState, costs: np.ndarray, *, method: str = "omp", doubl
     The informative groups come first, the noise group last:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.glm_select import GLMState, select_glm, working_design
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.glm.select import GLMState, select_glm, working_design
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(300, 3)); Y = (2 * X[:, 2] - X[:, 0] > 0).astype(float)[:, None]
     >>> prob = build_working_problem(sufficient_statistics(X, Y), [1, 1, 1], whiten=True)

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.group_stats import GroupBlockStats
-from edgeseq.train.stats import SufficientStats, sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.linear.group_stats import GroupBlockStats
+from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
 N_FOLDS = 5
 # mean-form penalties in the working space (unit-variance columns and target): from "almost none"
@@ -99,7 +99,7 @@ def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[Sufficie
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.random.default_rng(0).normal(size=(10, 2)); y = X[:, 0]
     >>> folds = fold_statistics(X, y, None, 3)
     >>> [f.n for f in folds], bool(np.allclose(merge_folds(folds).xx, sufficient_statistics(X, y).xx))
@@ -118,7 +118,7 @@ def merge_folds(folds) -> SufficientStats:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.arange(8.0).reshape(4, 2); y = np.arange(4.0)
     >>> merge_folds(fold_statistics(X, y, None, 2)).n
     4
@@ -183,7 +183,7 @@ def ridge_cv_losses(folds, prob, grid, total: SufficientStats | None = None) -> 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
+    >>> from edgeseq.train.linear.basis import build_working_problem
     >>> X = np.random.default_rng(0).normal(size=(40, 3)); y = X[:, 0] + 0.1 * X[:, 1]
     >>> folds = fold_statistics(X, y, None, 4)
     >>> losses = ridge_cv_losses(folds, build_working_problem(merge_folds(folds), [3], whiten=False), (1e-3, 10.0))
@@ -273,7 +273,7 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     >>> glm_cv_losses(Z, Y, "sigmoid", (1e-3, 100.0), 5).round(2).tolist()
     [0.58, 0.67]
     """
-    from edgeseq.train.glm_fit import data_loss, prior_intercept, refit
+    from edgeseq.train.glm.fit import data_loss, prior_intercept, refit
 
     grid = np.asarray(grid, dtype=np.float64)
     n = Z.shape[0]
@@ -321,14 +321,14 @@ def choose_glm(Xs, Ys, stats, group_sizes, link: str, *, l2, whiten) -> Choice:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(120, 3)); Y = (X[:, :1] > 0).astype(float)
     >>> c = choose_glm(X, Y, sufficient_statistics(X, Y), [3], "sigmoid", l2="auto", whiten=False)
     >>> c.whiten, c.l2 < 1.0, c.n_folds
     (False, True, 5)
     """
-    from edgeseq.train.glm_select import working_design
+    from edgeseq.train.glm.select import working_design
 
     n_folds = n_folds_for(Xs.shape[0])
     if n_folds == 0:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeseq.train.group_stats import GroupBlockStats
-from edgeseq.train.releasable import ReleasableRows
-from edgeseq.train.stats import SufficientStats
+from edgeseq.train.linear.group_stats import GroupBlockStats
+from edgeseq.train.linear.releasable import ReleasableRows
+from edgeseq.train.linear.stats import SufficientStats
 
 EIG_RTOL = 1e-10  # correlation-matrix directions with eigenvalue <= EIG_RTOL * largest are dropped
 CONST_RTOL = 1e-12  # a column whose spread is below this fraction of its own mean carries no signal
@@ -30,8 +30,8 @@ class WorkingProblem:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); y = X @ [1.0, -2.0, 0.5]
     >>> prob = build_working_problem(sufficient_statistics(X, y), [2, 1], whiten=True)
@@ -60,8 +60,8 @@ class WorkingProblem:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(50, 3)); X[:, 2] = X[:, 1]
         >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=True).n_working
         2
@@ -74,8 +74,8 @@ class WorkingProblem:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(50, 2))
         >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True).k_diagonal().tolist()
         [1.0, 1.0]
@@ -90,8 +90,8 @@ class WorkingProblem:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(50, 3))
         >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=True).k_group_block(1).tolist()
         [[1.0, 0.0], [0.0, 1.0]]
@@ -107,8 +107,8 @@ class WorkingProblem:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(50, 2)); X[:, 1] += X[:, 0]
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
         >>> bool(prob.k_cross([0], 1)[0, 0] > 0.5)
@@ -130,8 +130,8 @@ class WorkingProblem:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(50, 2))
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
         >>> prob.release_k_rows(0)   # group 0's rows are dead from now on; group 1's are intact
@@ -148,8 +148,8 @@ class WorkingProblem:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(50, 4))
         >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1, 2], whiten=True).n_groups
         3
@@ -162,8 +162,8 @@ class WorkingProblem:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.basis import build_working_problem
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(50, 2)); X[:, 1] = 7.0  # column 1 is constant
         >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
         >>> prob.usable(0), prob.usable(1)
@@ -241,8 +241,8 @@ def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes,
     of a duplicated column:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(100, 3)); X[:, 1] = 2 * X[:, 0]  # column 1 duplicates column 0
     >>> prob = build_working_problem(sufficient_statistics(X, X.sum(axis=1)), [2, 1], whiten=True)

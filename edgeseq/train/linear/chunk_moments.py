@@ -23,7 +23,7 @@ away, so the shift must happen before it -- but only where it matters:
 Means are returned *relative to the reference* (the "shifted frame"): Chan's merge of chunk means
 that are stored as 1e6 + 1e-5 would round the small part away (float64 keeps ~1e-10 of it), so
 chunks are merged in the shifted frame and the reference is added back once at the end
-(`edgeseq.train.stats`). Co-moments do not depend on the frame.
+(`edgeseq.train.linear.stats`). Co-moments do not depend on the frame.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Reference:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.chunk_moments import Reference
+    >>> from edgeseq.train.linear.chunk_moments import Reference
     >>> X = np.column_stack([np.arange(5.0), 1e6 + np.arange(5.0)]); y = np.ones((5, 1))
     >>> ref = Reference.from_probe(X, y)
     >>> ref.cols.tolist(), ref.x_shift.tolist(), ref.y_ref.tolist()
@@ -73,7 +73,7 @@ class Reference:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.chunk_moments import Reference
+        >>> from edgeseq.train.linear.chunk_moments import Reference
         >>> X = np.array([[0.0, 100.0], [2.0, 101.0]]); y = np.array([[1.0], [3.0]])
         >>> ref = Reference.from_probe(X, y)
         >>> ref.cols.tolist(), ref.x_shift.tolist(), ref.y_ref.tolist()
@@ -92,7 +92,7 @@ class Reference:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.chunk_moments import Reference
+        >>> from edgeseq.train.linear.chunk_moments import Reference
         >>> ref = Reference(cols=np.array([1]), x_shift=np.array([0.0, 5.0, 0.0]), y_ref=np.zeros(1))
         >>> sub = ref.take([2, 1])
         >>> sub.cols.tolist(), sub.x_shift.tolist()
@@ -129,7 +129,7 @@ def chunk_moments(xc: np.ndarray, yc: np.ndarray, ref: Reference, *, fast: bool 
     A column with offset 1e6 and spread 1e-3 keeps its variance, which a raw Gram would lose:
 
     >>> import numpy as np
-    >>> from edgeseq.train.chunk_moments import Reference, chunk_moments
+    >>> from edgeseq.train.linear.chunk_moments import Reference, chunk_moments
     >>> rng = np.random.default_rng(0)
     >>> X = np.column_stack([rng.normal(size=50), 1e6 + 1e-3 * rng.normal(size=50)]); y = rng.normal(size=(50, 1))
     >>> ref = Reference.from_probe(X, y)
@@ -183,8 +183,8 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.chunk_moments import Reference, absorb_chunk, mirror_lower
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.chunk_moments import Reference, absorb_chunk, mirror_lower
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(40, 3)) + 5.0; y = rng.normal(size=(40, 1))
     >>> total = sufficient_statistics(X[:20], y[:20])
     >>> ref = Reference(cols=np.zeros(0, dtype=int), x_shift=np.zeros(3), y_ref=np.zeros(1))
@@ -245,7 +245,7 @@ def mirror_lower(a: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.chunk_moments import mirror_lower
+    >>> from edgeseq.train.linear.chunk_moments import mirror_lower
     >>> mirror_lower(np.array([[1.0, 9.0], [2.0, 3.0]])).tolist()
     [[1.0, 2.0], [2.0, 3.0]]
     """
@@ -269,7 +269,7 @@ def add_outer(acc: np.ndarray, left: np.ndarray, right: np.ndarray, f: float) ->
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.chunk_moments import add_outer
+    >>> from edgeseq.train.linear.chunk_moments import add_outer
     >>> acc = np.ones((3, 2)); l, r = np.arange(3.0), np.array([1.0, 2.0])
     >>> want = acc + 0.5 * np.outer(l, r)
     >>> np.array_equal(add_outer(acc, l, r, 0.5), want)

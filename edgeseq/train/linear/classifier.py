@@ -8,19 +8,19 @@ import numpy as np
 from sklearn.base import ClassifierMixin
 from threadpoolctl import threadpool_limits
 
-from edgeseq.train.auto import Choice, choose_glm, cv_step, fixed
-from edgeseq.train.fold import fold_sequence, raw_column_stats
+from edgeseq.train.linear.auto import Choice, choose_glm, cv_step, fixed
+from edgeseq.train.linear.fold import fold_sequence, raw_column_stats
 from edgeseq.train.base import AnytimeBase, classification_targets, step_reporter
-from edgeseq.train.dask_stats import check_dask_X
-from edgeseq.train.basis import build_working_problem
+from edgeseq.train.distributed.stats import check_dask_X
+from edgeseq.train.linear.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning, InputError, RefitConvergenceWarning
-from edgeseq.train.glm_fit import GRAD_TOL, class_targets
-from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_select import CROSS_GRAM_METHODS, GLMSelectionResult, GLMState, select_glm
-from edgeseq.train.group_stats import GroupBlockStats, group_block_statistics
+from edgeseq.train.glm.fit import GRAD_TOL, class_targets
+from edgeseq.train.glm.design import WorkingDesign
+from edgeseq.train.glm.select import CROSS_GRAM_METHODS, GLMSelectionResult, GLMState, select_glm
+from edgeseq.train.linear.group_stats import GroupBlockStats, group_block_statistics
 from edgeseq.train.groups import GroupSpec
-from edgeseq.sequence import FittedSequence
-from edgeseq.train.stats import SufficientStats, sufficient_statistics
+from edgeseq.forms.linear import FittedSequence
+from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
 
 # From this many used columns on, OMP-like selections skip the cross-group blocks of the Gram. They
@@ -107,7 +107,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
 
         `X` may also be a row-chunked ``dask.array`` (optional extra ``edgeseq[dask]``): its partitions
         are read once and kept where they are, and every loss/gradient evaluation of the selection is
-        a map over them plus a tree sum (`edgeseq.train.dask_glm`), on `client`, else on the active
+        a map over them plus a tree sum (`edgeseq.train.distributed.glm`), on `client`, else on the active
         ``distributed`` client, else partition by partition here. Same selections and refits as in
         memory. `progress`: optional callable receiving one line of text per stage and selection step.
 
@@ -148,7 +148,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         """
         self._check_params()
         if self._cluster_fit(X, client):
-            from edgeseq.train.dask_glm import partition_dask_arrays
+            from edgeseq.train.distributed.glm import partition_dask_arrays
 
             check_dask_X(X)
             return self.fit_partitions(partition_dask_arrays(X, y, client), progress=progress)
@@ -194,7 +194,7 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         return group_block_statistics(X, Y, spec.columns, progress=progress)
 
     def fit_partitions(self, rows, *, progress=None):
-        """Fit on row partitions that stay where they were read (`edgeseq.train.dask_glm.PartitionedRows`).
+        """Fit on row partitions that stay where they were read (`edgeseq.train.distributed.glm.PartitionedRows`).
 
         What `fit` does with a dask array, and what ``edgeseq train`` does with shards (each shard one
         partition, read by its worker).
@@ -213,13 +213,13 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
         --------
         >>> import numpy as np
         >>> from edgeseq import AnytimeClassifier
-        >>> from edgeseq.train.dask_glm import PartitionedRows
+        >>> from edgeseq.train.distributed.glm import PartitionedRows
         >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = (X[:, 1] > 0).astype(int)
         >>> rows = PartitionedRows.split(X, y, [90])      # two partitions, here in this process
         >>> AnytimeClassifier(groups=[[0], [1]], costs=[1.0, 1.0]).fit_partitions(rows).sequence_.tolist()
         [1, 0]
         """
-        from edgeseq.train.dask_glm import PartitionedDesign, PartitionedGLMState, cv_sample, partitioned_targets
+        from edgeseq.train.distributed.glm import PartitionedDesign, PartitionedGLMState, cv_sample, partitioned_targets
 
         self._check_params()
         n_features = int(rows.n_features)

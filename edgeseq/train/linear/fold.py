@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 
 def fold_prefix(prob, groups, weights, intercept, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -57,9 +57,9 @@ def raw_column_stats(spec, stats, n_features: int) -> tuple[np.ndarray, np.ndarr
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.fold import raw_column_stats
+    >>> from edgeseq.train.linear.fold import raw_column_stats
     >>> from edgeseq.train.groups import check_groups
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.array([[1.0, 9.0, 0.0], [3.0, 9.0, 2.0]])
     >>> spec = check_groups([[2], [0]], [1.0, 1.0], None, n_features=3)  # column 1 unused
     >>> mean, std = raw_column_stats(spec, sufficient_statistics(X, X[:, 0], columns=np.array([2, 0])), 3)
@@ -108,11 +108,11 @@ def fold_sequence(prob, result, spec, stats, n_features: int, *, intercepts, sca
     Folding is exact: the raw-space prefix predicts what the working-space model predicts on whitened data.
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.fold import fold_sequence
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.fold import fold_sequence
     >>> from edgeseq.train.groups import check_groups
-    >>> from edgeseq.train.selection import select_sequence
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.selection import select_sequence
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(100, 2)) + 5; y = X @ [1.0, 2.0] + 3
     >>> spec = check_groups([[0], [1]], [1.0, 1.0], None, n_features=2)
@@ -145,11 +145,11 @@ def fold_regression(prob, result, spec, stats, n_features: int, y_was_1d: bool,
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.fold import fold_regression
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.fold import fold_regression
     >>> from edgeseq.train.groups import check_groups
-    >>> from edgeseq.train.selection import select_sequence
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.selection import select_sequence
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = 4 * X[:, 1] + 10
     >>> spec = check_groups([[0], [1]], [1.0, 1.0], None, n_features=2)
     >>> stats = sufficient_statistics(X, y)

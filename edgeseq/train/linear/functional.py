@@ -11,12 +11,12 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from edgeseq.errors import InputError
-from edgeseq.sequence import FittedSequence
-from edgeseq.train.basis import build_working_problem
+from edgeseq.forms.linear import FittedSequence
+from edgeseq.train.linear.basis import build_working_problem
 from edgeseq.train.groups import GroupSpec, check_groups
-from edgeseq.train.fold import fold_regression
-from edgeseq.train.selection import SelectionResult, select_sequence
-from edgeseq.train.stats import SufficientStats
+from edgeseq.train.linear.fold import fold_regression
+from edgeseq.train.linear.selection import SelectionResult, select_sequence
+from edgeseq.train.linear.stats import SufficientStats
 
 
 def fit_sequence(stats: SufficientStats, spec: GroupSpec, n_features: int, *, method: str, l2: float,
@@ -43,9 +43,9 @@ def fit_sequence(stats: SufficientStats, spec: GroupSpec, n_features: int, *, me
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.functional import fit_sequence
+    >>> from edgeseq.train.linear.functional import fit_sequence
     >>> from edgeseq.train.groups import check_groups
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [0.0, 1.0, 3.0]
     >>> spec = check_groups(None, None, None, n_features=3)
     >>> seq, res = fit_sequence(sufficient_statistics(X, y), spec, 3, method="omp", l2=1e-5, whiten=True,

@@ -7,7 +7,7 @@ columns costs n·D² multiply-adds and a D × D array: at the thesis's MNIST sha
 11,016 columns in 54 groups) that is most of an OMP fit and a gigabyte twice over (the pass's total
 and its chunk). The within-group blocks cost n·Σ d_g² -- 54 times less there -- and a few megabytes.
 CS-G-FR needs the cross blocks (its score is a Schur complement against the selected groups), so it
-keeps the full statistics (`edgeseq.train.stats.sufficient_statistics`).
+keeps the full statistics (`edgeseq.train.linear.stats.sufficient_statistics`).
 
 Each group's statistics are the full statistics of its own columns, computed by the same chunked,
 offset-safe pass (`sufficient_statistics` with ``columns=``), so every number here is bit for bit the
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeseq.train.stats import SufficientStats, fingerprint_of, sufficient_statistics
+from edgeseq.train.linear.stats import SufficientStats, fingerprint_of, sufficient_statistics
 
 
 @dataclass
@@ -34,8 +34,8 @@ class GroupBlockStats:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.group_stats import group_block_statistics
-    >>> from edgeseq.train.stats import SufficientStats, fingerprint_of, sufficient_statistics
+    >>> from edgeseq.train.linear.group_stats import group_block_statistics
+    >>> from edgeseq.train.linear.stats import SufficientStats, fingerprint_of, sufficient_statistics
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(30, 5)); y = rng.normal(size=30)
     >>> blocks = group_block_statistics(X, y, [[3, 4], [0, 1, 2]])
     >>> full = sufficient_statistics(X, y, columns=[3, 4, 0, 1, 2])
@@ -59,7 +59,7 @@ class GroupBlockStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.group_stats import group_block_statistics
+        >>> from edgeseq.train.linear.group_stats import group_block_statistics
         >>> X = np.array([[0.0, 1.0], [2.0, 1.0]])
         >>> group_block_statistics(X, [0.0, 1.0], [[1], [0]]).xx_diagonal().tolist()
         [0.0, 2.0]
@@ -75,7 +75,7 @@ class GroupBlockStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.group_stats import group_block_statistics
+        >>> from edgeseq.train.linear.group_stats import group_block_statistics
         >>> X = np.random.default_rng(0).normal(size=(10, 2))
         >>> a = group_block_statistics(X, X[:, 0], [[0], [1]]).fingerprint()
         >>> len(a), a == group_block_statistics(X, X[:, 1], [[0], [1]]).fingerprint()
@@ -111,7 +111,7 @@ def group_block_statistics(X, y, column_groups, *, progress=None) -> GroupBlockS
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.group_stats import group_block_statistics
+    >>> from edgeseq.train.linear.group_stats import group_block_statistics
     >>> X = np.array([[1.0, np.nan], [2.0, 0.0]])
     >>> group_block_statistics(X, [0.0, 1.0], [[0], [1]])
     Traceback (most recent call last):

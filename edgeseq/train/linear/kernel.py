@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from edgeseq.train.basis import WorkingProblem
-from edgeseq.train.releasable import ReleasableRows
+from edgeseq.train.linear.basis import WorkingProblem
+from edgeseq.train.linear.releasable import ReleasableRows
 
 SCHUR_RTOL = 1e-10  # Schur-complement eigenvalues below this (relative to C_gg's scale) are a null space
 TIE_RTOL = 1e-9  # scores this close to the best count as ties; ties go to the lowest group index
@@ -62,7 +62,7 @@ class CholeskyFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> f = CholeskyFactor(4.0 * np.eye(2), np.ones((2, 1)), l2=0.0)
         >>> f.append(0, slice(0, 1), np.ones((1, 1)))
         >>> f.L.tolist()
@@ -77,7 +77,7 @@ class CholeskyFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> f = CholeskyFactor(np.array([[4.0, 2.0], [2.0, 4.0]]), np.ones((2, 1)), l2=0.0)
         >>> f.append(0, slice(0, 1), np.ones((1, 1)))
         >>> f.V.tolist()
@@ -91,7 +91,7 @@ class CholeskyFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> f = CholeskyFactor(np.ones((3, 3)), np.ones((3, 1)), l2=0.5)
         >>> f.c_block(slice(1, 2)).tolist()
         [[1.0, 1.5, 1.0]]
@@ -109,7 +109,7 @@ class CholeskyFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> f = CholeskyFactor(np.eye(2), np.ones((2, 1)), l2=0.5)
         >>> f.diag_blocks(np.array([[0], [1]])).ravel().tolist()
         [1.5, 1.5]
@@ -125,7 +125,7 @@ class CholeskyFactor:
         (that is what the refit means):
 
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> K = np.array([[1.0, 0.5], [0.5, 1.0]]); q = np.array([[1.0], [0.8]])
         >>> f = CholeskyFactor(K, q, l2=0.0)
         >>> f.gradient().ravel().tolist()
@@ -144,7 +144,7 @@ class CholeskyFactor:
         It equals the textbook C_gg − C_gS C_SS⁻¹ C_Sg:
 
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> K = np.array([[2.0, 0.5], [0.5, 1.0]]); q = np.ones((2, 1))
         >>> f = CholeskyFactor(K, q, l2=0.0)
         >>> f.append(0, slice(0, 1), q[0:1])
@@ -165,7 +165,7 @@ class CholeskyFactor:
         The weights after appending are the ridge solution of the selected blocks, solved directly:
 
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> rng = np.random.default_rng(0)
         >>> A = rng.normal(size=(20, 3)); K = A.T @ A / 20; q = A.T @ rng.normal(size=(20, 1)) / 20
         >>> f = CholeskyFactor(K, q, l2=0.1)
@@ -200,7 +200,7 @@ class CholeskyFactor:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> f = CholeskyFactor(np.array([[4.0, 2.0], [2.0, 4.0]]), np.ones((2, 1)), l2=0.0)
         >>> f.append(0, slice(0, 1), np.ones((1, 1))); f.release_selected(slice(0, 1))
         >>> f.V[:, 1].tolist()   # column 1 (a candidate) is intact
@@ -216,7 +216,7 @@ class CholeskyFactor:
         The first block alone gives the exact refit of prefix 1, without refactorising:
 
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import CholeskyFactor
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
         >>> K = np.array([[1.0, 0.5], [0.5, 1.0]]); q = np.array([[1.0], [0.8]])
         >>> f = CholeskyFactor(K, q, l2=0.0)
         >>> f.append(0, slice(0, 1), f.gradient()[0:1]); f.append(1, slice(1, 2), f.gradient()[1:2])
@@ -235,7 +235,7 @@ def schur_complement(C: np.ndarray, V: np.ndarray, s: slice) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.kernel import schur_complement
+    >>> from edgeseq.train.linear.kernel import schur_complement
     >>> C = np.array([[1.0, 0.6], [0.6, 1.0]])
     >>> V = np.array([[1.0, 0.6]])  # L⁻¹ C_{S,:} with S = {0} and L = 1
     >>> float(schur_complement(C, V, slice(1, 2))[0, 0])
@@ -251,7 +251,7 @@ class SchurBlocks:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.kernel import SchurBlocks, schur_gains
+    >>> from edgeseq.train.linear.kernel import SchurBlocks, schur_gains
     >>> H = np.diag([2.0, 4.0]); b = np.array([[2.0], [2.0]])
     >>> schur_gains(SchurBlocks(H, np.zeros((0, 2))), b, [slice(0, 1), slice(1, 2)], [0, 1]).tolist()
     [1.0, 0.5]
@@ -267,7 +267,7 @@ class SchurBlocks:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import SchurBlocks
+        >>> from edgeseq.train.linear.kernel import SchurBlocks
         >>> SchurBlocks(np.eye(2), np.array([[0.0, 0.5]])).schur(slice(1, 2)).tolist()
         [[0.75]]
         """
@@ -279,7 +279,7 @@ class SchurBlocks:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.kernel import SchurBlocks
+        >>> from edgeseq.train.linear.kernel import SchurBlocks
         >>> SchurBlocks(np.diag([2.0, 3.0]), np.zeros((0, 2))).diag_blocks(np.array([[1]])).tolist()
         [[[3.0]]]
         """
@@ -294,7 +294,7 @@ def reduced_cholesky(M: np.ndarray, C_gg: np.ndarray) -> tuple[np.ndarray, np.nd
     A rank-one M keeps one direction:
 
     >>> import numpy as np
-    >>> from edgeseq.train.kernel import reduced_cholesky
+    >>> from edgeseq.train.linear.kernel import reduced_cholesky
     >>> M = np.ones((2, 2))
     >>> B, L = reduced_cholesky(M, M)
     >>> B.shape, bool(np.allclose(L @ L.T, B.T @ M @ B))
@@ -322,7 +322,7 @@ def schur_gains(factor, b: np.ndarray, slices, cands) -> np.ndarray:
     The gain is what the objective ½‖u‖² would grow by if the group were added (checked here by adding it):
 
     >>> import numpy as np
-    >>> from edgeseq.train.kernel import CholeskyFactor, schur_gains
+    >>> from edgeseq.train.linear.kernel import CholeskyFactor, schur_gains
     >>> K = np.array([[1.0, 0.5, 0.2], [0.5, 1.0, 0.1], [0.2, 0.1, 1.0]]); q = np.array([[0.9], [0.7], [0.3]])
     >>> f = CholeskyFactor(K, q, l2=0.0)
     >>> f.append(0, slice(0, 1), f.gradient()[0:1])
@@ -365,9 +365,9 @@ def single_column_scores(prob: WorkingProblem, grad: np.ndarray, cands) -> np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.kernel import single_column_scores
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.kernel import single_column_scores
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); y = 3 * X[:, 2] + 0.1 * X[:, 0]
     >>> prob = build_working_problem(sufficient_statistics(X, y), [2, 1], whiten=True)
@@ -392,9 +392,9 @@ def step_pool(prob: WorkingProblem, remaining: list[int], costs: np.ndarray, dou
     Under Doubling the second step may only pick groups costing at most what was spent so far:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.kernel import step_pool
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.kernel import step_pool
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.random.default_rng(0).normal(size=(50, 3))
     >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1, 1], whiten=True)
     >>> costs = np.array([1.0, 2.0, 8.0])
@@ -419,7 +419,7 @@ def pick_best(scores: np.ndarray, cands: list[int]) -> int:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.kernel import pick_best
+    >>> from edgeseq.train.linear.kernel import pick_best
     >>> pick_best(np.array([0.5, 0.9, 0.9 * (1 + 1e-12)]), [4, 7, 2])
     7
     """

@@ -7,13 +7,13 @@ import warnings
 import numpy as np
 from sklearn.base import RegressorMixin
 
-from edgeseq.train.auto import check_fold_count, choose_ridge, fixed, fold_statistics, merge_folds, n_folds_for
-from edgeseq.train.functional import fit_sequence
+from edgeseq.train.linear.auto import check_fold_count, choose_ridge, fixed, fold_statistics, merge_folds, n_folds_for
+from edgeseq.train.linear.functional import fit_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
-from edgeseq.train.dask_stats import check_dask_X, dask_fold_statistics, dask_sufficient_statistics
+from edgeseq.train.distributed.stats import check_dask_X, dask_fold_statistics, dask_sufficient_statistics
 from edgeseq.errors import EdgeseqWarning, InputError
 from edgeseq.train.groups import GroupSpec
-from edgeseq.train.stats import SufficientStats, sufficient_statistics
+from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
 
 class AnytimeRegressor(RegressorMixin, AnytimeBase):
@@ -165,12 +165,12 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         return self._fit_stats(stats, spec, n_features=d, y_was_1d=np.ndim(y) == 1, progress=progress)
 
     def fit_from_stats(self, stats, n_features: int, *, y_was_1d: bool = True, progress=None):
-        """Fit from precomputed statistics (see `edgeseq.train.stats.sufficient_statistics`).
+        """Fit from precomputed statistics (see `edgeseq.train.linear.stats.sufficient_statistics`).
 
         `stats` must cover the used columns in group order: ``np.concatenate(groups)`` as listed.
         This is the seam for data that never fits in memory or lives on several machines. With
         ``l2="auto"`` or ``whiten="auto"`` pass a list of per-fold statistics instead (fold f: the
-        rows i with i mod K = f, see `edgeseq.train.auto.fold_statistics`); they merge exactly into
+        rows i with i mod K = f, see `edgeseq.train.linear.auto.fold_statistics`); they merge exactly into
         the statistics of all rows.
 
         Examples
@@ -179,7 +179,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
 
         >>> import numpy as np
         >>> from edgeseq import AnytimeRegressor
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [1.0, 0.0, 2.0]
         >>> stats = sufficient_statistics(X[:60], y[:60]).merge(sufficient_statistics(X[60:], y[60:]))
         >>> fixed = dict(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0], l2=1e-5, whiten=True)
@@ -190,7 +190,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
 
         Per-fold statistics let the estimator choose its penalty as `fit` does:
 
-        >>> from edgeseq.train.auto import fold_statistics
+        >>> from edgeseq.train.linear.auto import fold_statistics
         >>> folds = fold_statistics(X, y, None, 5)
         >>> est = AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit_from_stats(folds, n_features=3)
         >>> est.l2_ == AnytimeRegressor(groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0]).fit(X, y).l2_

@@ -32,7 +32,7 @@ class ReleasableRows:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.releasable import ReleasableRows
+    >>> from edgeseq.train.linear.releasable import ReleasableRows
     >>> buf = ReleasableRows((4, 1024))
     >>> buf.array[:] = 1.0
     >>> buf.release(slice(1, 3))
@@ -53,7 +53,7 @@ class ReleasableRows:
 
         Examples
         --------
-        >>> from edgeseq.train.releasable import ReleasableRows
+        >>> from edgeseq.train.linear.releasable import ReleasableRows
         >>> buf = ReleasableRows((2, 4096)); buf.array[:] = 3.0
         >>> buf.release(slice(0, 1)); float(buf.array[0].max()), float(buf.array[1].min())
         (0.0, 3.0)
@@ -69,7 +69,7 @@ class ReleasableRows:
 
         Examples
         --------
-        >>> from edgeseq.train.releasable import ReleasableRows
+        >>> from edgeseq.train.linear.releasable import ReleasableRows
         >>> buf = ReleasableRows((2, 4096)); buf.release(slice(1, 2))
         >>> buf.array[:, 0] = 5.0; buf.rerelease(); float(buf.array[1, 0]), float(buf.array[0, 0])
         (0.0, 5.0)

@@ -1,7 +1,7 @@
 """Greedy cost-sensitive group selection for squared loss, entirely in D-space.
 
 Works on the statistics only (K, q of the working problem) with the shared kernel
-(`edgeseq.train.kernel`): OMP scores ‖b_g‖²/c_g, FR scores the Schur-complement gain without refits,
+(`edgeseq.train.linear.kernel`): OMP scores ‖b_g‖²/c_g, FR scores the Schur-complement gain without refits,
 `single` the best original column, `gomp` ignores costs; Doubling restricts each step's pool.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgeseq.format import METHODS
-from edgeseq.train.basis import WorkingProblem
-from edgeseq.train.kernel import CholeskyFactor, pick_best, schur_gains, single_column_scores, step_pool
+from edgeseq.train.linear.basis import WorkingProblem
+from edgeseq.train.linear.kernel import CholeskyFactor, pick_best, schur_gains, single_column_scores, step_pool
 
 
 @dataclass
@@ -23,9 +23,9 @@ class SelectionResult:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.selection import select_sequence
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.selection import select_sequence
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); y = 2 * X[:, 1] + X[:, 2]
     >>> res = select_sequence(build_working_problem(sufficient_statistics(X, y), [1, 1, 1], True), np.ones(3))
@@ -81,9 +81,9 @@ def select_sequence(prob: WorkingProblem, costs: np.ndarray, *, method: str = "o
     weights are the ridge refits, checked here against a direct least-squares solve:
 
     >>> import numpy as np
-    >>> from edgeseq.train.basis import build_working_problem
-    >>> from edgeseq.train.selection import select_sequence
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.selection import select_sequence
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 2)); y = 3 * X[:, 0] + X[:, 1]
     >>> prob = build_working_problem(sufficient_statistics(X, y), [1, 1], whiten=True)

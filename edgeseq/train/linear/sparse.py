@@ -3,8 +3,8 @@
     min_w  ½ n⁻¹ ‖ỹ − Z w‖²_F + λ Σ_g c_g ‖w_g‖_F
 
 on the same working basis as the estimators (centred columns, each group whitened or standardised by
-:mod:`edgeseq.train.basis`, each output centred and scaled by σ_y), using the same one-pass statistics
-(:mod:`edgeseq.train.stats`): the loss is ½wᵀKw − ⟨q, w⟩ + const, so the solver never touches the n rows.
+:mod:`edgeseq.train.linear.basis`, each output centred and scaled by σ_y), using the same one-pass statistics
+(:mod:`edgeseq.train.linear.stats`): the loss is ½wᵀKw − ⟨q, w⟩ + const, so the solver never touches the n rows.
 
 Solver: block coordinate descent with a proximal-gradient step per block, step 1/L_g with
 L_g = λ_max(K_gg). On whitened data K_gg = I, so each block step is the *exact* block minimiser, a
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from edgeseq.train.basis import WorkingProblem, build_working_problem
+from edgeseq.train.linear.basis import WorkingProblem, build_working_problem
 from edgeseq.errors import InputError
 from edgeseq.train.groups import check_groups
-from edgeseq.train.fold import fold_regression
-from edgeseq.train.selection import SelectionResult
-from edgeseq.sequence import FittedSequence
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.fold import fold_regression
+from edgeseq.train.linear.selection import SelectionResult
+from edgeseq.forms.linear import FittedSequence
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 # ------------------------------------------------------------------------------------- the solver
@@ -49,7 +49,7 @@ def group_lipschitz(K: np.ndarray, slices) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.sparse import group_lipschitz
+    >>> from edgeseq.train.linear.sparse import group_lipschitz
     >>> K = np.diag([1.0, 4.0, 3.0])
     >>> group_lipschitz(K, [slice(0, 1), slice(1, 3), slice(3, 3)]).tolist()  # empty group: 1
     [1.0, 4.0, 1.0]
@@ -72,7 +72,7 @@ def kkt_violation(K: np.ndarray, q: np.ndarray, w: np.ndarray, slices, costs: np
     At λ_max = max_g ‖q_g‖/c_g, w = 0 is optimal, and just below it is not:
 
     >>> import numpy as np
-    >>> from edgeseq.train.sparse import kkt_violation
+    >>> from edgeseq.train.linear.sparse import kkt_violation
     >>> K, q = np.eye(2), np.array([[2.0], [1.0]])
     >>> slices, costs = [slice(0, 1), slice(1, 2)], np.array([1.0, 1.0])
     >>> kkt_violation(K, q, np.zeros((2, 1)), slices, costs, lam=2.0).tolist()
@@ -151,7 +151,7 @@ def solve_group_lasso(K: np.ndarray, q: np.ndarray, slices, costs: np.ndarray, l
 
     >>> import numpy as np
     >>> from sklearn.linear_model import Lasso
-    >>> from edgeseq.train.sparse import solve_group_lasso
+    >>> from edgeseq.train.linear.sparse import solve_group_lasso
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(100, 4)); y = X @ [2.0, 0.0, -1.0, 0.1] + 0.1 * rng.normal(size=100)
     >>> K, q = X.T @ X / 100, (X.T @ y / 100)[:, None]
@@ -250,7 +250,7 @@ class SparsePath:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.sparse import sparse_path
+    >>> from edgeseq.train.linear.sparse import sparse_path
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); y = 2 * X[:, 0] + X[:, 2]
     >>> sp = sparse_path(X, y, [[0], [1], [2]], [1.0, 1.0, 1.0], n_lambdas=10)
@@ -275,7 +275,7 @@ class SparsePath:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.sparse import sparse_path
+        >>> from edgeseq.train.linear.sparse import sparse_path
         >>> rng = np.random.default_rng(0)
         >>> X = rng.normal(size=(200, 3)); y = 2 * X[:, 0] + X[:, 2]
         >>> sparse_path(X, y, [[0], [1], [2]], [1.0, 1.0, 1.0], n_lambdas=5, lambda_min_ratio=0.3).n_activated
@@ -376,7 +376,7 @@ def sparse_path(X, y, groups, costs, group_names=None, *, whiten: bool = True, n
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.sparse import sparse_path
+    >>> from edgeseq.train.linear.sparse import sparse_path
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(200, 3)); y = 2 * X[:, 0] + X[:, 2]
     >>> sp = sparse_path(X, y, [[0], [1], [2]], [1.0, 1.0, 1.0], n_lambdas=10)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import InputError
-from edgeseq.train.releasable import ReleasableRows
-from edgeseq.train.chunk_moments import PROBE_ROWS, Reference, absorb_chunk, add_outer, chunk_moments, mirror_lower
+from edgeseq.train.linear.releasable import ReleasableRows
+from edgeseq.train.linear.chunk_moments import PROBE_ROWS, Reference, absorb_chunk, add_outer, chunk_moments, mirror_lower
 
 RELEASABLE_MIN_COLUMNS = 256  # from this width the pass sums into memory its consumer can give back
 _CHUNK_BYTES = 64 * 2**20  # bound on the rows read at a time (the chunk itself is used in place)
@@ -41,7 +41,7 @@ class SufficientStats:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.array([[1.0, 2.0], [3.0, 1.0], [5.0, 4.0]]); y = np.array([1.0, 0.0, 2.0])
     >>> s = sufficient_statistics(X, y)
     >>> s.n, np.allclose(s.x_mean, X.mean(axis=0)), np.allclose(s.xx, (X - X.mean(0)).T @ (X - X.mean(0)))
@@ -55,7 +55,7 @@ class SufficientStats:
     xy: np.ndarray  # (d, P)
     yy: np.ndarray  # (P, P)
     # the buffer behind xx when the pass built it in releasable memory (wide data): whoever consumes the
-    # statistics may give its rows back as it goes (`edgeseq.train.basis.build_working_problem`)
+    # statistics may give its rows back as it goes (`edgeseq.train.linear.basis.build_working_problem`)
     xx_storage: ReleasableRows | None = None
 
     @property
@@ -65,7 +65,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.array([[1.0, 2.0], [3.0, 1.0], [5.0, 4.0]])
         >>> np.allclose(sufficient_statistics(X, np.zeros(3)).cov_xx, np.cov(X.T, bias=True))
         True
@@ -79,7 +79,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.array([[1.0], [2.0], [4.0]]); y = np.array([2.0, 1.0, 6.0])
         >>> bool(np.isclose(sufficient_statistics(X, y).cov_xy[0, 0], np.cov(X[:, 0], y, bias=True)[0, 1]))
         True
@@ -93,7 +93,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> y = np.array([2.0, 1.0, 6.0])
         >>> np.allclose(sufficient_statistics(np.ones((3, 1)), y).var_y, y.var())
         True
@@ -106,7 +106,7 @@ class SufficientStats:
 
         Examples
         --------
-        >>> from edgeseq.train.stats import SufficientStats
+        >>> from edgeseq.train.linear.stats import SufficientStats
         >>> s = SufficientStats.empty(3, 1, releasable=True)
         >>> s.n, s.xx.shape, s.xx_storage is not None
         (0, (3, 3), True)
@@ -121,7 +121,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> sufficient_statistics(np.array([[0.0], [2.0]]), [0.0, 1.0]).xx_diagonal().tolist()
         [2.0]
         """
@@ -151,7 +151,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(10, 3)); y = rng.normal(size=10)
         >>> both = sufficient_statistics(X[:4], y[:4]).merge(sufficient_statistics(X[4:], y[4:]))
         >>> whole = sufficient_statistics(X, y)
@@ -177,7 +177,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(10, 3)); y = rng.normal(size=10)
         >>> a = sufficient_statistics(X[:4], y[:4]); b = sufficient_statistics(X[4:], y[4:])
         >>> merged = a.merge(b)
@@ -220,7 +220,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(6, 3)); y = rng.normal(size=6)
         >>> sub = sufficient_statistics(X, y).take([2, 0])
         >>> np.allclose(sub.xx, sufficient_statistics(X[:, [2, 0]], y).xx)
@@ -241,7 +241,7 @@ class SufficientStats:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.stats import sufficient_statistics
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
         >>> X = np.array([[1.0, 2.0], [3.0, 1.0]]); y = np.array([0.0, 1.0])
         >>> a = sufficient_statistics(X, y).fingerprint()
         >>> len(a), a == sufficient_statistics(X.copy(), y).fingerprint(), a == sufficient_statistics(X, 1 - y).fingerprint()
@@ -256,7 +256,7 @@ def fingerprint_of(n: int, arrays) -> str:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import fingerprint_of
+    >>> from edgeseq.train.linear.stats import fingerprint_of
     >>> a = fingerprint_of(3, [np.zeros(2)])
     >>> len(a), a == fingerprint_of(4, [np.zeros(2)])
     (16, False)
@@ -290,7 +290,7 @@ def as_2d_y(y, n_rows: int | None = None) -> np.ndarray:
 
     Examples
     --------
-    >>> from edgeseq.train.stats import as_2d_y
+    >>> from edgeseq.train.linear.stats import as_2d_y
     >>> as_2d_y([1, 2, 3]).shape
     (3, 1)
     >>> as_2d_y([1, 2], n_rows=3)
@@ -320,7 +320,7 @@ def default_chunk_rows(d: int, p: int = 1) -> int:
 
     Examples
     --------
-    >>> from edgeseq.train.stats import default_chunk_rows
+    >>> from edgeseq.train.linear.stats import default_chunk_rows
     >>> default_chunk_rows(63), default_chunk_rows(11016, 10)
     (131072, 5508)
     """
@@ -347,7 +347,7 @@ def iter_array_chunks(X, y, chunk_rows: int | None):
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import iter_array_chunks
+    >>> from edgeseq.train.linear.stats import iter_array_chunks
     >>> [(xc.shape, yc.shape) for xc, yc in iter_array_chunks(np.zeros((5, 2)), np.zeros(5), 2)]
     [((2, 2), (2, 1)), ((2, 2), (2, 1)), ((1, 2), (1, 1))]
     """
@@ -396,7 +396,7 @@ def sufficient_statistics(data, y=None, *, columns=None, chunk_rows: int | None 
     An array and the same rows as chunks give the same statistics:
 
     >>> import numpy as np
-    >>> from edgeseq.train.stats import sufficient_statistics
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(1); X = rng.normal(size=(9, 3)); y = rng.normal(size=9)
     >>> a = sufficient_statistics(X, y, columns=[0, 2])
     >>> b = sufficient_statistics(((X[i:i + 4], y[i:i + 4]) for i in range(0, 9, 4)), columns=[0, 2])
@@ -452,7 +452,7 @@ def shifted_statistics(chunks: Iterable, cols=None, ref: Reference | None = None
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import shifted_statistics, finish_statistics, sufficient_statistics
+    >>> from edgeseq.train.linear.stats import shifted_statistics, finish_statistics, sufficient_statistics
     >>> rng = np.random.default_rng(2); X = rng.normal(size=(8, 2)) + 1e6; y = rng.normal(size=8)
     >>> part, ref = shifted_statistics([(X[:5], y[:5]), (X[5:], y[5:])])
     >>> np.allclose(finish_statistics(part, ref).xx, sufficient_statistics(X, y).xx)
@@ -513,7 +513,7 @@ def probe_reference(xc, yc, cols=None) -> Reference:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import probe_reference, shifted_statistics
+    >>> from edgeseq.train.linear.stats import probe_reference, shifted_statistics
     >>> rng = np.random.default_rng(3); X = rng.normal(size=(6, 2)); y = rng.normal(size=6)
     >>> ref = probe_reference(X, y)
     >>> _, chosen = shifted_statistics([(X, y)])
@@ -532,7 +532,7 @@ def columns_reference(ref: Reference, cols=None) -> Reference:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import probe_reference, columns_reference
+    >>> from edgeseq.train.linear.stats import probe_reference, columns_reference
     >>> rng = np.random.default_rng(3); X = rng.normal(size=(6, 4)); y = rng.normal(size=6)
     >>> cols = np.array([3, 1])
     >>> ref = columns_reference(probe_reference(X, y, cols), cols)
@@ -565,7 +565,7 @@ def finish_statistics(total: SufficientStats, ref: Reference, cols=None) -> Suff
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stats import shifted_statistics, finish_statistics
+    >>> from edgeseq.train.linear.stats import shifted_statistics, finish_statistics
     >>> X = np.array([[10.0], [12.0]]); y = np.array([1.0, 3.0])
     >>> s = finish_statistics(*shifted_statistics([(X, y)]))
     >>> float(s.x_mean[0]), float(s.y_mean[0])

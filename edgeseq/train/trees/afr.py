@@ -30,12 +30,12 @@ from sklearn.utils.validation import validate_data
 
 from edgeseq.errors import InputError
 from edgeseq.messages import columns_text
-from edgeseq.train.afr_svm import fit_svm, outer_gradients, outer_loss, platt
+from edgeseq.train.trees.afr_svm import fit_svm, outer_gradients, outer_loss, platt
 from edgeseq.train.base import (_wrap_validation, check_table_columns, classification_targets, fit_feature_names,
                                 fitted_attribute)
-from edgeseq.train.cost_cart import Binner, BinnedRows, fit_cost_tree
+from edgeseq.train.trees.cost_cart import Binner, BinnedRows, fit_cost_tree
 from edgeseq.train.groups import check_groups
-from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 C_MIN, C_MAX = 1e-3, 1e3
 EMPTY_HALVINGS = 30  # λ halvings tried before λ = 0 while no tree has been built (the paper's ε)
@@ -102,7 +102,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
     Two groups, the second four times as costly; stage 0 is the prior, each later stage pays one group:
 
     >>> import numpy as np
-    >>> from edgeseq.train.afr import AFRClassifier
+    >>> from edgeseq.train.trees.afr import AFRClassifier
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
     >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
     >>> clf.cum_cost_.tolist(), clf.stage_groups_
@@ -175,7 +175,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.afr import AFRClassifier
+        >>> from edgeseq.train.trees.afr import AFRClassifier
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
         >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
         >>> clf.n_trees_ == clf.stage_model_.ensemble.n_trees, clf.classes_.tolist()
@@ -226,7 +226,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         For two classes the sigmoid of the logit is the probability of ``classes_[1]``:
 
         >>> import numpy as np
-        >>> from edgeseq.train.afr import AFRClassifier
+        >>> from edgeseq.train.trees.afr import AFRClassifier
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
         >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
         >>> z = clf.decision_function(X[:5])
@@ -246,7 +246,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.afr import AFRClassifier
+        >>> from edgeseq.train.trees.afr import AFRClassifier
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
         >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
         >>> p = clf.predict_proba(X[:3], budget=1.0)
@@ -266,7 +266,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.afr import AFRClassifier
+        >>> from edgeseq.train.trees.afr import AFRClassifier
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
         >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
         >>> np.array_equal(clf.predict(X, stage=1), clf.classes_[clf.predict_proba(X, stage=1).argmax(axis=1)])
@@ -283,7 +283,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.afr import AFRClassifier
+        >>> from edgeseq.train.trees.afr import AFRClassifier
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
         >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
         >>> staged = list(clf.staged_predict_proba(X[:4]))
@@ -302,7 +302,7 @@ class AFRClassifier(ClassifierMixin, BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.afr import AFRClassifier
+        >>> from edgeseq.train.trees.afr import AFRClassifier
         >>> rng = np.random.default_rng(0); X = rng.normal(size=(80, 4)); y = (X[:, 0] + 0.5 * X[:, 2] > 0).astype(int)
         >>> clf = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 4.0], n_dims=1, n_trees=2, max_blocks=2).fit(X, y)
         >>> [float(np.mean(p == y)) for p in clf.staged_predict(X)]  # training accuracy per stage

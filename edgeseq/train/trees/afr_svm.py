@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-from edgeseq.sequence import sigmoid
+from edgeseq.forms.linear import sigmoid
 
 MAX_NEWTON = 100
 
@@ -45,7 +45,7 @@ class SVMSolution:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> from edgeseq.train.trees.afr_svm import fit_svm, svm_objective
     >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
     >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
     >>> sol = fit_svm(Phi, y, beta, C=1.0)
@@ -66,7 +66,7 @@ class SVMSolution:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+        >>> from edgeseq.train.trees.afr_svm import fit_svm, svm_objective
         >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
         >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
         >>> sol = fit_svm(Phi, y, beta, C=1.0)
@@ -92,11 +92,11 @@ def kkt_system(Phi, y, beta, C, active):
     At the optimum, the system of its own active set returns the optimum itself:
 
     >>> import numpy as np
-    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> from edgeseq.train.trees.afr_svm import fit_svm, svm_objective
     >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
     >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
     >>> sol = fit_svm(Phi, y, beta, C=1.0)
-    >>> from edgeseq.train.afr_svm import kkt_system
+    >>> from edgeseq.train.trees.afr_svm import kkt_system
     >>> M, z = kkt_system(Phi, y, beta, 1.0, sol.active)
     >>> np.allclose(np.linalg.solve(M, z), np.append(sol.w, sol.b))
     True
@@ -119,7 +119,7 @@ def svm_objective(Phi, y, beta, C, w, b) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.afr_svm import svm_objective
+    >>> from edgeseq.train.trees.afr_svm import svm_objective
     >>> Phi = np.array([[1.0], [-1.0]]); y = np.array([1.0, -1.0])
     >>> svm_objective(Phi, y, np.ones(2), 1.0, np.array([1.0]), 0.0)  # both on the margin: ½‖w‖²
     0.5
@@ -162,7 +162,7 @@ def fit_svm(Phi, y, beta, C: float, warm: SVMSolution | None = None) -> SVMSolut
     The same optimum as a general-purpose minimiser of `svm_objective`, in a few Newton steps:
 
     >>> import numpy as np
-    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> from edgeseq.train.trees.afr_svm import fit_svm, svm_objective
     >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
     >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
     >>> sol = fit_svm(Phi, y, beta, C=1.0)
@@ -208,7 +208,7 @@ def outer_loss(f, y, beta, a: float) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.afr_svm import outer_loss
+    >>> from edgeseq.train.trees.afr_svm import outer_loss
     >>> y = np.array([1.0, 1.0])
     >>> round(outer_loss(np.array([3.0, -3.0]), y, np.ones(2), a=10.0), 6)  # one error
     1.0
@@ -235,11 +235,11 @@ def outer_gradients(sol: SVMSolution, Phi_T, y_T, beta_T, Phi_V, y_V, beta_V, a:
     ∂L/∂C agrees with a finite difference of the re-solved SVM:
 
     >>> import numpy as np
-    >>> from edgeseq.train.afr_svm import fit_svm, svm_objective
+    >>> from edgeseq.train.trees.afr_svm import fit_svm, svm_objective
     >>> rng = np.random.default_rng(0); Phi = rng.normal(size=(30, 2))
     >>> y = np.sign(Phi[:, 0] + 0.3 * rng.normal(size=30)); beta = np.ones(30)
     >>> sol = fit_svm(Phi, y, beta, C=1.0)
-    >>> from edgeseq.train.afr_svm import outer_gradients, outer_loss
+    >>> from edgeseq.train.trees.afr_svm import outer_gradients, outer_loss
     >>> PV = rng.normal(size=(10, 2)); yV = np.sign(PV[:, 0]); bV = np.ones(10)
     >>> dT, dV, dC = outer_gradients(sol, Phi, y, beta, PV, yV, bV, a=5.0)
     >>> L = lambda C: outer_loss(fit_svm(Phi, y, beta, C).decision(PV), yV, bV, 5.0)
@@ -272,7 +272,7 @@ def platt(f: np.ndarray, y01: np.ndarray, n_iter: int = 50) -> tuple[float, floa
     Perfectly separated, symmetric scores: A stays finite and B is zero by symmetry:
 
     >>> import numpy as np
-    >>> from edgeseq.train.afr_svm import platt
+    >>> from edgeseq.train.trees.afr_svm import platt
     >>> A, B = platt(np.array([-2.0, -1.0, 1.0, 2.0]), np.array([0, 0, 1, 1]))
     >>> 0 < A < 10, abs(B) < 1e-9
     (True, True)

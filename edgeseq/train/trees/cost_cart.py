@@ -45,7 +45,7 @@ class Binner:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+    >>> from edgeseq.train.trees.cost_cart import Binner, fit_cost_tree
     >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
     >>> b = Binner(X, [0, 1], max_bins=8)
     >>> [e.tolist() for e in b.edges]
@@ -73,7 +73,7 @@ class Binner:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+        >>> from edgeseq.train.trees.cost_cart import Binner, fit_cost_tree
         >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
         >>> b = Binner(X, [0, 1], max_bins=8)
         >>> b.codes(X).tolist()
@@ -105,7 +105,7 @@ class BinnedRows:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.cost_cart import Binner, BinnedRows
+    >>> from edgeseq.train.trees.cost_cart import Binner, BinnedRows
     >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
     >>> b = Binner(X, [0, 1], max_bins=4)
     >>> rows = BinnedRows(b.codes(X), b.n_bins)
@@ -133,7 +133,7 @@ class BinnedRows:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.cost_cart import BinnedRows
+        >>> from edgeseq.train.trees.cost_cart import BinnedRows
         >>> rows = BinnedRows(np.array([[0], [1], [1]]), 2)
         >>> [(s.tolist(), c.tolist()) for s, c in rows.histograms(np.array([1.0, 2.0, 3.0]), [np.arange(3), np.array([2])])]
         [([[1.0, 5.0]], [[1.0, 2.0]]), ([[0.0, 3.0]], [[0.0, 1.0]])]
@@ -158,7 +158,7 @@ class FittedTree:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+    >>> from edgeseq.train.trees.cost_cart import Binner, fit_cost_tree
     >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
     >>> b = Binner(X, [0, 1], max_bins=8)
     >>> tree = fit_cost_tree(b, b.codes(X), t, np.array([0, 1]), np.array([1.0, 1.0]), paid=(), lam=0.0,
@@ -181,7 +181,7 @@ class FittedTree:
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+        >>> from edgeseq.train.trees.cost_cart import Binner, fit_cost_tree
         >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
         >>> b = Binner(X, [0, 1], max_bins=8)
         >>> fit_cost_tree(b, b.codes(X), t, np.array([0, 1]), np.ones(2), paid=(), lam=0.0,
@@ -218,7 +218,7 @@ def fit_cost_tree(binner: Binner, codes, target: np.ndarray, column_group: np.nd
     with one the cheap group is chosen, and a penalty above every gain leaves a single leaf:
 
     >>> import numpy as np
-    >>> from edgeseq.train.cost_cart import Binner, fit_cost_tree
+    >>> from edgeseq.train.trees.cost_cart import Binner, fit_cost_tree
     >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 6.0], [3.0, 6.0]]); t = np.array([0.0, 0.0, 1.0, 1.0])
     >>> b = Binner(X, [0, 1], max_bins=8)
     >>> codes, groups = b.codes(X), np.array([0, 1])

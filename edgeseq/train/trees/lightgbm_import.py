@@ -40,9 +40,9 @@ import numpy as np
 
 from edgeseq.errors import GroupSpecError, InputError, InputTypeError, ModelFormatError
 from edgeseq.messages import brief
-from edgeseq.sequence import check_feature_names
+from edgeseq.forms.linear import check_feature_names
 from edgeseq.train.groups import check_groups
-from edgeseq.train.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.forms.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, TreeStageModel
 
 # objectives whose prediction is the raw score (identity link): LightGBM's predict returns it unchanged
 IDENTITY_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
@@ -107,7 +107,7 @@ def from_lightgbm(model, groups, costs, group_names=None, feature_names=None, *,
 
     >>> import numpy as np
     >>> import lightgbm
-    >>> from edgeseq.train.lightgbm_import import from_lightgbm
+    >>> from edgeseq.train.trees.lightgbm_import import from_lightgbm
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
     >>> lgbm = lightgbm.LGBMRegressor(n_estimators=10, num_leaves=4, verbose=-1).fit(X, y)
     >>> model = from_lightgbm(lgbm, groups=[[0, 1], [2]], costs=[1.0, 3.0])
@@ -168,7 +168,7 @@ def from_lightgbm_dump(dump: dict, groups, costs, group_names=None, classes=None
     --------
     A hand-written dump of two stumps, one per group; a stage closes when a tree first uses a group:
 
-    >>> from edgeseq.train.lightgbm_import import from_lightgbm_dump
+    >>> from edgeseq.train.trees.lightgbm_import import from_lightgbm_dump
     >>> leaf = lambda v: {"leaf_value": v}
     >>> dump = {"max_feature_idx": 1, "objective": "regression", "tree_info": [
     ...     {"tree_structure": {"split_feature": 0, "threshold": 0.5, "left_child": leaf(-1.0), "right_child": leaf(1.0)}},
@@ -244,7 +244,7 @@ def from_lightgbm_text(text: str, groups, costs, group_names=None, classes=None,
 
     Examples
     --------
-    >>> from edgeseq.train.lightgbm_import import from_lightgbm_text
+    >>> from edgeseq.train.trees.lightgbm_import import from_lightgbm_text
     >>> text = "\\n".join(["tree", "version=v4", "num_class=1", "num_tree_per_iteration=1", "max_feature_idx=1",
     ...     "objective=regression", "", "Tree=0", "num_leaves=2", "num_cat=0", "split_feature=1",
     ...     "threshold=0.5", "decision_type=2", "left_child=-1", "right_child=-2", "leaf_value=-1 1",
@@ -308,7 +308,7 @@ def text_header(text: str) -> dict:
 
     Examples
     --------
-    >>> from edgeseq.train.lightgbm_import import text_header
+    >>> from edgeseq.train.trees.lightgbm_import import text_header
     >>> h = text_header("tree\nversion=v4\nmax_feature_idx=1\nfeature_names=ax ay\n\nTree=0\n")
     >>> h["max_feature_idx"], h["feature_names"]
     (1, ['ax', 'ay'])

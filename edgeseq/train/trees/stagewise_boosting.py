@@ -11,7 +11,7 @@ when groups are left unpaid, a last stage boosts on *all* groups and pays the re
 that lowers the validation loss: a group that buys little on its own per unit cost may still buy
 accuracy at full budget, and a stage at the total cost does not change the curve below it.
 
-The committed trees form a tree stage (`edgeseq.train.trees`): the state is the sum of the trees,
+The committed trees form a tree stage (`edgeseq.forms.trees`): the state is the sum of the trees,
 the readout is the identity plus the prior, and every tree reads only columns of groups paid by
 its stage, which `TreeStageModel` checks on construction and the exporter proves again.
 
@@ -43,12 +43,12 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import validate_data
 
 from edgeseq.errors import InputError
-from edgeseq.train.afr import _split
+from edgeseq.train.trees.afr import _split
 from edgeseq.train.base import (_wrap_validation, check_table_columns, classification_targets, fit_feature_names,
                                 fitted_attribute)
 from edgeseq.train.groups import GroupSpec, check_groups
-from edgeseq.train.lightgbm_import import _read_tree
-from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.train.trees.lightgbm_import import _read_tree
+from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 TASKS = ("regression", "binary", "multiclass")
 MAX_PAIR_GROUPS = 8  # pairs are tried among this many cheapest unpaid groups (at most 28 candidates)
@@ -65,7 +65,7 @@ def validation_loss(task: str, F: np.ndarray, y: np.ndarray) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stagewise_boosting import validation_loss
+    >>> from edgeseq.train.trees.stagewise_boosting import validation_loss
     >>> round(validation_loss("binary", np.zeros((2, 1)), np.array([0, 1])), 6)  # log 2
     0.693147
     >>> validation_loss("regression", np.array([[1.0], [3.0]]), np.array([0.0, 3.0]))
@@ -87,7 +87,7 @@ def prior_scores(task: str, y: np.ndarray, n_classes: int) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stagewise_boosting import prior_scores
+    >>> from edgeseq.train.trees.stagewise_boosting import prior_scores
     >>> prior_scores("binary", np.array([0, 1, 1, 1]), 2).round(4).tolist()
     [1.0986]
     """
@@ -112,7 +112,7 @@ class BoostingTrace:
 
     Examples
     --------
-    >>> from edgeseq.train.stagewise_boosting import BoostingTrace
+    >>> from edgeseq.train.trees.stagewise_boosting import BoostingTrace
     >>> BoostingTrace(loss=[0.69]).chosen
     []
     """
@@ -195,7 +195,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     --------
     >>> import numpy as np
     >>> from edgeseq.train.groups import check_groups
-    >>> from edgeseq.train.stagewise_boosting import boost_stages
+    >>> from edgeseq.train.trees.stagewise_boosting import boost_stages
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(300, 2)); y = (X[:, 1] > 0).astype(int)
     >>> spec = check_groups([[0], [1]], [1.0, 2.0], None, 2)
     >>> stages, prior, trace = boost_stages(X[:200], y[:200], X[200:], y[200:], spec, "binary",
@@ -306,7 +306,7 @@ def stage_model(stages, prior: np.ndarray, spec: GroupSpec, n_features: int, tas
     --------
     >>> import numpy as np
     >>> from edgeseq.train.groups import check_groups
-    >>> from edgeseq.train.stagewise_boosting import boost_stages, stage_model
+    >>> from edgeseq.train.trees.stagewise_boosting import boost_stages, stage_model
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(300, 2)); y = X[:, 0] + (X[:, 1] > 0)
     >>> spec = check_groups([[0], [1]], [1.0, 2.0], None, 2)
     >>> stages, prior, _ = boost_stages(X[:200], y[:200], X[200:], y[200:], spec, "regression",
@@ -343,16 +343,16 @@ def stage_model(stages, prior: np.ndarray, spec: GroupSpec, n_features: int, tas
 def step_area(cum_cost, values, horizon: float) -> float:
     """Mean of the step curve (the last affordable stage's value) over budgets uniform in [0, horizon].
 
-    The step timeliness of `edgeseq.evaluate.timeliness`, on a bare (costs, values) pair.
+    The step timeliness of `edgeseq.metrics.timeliness`, on a bare (costs, values) pair.
 
     Examples
     --------
-    >>> from edgeseq.train.stagewise_boosting import step_area
+    >>> from edgeseq.train.trees.stagewise_boosting import step_area
     >>> step_area([0.0, 1.0, 3.0], [0.5, 0.8, 0.9], 4.0)  # (0.5 * 1 + 0.8 * 2 + 0.9 * 1) / 4
     0.75
     """
-    from edgeseq.evaluate.curves import AnytimeCurve
-    from edgeseq.evaluate.timeliness import timeliness
+    from edgeseq.metrics.curves import AnytimeCurve
+    from edgeseq.metrics.timeliness import timeliness
 
     curve = AnytimeCurve(costs=cum_cost, values=values, group_names=[""] * (len(cum_cost) - 1))
     return timeliness(curve, horizon, kind="step")
@@ -626,7 +626,7 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         return self._fit(X, k, task, classes.size, tuple(str(c) for c in classes), True, progress)
 
     def _linear_estimator(self, spec):
-        from edgeseq.train.classifier import AnytimeClassifier
+        from edgeseq.train.linear.classifier import AnytimeClassifier
         return AnytimeClassifier(groups=[c.tolist() for c in spec.columns], costs=spec.costs.tolist(),
                                  group_names=list(spec.names), feature_names=self._names)
 
@@ -775,7 +775,7 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
         return self._fit(X, y, "regression", 1, ("y",), False, progress)
 
     def _linear_estimator(self, spec):
-        from edgeseq.train.regressor import AnytimeRegressor
+        from edgeseq.train.linear.regressor import AnytimeRegressor
         return AnytimeRegressor(groups=[c.tolist() for c in spec.columns], costs=spec.costs.tolist(),
                                 group_names=list(spec.names), feature_names=self._names)
 

@@ -11,7 +11,7 @@ score the move by the validation loss decrease it buys divided by its cost, with
 the unlocked trees, and take the best. A stage is one move; its trees are the ones it unlocks (kept in
 boosting order). Per stage the readout is small — per state dimension the sum of the unlocked trees'
 outputs, mapped by W_k (n_targets × P) plus b_k — refit on the validation rows: least squares with a
-ridge penalty for the identity link, the GLM refit (`edgeseq.train.glm_fit.refit`, L2 logistic or
+ridge penalty for the identity link, the GLM refit (`edgeseq.train.glm.fit.refit`, L2 logistic or
 softmax) for classifiers. The readout corrects the scale and bias of a partial sum, which boosting
 never trained to stand alone. The last stage, where every tree is unlocked, keeps the ensemble's own
 readout, so the full budget predicts exactly what the user's model predicts.
@@ -35,8 +35,8 @@ from threadpoolctl import threadpool_limits
 
 from edgeseq.errors import InputError
 # imported here, not in the refit: a BLAS library loaded inside `threadpool_limits` escapes the limit
-from edgeseq.train.glm_fit import GRAD_TOL, refit
-from edgeseq.train.trees import TreeStage, TreeStageModel
+from edgeseq.train.glm.fit import GRAD_TOL, refit
+from edgeseq.forms.trees import TreeStage, TreeStageModel
 
 MAX_MOVES_PER_STEP = 2_000  # bounds the work of one step on a huge, fragmented ensemble
 # Candidate moves are scored with refits to this gradient tolerance (the loss is then within ~tol² of
@@ -148,7 +148,7 @@ def candidate_moves(uses: np.ndarray, locked: np.ndarray, paid: np.ndarray, cost
     Tree 0 needs group 0, tree 1 groups 0 and 1, tree 2 group 2; group 0 is not paid yet:
 
     >>> import numpy as np
-    >>> from edgeseq.train.tree_sequencing import candidate_moves
+    >>> from edgeseq.train.trees.tree_sequencing import candidate_moves
     >>> uses = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1]], dtype=bool)
     >>> moves = candidate_moves(uses, np.arange(3), np.zeros(3, bool), np.array([1.0, 2.0, 0.5]))
     >>> [(sorted(m), c, t.tolist()) for m, c, t in moves]
@@ -196,8 +196,8 @@ def sequence_trees(model: TreeStageModel, X_val, y_val, *, l2: float = 1e-3, pro
     rule pays for the cheap, informative group "a" first:
 
     >>> import numpy as np
-    >>> from edgeseq.train.lightgbm_import import from_lightgbm_dump
-    >>> from edgeseq.train.tree_sequencing import sequence_trees
+    >>> from edgeseq.train.trees.lightgbm_import import from_lightgbm_dump
+    >>> from edgeseq.train.trees.tree_sequencing import sequence_trees
     >>> leaf = lambda v: {"leaf_value": v}
     >>> dump = {"max_feature_idx": 1, "objective": "regression", "tree_info": [
     ...     {"tree_structure": {"split_feature": 1, "threshold": 0.0, "left_child": leaf(-0.1), "right_child": leaf(0.1)}},

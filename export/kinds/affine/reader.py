@@ -13,7 +13,7 @@ import numpy as np
 from edgeseq.errors import InputError, IntegrityError
 from edgeseq.export.onnx_graphs import read_prefix_weights
 from edgeseq.format import MANIFEST, read_verified
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 
 def sequence_from_export(out_dir) -> FittedSequence:
@@ -46,7 +46,7 @@ def sequence_from_export(out_dir) -> FittedSequence:
     >>> import tempfile
     >>> out = tempfile.mkdtemp() + "/manifest_demo"
     >>> manifest = export_model(seq, out)
-    >>> from edgeseq.export.manifest import sequence_from_export
+    >>> from edgeseq.export.kinds.affine.reader import sequence_from_export
     >>> back = sequence_from_export(out)
     >>> back.n_prefixes == seq.n_prefixes, all(np.array_equal(b, s.astype(np.float32))
     ...                                        for b, s in zip(back.coefs, seq.coefs))
@@ -58,7 +58,7 @@ def sequence_from_export(out_dir) -> FittedSequence:
     m = read_verified(out)
     if m.get("stage_kind") == "trees":
         raise IntegrityError(f"{out} holds tree stages, not affine prefixes; read it with "
-                             "edgeseq.evaluate.verify_trees.tree_model_from_export")
+                             "edgeseq.export.kinds.trees.verify.tree_model_from_export")
     groups = m["groups"]
     coefs, intercepts = [], []
     for p in m["prefixes"]:

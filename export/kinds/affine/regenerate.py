@@ -29,7 +29,7 @@ def require_identical(shipped: Path, expected: bytes, what: str) -> None:
     --------
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from edgeseq.evaluate.regenerate import require_identical
+    >>> from edgeseq.export.kinds.affine.regenerate import require_identical
     >>> f = Path(tempfile.mkdtemp()) / "model.c"
     >>> _ = f.write_bytes(b"int x;")
     >>> require_identical(f, b"int x;", "C model")      # silent: identical
@@ -73,7 +73,7 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     >>> from pathlib import Path
     >>> import numpy as np
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.manifest import read_verified, sequence_from_export
+    >>> from edgeseq.export.kinds.affine.reader import read_verified, sequence_from_export
     >>> from edgeseq.export.writer import export_model
     >>> from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
     >>> X = np.random.default_rng(0).normal(size=(40, 2))

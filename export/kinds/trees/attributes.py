@@ -24,8 +24,8 @@ def feature_remap(model, k: int) -> np.ndarray:
     Groups "a" (raw column 1) and "b" (raw column 0); stage 1 requires "a", stage 2 "b":
 
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.tree_attributes import feature_remap
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.attributes import feature_remap
     >>> ens = TreeEnsemble(feature=[1, -1, -1, 0, -1, -1], threshold=[0.5, 0, 0, 0.0, 0, 0],
     ...                    left=[1, -1, -1, 4, -1, -1], right=[2, -1, -1, 5, -1, -1],
     ...                    value=[0, 1.0, 2.0, 0, 10.0, 20.0], roots=[0, 3], target=[0, 0], n_features=2, n_targets=1)
@@ -59,8 +59,8 @@ def stage_tree_attributes(model, k: int, remap: np.ndarray) -> dict:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.tree_attributes import feature_remap, stage_tree_attributes
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.attributes import feature_remap, stage_tree_attributes
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)

@@ -30,8 +30,8 @@ from edgeseq.errors import ExportError
 from edgeseq.format import BIAS_NAME, STATE_IN, STATE_OUT
 from edgeseq.export.onnx_graphs import (OPSET, affine_nodes, finish_model, prefix0_parts, tensor_input,
                                         weight_name)
-from edgeseq.export.onnx_trees_core import core_increment_nodes, read_core_stage_trees
-from edgeseq.export.tree_attributes import TREE_ATTRIBUTES, feature_remap, stage_tree_attributes  # noqa: F401
+from edgeseq.export.kinds.trees.onnx_core import core_increment_nodes, read_core_stage_trees
+from edgeseq.export.kinds.trees.attributes import TREE_ATTRIBUTES, feature_remap, stage_tree_attributes  # noqa: F401
 
 ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 3  # what older phone runtimes have
@@ -87,7 +87,7 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
         "runtime" leaves a classifier's ArgMax out (mobile execution providers run none).
     tree_ops : {"ai-onnx-ml", "core"}, default="ai-onnx-ml"
         How the trees are written: one ``ai.onnx.ml`` TreeEnsembleRegressor, or core operators only
-        (`edgeseq.export.onnx_trees_core`) for runtimes without the ML domain (tract, OpenVINO,
+        (`edgeseq.export.kinds.trees.onnx_core`) for runtimes without the ML domain (tract, OpenVINO,
         mobile execution providers).
 
     Returns
@@ -104,8 +104,8 @@ def build_stage_graph(model, k: int, input_names, *, model_name: str = "edgeseq"
     Two groups, one tree per paid stage; stage 2's graph reads both groups and the carried state:
 
     >>> import numpy as np, onnxruntime as ort
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.onnx_trees import build_stage_graph
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.onnx import build_stage_graph
     >>> ens = TreeEnsemble(feature=[0, -1, -1, 1, -1, -1], threshold=[0.5, 0, 0, 0.0, 0, 0],
     ...                    left=[1, -1, -1, 4, -1, -1], right=[2, -1, -1, 5, -1, -1],
     ...                    value=[0, 1.0, 2.0, 0, 10.0, 20.0], roots=[0, 3], target=[0, 0], n_features=2, n_targets=1)
@@ -166,8 +166,8 @@ def stage_facts(model, k: int) -> dict:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.onnx_trees import stage_facts
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.onnx import stage_facts
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -194,8 +194,8 @@ def read_stage_trees(model_proto: onnx.ModelProto) -> dict | None:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.onnx_trees import build_stage_graph, read_stage_trees
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.onnx import build_stage_graph, read_stage_trees
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -229,8 +229,8 @@ def read_readout(model_proto: onnx.ModelProto) -> tuple[np.ndarray | None, np.nd
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.onnx_trees import build_stage_graph, read_readout
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.onnx import build_stage_graph, read_readout
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)

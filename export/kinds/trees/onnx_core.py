@@ -38,7 +38,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from edgeseq.format import STATE_IN, STATE_OUT
-from edgeseq.export.tree_attributes import TREE_ATTRIBUTES, stage_tree_attributes
+from edgeseq.export.kinds.trees.attributes import TREE_ATTRIBUTES, stage_tree_attributes
 
 PREFIX = "trees/"
 TABLES = ("select", "threshold", "path", "count", "leaf", "target")
@@ -71,8 +71,8 @@ def core_tables(model, k: int, remap: np.ndarray) -> dict:
     One stump: ``x <= 0.5`` goes to the leaf 1.0, else 2.0:
 
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.onnx_trees_core import core_tables
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.onnx_core import core_tables
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -126,9 +126,9 @@ def core_increment_nodes(model, k: int, x: str, remap: np.ndarray) -> tuple[list
 
     Examples
     --------
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.onnx_trees import feature_remap
-    >>> from edgeseq.export.onnx_trees_core import core_increment_nodes
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.onnx import feature_remap
+    >>> from edgeseq.export.kinds.trees.onnx_core import core_increment_nodes
     >>> model = _demo_model()
     >>> nodes, inits = core_increment_nodes(model, 1, "x", feature_remap(model, 1))
     >>> sorted({n.op_type for n in nodes})
@@ -181,9 +181,9 @@ def read_core_stage_trees(model_proto) -> dict | None:
 
     Examples
     --------
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.onnx_trees import build_stage_graph, read_stage_trees
-    >>> from edgeseq.export.onnx_trees_core import read_core_stage_trees
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.onnx import build_stage_graph, read_stage_trees
+    >>> from edgeseq.export.kinds.trees.onnx_core import read_core_stage_trees
     >>> model = _demo_model()
     >>> core = read_core_stage_trees(build_stage_graph(model, 2, ["a", "c"], tree_ops="core"))
     >>> ml = read_stage_trees(build_stage_graph(model, 2, ["a", "c"]))
@@ -270,8 +270,8 @@ def splits_first(model):
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.onnx_trees_core import splits_first
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.onnx_core import splits_first
     >>> ens = TreeEnsemble(feature=[0, 0, -1, -1, -1], threshold=[0.5, 0.25, 0, 0, 0], left=[1, 2, -1, -1, -1],
     ...                    right=[4, 3, -1, -1, -1], value=[0, 0, 1.0, 2.0, 3.0], roots=[0], target=[0],
     ...                    n_features=1, n_targets=1)
@@ -294,7 +294,7 @@ def splits_first(model):
     """
     import dataclasses
 
-    from edgeseq.train.trees import TreeEnsemble
+    from edgeseq.forms.trees import TreeEnsemble
 
     ens = model.ensemble
     order = np.concatenate([np.concatenate(_splits_and_leaves(ens, t)) for t in range(ens.n_trees)] or

@@ -6,7 +6,7 @@ linear path's: the same per-feature power-of-two scale and offset (`quantize.fea
 extractor's contract does not depend on the model kind), the same int16-weight / int32-accumulator
 readout with its headroom proof (`quantize.quantize_affine`) and the same integer links
 (`quantize.link_q`). Every decision is taken here once and lands in a `TreeInt16Model`; the C emitter
-(`export/c_int16_trees.py`) prints it and `simulate_trees` executes it, nothing recomputes it.
+(`export/kinds/trees/c_int16.py`) prints it and `simulate_trees` executes it, nothing recomputes it.
 
 The arithmetic, for the features in the C runtime's order (`c_trees.tree_feature_order`):
 
@@ -38,8 +38,8 @@ graph and the float C carry -- so the integer model is a function of what an exp
 Examples
 --------
 >>> import numpy as np
->>> from edgeseq.export.c_trees import _demo_model
->>> from edgeseq.export.quantize_trees import quantize_trees, quantize_tree_features, simulate_trees
+>>> from edgeseq.export.kinds.trees.c_float import _demo_model
+>>> from edgeseq.export.kinds.trees.quantize import quantize_trees, quantize_tree_features, simulate_trees
 >>> model = _demo_model()                      # stage 1: x0 <= 0.5 ? 1 : 2; stage 2: + 10
 >>> X = np.array([[0.0, 0.0], [0.5, 0.0], [1.0, 0.0]])
 >>> qm = quantize_trees(model, X)
@@ -56,10 +56,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgeseq.errors import ExportError, InputError
-from edgeseq.export.c_trees import TreeLayout, tree_feature_order, tree_layout
+from edgeseq.export.kinds.trees.c_float import TreeLayout, tree_feature_order, tree_layout
 from edgeseq.export.quantize import (INT16_MAX, INT16_MIN, INT32_MAX, MIN_WEIGHT_BITS, Int16Model, _class_indices,
                                      exp_table, feature_scales, link_q, loss_entry, quantize_affine, sigmoid_table)
-from edgeseq.train.trees import TreeStageModel
+from edgeseq.forms.trees import TreeStageModel
 
 THRESHOLD_MIN, THRESHOLD_MAX = INT16_MIN - 1, INT16_MAX  # t_q range: -32769 means "never left"
 
@@ -98,8 +98,8 @@ class TreeInt16Model(Int16Model):
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
     >>> qm = quantize_trees(_demo_model(), np.array([[0.0, 0.0], [1.0, 1.0]]))
     >>> qm.state_bound.tolist(), qm.leaf_shift.tolist(), qm.state_shift.tolist()   # leaves 1, 2 | 10 into one state
     ([1610612736], [27], [16])
@@ -129,8 +129,8 @@ class TreeInt16Model(Int16Model):
         Examples
         --------
         >>> import numpy as np
-        >>> from edgeseq.export.c_trees import _demo_model
-        >>> from edgeseq.export.quantize_trees import quantize_trees
+        >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+        >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
         >>> quantize_trees(_demo_model(), np.zeros((1, 2))).n_stages
         3
         """
@@ -149,7 +149,7 @@ def threshold_q(t, shift, offset) -> np.ndarray:
     With scale 2**2 (quantum 0.25) and offset 0, ``x <= 0.6`` holds on the grid for x_q <= 2 (x = 0.5):
 
     >>> import numpy as np
-    >>> from edgeseq.export.quantize_trees import threshold_q
+    >>> from edgeseq.export.kinds.trees.quantize import threshold_q
     >>> threshold_q(np.float32([0.6, 0.5, -1e9, 1e9]), np.array([2, 2, 2, 2]), np.array([0, 0, 0, 0])).tolist()
     [2, 2, -32769, 32767]
     """
@@ -172,7 +172,7 @@ def leaf_bounds(leaf_q: np.ndarray, is_leaf: np.ndarray, roots: np.ndarray, targ
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.quantize_trees import leaf_bounds
+    >>> from edgeseq.export.kinds.trees.quantize import leaf_bounds
     >>> leaf_bounds(np.array([0, 5, -7, 3]), np.array([False, True, True, True]), np.array([0, 3]),
     ...             np.array([0, 0]), 2)
     [10, 0]
@@ -222,7 +222,7 @@ def state_shift(bound: int) -> int:
 
     Examples
     --------
-    >>> from edgeseq.export.quantize_trees import state_shift
+    >>> from edgeseq.export.kinds.trees.quantize import state_shift
     >>> state_shift(32767), state_shift(32768), state_shift(2**31 - 1)
     (0, 1, 16)
     """
@@ -254,8 +254,8 @@ def quantize_trees(model: TreeStageModel, X, y=None, *, classes=None, source: st
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
     >>> quantize_trees(_demo_model(), np.zeros((3, 5)))
     Traceback (most recent call last):
     ...
@@ -326,9 +326,9 @@ def quantize_trees_from_manifest(model: TreeStageModel, entry: dict) -> TreeInt1
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
-    >>> from edgeseq.export.quantize_trees import quantize_trees, quantize_trees_from_manifest
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.c_int16 import tree_int16_manifest_entry
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees, quantize_trees_from_manifest
     >>> model = _demo_model()
     >>> qm = quantize_trees(model, np.array([[0.0, 1.0], [1.0, 3.0]]))
     >>> entry = tree_int16_manifest_entry(qm, 2)
@@ -393,8 +393,8 @@ def quantize_tree_features(qm: TreeInt16Model, X) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees, quantize_tree_features
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees, quantize_tree_features
     >>> X = np.array([[0.0, 1.0], [1.0, 3.0]])
     >>> xq = quantize_tree_features(quantize_trees(_demo_model(), X), X); xq.dtype.name, xq.shape
     ('int16', (2, 2))
@@ -414,8 +414,8 @@ def tree_leaves_q(qm: TreeInt16Model, xq, trees) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees, tree_leaves_q
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees, tree_leaves_q
     >>> qm = quantize_trees(_demo_model(), np.array([[0.0, 0.0], [1.0, 0.0]]))
     >>> xq = np.array([[qm.node_value[0], 0], [qm.node_value[0] + 1, 0]], dtype=np.int16)  # on / past t_q
     >>> (tree_leaves_q(qm, xq, [0])[:, 0] >> int(qm.leaf_shift[0])).tolist()
@@ -441,8 +441,8 @@ def readout_input(qm: TreeInt16Model, state: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees, readout_input
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees, readout_input
     >>> qm = quantize_trees(_demo_model(), np.zeros((1, 2)))
     >>> int(qm.state_shift[0]), readout_input(qm, np.array([[-3 << 16]])).tolist()
     (16, [[-3]])
@@ -458,8 +458,8 @@ def simulate_trees(qm: TreeInt16Model, xq) -> list:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees, quantize_tree_features, simulate_trees
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees, quantize_tree_features, simulate_trees
     >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
     >>> qm = quantize_trees(_demo_model(), X)
     >>> [pred[:, 0].tolist() for pred, _ in simulate_trees(qm, quantize_tree_features(qm, X))][1]  # 1 and 2 at 2**25
@@ -491,8 +491,8 @@ def stage_losses(model: TreeStageModel, qm: TreeInt16Model, X: np.ndarray, y=Non
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
     >>> loss = quantize_trees(_demo_model(), np.array([[0.0, 0.0], [1.0, 0.0]])).loss
     >>> [round(e["max_abs_error"], 6) for e in loss]
     [0.0, 0.0, 0.0]
@@ -513,8 +513,8 @@ def state_entry(qm: TreeInt16Model) -> list[dict]:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees, state_entry
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees, state_entry
     >>> state_entry(quantize_trees(_demo_model(), np.zeros((2, 2))))
     [{'leaf_shift': 27, 'bound': 1610612736, 'shift': 16}]
     """

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError, ModelFormatError
-from edgeseq.evaluate.verify_checks import (EPS32, N_SAMPLES, VerifyReport, _missing_compiler, check_int16_figures,
+from edgeseq.export.verify_checks import (EPS32, N_SAMPLES, VerifyReport, _missing_compiler, check_int16_figures,
                                             checked_rows, inside_int16_ranges, int16_range_rows, prefix_check)
 from edgeseq.format import MANIFEST, c_dtype, labels_of, read_verified
 from edgeseq.io.feature_rows import group_arrays
@@ -35,8 +35,8 @@ def tree_stage_bound(model, X32: np.ndarray, k: int) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.evaluate.verify_trees import tree_stage_bound
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.verify import tree_stage_bound
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, -4.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -133,7 +133,7 @@ def check_stage_graph_size(path: Path, entry: dict, S: int, P: int, core: bool =
     --------
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from edgeseq.evaluate.verify_trees import check_stage_graph_size
+    >>> from edgeseq.export.kinds.trees.verify import check_stage_graph_size
     >>> p = Path(tempfile.mkdtemp()) / "prefix_001.onnx"
     >>> _ = p.write_bytes(b"x" * 80_000)
     >>> check_stage_graph_size(p, {"n_nodes": 100, "inputs": ["a", "state_in"]}, 1, 1)   # within the bound
@@ -172,7 +172,7 @@ def tree_model_from_export(out_dir):
     >>> import lightgbm
     >>> from edgeseq import from_lightgbm
     >>> from edgeseq.export.writer import export_model
-    >>> from edgeseq.evaluate.verify_trees import tree_model_from_export
+    >>> from edgeseq.export.kinds.trees.verify import tree_model_from_export
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
     >>> model = from_lightgbm(lightgbm.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, y),
     ...                       groups=[[0, 1], [2]], costs=[1.0, 3.0])
@@ -184,8 +184,8 @@ def tree_model_from_export(out_dir):
     """
     import onnx
 
-    from edgeseq.export.onnx_trees import read_readout, read_stage_trees, stage_facts
-    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    from edgeseq.export.kinds.trees.onnx import read_readout, read_stage_trees, stage_facts
+    from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
     out = Path(out_dir)
     m = read_verified(out)
@@ -243,7 +243,7 @@ def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
     >>> from edgeseq import from_lightgbm
     >>> from edgeseq.export.writer import export_model
     >>> from edgeseq.format import read_verified
-    >>> from edgeseq.evaluate.verify_trees import check_generated_stage_graphs, tree_model_from_export
+    >>> from edgeseq.export.kinds.trees.verify import check_generated_stage_graphs, tree_model_from_export
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
     >>> model = from_lightgbm(lightgbm.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, y),
     ...                       groups=[[0, 1], [2]], costs=[1.0, 3.0])
@@ -251,8 +251,8 @@ def check_generated_stage_graphs(out_dir, manifest: dict, model) -> None:
     >>> _ = export_model(model, out)
     >>> check_generated_stage_graphs(out, read_verified(out), tree_model_from_export(out))   # silent: identical
     """
-    from edgeseq.evaluate.regenerate import require_identical
-    from edgeseq.export.onnx_trees import build_stage_graph
+    from edgeseq.export.kinds.affine.regenerate import require_identical
+    from edgeseq.export.kinds.trees.onnx import build_stage_graph
 
     out = Path(out_dir)
     names = [g["input_name"] for g in sorted(manifest["groups"], key=lambda g: g["index"])]
@@ -282,7 +282,7 @@ def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify_trees import tree_c_predictions
+    >>> from edgeseq.export.kinds.trees.verify import tree_c_predictions
     >>> tree_c_predictions(".", {"c": None}, None, np.zeros((1, 1)), use_c=False, require_c=False)
     (None, 'C column skipped (--no-c)')
     """
@@ -293,7 +293,7 @@ def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c
             raise InputError("this export has no C model (it was written without one); run verify with --no-c")
         return None, "C column skipped: the export has no C model"
     from edgeseq.export.c_harness import run_c
-    from edgeseq.export.c_trees import tree_feature_order, write_c_tree_model
+    from edgeseq.export.kinds.trees.c_float import tree_feature_order, write_c_tree_model
 
     write = lambda c_dir: write_c_tree_model(model, c_dir, manifest["c"]["prefix"],  # noqa: E731
                                              model_name=manifest["model_name"])
@@ -310,7 +310,7 @@ def _regenerated_c(out_dir, manifest: dict, write, what: str):
     proved byte-identical to it (the only C verify ever compiles)."""
     import tempfile
 
-    from edgeseq.evaluate.regenerate import require_identical
+    from edgeseq.export.kinds.affine.regenerate import require_identical
 
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
         write(c_dir)
@@ -337,16 +337,16 @@ def tree_int16_c_column(out_dir, manifest: dict, model, X32: np.ndarray, *, use_
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify_trees import tree_int16_c_column
+    >>> from edgeseq.export.kinds.trees.verify import tree_int16_c_column
     >>> tree_int16_c_column(".", {"c": None}, None, np.zeros((1, 1)), use_c=False, require_c=False)
     (None, 'C column skipped (--no-c)')
     """
     if not use_c:
         return None, "C column skipped (--no-c)"
     from edgeseq.export.c_int16_run import run_int16_host
-    from edgeseq.export.c_int16_trees import write_c_int16_tree_model
+    from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
     from edgeseq.export.quantize import dequantize
-    from edgeseq.export.quantize_trees import quantize_tree_features, quantize_trees_from_manifest, simulate_trees
+    from edgeseq.export.kinds.trees.quantize import quantize_tree_features, quantize_trees_from_manifest, simulate_trees
 
     qm = quantize_trees_from_manifest(model, manifest["c"]["int16"])
     write = lambda c_dir: write_c_int16_tree_model(model, qm, c_dir, manifest["c"]["prefix"],  # noqa: E731
@@ -374,17 +374,17 @@ def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
-    >>> from edgeseq.export.quantize_trees import quantize_trees
-    >>> from edgeseq.evaluate.verify_trees import tree_int16_figures
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.c_int16 import tree_int16_manifest_entry
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
+    >>> from edgeseq.export.kinds.trees.verify import tree_int16_figures
     >>> model, X = _demo_model(), np.random.default_rng(0).uniform(-1, 2, size=(50, 2))
     >>> m = {"c": {"int16": tree_int16_manifest_entry(quantize_trees(model, X), 50)}}
     >>> tree_int16_figures(m, model, X).startswith("int16 figures ok")
     True
     """
-    from edgeseq.export.quantize_trees import quantize_trees, quantize_trees_from_manifest
-    from edgeseq.export.writer_trees import check_row_count
+    from edgeseq.export.kinds.trees.quantize import quantize_trees, quantize_trees_from_manifest
+    from edgeseq.export.kinds.trees.writer import check_row_count
 
     entry = manifest["c"]["int16"]
     qm = quantize_trees_from_manifest(model, entry)
@@ -412,14 +412,14 @@ def tree_int16_staged(model, qm, X: np.ndarray):
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees
-    >>> from edgeseq.evaluate.verify_trees import tree_int16_staged
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
+    >>> from edgeseq.export.kinds.trees.verify import tree_int16_staged
     >>> X = np.array([[0.0, 0.0], [1.0, 0.0]])
     >>> [f.ravel().tolist() for f, _, _ in tree_int16_staged(_demo_model(), quantize_trees(_demo_model(), X), X)]
     [[0.0, 0.0], [1.0, 2.0], [11.0, 12.0]]
     """
-    from edgeseq.export.quantize_trees import quantize_tree_features, simulate_trees
+    from edgeseq.export.kinds.trees.quantize import quantize_tree_features, simulate_trees
 
     sims = simulate_trees(qm, quantize_tree_features(qm, X))
     for z, (pred, label) in zip(model.staged_decision(X), sims):
@@ -430,7 +430,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
                        require_c: bool = False, compiler=None) -> VerifyReport:
     """`verify_export` for a tree-stage export (it dispatches here): numpy vs onnxruntime per stage.
 
-    Default rows: on and next to the trees' thresholds (`edgeseq.export.writer_trees.threshold_rows`),
+    Default rows: on and next to the trees' thresholds (`edgeseq.export.kinds.trees.writer.threshold_rows`),
     so both branches of every split and the boundary values are exercised.
 
     Examples
@@ -439,7 +439,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
     >>> import lightgbm
     >>> from edgeseq import from_lightgbm
     >>> from edgeseq.export.writer import export_model
-    >>> from edgeseq.evaluate.verify_trees import verify_tree_export
+    >>> from edgeseq.export.kinds.trees.verify import verify_tree_export
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); y = X[:, 0] + 2 * X[:, 2]
     >>> model = from_lightgbm(lightgbm.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, y),
     ...                       groups=[[0, 1], [2]], costs=[1.0, 3.0])
@@ -449,7 +449,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
     >>> rep.ok, [c.prefix for c in rep.checks]
     (True, [0, 1])
     """
-    from edgeseq.export.writer_trees import check_row_count, threshold_rows
+    from edgeseq.export.kinds.trees.writer import check_row_count, threshold_rows
 
     m = read_verified(out_dir)
     model = tree_model_from_export(out_dir)

@@ -3,7 +3,7 @@
 `edgeseq.export.writer.export_model` calls `write_tree_export` inside its temporary directory, so a
 tree export appears atomically and is re-read with the reader's own checks (`read_verified`)
 before it becomes visible, exactly like a linear one. The stage graphs are built by
-`edgeseq.export.onnx_trees`; the C model of tree stages is written by a separate emitter, called at
+`edgeseq.export.kinds.trees.onnx`; the C model of tree stages is written by a separate emitter, called at
 the one marked place below (`write_c_tree_files`).
 """
 
@@ -18,8 +18,9 @@ from edgeseq.errors import ExportError
 from edgeseq.format import (FORMAT, FORMAT_VERSION, MANIFEST, STATE_IN, STATE_OUT, dump_manifest, labels_entry,
                             manifest_checksum, prefix_file, read_verified, sha256_file, validate_manifest)
 from edgeseq.io.atomic import atomic_write_bytes
-from edgeseq.sequence import sample_count
-from edgeseq.export import onnx_graphs, onnx_trees
+from edgeseq.forms.linear import sample_count
+from edgeseq.export import onnx_graphs
+from edgeseq.export.kinds.trees import onnx as onnx_trees
 from edgeseq.export.names import RESERVED_ONNX_NAMES, c_identifier, unique_names
 
 N_CHECK_ROWS = 512
@@ -32,7 +33,7 @@ def tree_input_names(group_names) -> list[str]:
 
     Examples
     --------
-    >>> from edgeseq.export.writer_trees import tree_input_names
+    >>> from edgeseq.export.kinds.trees.writer import tree_input_names
     >>> tree_input_names(["color", "state_in", "y"])
     ['color', 'state_in_2', 'y_2']
     """
@@ -52,8 +53,8 @@ def check_tree_float32(model) -> None:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.writer_trees import check_tree_float32
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.writer import check_tree_float32
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 1e39], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -78,13 +79,13 @@ def check_row_count(model, n: int) -> int:
     """How many of `n` check rows a tree model gets: fewer for a very wide or very large model.
 
     The checks allocate rows of ``n_features`` values and, per row, one leaf of every tree and one value
-    per state dimension; `edgeseq.sequence.sample_count` caps the larger of those widths, so a model file's
+    per state dimension; `edgeseq.forms.linear.sample_count` caps the larger of those widths, so a model file's
     counts cannot make a check allocate far more than the model itself.
 
     Examples
     --------
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.writer_trees import check_row_count
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.writer import check_row_count
     >>> check_row_count(_demo_model(), 512)
     512
     """
@@ -103,8 +104,8 @@ def threshold_rows(model, n: int = N_CHECK_ROWS, seed: int = 0) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.writer_trees import threshold_rows
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.writer import threshold_rows
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=2, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -142,8 +143,8 @@ def float32_stage_diffs(model, X: np.ndarray) -> list[float]:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.writer_trees import float32_stage_diffs
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.writer import float32_stage_diffs
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 0.1, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -181,12 +182,12 @@ def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str) -> 
     Examples
     --------
     >>> import tempfile
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.writer_trees import write_c_tree_files
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.writer import write_c_tree_files
     >>> sorted(write_c_tree_files(_demo_model(), tempfile.mkdtemp(), "demo", "demo"))
     ['edgeseq_model.c', 'edgeseq_model.h']
     """
-    from edgeseq.export import c_trees
+    from edgeseq.export.kinds.trees import c_float as c_trees
 
     return [Path(f).name for f in c_trees.write_c_tree_model(model, out_dir, c_prefix, model_name)]
 
@@ -201,7 +202,7 @@ def c_entry(c_files: list[dict], c_prefix: str) -> dict | None:
 
     Examples
     --------
-    >>> from edgeseq.export.writer_trees import c_entry
+    >>> from edgeseq.export.kinds.trees.writer import c_entry
     >>> c_entry([], "demo") is None
     True
     >>> c_entry([{"file": "m.h", "sha256": "0" * 64}, {"file": "m.c", "sha256": "0" * 64}], "demo")
@@ -222,8 +223,8 @@ def group_order(model) -> list[int]:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.writer_trees import group_order
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.writer import group_order
     >>> ens = TreeEnsemble(feature=[1, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=3, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -257,8 +258,8 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.writer_trees import build_tree_manifest
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.writer import build_tree_manifest
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -332,8 +333,8 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     --------
     >>> import numpy as np, tempfile
     >>> from pathlib import Path
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
-    >>> from edgeseq.export.writer_trees import write_tree_export
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.export.kinds.trees.writer import write_tree_export
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
     >>> one, zero = np.ones((1, 1)), np.zeros(1)
@@ -356,7 +357,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     if tree_ops not in onnx_trees.TREE_OPS:
         raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, onnx_trees.TREE_OPS))}")
     if tree_ops == "core":  # the node order the core tables are read back in (LightGBM's already)
-        from edgeseq.export.onnx_trees_core import splits_first
+        from edgeseq.export.kinds.trees.onnx_core import splits_first
         model = splits_first(model)
     input_names = tree_input_names(model.group_names)
     diffs = float32_stage_diffs(model, threshold_rows(model, check_row_count(model, N_CHECK_ROWS)))
@@ -372,7 +373,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     if c_int16 is None:
         written = write_c_tree_files(model, tmp, c_prefix, model_name)
     else:
-        from edgeseq.export.c_int16_trees import write_c_int16_tree_model
+        from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
         written = write_c_int16_tree_model(model, c_int16[0], tmp, c_prefix, model_name)
     for f in written:
         p = Path(f) if Path(f).is_absolute() else tmp / f
