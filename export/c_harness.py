@@ -436,7 +436,7 @@ def run_c(seq_or_model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extr
 
 
 def write_c_for(model, out_dir, prefix: str, model_name: str | None = None) -> list:
-    """Generate C for either kind of model: `write_c_model` (FittedSequence) or `write_c_tree_model`.
+    """Generate C for a model of any registered kind (the kind's `StageKind.write_c`).
 
     Examples
     --------
@@ -445,11 +445,10 @@ def write_c_for(model, out_dir, prefix: str, model_name: str | None = None) -> l
     >>> write_c_for(_demo_model(), tempfile.mkdtemp(), "demo")
     ['edgeseq_model.h', 'edgeseq_model.c']
     """
-    from edgeseq.export.c_codegen import write_c_model
-    from edgeseq.export.kinds.trees.c_float import write_c_tree_model
-    from edgeseq.forms.trees import TreeStageModel
-    write = write_c_tree_model if isinstance(model, TreeStageModel) else write_c_model
-    return write(model, out_dir, prefix, model_name)
+    from edgeseq.export.kinds import kind_of_model
+
+    kind, form = kind_of_model(model)
+    return kind.write_c(form, out_dir, prefix, model_name)
 
 
 @contextmanager
@@ -508,12 +507,10 @@ def sweep_c_trees(model, X, budgets, *, compiler=None, flags=STRICT_FLAGS, extra
 
 
 def _tree_rows(model, X) -> np.ndarray:
-    from edgeseq.export.kinds.trees.c_float import tree_feature_order
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != model.ensemble.n_features:
-        raise InputError(f"X must have shape (n, {model.ensemble.n_features}) (the model's raw features), "
-                         f"got {X.shape}")
-    return X[:, tree_feature_order(model)]
+    from edgeseq.export.kinds import kind_of_model
+
+    kind, form = kind_of_model(model)
+    return kind.c_rows(form, X)
 
 
 def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> np.ndarray:

@@ -77,7 +77,9 @@ class VerifyReport:
     source: str
     checks: list[PrefixCheck] = field(default_factory=list)
     c_note: str | None = None  # why the C column is missing, when it is
-    kind: str = "affine"  # the export's stage kind (what the regenerated-files line says)
+    # what the regenerated-files check established (each kind regenerates its own files)
+    files_line: str = ("generated files ok: the C model and every prefix graph are byte-identical to what edgeseq "
+                       "generates from the verified weights (only that regenerated C is compiled)")
 
     @property
     def ok(self) -> bool:
@@ -247,7 +249,7 @@ def check_int16_figures(recorded: list, regression: bool, staged, qm, requantize
     >>> import numpy as np
     >>> from edgeseq import AnytimeRegressor
     >>> from edgeseq.export.quantize import quantize_sequence
-    >>> from edgeseq.evaluate.verify import linear_int16_staged
+    >>> from edgeseq.export.kinds.affine.verify import linear_int16_staged
     >>> from edgeseq.export.verify_checks import check_int16_figures
     >>> X = np.random.default_rng(1).normal(size=(200, 2))
     >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, 3 * X[:, 0] + X[:, 1]).fitted_sequence_

@@ -360,20 +360,17 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     >>> export_model(seq, out, force=True)["model_name"]
     'demo_export'
     """
-    tree_model = _tree_model_of(seq)
-    if tree_model is None:
-        if not isinstance(seq, FittedSequence):
-            raise ExportError(f"export_model needs a FittedSequence, a TreeStageModel or a fitted AFRClassifier, "
-                              f"got {type(seq).__name__}")
-        FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
-        check_float32(seq)
+    from edgeseq.export.kinds import ExportRequest, kind_of_model
+
+    kind, form = kind_of_model(seq)  # the one lookup: everything kind-specific is the kind's
+    kind.check(form)
     _check_batch_size(batch_size)
     from edgeseq.export.kinds.trees.onnx import TREE_OPS
     if tree_ops not in TREE_OPS:  # linear prefixes are core operators whichever is asked
         raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, TREE_OPS))}")
     if c_dtype not in ("float32", "int16"):
         raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
-    check_labels(labels, tree_model.link if tree_model is not None else seq.link)
+    check_labels(labels, form.link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
     try:
@@ -382,62 +379,10 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         raise ExportError(f"{exc}; pass another --model-name") from None
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
-    if tree_model is not None:
-        from edgeseq.export.kinds.trees.writer import write_tree_export
-
-        classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
-        if tree_ops == "core":  # store the trees in the order the core tables are read back in
-            from edgeseq.export.kinds.trees.onnx_core import splits_first
-            tree_model = splits_first(tree_model)
-        c_int16 = None
-        if c_dtype == "int16":
-            c_int16 = _tree_int16(tree_model, calibration, classes)
-        return _write_atomically(out, force, lambda tmp: write_tree_export(
-            tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
-            labels=labels, c_int16=c_int16, tree_ops=tree_ops))
-    write_c, c_int16 = cgen.write_c_model, None
-    if c_dtype == "int16":
-        write_c, c_int16 = _int16_writer(seq, calibration)
-    return _write_atomically(out, force, lambda tmp: _write_all(seq, tmp, model_name, c_prefix, check_stats,
-                                                               write_c, batch_size, ort, labels, c_int16))
-
-
-def _calibration_rows(calibration):
-    if calibration is None:
-        raise ExportError("--c-dtype int16 needs calibration rows for the feature ranges (--calibration-data FILE); "
-                          "the model file stores no sample rows")
-    return calibration
-
-
-def _tree_int16(model, calibration, classes):
-    """(TreeInt16Model, manifest entry) of a tree model's int16 C: quantised once, here, from the rows."""
-    from edgeseq.export.kinds.trees.c_int16 import tree_int16_manifest_entry
-    from edgeseq.export.kinds.trees.quantize import quantize_trees
-
-    X, y = _calibration_rows(calibration)
-    qm = quantize_trees(model, X, y, classes=classes)
-    return qm, tree_int16_manifest_entry(qm, len(X))
-
-
-def _int16_writer(seq: FittedSequence, calibration):
-    """(C writer, manifest entry) of the int16 model: quantised once, here, from the calibration rows."""
-    from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
-    from edgeseq.export.quantize import quantize_sequence
-
-    X, y = _calibration_rows(calibration)
-    qm = quantize_sequence(seq, X, y)
-    return ((lambda s, tmp, prefix, model_name: write_c_int16_model(s, qm, tmp, prefix, model_name)),
-            int16_manifest_entry(seq, qm, len(X)))
-
-
-def _tree_model_of(obj):
-    """The TreeStageModel to export when `obj` is one or a fitted AFRClassifier (None otherwise)."""
-    from edgeseq.forms.trees import TreeStageModel
-
-    if isinstance(obj, TreeStageModel):
-        return obj
-    model = vars(obj).get("stage_model_") if hasattr(obj, "__dict__") and not isinstance(obj, type) else None
-    return model if isinstance(model, TreeStageModel) else None
+    write = kind.writer(form, ExportRequest(model_name, c_prefix, seq, check_stats=check_stats, batch_size=batch_size,
+                                            ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
+                                            tree_ops=tree_ops))
+    return _write_atomically(out, force, write)
 
 
 def check_labels(labels, link: str) -> None:

@@ -9,8 +9,8 @@
   structural guard is that none of them loads numpy or the training stack.
 * The import graph of edgeseq's modules (read by `tests/import_graph.py`, function-level imports
   included) has no cycle, neither between modules nor between packages, and no module imports a later
-  layer of contract < intermediate forms + runtime < train, io < export < evaluate < cli, except the
-  commented entries of ALLOWED_UPWARD that the stage-kind registry refactor must remove.
+  layer of contract < intermediate forms (edgeseq.forms), anytime metrics + runtime < train, io < export
+  < evaluate < cli.
 """
 
 from __future__ import annotations
@@ -154,14 +154,8 @@ def test_help_is_fast(args):
 # ---- the import graph: no cycle, and no import of a later layer (tests/import_graph.py) ----------
 GRAPH = ig.import_graph(ig.modules())
 
-# Upward imports the stage-kind registry refactor must remove (the test fails on an entry that no
-# longer occurs, so this list can only shrink). Each one needs a module moved, which this round avoids.
-ALLOWED_UPWARD = {
-    # boosting scores its candidate orders with the anytime-curve metrics, which live in evaluate/; the
-    # fix moves the numpy-only metric core (AnytimeCurve, timeliness) below train with the other forms
-    ("edgeseq.train.trees.stagewise_boosting", "edgeseq.metrics.curves"),
-    ("edgeseq.train.trees.stagewise_boosting", "edgeseq.metrics.timeliness"),
-}
+# Upward imports allowed (none: the stage-kind registry moved the forms and the anytime metrics below train)
+ALLOWED_UPWARD: set = set()
 
 
 def test_import_graph_sees_the_whole_package():

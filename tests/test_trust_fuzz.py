@@ -343,7 +343,7 @@ def int16_export_dirs(tmp_path_factory):
 def _int16_read(out):
     """What verify does with an int16 manifest before any C: rebuild the integer model from the recorded
     scales and check the recorded figures (`tree_int16_figures` / `linear_int16_figures`)."""
-    from edgeseq.evaluate.verify import linear_int16_figures, manifest_sample_rows
+    from edgeseq.export.kinds.affine.verify import linear_int16_figures, manifest_sample_rows
     from edgeseq.export.kinds.trees.verify import tree_int16_figures, tree_model_from_export
     from edgeseq.export.kinds.affine.reader import read_verified, sequence_from_export
     from edgeseq.export.kinds.trees.writer import threshold_rows

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
-from edgeseq.format import STATE_OUT, labels_of, read_verified, stage_group_counts, stage_kind
+from edgeseq.format import STATE_OUT, labels_of, read_verified, stage_group_counts
 from edgeseq.runtime.fuse import FuseError, fuse_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
@@ -123,7 +123,7 @@ class ExportedModel:
         self.group_names = tuple(g.name for g in self.groups)
         self._by_name = {g.name: k for k, g in enumerate(self.groups)}
         self._name_set = frozenset(self._by_name)
-        self._trees = stage_kind(m) == "trees"  # tree stages carry a float32 state from stage to stage
+        self._trees = "state_width" in m  # stateful stages (trees) carry a float32 state from stage to stage
         self._counts = stage_group_counts(m)  # groups computed once stage j has run (a prefix of groups)
         self._plan = [tuple((g.name, g.dim) for g in self.groups[:c]) for c in self._counts]
         self._shapes: list[dict] = [{} for _ in self._plan]  # per prefix: first group's shape -> shapes

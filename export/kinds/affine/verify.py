@@ -1,4 +1,4 @@
-"""`edgeseq verify`: integrity of out/, then numpy vs onnxruntime vs compiled C on every prefix.
+"""Verify of the affine kind: integrity of out/, then numpy vs onnxruntime vs compiled C on every prefix.
 
 The C model and the graphs are first regenerated from the verified weights and must match the
 shipped files byte for byte (`regenerate`); only the regenerated C is compiled.
@@ -37,7 +37,7 @@ def manifest_sample_rows(manifest: dict, n: int = N_SAMPLES, seed: int = 0) -> n
 
     Examples
     --------
-    >>> from edgeseq.evaluate.verify import manifest_sample_rows
+    >>> from edgeseq.export.kinds.affine.verify import manifest_sample_rows
     >>> m = {"n_features_in": 3, "feature_mean": [0.0, 10.0, -5.0], "feature_std": [1.0, 2.0, 0.5]}
     >>> X = manifest_sample_rows(m, n=8)
     >>> X.shape, bool((manifest_sample_rows(m, n=8) == X).all())  # deterministic for a given seed
@@ -70,7 +70,7 @@ def c_predictions(c_dir, manifest: dict, X32: np.ndarray, *, require_c: bool, co
     With a compiler that does not exist and C not required, the C column is skipped with a note:
 
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify import c_predictions
+    >>> from edgeseq.export.kinds.affine.verify import c_predictions
     >>> run, note = c_predictions("unused", {"groups": []}, np.zeros((1, 1)), require_c=False,
     ...                           compiler="no-such-cc")
     >>> run is None, note.startswith("C column skipped")
@@ -96,7 +96,7 @@ def int16_c_column(c_dir, manifest: dict, seq, X32: np.ndarray, *, require_c: bo
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.evaluate.verify import int16_c_column
+    >>> from edgeseq.export.kinds.affine.verify import int16_c_column
     >>> diffs, note = int16_c_column("unused", {}, None, np.zeros((1, 1)), require_c=False, compiler="no-such-cc")
     >>> diffs is None, note.startswith("C column skipped")
     (True, True)
@@ -129,7 +129,7 @@ def linear_int16_staged(seq, qm, X: np.ndarray):
     >>> import numpy as np
     >>> from edgeseq import AnytimeRegressor
     >>> from edgeseq.export.quantize import quantize_sequence
-    >>> from edgeseq.evaluate.verify import linear_int16_staged
+    >>> from edgeseq.export.kinds.affine.verify import linear_int16_staged
     >>> X = np.random.default_rng(1).normal(size=(50, 2))
     >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, X[:, 0]).fitted_sequence_
     >>> len(list(linear_int16_staged(seq, quantize_sequence(seq, X), X)))
@@ -150,7 +150,7 @@ def linear_int16_figures(manifest: dict, seq, X32: np.ndarray) -> str:
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.evaluate.verify import linear_int16_figures
+    >>> from edgeseq.export.kinds.affine.verify import linear_int16_figures
     >>> from edgeseq.export.kinds.affine.reader import sequence_from_export
     >>> from edgeseq.export.writer import export_model
     >>> X = np.random.default_rng(0).normal(size=(100, 2))
@@ -175,48 +175,35 @@ def linear_int16_figures(manifest: dict, seq, X32: np.ndarray) -> str:
                                 ("rows drawn inside the recorded ranges", drawn)])
 
 
-def verify_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
-                  require_c: bool = False, compiler=None) -> VerifyReport:
-    """Check out/ (AnytimeSession verifies schema, checksums and files) and compare the runtimes.
+def verify_affine_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
+                         require_c: bool = False, compiler=None) -> VerifyReport:
+    """The `VerifyReport` of a linear-prefix export (`edgeseq.evaluate.verify.verify_export` looks it up).
 
     Parameters
     ----------
     out_dir : path
-        An export directory.
-    X : array of shape (n, n_features_in), optional
+        An affine export directory.
+    X : array of shape (n, n_features_in) or None, default=None
         Rows to compare on; default `manifest_sample_rows`.
-    source : str
+    source : str, default=""
         Where `X` came from, for the report.
-    use_c, require_c : bool
+    use_c, require_c : bool, default=True, False
         Compare the compiled C runtime too; fail (`CCompilerError`) rather than skip without a compiler.
-    compiler : str, optional
+    compiler : str or None, default=None
         C compiler to use.
 
     Returns
     -------
     VerifyReport
 
-    Raises
-    ------
-    IntegrityError
-        The export directory fails its checks.
-    InputError
-        `X` has the wrong width or non-finite values.
-
     Examples
     --------
-    >>> from edgeseq.evaluate.verify import verify_export
+    >>> from edgeseq.export.kinds.affine.verify import verify_affine_export
     >>> est, X, out = toy_export()  # groups "a" (col 0, cost 1), "b" (cols 1-2, cost 2), exported to a temp dir
-    >>> rep = verify_export(out, use_c=False)
-    >>> rep.ok, [c.prefix for c in rep.checks], rep.c_note
-    (True, [0, 1, 2], 'C column skipped (--no-c)')
+    >>> rep = verify_affine_export(out, use_c=False)
+    >>> rep.ok, [c.prefix for c in rep.checks]
+    (True, [0, 1, 2])
     """
-    from edgeseq.format import read_verified, stage_kind
-
-    if stage_kind(read_verified(out_dir)) == "trees":
-        from edgeseq.export.kinds.trees.verify import verify_tree_export
-
-        return verify_tree_export(out_dir, X, source=source, use_c=use_c, require_c=require_c, compiler=compiler)
     with tempfile.TemporaryDirectory(prefix="edgeseq_verify_") as c_dir:
         return _verify(out_dir, X, source, use_c, require_c, compiler, c_dir)
 
@@ -252,38 +239,3 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
             report.checks[-1].c_diff, report.checks[-1].c_ratio = float(int16_diffs[j]), (np.inf if int16_diffs[j] else 0.0)
     sess.close()
     return report
-
-
-def format_report(rep: VerifyReport) -> list[str]:
-    """The per-prefix table `edgeseq verify` prints.
-
-    Examples
-    --------
-    >>> from edgeseq.evaluate.verify import PrefixCheck, VerifyReport, format_report
-    >>> rep = VerifyReport(2, "demo", [PrefixCheck(0, None, 0.0, 0.0, 0.0), PrefixCheck(1, "a", 1.0, 1e-3, 5.0)])
-    >>> lines = format_report(rep)
-    >>> lines[-1]
-    'MISMATCH at prefix(es) [1]: a runtime differs from numpy beyond the float32 bound'
-    """
-    lines = ["generated files ok: the C model and every prefix graph are byte-identical to what edgeseq "
-             "generates from the verified weights (only that regenerated C is compiled)" if rep.kind != "trees" else
-             "generated files ok: every tree-stage graph is byte-identical to what edgeseq generates from the "
-             "trees and readouts read back from the export",
-             f"compared numpy (float64 reference) vs onnxruntime vs C on {rep.n_rows} rows ({rep.source})"]
-    if rep.c_note:
-        lines.append(rep.c_note)
-    head = f"{'prefix':>6}  {'group':<20} {'cum_cost':>9} {'|onnx-np|':>10} {'/bound':>7} " \
-           f"{'|C-np|':>10} {'/bound':>7} {'labels':>6}  result"
-    lines += [head, "-" * len(head)]
-    for c in rep.checks:
-        cd = "-" if c.c_diff is None else f"{c.c_diff:.3g}"
-        cr = "-" if c.c_ratio is None else f"{c.c_ratio:.3g}"
-        lines.append(f"{c.prefix:>6}  {('-' if c.group is None else repr(c.group))[:20]:<20} "
-                     f"{c.cum_cost:>9.4g} {c.onnx_diff:>10.3g} {c.onnx_ratio:>7.3g} {cd:>10} {cr:>7} "
-                     f"{c.label_mismatches:>6}  {'ok' if c.ok else 'MISMATCH'}")
-    bad = [c.prefix for c in rep.checks if not c.ok]
-    lines.append("all prefixes agree within the float32 bound" if not bad else
-                 f"MISMATCH at prefix(es) {bad}: a runtime differs from numpy beyond the float32 bound")
-    return lines
-
-

@@ -22,9 +22,13 @@ import numpy as np
 from edgeseq.errors import InputError, IntegrityError, ModelFormatError
 from edgeseq.export.verify_checks import (EPS32, N_SAMPLES, VerifyReport, _missing_compiler, check_int16_figures,
                                             checked_rows, inside_int16_ranges, int16_range_rows, prefix_check)
-from edgeseq.format import MANIFEST, c_dtype, labels_of, read_verified
+from edgeseq.format import MANIFEST, c_dtype, labels_of, read_verified, stage_kind
 from edgeseq.io.feature_rows import group_arrays
 from edgeseq.runtime.session import AnytimeSession
+
+KIND_NAME = "trees"  # the manifest's stage_kind of the exports read here
+FILES_LINE = ("generated files ok: every tree-stage graph is byte-identical to what edgeseq generates from the "
+              "trees and readouts read back from the export")
 
 
 def tree_stage_bound(model, X32: np.ndarray, k: int) -> np.ndarray:
@@ -189,7 +193,7 @@ def tree_model_from_export(out_dir):
 
     out = Path(out_dir)
     m = read_verified(out)
-    if m.get("stage_kind") != "trees":
+    if stage_kind(m) != KIND_NAME:
         raise IntegrityError(f"{out}: not a tree-stage export")
     by_input = {g["input_name"]: g for g in m["groups"]}
     S, P = m["state_width"], m["outputs"]["n_outputs"]
@@ -466,7 +470,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
         note = f"{note}; {figures}"
     else:
         crun, note = tree_c_predictions(out_dir, m, model, X32, use_c=use_c, require_c=require_c, compiler=compiler)
-    report = VerifyReport(X.shape[0], source, c_note=note, kind="trees")
+    report = VerifyReport(X.shape[0], source, c_note=note, files_line=FILES_LINE)
     feats = group_arrays(m, X32.astype(np.float64))
     names = {g["input_name"]: g["name"] for g in m["groups"]}
     with AnytimeSession(out_dir) as sess:
