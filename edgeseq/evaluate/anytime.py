@@ -28,23 +28,12 @@ import numpy as np
 
 from edgeseq.metrics.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
 from edgeseq.errors import InputError
-from edgeseq.forms.linear import FittedSequence, apply_link
+from edgeseq.forms.linear import apply_link
+from edgeseq.forms.protocol import form_of
 from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 
 # ------------------------------------------------------------------------------------- building curves
-def _as_sequence(model_or_sequence) -> FittedSequence:
-    if isinstance(model_or_sequence, FittedSequence):
-        return model_or_sequence
-    seq = getattr(model_or_sequence, "fitted_sequence_", None)
-    if isinstance(seq, FittedSequence):
-        return seq
-    raise InputError(
-        f"expected a FittedSequence, a TreeStageModel or a fitted edgeseq estimator (with `fitted_sequence_` "
-        f"or `stage_model_`), got "
-        f"{type(model_or_sequence).__name__}; fit the estimator first")
-
-
 @dataclass(frozen=True)
 class _Steps:
     """What a curve needs of a model, whatever its kind: the per-step readouts and their costs.
@@ -66,22 +55,19 @@ class _Steps:
 
 
 def _steps(model) -> _Steps:
-    from edgeseq.forms.trees import TreeStageModel
-
-    trees = model if isinstance(model, TreeStageModel) else getattr(model, "stage_model_", None)
-    if isinstance(trees, TreeStageModel):
-        names = tuple(" + ".join(trees.group_names[g] for g in s.new_groups) or "(no new group)"
-                      for s in trees.stages[1:])
-        classes = trees.classes
-        if classes is None and trees.link != "identity":  # e.g. a LightGBM Booster: labels 0..C-1, as exported
-            classes = np.arange(2 if trees.link == "sigmoid" else trees.n_outputs)
-        return _Steps(trees.link, classes, trees.n_outputs, trees.ensemble.n_features, trees.group_columns,
-                      trees.cum_cost, names, None, "tree stages", trees.staged_decision)
-    seq = _as_sequence(model)
-    return _Steps(seq.link, seq.classes, seq.n_outputs, seq.n_features_in, seq.group_columns, seq.cum_cost,
-                  tuple(seq.group_names[g] for g in seq.order), seq.order.copy(),
-                  str(seq.provenance.get("method", "model")) if seq.provenance else "model",
-                  lambda X: (seq.linear(X, j) for j in range(seq.n_prefixes)))
+    form = form_of(model)  # the stage protocol (edgeseq.forms.protocol): no question of which kind it is
+    if form is None:
+        raise InputError(
+            f"expected a FittedSequence, a TreeStageModel or a fitted edgeseq estimator (with `fitted_sequence_` "
+            f"or `stage_model_`), got {type(model).__name__}; fit the estimator first")
+    classes = form.classes
+    if classes is None and form.link != "identity":  # e.g. a LightGBM Booster: labels 0..C-1, as exported
+        classes = np.arange(2 if form.link == "sigmoid" else form.n_outputs)
+    order = getattr(form, "order", None)  # stages that add one group each name it by its index
+    provenance = form.provenance
+    return _Steps(form.link, classes, form.n_outputs, form.n_features_in, form.group_columns, form.cum_cost,
+                  form.stage_names, None if order is None else np.array(order),
+                  str(provenance.get("method", "model")) if provenance else "model", form.staged_decision)
 
 
 def _check_X(seq: _Steps, X) -> np.ndarray:

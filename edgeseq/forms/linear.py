@@ -416,6 +416,36 @@ class FittedSequence:
         """
         return self.linear_from_prefix_features(j, np.asarray(X)[:, self.prefix_columns(j)])
 
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """One name per stage after the prior: the group each prefix adds, in order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> X = np.random.default_rng(0).normal(size=(30, 2))
+        >>> est = AnytimeRegressor(groups=[[0], [1]], costs=[1.0, 1.0], group_names=["u", "v"]).fit(X, X[:, 1])
+        >>> est.fitted_sequence_.stage_names
+        ('v', 'u')
+        """
+        return tuple(self.group_names[g] for g in self.order)
+
+    def staged_decision(self, X):
+        """Yield the linear output (n, P) of prefixes 0..J on raw rows X (the stage protocol's name).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> X = np.random.default_rng(0).normal(size=(30, 2))
+        >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
+        >>> z = list(seq.staged_decision(X[:2]))
+        >>> len(z) == seq.n_prefixes, bool(np.allclose(z[1], seq.linear(X[:2], 1)))
+        (True, True)
+        """
+        return (self.linear(X, j) for j in range(self.n_prefixes))
+
     def apply_link(self, z: np.ndarray) -> np.ndarray:
         """Map linear outputs to predictions: identity, or class probabilities (n, n_classes).
 

@@ -486,6 +486,43 @@ class TreeStageModel:
                                                           np.zeros_like(s0.W), s0.b), *self.stages[1:]))
 
     @property
+    def n_features_in(self) -> int:
+        """Number of raw feature columns the model reads rows of (the ensemble's, the stage protocol's name).
+
+        Examples
+        --------
+        >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+        >>> _demo_model().n_features_in
+        2
+        """
+        return int(self.ensemble.n_features)
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """One name per stage after the prior: the groups it adds (joined with " + ").
+
+        Examples
+        --------
+        >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+        >>> _demo_model().stage_names
+        ('a', 'b')
+        """
+        return tuple(" + ".join(self.group_names[g] for g in s.new_groups) or "(no new group)"
+                     for s in self.stages[1:])
+
+    @property
+    def provenance(self) -> dict:
+        """What produced the stages, as far as the form knows (estimators keep richer provenance).
+
+        Examples
+        --------
+        >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+        >>> _demo_model().provenance
+        {'method': 'tree stages'}
+        """
+        return {"method": "tree stages"}
+
+    @property
     def n_outputs(self) -> int:
         """Number of readout outputs P.
 
