@@ -108,6 +108,8 @@ def offset_kind(monkeypatch):
     import jsonschema
 
     monkeypatch.setattr(fmt, "_validator", lambda: jsonschema.Draft202012Validator(schema))
+    # the kind's line in the format contract: its stages are checked as affine prefixes are
+    monkeypatch.setitem(fmt._STAGE_CHECKS, "offset", fmt._STAGE_CHECKS["affine"])
     kind = kinds.register(OffsetKind())
     yield kind
     kinds.unregister("offset")
@@ -146,8 +148,12 @@ def test_unregistered_kind_is_one_clear_line(offset_kind, tmp_path):
     m["stage_kind"] = "wavelets"  # schema-valid here, but no kind of that name is registered
     m["manifest_sha256"] = fmt.manifest_checksum(m)
     (out / fmt.MANIFEST).write_bytes(fmt.dump_manifest(m))
-    with pytest.raises(ExportError) as err:
+    with pytest.raises(EdgeseqError) as err:  # the format contract has no line for it: one clear line
         verify_export(out, use_c=False)
+    text = str(err.value)
+    assert "\n" not in text and len(text) < 300 and "stage_kind is 'wavelets'" in text
+    with pytest.raises(ExportError) as err:  # nor has the registry
+        kinds.kind_of_manifest(m)
     text = str(err.value)
     assert "\n" not in text and len(text) < 200 and "unknown stage kind 'wavelets'" in text
     assert "'offset'" in text  # the message lists what is known, registered kinds included
