@@ -104,3 +104,22 @@ def test_old_tree_names_are_warning_aliases():
 def test_alias_warning_names_the_class_it_was_called_on():
     with pytest.warns(DeprecationWarning, match="LayerBlockModel.columns_required"):
         _example_model().columns_required(1)
+
+
+def test_every_form_answers_the_stage_protocol():
+    """`edgeseq.forms.protocol.StageForm`: all three forms, and an estimator through `form_of`."""
+    from edgeseq.forms.protocol import StageForm, form_of
+
+    seq, tree = _pair(COSTS[0])
+    blocks = _example_model()
+    for form in (seq, tree, blocks):
+        assert isinstance(form, StageForm) and form_of(form) is form
+        X = np.zeros((2, getattr(form, "n_features_in", None) or form.n_features))
+        z = list(form.staged_decision(X))
+        assert len(z) == len(form.cum_cost) and all(v.shape == (2, form.n_outputs) for v in z)
+
+    class Fitted:
+        stage_model_ = tree
+    assert form_of(Fitted()) is tree
+    # negative control: neither a plain object nor a form class is a form
+    assert form_of(object()) is None and form_of(type(seq)) is None and not isinstance(object(), StageForm)

@@ -125,7 +125,12 @@ class StageKind:
 
     def form_of(self, obj):
         """The form to export when `obj` is this kind's form or an estimator fitted to one, else None."""
-        return obj if isinstance(obj, self.form) else None
+        from edgeseq.forms.protocol import form_of
+
+        if isinstance(obj, self.form):
+            return obj
+        form = form_of(obj)  # an estimator's fitted_sequence_ / stage_model_
+        return form if isinstance(form, self.form) else None
 
     def check(self, form) -> None:
         """Refuse (ExportError) a form that cannot be exported, before anything else is checked."""

@@ -177,24 +177,8 @@ def linear_int16_figures(manifest: dict, seq, X32: np.ndarray) -> str:
 
 def verify_affine_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
                          require_c: bool = False, compiler=None) -> VerifyReport:
-    """The `VerifyReport` of a linear-prefix export (`edgeseq.evaluate.verify.verify_export` looks it up).
-
-    Parameters
-    ----------
-    out_dir : path
-        An affine export directory.
-    X : array of shape (n, n_features_in) or None, default=None
-        Rows to compare on; default `manifest_sample_rows`.
-    source : str, default=""
-        Where `X` came from, for the report.
-    use_c, require_c : bool, default=True, False
-        Compare the compiled C runtime too; fail (`CCompilerError`) rather than skip without a compiler.
-    compiler : str or None, default=None
-        C compiler to use.
-
-    Returns
-    -------
-    VerifyReport
+    """The `VerifyReport` of a linear-prefix export (`edgeseq.evaluate.verify.verify_export` looks it up
+    and documents the parameters).
 
     Examples
     --------

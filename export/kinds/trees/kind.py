@@ -30,13 +30,6 @@ class TreeKind(StageKind):
     noun = "tree-stage"
     form = TreeStageModel
 
-    def form_of(self, obj):
-        """The TreeStageModel itself, or that of a fitted estimator (AFR, boosting: ``stage_model_``)."""
-        if isinstance(obj, TreeStageModel):
-            return obj
-        model = vars(obj).get("stage_model_") if hasattr(obj, "__dict__") and not isinstance(obj, type) else None
-        return model if isinstance(model, TreeStageModel) else None
-
     def writer(self, form, request: ExportRequest):
         from edgeseq.export.kinds.trees.writer import write_tree_export
 
