@@ -201,7 +201,7 @@ REAL_BRANCHES = {
     "edgeseq/format.py",  # the format contract: STAGE_KINDS and the per-kind manifest layout checks
     "edgeseq/io/model_io.py",  # the model-file reader re-checks each unpickled form through its own class
 }
-OWN_FOLDER = {"export/kinds/affine/kind.py", "export/kinds/affine/reader.py", "export/kinds/trees/kind.py",
+OWN_FOLDER = {"export/kinds/affine/kind.py", "export/kinds/affine/reader.py",
               "export/kinds/trees/c_float.py", "export/kinds/trees/c_int16.py"}
 NOT_STAGE_KINDS = {
     "edgeseq/metrics/timeliness.py",  # `kind == "step"`: the curve's interpolation
