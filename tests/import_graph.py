@@ -33,7 +33,7 @@ SOURCE_FOLDERS = {"edgeseq": "edgeseq", "export": "edgeseq.export"}
 LAYERS = {
     "edgeseq": 0, "edgeseq._source_tree": 0, "edgeseq.errors": 0, "edgeseq.messages": 0, "edgeseq.format": 0,
     "edgeseq.budget": 0, "edgeseq.schema": 0,
-    "edgeseq.forms": 1, "edgeseq.metrics": 1, "edgeseq.train.groups": 1,
+    "edgeseq.forms": 1, "edgeseq.metrics": 1,
     "edgeseq.runtime": 1,
     "edgeseq.train": 2, "edgeseq.io": 2, "edgeseq.extractors": 2, "edgeseq.device": 2,
     "edgeseq.export": 3,
@@ -42,7 +42,7 @@ LAYERS = {
 }
 LAYER_NAMES = ("contract", "intermediate forms + runtime", "train, io", "export", "evaluate", "cli")
 # modules that are a layer of their own inside a package of another layer (for the package-level graph)
-FORM_MODULES = ("edgeseq.train.groups",)  # the packages forms/metrics are units of their own already
+FORM_MODULES: tuple = ()  # every form lives in edgeseq.forms now, a unit of its own
 
 
 def modules(root: Path = ROOT, folders: dict = SOURCE_FOLDERS) -> dict[str, Path]:

@@ -143,7 +143,7 @@ def test_stage_model_is_the_trained_representation_and_readout():
     with its Platt scaling."""
     from edgeseq.train.trees.afr import _AFRFit
     from edgeseq.train.trees.afr_svm import platt
-    from edgeseq.train.groups import check_groups
+    from edgeseq.forms.groups import check_groups
     X, y = load_breast_cancer(return_X_y=True)
     est = AFRClassifier(BC_GROUPS, BC_COSTS, max_blocks=3)
     fit = _AFRFit(est, X, y, 2, check_groups(BC_GROUPS, BC_COSTS, None, 30))

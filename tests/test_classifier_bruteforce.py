@@ -22,7 +22,7 @@ from edgeseq.train.linear.classifier import fold_glm
 from edgeseq.train.glm.design import WorkingDesign
 from edgeseq.train.glm.fit import GRAD_TOL
 from edgeseq.train.glm.select import GLMState, select_glm, working_design
-from edgeseq.train.groups import check_groups
+from edgeseq.forms.groups import check_groups
 from edgeseq.train.linear.stats import sufficient_statistics
 
 SIZES = (2, 3, 1, 4, 2, 3)

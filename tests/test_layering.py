@@ -205,3 +205,9 @@ def test_checker_flags_a_synthetic_cycle_and_upward_import(tmp_path):
     assert ig.cycles(g) == [["edgeseq.a", "edgeseq.b", "edgeseq.c"]]
     assert ("edgeseq.io.x", "edgeseq.cli.y") in ig.upward_imports(g)
     assert ig.cycles(ig.package_graph({"edgeseq.train.m": {"edgeseq.io.n"}, "edgeseq.io.n": {"edgeseq.train.k"}}))
+
+
+def test_model_file_reader_imports_nothing_from_train():
+    """The forms (and the group specification) left train/: reading a model file loads no trainer module."""
+    assert {"edgeseq.forms.linear", "edgeseq.forms.trees"} & GRAPH["edgeseq.io.model_io"]  # the check sees edges
+    assert not {m for m in GRAPH["edgeseq.io.model_io"] if m.startswith("edgeseq.train")}

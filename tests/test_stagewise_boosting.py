@@ -10,7 +10,7 @@ from sklearn.metrics import log_loss
 
 import edgeseq
 from edgeseq.errors import InputError, NotFittedError
-from edgeseq.train.groups import check_groups
+from edgeseq.forms.groups import check_groups
 from edgeseq.train.trees.stagewise_boosting import (AnytimeBoostingClassifier, AnytimeBoostingRegressor, boost_stages,
                                               stage_model)
 

@@ -24,7 +24,7 @@ class GroupSpec:
 
     Examples
     --------
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> spec = check_groups([[0, 1], [2]], [2.0, 0.5], ["color", "edges"], n_features=3)
     >>> spec.names, spec.costs.tolist()
     (('color', 'edges'), [2.0, 0.5])
@@ -40,7 +40,7 @@ class GroupSpec:
 
         Examples
         --------
-        >>> from edgeseq.train.groups import check_groups
+        >>> from edgeseq.forms.groups import check_groups
         >>> check_groups(None, None, None, n_features=4).n_groups  # one group per column
         4
         """
@@ -52,7 +52,7 @@ class GroupSpec:
 
         Examples
         --------
-        >>> from edgeseq.train.groups import check_groups
+        >>> from edgeseq.forms.groups import check_groups
         >>> check_groups([[0, 1, 3], [2]], [1.0, 1.0], None, n_features=4).sizes.tolist()
         [3, 1]
         """
@@ -139,7 +139,7 @@ def check_groups(groups, costs, names, n_features: int, feature_names=None) -> G
 
     Examples
     --------
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> spec = check_groups(["a", "b", "a", None], [1.0, 3.0], None, n_features=4)
     >>> spec.names, [c.tolist() for c in spec.columns]
     (('a', 'b'), [[0, 2], [1]])

@@ -165,11 +165,12 @@ for _mod in ("numpy.core", "numpy._core"):
 # Where edgeseq 0.1.0 (a flat package) defined the classes its model files name; files written then
 # load into the same classes at their current home.
 LEGACY_MODULES = {"edgeseq.regressor": "edgeseq.train.linear.regressor", "edgeseq.classifier": "edgeseq.train.linear.classifier",
-                  "edgeseq.groups": "edgeseq.train.groups", "edgeseq._base": "edgeseq.train.base"}
+                  "edgeseq.groups": "edgeseq.forms.groups", "edgeseq._base": "edgeseq.train.base"}
 # Where edgeseq 0.2 defined them before the intermediate forms left train/ and train/ was split into
 # family subpackages (linear, glm, trees, distributed): model files written then name these modules.
 LEGACY_MODULES |= {
     "edgeseq.sequence": "edgeseq.forms.linear",
+    "edgeseq.train.groups": "edgeseq.forms.groups",
     "edgeseq.train.trees": "edgeseq.forms.trees",
     "edgeseq.neural_stages": "edgeseq.forms.layer_blocks",
     "edgeseq.train.selection": "edgeseq.train.linear.selection",
@@ -207,7 +208,7 @@ def _is_edgeseq_model_class(obj) -> bool:
         return False
     from sklearn.base import BaseEstimator
 
-    from edgeseq.train.groups import GroupSpec
+    from edgeseq.forms.groups import GroupSpec
     from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
     return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator, TreeEnsemble, TreeStage, TreeStageModel))
 

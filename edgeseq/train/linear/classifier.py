@@ -18,7 +18,7 @@ from edgeseq.train.glm.fit import GRAD_TOL, class_targets
 from edgeseq.train.glm.design import WorkingDesign
 from edgeseq.train.glm.select import CROSS_GRAM_METHODS, GLMSelectionResult, GLMState, select_glm
 from edgeseq.train.linear.group_stats import GroupBlockStats, group_block_statistics
-from edgeseq.train.groups import GroupSpec
+from edgeseq.forms.groups import GroupSpec
 from edgeseq.forms.linear import FittedSequence
 from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 

@@ -58,7 +58,7 @@ def raw_column_stats(spec, stats, n_features: int) -> tuple[np.ndarray, np.ndarr
     --------
     >>> import numpy as np
     >>> from edgeseq.train.linear.fold import raw_column_stats
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.array([[1.0, 9.0, 0.0], [3.0, 9.0, 2.0]])
     >>> spec = check_groups([[2], [0]], [1.0, 1.0], None, n_features=3)  # column 1 unused
@@ -110,7 +110,7 @@ def fold_sequence(prob, result, spec, stats, n_features: int, *, intercepts, sca
     >>> import numpy as np
     >>> from edgeseq.train.linear.basis import build_working_problem
     >>> from edgeseq.train.linear.fold import fold_sequence
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> from edgeseq.train.linear.selection import select_sequence
     >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> rng = np.random.default_rng(0)
@@ -147,7 +147,7 @@ def fold_regression(prob, result, spec, stats, n_features: int, y_was_1d: bool,
     >>> import numpy as np
     >>> from edgeseq.train.linear.basis import build_working_problem
     >>> from edgeseq.train.linear.fold import fold_regression
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> from edgeseq.train.linear.selection import select_sequence
     >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.random.default_rng(0).normal(size=(100, 2)); y = 4 * X[:, 1] + 10

@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 from edgeseq.errors import InputError
 from edgeseq.forms.linear import FittedSequence
 from edgeseq.train.linear.basis import build_working_problem
-from edgeseq.train.groups import GroupSpec, check_groups
+from edgeseq.forms.groups import GroupSpec, check_groups
 from edgeseq.train.linear.fold import fold_regression
 from edgeseq.train.linear.selection import SelectionResult, select_sequence
 from edgeseq.train.linear.stats import SufficientStats
@@ -44,7 +44,7 @@ def fit_sequence(stats: SufficientStats, spec: GroupSpec, n_features: int, *, me
     --------
     >>> import numpy as np
     >>> from edgeseq.train.linear.functional import fit_sequence
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> from edgeseq.train.linear.stats import sufficient_statistics
     >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X @ [0.0, 1.0, 3.0]
     >>> spec = check_groups(None, None, None, n_features=3)

@@ -12,7 +12,7 @@ from edgeseq.train.linear.functional import fit_sequence
 from edgeseq.train.base import AnytimeBase, step_reporter
 from edgeseq.train.distributed.stats import check_dask_X, dask_fold_statistics, dask_sufficient_statistics
 from edgeseq.errors import EdgeseqWarning, InputError
-from edgeseq.train.groups import GroupSpec
+from edgeseq.forms.groups import GroupSpec
 from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
 

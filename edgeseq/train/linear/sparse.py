@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from edgeseq.train.linear.basis import WorkingProblem, build_working_problem
 from edgeseq.errors import InputError
-from edgeseq.train.groups import check_groups
+from edgeseq.forms.groups import check_groups
 from edgeseq.train.linear.fold import fold_regression
 from edgeseq.train.linear.selection import SelectionResult
 from edgeseq.forms.linear import FittedSequence

@@ -19,7 +19,7 @@ from edgeseq.budget import warn_if_budget_affords_nothing
 from edgeseq.errors import InputError
 from edgeseq.forms.layer_blocks import conv_output_length
 from edgeseq.train.base import _wrap_validation, classification_targets, fitted_attribute
-from edgeseq.train.groups import check_groups
+from edgeseq.forms.groups import check_groups
 from edgeseq.train.neural import eann
 from edgeseq.train.neural.layers import head_loss
 from edgeseq.train.neural.net import (ConvSpec, NetSpec, Scaling, StageSpec, default_conv, exit_losses,

@@ -34,7 +34,7 @@ from edgeseq.train.trees.afr_svm import fit_svm, outer_gradients, outer_loss, pl
 from edgeseq.train.base import (_wrap_validation, check_table_columns, classification_targets, fit_feature_names,
                                 fitted_attribute)
 from edgeseq.train.trees.cost_cart import Binner, BinnedRows, fit_cost_tree
-from edgeseq.train.groups import check_groups
+from edgeseq.forms.groups import check_groups
 from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 C_MIN, C_MAX = 1e-3, 1e3

@@ -41,7 +41,7 @@ import numpy as np
 from edgeseq.errors import GroupSpecError, InputError, InputTypeError, ModelFormatError
 from edgeseq.messages import brief
 from edgeseq.forms.linear import check_feature_names
-from edgeseq.train.groups import check_groups
+from edgeseq.forms.groups import check_groups
 from edgeseq.forms.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, TreeStageModel
 
 # objectives whose prediction is the raw score (identity link): LightGBM's predict returns it unchanged

@@ -46,7 +46,7 @@ from edgeseq.errors import InputError
 from edgeseq.train.trees.afr import _split
 from edgeseq.train.base import (_wrap_validation, check_table_columns, classification_targets, fit_feature_names,
                                 fitted_attribute)
-from edgeseq.train.groups import GroupSpec, check_groups
+from edgeseq.forms.groups import GroupSpec, check_groups
 from edgeseq.train.trees.lightgbm_import import _read_tree
 from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
@@ -194,7 +194,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> from edgeseq.train.trees.stagewise_boosting import boost_stages
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(300, 2)); y = (X[:, 1] > 0).astype(int)
     >>> spec = check_groups([[0], [1]], [1.0, 2.0], None, 2)
@@ -305,7 +305,7 @@ def stage_model(stages, prior: np.ndarray, spec: GroupSpec, n_features: int, tas
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> from edgeseq.train.trees.stagewise_boosting import boost_stages, stage_model
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(300, 2)); y = X[:, 0] + (X[:, 1] > 0)
     >>> spec = check_groups([[0], [1]], [1.0, 2.0], None, 2)
