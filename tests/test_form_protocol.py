@@ -107,13 +107,13 @@ def test_alias_warning_names_the_class_it_was_called_on():
 
 
 def test_every_form_answers_the_stage_protocol():
-    """`edgeseq.forms.protocol.StageForm`: all three forms, and an estimator through `form_of`."""
-    from edgeseq.forms.protocol import StageForm, form_of
+    """`edgeseq.forms.protocol.is_form`: all three forms, and an estimator through `form_of`."""
+    from edgeseq.forms.protocol import form_of, is_form
 
     seq, tree = _pair(COSTS[0])
     blocks = _example_model()
     for form in (seq, tree, blocks):
-        assert isinstance(form, StageForm) and form_of(form) is form
+        assert is_form(form) and form_of(form) is form
         X = np.zeros((2, getattr(form, "n_features_in", None) or form.n_features))
         z = list(form.staged_decision(X))
         assert len(z) == len(form.cum_cost) and all(v.shape == (2, form.n_outputs) for v in z)
@@ -122,4 +122,4 @@ def test_every_form_answers_the_stage_protocol():
         stage_model_ = tree
     assert form_of(Fitted()) is tree
     # negative control: neither a plain object nor a form class is a form
-    assert form_of(object()) is None and form_of(type(seq)) is None and not isinstance(object(), StageForm)
+    assert form_of(object()) is None and form_of(type(seq)) is None and not is_form(object())

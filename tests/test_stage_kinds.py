@@ -57,44 +57,44 @@ class OffsetStages:
                                    intercepts=self.stage_values()[:, None], feature_mean=None, feature_std=None)
 
 
-class OffsetKind(kinds.StageKind):
-    name = "offset"
-    noun = "offset-stage"
-    form = OffsetStages
+def _offset_writer(form, request):
+    inner = kinds.kind_named("affine").writer(form.as_affine(), request)  # the affine kind's graph writer
 
-    def writer(self, form, request):
-        affine = kinds.kind_named("affine")
-        inner = affine.writer(form.as_affine(), request)
+    def write(tmp):
+        m = inner(tmp)
+        m["stage_kind"] = "offset"
+        m["manifest_sha256"] = fmt.manifest_checksum(m)
+        atomic_write_bytes(Path(tmp) / fmt.MANIFEST, fmt.dump_manifest(m))
+        fmt.read_verified(tmp)  # the spine's own checks, with the kind's name in it
+        return m
+    return write
 
-        def write(tmp):
-            m = inner(tmp)
-            m["stage_kind"] = self.name
-            m["manifest_sha256"] = fmt.manifest_checksum(m)
-            atomic_write_bytes(Path(tmp) / fmt.MANIFEST, fmt.dump_manifest(m))
-            fmt.read_verified(tmp)  # the spine's own checks, with the kind's name in it
-            return m
-        return write
 
-    def read_back(self, out_dir):
-        return _REFERENCE[fmt.read_verified(out_dir)["model_name"]]
+def _offset_read_back(out_dir):
+    return _REFERENCE[fmt.read_verified(out_dir)["model_name"]]
 
-    def verify(self, out_dir, X=None, *, source="", use_c=True, require_c=False, compiler=None):
-        m = fmt.read_verified(out_dir)
-        rng = np.random.default_rng(0)
-        X = rng.normal(size=(16, m["n_features_in"])) if X is None else X
-        cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]])
-        sess = AnytimeSession(out_dir)
+
+def _offset_verify(out_dir, X=None, *, source="", use_c=True, require_c=False, compiler=None):
+    m = fmt.read_verified(out_dir)
+    X = np.random.default_rng(0).normal(size=(16, m["n_features_in"])) if X is None else X
+    cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]])
+    report = VerifyReport(X.shape[0], source or "toy rows", c_note="C column skipped (toy kind)",
+                          files_line="generated files: toy kind, not regenerated")
+    offsets = _offset_read_back(out_dir)
+    with AnytimeSession(out_dir) as sess:
         feats = group_arrays(m, X)
-        report = VerifyReport(X.shape[0], source or "toy rows", c_note="C column skipped (toy kind)",
-                              files_line="generated files: toy kind, not regenerated")
-        offsets = self.read_back(out_dir)
         for j in range(sess.n_prefixes):
             got = np.asarray(sess.predict(feats, prefix=j), dtype=np.float64).reshape(-1)
             diff = float(np.max(np.abs(got - offsets[j])))
             bound = 4 * np.finfo(np.float32).eps * max(1.0, abs(offsets[j]))
             report.checks.append(PrefixCheck(j, None, float(cum_cost[j]), diff, diff / bound))
-        sess.close()
-        return report
+    return report
+
+
+def OffsetKind():
+    """The toy kind: a name, its form and three functions; C, row order and inspect rows keep the defaults."""
+    return kinds.StageKind("offset", "offset-stage", OffsetStages, writer=_offset_writer,
+                           read_back=_offset_read_back, verify=_offset_verify)
 
 
 _REFERENCE: dict = {}  # model name -> the toy form's stage values (the reference verify compares against)

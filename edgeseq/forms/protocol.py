@@ -25,11 +25,11 @@ Examples
 --------
 >>> import numpy as np
 >>> from edgeseq import AnytimeRegressor
->>> from edgeseq.forms.protocol import StageForm, form_of
+>>> from edgeseq.forms.protocol import form_of, is_form
 >>> X = np.random.default_rng(0).normal(size=(40, 2))
 >>> est = AnytimeRegressor().fit(X, X[:, 0])
 >>> form = form_of(est)
->>> form is est.fitted_sequence_, isinstance(form, StageForm)
+>>> form is est.fitted_sequence_, is_form(form)
 (True, True)
 >>> [z.shape for z in form.staged_decision(X[:3])]
 [(3, 1), (3, 1), (3, 1)]
@@ -39,31 +39,27 @@ True
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
 # the attribute under which a fitted estimator holds its form (linear estimators, then tree estimators)
 FORM_ATTRIBUTES = ("fitted_sequence_", "stage_model_")
+# what every form answers (see the module docstring): values, then methods
+STAGE_PROTOCOL = ("link", "n_outputs", "cum_cost", "prefix_for_budget", "prefix_columns", "staged_decision",
+                  "validate")
+_METHODS = ("prefix_for_budget", "prefix_columns", "staged_decision", "validate")
 
 
-@runtime_checkable
-class StageForm(Protocol):
-    """The members every intermediate form has (see the module docstring for what each means)."""
+def is_form(obj) -> bool:
+    """Whether `obj` answers the stage protocol (an intermediate form instance, whatever its kind).
 
-    link: str
-
-    @property
-    def cum_cost(self): ...
-
-    @property
-    def n_outputs(self) -> int: ...
-
-    def prefix_for_budget(self, budget) -> int: ...
-
-    def prefix_columns(self, k: int): ...
-
-    def staged_decision(self, X): ...
-
-    def validate(self) -> None: ...
+    Examples
+    --------
+    >>> from edgeseq.forms.protocol import is_form
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> is_form(_demo_model()), is_form(type(_demo_model())), is_form(3.0)
+    (True, False, False)
+    """
+    if isinstance(obj, type):
+        return False
+    return all(hasattr(obj, name) for name in STAGE_PROTOCOL) and all(callable(getattr(obj, m)) for m in _METHODS)
 
 
 def form_of(obj):
@@ -78,12 +74,12 @@ def form_of(obj):
     >>> form_of(model) is model
     True
     """
-    if isinstance(obj, StageForm) and not isinstance(obj, type):
+    if is_form(obj):
         return obj
     if isinstance(obj, type):
         return None
     for name in FORM_ATTRIBUTES:
         form = getattr(obj, name, None)
-        if isinstance(form, StageForm) and not isinstance(form, type):
+        if is_form(form):
             return form
     return None

@@ -13,10 +13,10 @@ The shared spine stays single and kind-blind: graph outputs and links (`onnx_gra
 descriptor (`c_codegen.c_descriptor`), the format contract and its per-kind layout table
 (`edgeseq.format.STAGE_LAYOUTS`), the budget rule, atomic writes and both C runtimes.
 
-Adding a kind means one new folder whose ``kind`` module defines ``KIND`` (a `StageKind`) plus one line in
-`BUILTIN` -- or, for a kind that lives outside the package (the test suite's toy kind), one call of
-`register`. A kind whose stages the C runtime cannot run says so (`StageKind.write_c` raises ExportError)
-and exports without C (``c: null``).
+Adding a kind means one new folder whose ``kind`` module defines ``KIND`` (a `StageKind` naming its
+functions) plus one line in `BUILTIN` -- or, for a kind that lives outside the package (the test suite's toy kind), one call of
+`register`. A kind whose stages the C runtime cannot run keeps the default `StageKind.write_c`, which
+says so (ExportError).
 
 Examples
 --------
@@ -34,7 +34,8 @@ edgeseq.errors.ExportError: unknown stage kind 'wavelets': this edgeseq knows 'a
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from edgeseq.errors import ExportError
 from edgeseq.messages import brief
@@ -93,17 +94,44 @@ class ExportRequest:
     tree_ops: str = "ai-onnx-ml"
 
     def calibration_rows(self):
-        """``(X, y)`` of the int16 quantisation, or one clear line when none were given."""
+        """``(X, y)`` of the int16 quantisation, or one clear line when none were given.
+
+        Examples
+        --------
+        >>> ExportRequest("demo", "demo", None, calibration=([[0.0]], None)).calibration_rows()
+        ([[0.0]], None)
+        >>> ExportRequest("demo", "demo", None).calibration_rows()
+        Traceback (most recent call last):
+        ...
+        edgeseq.errors.ExportError: --c-dtype int16 needs calibration rows for the feature ranges (--calibration-data FILE); the model file stores no sample rows
+        """
         if self.calibration is None:
             raise ExportError("--c-dtype int16 needs calibration rows for the feature ranges "
                               "(--calibration-data FILE); the model file stores no sample rows")
         return self.calibration
 
 
-class StageKind:
-    """What one kind of stage model brings to the spine (subclass it; every method has one job).
+def _no_c(form, out_dir, prefix: str, model_name: str | None = None) -> list[str]:
+    raise ExportError(f"the C runtime has no tables for {type(form).__name__} stages")
 
-    Attributes
+
+def _rows_as_given(form, X):
+    return X
+
+
+def _no_rows(manifest: dict) -> list[str]:
+    return [f"{p['index']:>4}  cum_cost {p['cum_cost']:.4g}  {p['file']}" for p in manifest["prefixes"]]
+
+
+def _accept(form) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class StageKind:
+    """What one kind of stage model brings to the spine: its name, its form, and one function per job.
+
+    Parameters
     ----------
     name : str
         The manifest's ``stage_kind``.
@@ -111,57 +139,64 @@ class StageKind:
         How the CLI names one stage graph ("prefix", "tree-stage").
     form : type
         The intermediate form class of this kind (`edgeseq.forms`).
+    writer : callable
+        ``writer(form, request) -> (tmp_dir -> manifest)``: checks and quantises first (it may refuse
+        the model), then returns the function that writes every file of the export into a fresh
+        directory (`export_model` runs it inside its atomic write).
+    read_back : callable
+        ``read_back(out_dir) -> form``: the form an export of this kind holds, from its verified files.
+    verify : callable
+        ``verify(out_dir, X, *, source, use_c, require_c, compiler) -> VerifyReport``: the runtimes
+        against the form's own float64 reference.
+    check : callable, default=accept every form
+        ``check(form)``: refuse (ExportError) a form that cannot be exported, before anything else.
+    write_c : callable, default=refuse
+        ``write_c(form, out_dir, prefix, model_name) -> file names``: the float C model; by default
+        ExportError (the C runtimes know the table layouts of their built-in kinds only).
+    c_rows : callable, default=rows as given
+        ``c_rows(form, X)``: raw rows in the column order the generated C reads.
+    manifest_rows : callable, default=one line per stage
+        ``manifest_rows(manifest) -> lines``: the per-stage table of ``edgeseq inspect``.
 
     Examples
     --------
     >>> from edgeseq.export.kinds import kind_named
-    >>> kind_named("affine").form.__name__
-    'FittedSequence'
+    >>> kind = kind_named("affine")
+    >>> kind.name, kind.noun, kind.form.__name__
+    ('affine', 'prefix', 'FittedSequence')
     """
 
-    name: str = ""
-    noun: str = "stage"
-    form: type = object
+    name: str
+    noun: str
+    form: type
+    writer: Callable
+    read_back: Callable
+    verify: Callable
+    # defaults through factories: a function as a plain default would become a class attribute
+    check: Callable = field(default_factory=lambda: _accept)
+    write_c: Callable = field(default_factory=lambda: _no_c)
+    c_rows: Callable = field(default_factory=lambda: _rows_as_given)
+    manifest_rows: Callable = field(default_factory=lambda: _no_rows)
 
     def form_of(self, obj):
-        """The form to export when `obj` is this kind's form or an estimator fitted to one, else None."""
+        """The form to export when `obj` is this kind's form or an estimator fitted to one, else None.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq import AnytimeRegressor
+        >>> from edgeseq.export.kinds import kind_named
+        >>> X = np.random.default_rng(0).normal(size=(30, 2))
+        >>> est = AnytimeRegressor().fit(X, X[:, 0])
+        >>> kind_named("affine").form_of(est) is est.fitted_sequence_, kind_named("trees").form_of(est)
+        (True, None)
+        """
         from edgeseq.forms.protocol import form_of
 
         if isinstance(obj, self.form):
             return obj
         form = form_of(obj)  # an estimator's fitted_sequence_ / stage_model_
         return form if isinstance(form, self.form) else None
-
-    def check(self, form) -> None:
-        """Refuse (ExportError) a form that cannot be exported, before anything else is checked."""
-
-    def writer(self, form, request: ExportRequest):
-        """A function ``tmp_dir -> manifest`` writing every file of the export into a fresh directory.
-
-        Quantisation and other work that may refuse the model happens here, before the directory is made.
-        """
-        raise NotImplementedError
-
-    def write_c(self, form, out_dir, prefix: str, model_name: str | None = None) -> list[str]:
-        """The float C model of `form` (the C runtime's tables); the file names written."""
-        raise ExportError(f"the C runtime does not run {self.name!r} stages")
-
-    def c_rows(self, form, X):
-        """Raw rows X of `form`'s features in the column order the generated C reads (default: as given)."""
-        return X
-
-    def read_back(self, out_dir):
-        """The form an export of this kind holds, rebuilt from its verified files."""
-        raise NotImplementedError
-
-    def verify(self, out_dir, X=None, *, source: str = "", use_c: bool = True, require_c: bool = False,
-               compiler=None):
-        """The `VerifyReport` of an export of this kind (runtimes against the form's own reference)."""
-        raise NotImplementedError
-
-    def manifest_rows(self, manifest: dict) -> list[str]:
-        """The per-stage lines of ``edgeseq inspect`` (header facts are the CLI's)."""
-        return [f"{p['index']:>4}  cum_cost {p['cum_cost']:.4g}  {p['file']}" for p in manifest["prefixes"]]
 
 
 def register(kind: StageKind) -> StageKind:
@@ -170,11 +205,9 @@ def register(kind: StageKind) -> StageKind:
     Examples
     --------
     >>> from edgeseq.export.kinds import StageKind, register, registered, unregister
-    >>> class Toy(StageKind):
-    ...     name = "toy"
-    >>> _ = register(Toy())
-    >>> "toy" in registered()
-    True
+    >>> toy = StageKind("toy", "toy-stage", tuple, writer=None, read_back=None, verify=None)
+    >>> register(toy) is toy, "toy" in registered()
+    (True, True)
     >>> unregister("toy")
     """
     if not isinstance(kind, StageKind) or not isinstance(kind.name, str) or not kind.name:
@@ -184,17 +217,42 @@ def register(kind: StageKind) -> StageKind:
 
 
 def unregister(name: str) -> None:
-    """Forget a kind added with `register` (the built-in kinds stay)."""
+    """Forget a kind added with `register` (the built-in kinds stay).
+
+    Examples
+    --------
+    >>> from edgeseq.export.kinds import registered, unregister
+    >>> unregister("not-there"); registered()
+    ('affine', 'trees')
+    """
     _REGISTERED.pop(name, None)
 
 
 def registered() -> tuple[str, ...]:
-    """The names of every known kind, built-in ones first."""
+    """The names of every known kind, built-in ones first.
+
+    Examples
+    --------
+    >>> from edgeseq.export.kinds import registered
+    >>> registered()[:2]
+    ('affine', 'trees')
+    """
     return tuple(BUILTIN) + tuple(n for n in _REGISTERED if n not in BUILTIN)
 
 
 def kind_named(name) -> StageKind:
-    """The kind of a manifest's ``stage_kind`` (one clear line for a kind this edgeseq does not know)."""
+    """The kind of a manifest's ``stage_kind`` (one clear line for a kind this edgeseq does not know).
+
+    Examples
+    --------
+    >>> from edgeseq.export.kinds import kind_named
+    >>> kind_named("trees").noun
+    'tree-stage'
+    >>> kind_named(3)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.ExportError: unknown stage kind 3: this edgeseq knows 'affine', 'trees'; upgrade edgeseq or re-export the model
+    """
     if isinstance(name, str) and name in _REGISTERED:
         return _REGISTERED[name]
     if isinstance(name, str) and name in BUILTIN:
@@ -205,7 +263,14 @@ def kind_named(name) -> StageKind:
 
 
 def kind_of_manifest(manifest: dict) -> StageKind:
-    """The kind of an export, from its manifest (absent ``stage_kind``: affine, as every early export)."""
+    """The kind of an export, from its manifest (absent ``stage_kind``: affine, as every early export).
+
+    Examples
+    --------
+    >>> from edgeseq.export.kinds import kind_of_manifest
+    >>> kind_of_manifest({}).name, kind_of_manifest({"stage_kind": "trees"}).name
+    ('affine', 'trees')
+    """
     from edgeseq.format import stage_kind
 
     return kind_named(stage_kind(manifest))
