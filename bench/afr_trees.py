@@ -5,7 +5,7 @@ and a LightGBM ensemble imported in boosting order.
 
 Part 1 (tree learner): on the digits pixels (1797 x 64, 8 row groups), fit one depth-3 regression
 tree to each of `--trees` random gradient-like targets, with the numpy histogram CART of
-edgeseq.train.cost_cart and with LightGBM (one boosting round per call on a Dataset binned once,
+edgeseq.train.trees.cost_cart and with LightGBM (one boosting round per call on a Dataset binned once,
 its cost-efficient-boosting feature penalty set per call: λ·c_g·SST on every feature of an unpaid
 group). Records time per tree side by side in one run, the variance explained (λ = 0) and how often
 the two choose the same root feature; and, at a λ where the penalty binds, how often LightGBM's
@@ -29,8 +29,8 @@ from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AFRClassifier, AnytimeClassifier, from_lightgbm
-from edgeseq.train.afr import _tree_output
-from edgeseq.train.cost_cart import Binner, BinnedRows, fit_cost_tree
+from edgeseq.train.trees.afr import _tree_output
+from edgeseq.train.trees.cost_cart import Binner, BinnedRows, fit_cost_tree
 from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 
 

@@ -29,7 +29,7 @@ from sklearn.model_selection import train_test_split
 from edgeseq import AnytimeRegressor
 from edgeseq.evaluate.anytime import alpha_stopping_cost, anytime_curve, oracle_curve, plateau_alpha, timeliness
 from edgeseq.errors import DataUnavailableError
-from edgeseq.train.sparse import sparse_path
+from edgeseq.train.linear.sparse import sparse_path
 
 # the thesis's methods whiten their groups (whiten=True, no longer the default): "no-whiten" is the ablation
 FITTED = {"CS-G-OMP": dict(method="omp", whiten=True), "single": dict(method="single", whiten=True),

@@ -62,12 +62,12 @@ def tree_model(kind: str):
     if kind == "lightgbm-100":
         import lightgbm as lgb
 
-        from edgeseq.train.lightgbm_import import from_lightgbm
+        from edgeseq.train.trees.lightgbm_import import from_lightgbm
         X, y = load_diabetes(return_X_y=True)
         reg = lgb.LGBMRegressor(n_estimators=100, num_leaves=31, min_child_samples=5, verbose=-1, deterministic=True,
                                 force_row_wise=True, n_jobs=1).fit(X, y)
         return from_lightgbm(reg, [[i] for i in range(X.shape[1])], DECIMAL_COSTS * 3 + [0.1]), "diabetes"
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
     if kind == "afr-mnist":
         from sklearn.model_selection import train_test_split
 

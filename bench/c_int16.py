@@ -37,11 +37,11 @@ from edgeseq.export.c_arm import ARM_CC, INT_TARGETS, build_arm, missing_tools, 
 from edgeseq.export.c_codegen import write_c_model
 from edgeseq.export.c_harness import model_prefix, runtime_dir
 from edgeseq.export.c_int16 import write_c_int16_model
-from edgeseq.export.c_int16_trees import write_c_int16_tree_model
-from edgeseq.export.c_trees import write_c_tree_model
+from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
+from edgeseq.export.kinds.trees.c_float import write_c_tree_model
 from edgeseq.export.c_int16_run import firmware_image, int16_prefix, soft_float_symbols
 from edgeseq.export.quantize import prefix_losses, quantize_sequence
-from edgeseq.export.quantize_trees import quantize_trees, stage_losses
+from edgeseq.export.kinds.trees.quantize import quantize_trees, stage_losses
 from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 from c_footprint import KINDS, N_TEST, reference_model  # noqa: E402
 
@@ -62,7 +62,7 @@ def tree_reference(kind: str):
     N_TEST rows (a seeded shuffle first: the bundled sets are ordered), for the int16 tree rows."""
     from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
     loader = {"afr-digits": load_digits, "afr-breast-cancer": load_breast_cancer, "lightgbm-diabetes": load_diabetes}
     X, y = loader[kind](return_X_y=True)
     perm = np.random.default_rng(0).permutation(len(X))
@@ -71,7 +71,7 @@ def tree_reference(kind: str):
     if kind == "lightgbm-diabetes":
         import lightgbm as lgb
 
-        from edgeseq.train.lightgbm_import import from_lightgbm
+        from edgeseq.train.trees.lightgbm_import import from_lightgbm
         reg = lgb.LGBMRegressor(n_estimators=100, num_leaves=31, min_child_samples=5, verbose=-1, deterministic=True,
                                 force_row_wise=True, n_jobs=1).fit(X[:n], y[:n])
         return from_lightgbm(reg, [[i] for i in range(X.shape[1])], [1.0] * X.shape[1]), X, y, None, n

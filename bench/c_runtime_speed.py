@@ -22,7 +22,7 @@ from _results import command_line, write_result
 
 from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, runtime_dir
 from edgeseq.export.c_codegen import write_c_model
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 HERE = Path(__file__).resolve().parent
 SHAPES = [  # (label, group sizes, outputs, link)

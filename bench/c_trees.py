@@ -24,7 +24,7 @@ from _cbench import c_bench_setup  # noqa: I001  (bench/ is on sys.path)
 from _results import command_line, write_result
 
 from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, runtime_dir
-from edgeseq.export.c_trees import tree_layout, write_c_tree_model
+from edgeseq.export.kinds.trees.c_float import tree_layout, write_c_tree_model
 
 HERE = Path(__file__).resolve().parent
 SHAPES = [  # (label, number of groups x features per group, trees, leaves per tree)
@@ -38,7 +38,7 @@ def lightgbm_model(n_groups: int, n_trees: int, leaves: int, seed: int = 0):
     """A TreeStageModel imported from a LightGBM regressor on a synthetic interaction problem."""
     import lightgbm as lgb
 
-    from edgeseq.train.lightgbm_import import from_lightgbm
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(2000, 4 * n_groups))
     y = X[:, 0] * X[:, 1] + np.sin(X[:, 2]) + X[:, -1] ** 2 + 0.1 * rng.normal(size=2000)

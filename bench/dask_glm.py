@@ -26,11 +26,11 @@ from threadpoolctl import threadpool_limits
 
 from _results import command_line, write_result
 from edgeseq import AnytimeClassifier
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.dask_glm import PartitionedDesign, partition_dask_arrays, partitioned_targets
-from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_fit import class_targets, design_objective
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.distributed.glm import PartitionedDesign, partition_dask_arrays, partitioned_targets
+from edgeseq.train.glm.design import WorkingDesign
+from edgeseq.train.glm.fit import class_targets, design_objective
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 def make_data(rows: int, d: int, classes: int, chunk: int, seed: int = 0):
@@ -91,7 +91,7 @@ def main():
 
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=40) as cluster, Client(cluster) as client:
-        client.run(lambda: __import__("edgeseq.train.dask_glm"))  # imports are not the fit's cost
+        client.run(lambda: __import__("edgeseq.train.distributed.glm"))  # imports are not the fit's cost
         t0 = time.perf_counter()
         dist = AnytimeClassifier(groups, costs, method=args.method, l2=1e-3).fit(Xd, y, client=client)
         t_dist = time.perf_counter() - t0

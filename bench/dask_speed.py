@@ -35,8 +35,8 @@ from threadpoolctl import threadpool_limits
 
 from _results import command_line, write_result
 from edgeseq.io.shards import open_shards
-from edgeseq.train.dask_stats import partitioned_statistics
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.distributed.stats import partitioned_statistics
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 def write_shards(out: Path, rows: int, d: int, shard_rows: int, seed: int = 0) -> tuple[list[Path], bool]:
@@ -133,7 +133,7 @@ def main():
 
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=40) as cluster, Client(cluster) as client:
-        client.run(lambda: __import__("edgeseq.train.dask_stats"))  # imports are not the pass's cost
+        client.run(lambda: __import__("edgeseq.train.distributed.stats"))  # imports are not the pass's cost
         shards = open_shards(args.dir, None)
         parts = shards.partitions(client)
         t_cluster = np.inf

@@ -24,7 +24,7 @@ from edgeseq.export import c_codegen, onnx_graphs
 from edgeseq.format import read_verified
 from edgeseq.export.names import onnx_input_names
 from edgeseq.export.writer import export_model
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 TARGET_S = 3.0
 

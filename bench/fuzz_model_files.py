@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from edgeseq.errors import ModelFormatError  # noqa: E402
 from edgeseq.io.model_io import as_sequence, loads_model  # noqa: E402
-from edgeseq.sequence import FittedSequence  # noqa: E402
+from edgeseq.forms.linear import FittedSequence  # noqa: E402
 
 
 from hostile import mutate  # noqa: E402  (the same mutations as the hypothesis test)

@@ -25,9 +25,9 @@ from threadpoolctl import threadpool_limits
 
 from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path; records the load at start)
 from edgeseq import AnytimeClassifier
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.glm_select import GLMState, working_design
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.glm.select import GLMState, working_design
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 def synthetic(n: int, n_groups: int, dim: int, n_classes: int, seed: int = 0, scale: float = 0.25):

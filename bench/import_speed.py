@@ -33,7 +33,7 @@ IMPORTS = {  # label -> code run by `python -c`
     "import onnxruntime": "import onnxruntime",
     "import edgeseq.runtime": "import edgeseq.runtime",
     "import edgeseq (lazy)": "import edgeseq",
-    "import edgeseq.train.regressor": "import edgeseq.train.regressor",
+    "import edgeseq.train.linear.regressor": "import edgeseq.train.linear.regressor",
 }
 
 

@@ -29,7 +29,7 @@ def main() -> None:
     args = ap.parse_args()
     import lightgbm as lgb
 
-    from edgeseq.train.lightgbm_import import from_lightgbm, from_lightgbm_dump, from_lightgbm_text
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm, from_lightgbm_dump, from_lightgbm_text
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(5000, 8))

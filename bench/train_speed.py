@@ -25,9 +25,9 @@ from threadpoolctl import threadpool_limits
 from edgeseq import AnytimeRegressor
 from _results import command_line, write_result
 from _results import machine_info as bench_machine
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.selection import select_sequence
-from edgeseq.train.stats import finish_statistics, shifted_statistics, sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.linear.selection import select_sequence
+from edgeseq.train.linear.stats import finish_statistics, shifted_statistics, sufficient_statistics
 
 COSTS = np.array([1, 5, 20, 50, 100, 150, 200], dtype=float)
 

@@ -52,7 +52,7 @@ from sklearn.model_selection import train_test_split
 
 from edgeseq import AFRClassifier, AnytimeBoostingClassifier, AnytimeClassifier, from_lightgbm, sequence_trees
 from edgeseq.evaluate import AnytimeCurve
-from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 METHODS = ("AFR", "LightGBM (boosting order)", "LightGBM (cost-sequenced)", "LightGBM-CEGB", "LightGBM-CEGB (tuned)",
            "AnytimeBoosting (stagewise)", "AnytimeBoosting (stagewise, refit)", "CS-G-OMP (linear)", "CS-G-FR (linear)")

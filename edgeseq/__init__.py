@@ -18,13 +18,13 @@ _source_tree.install()
 __version__ = "0.2.0.dev0"
 
 # public name -> module that defines it
-_LAZY = {"AFRClassifier": "edgeseq.train.afr",
-         "AnytimeBoostingClassifier": "edgeseq.train.stagewise_boosting",
-         "AnytimeBoostingRegressor": "edgeseq.train.stagewise_boosting",
-         "AnytimeClassifier": "edgeseq.train.classifier", "AnytimeRegressor": "edgeseq.train.regressor",
-         "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.sequence",
-         "from_lightgbm": "edgeseq.train.lightgbm_import", "sequence_from_gram": "edgeseq.train.functional",
-         "sequence_trees": "edgeseq.train.tree_sequencing",
+_LAZY = {"AFRClassifier": "edgeseq.train.trees.afr",
+         "AnytimeBoostingClassifier": "edgeseq.train.trees.stagewise_boosting",
+         "AnytimeBoostingRegressor": "edgeseq.train.trees.stagewise_boosting",
+         "AnytimeClassifier": "edgeseq.train.linear.classifier", "AnytimeRegressor": "edgeseq.train.linear.regressor",
+         "EdgeseqError": "edgeseq.errors", "FittedSequence": "edgeseq.forms.linear",
+         "from_lightgbm": "edgeseq.train.trees.lightgbm_import", "sequence_from_gram": "edgeseq.train.linear.functional",
+         "sequence_trees": "edgeseq.train.trees.tree_sequencing",
          # the verbs between a fitted model and a device: the export directory and the model file
          "export_model": "edgeseq.export.writer", "load_model": "edgeseq.io.model_io",
          "save_model": "edgeseq.io.model_io"}

@@ -24,7 +24,7 @@ class SourceTreeFinder:
 
     Examples
     --------
-    >>> SourceTreeFinder.find_spec("edgeseq.sequence") is None  # any other name: not ours
+    >>> SourceTreeFinder.find_spec("edgeseq.forms.linear") is None  # any other name: not ours
     True
     """
 

@@ -34,8 +34,8 @@ STATE_OUT = "state_out"  # ... and out (stage 0 has neither: its state is zero)
 # bounds on what a tree-stage manifest may claim, so a reader sizes nothing from an absurd number
 MAX_STATE_WIDTH = 1 << 16
 MAX_TREES = 1 << 20  # trees of one export (all stages together)
-MAX_TREE_NODES = 1 << 24  # nodes of one export (the bound of edgeseq.train.trees.MAX_NODES)
-MAX_TREE_DEPTH = 32  # comparisons on a root-to-leaf path (edgeseq.train.trees.MAX_DEPTH)
+MAX_TREE_NODES = 1 << 24  # nodes of one export (the bound of edgeseq.forms.trees.MAX_NODES)
+MAX_TREE_DEPTH = 32  # comparisons on a root-to-leaf path (edgeseq.forms.trees.MAX_DEPTH)
 TREE_STAGE_FIELDS = ("new_groups", "cost", "n_trees", "n_nodes", "max_depth")
 LAYER_STAGE_FIELDS = ("new_groups", "cost", "commit", "width", "macs")  # layer-block stages (neural networks)
 C_HEADER = "edgeseq_model.h"
@@ -225,12 +225,7 @@ def check_cross_fields(manifest: dict) -> None:
     ...
     edgeseq.errors.IntegrityError: ...
     """
-    if stage_kind(manifest) == "trees":
-        _check_tree_stages(manifest)
-    elif stage_kind(manifest) == "layer_blocks":
-        _check_layer_stages(manifest)
-    else:
-        _check_prefixes(manifest)
+    _stage_checks(manifest)[0](manifest)
     _check_features(manifest)
     _check_groups(manifest)
     _check_costs(manifest)
@@ -267,7 +262,7 @@ def stage_group_counts(manifest: dict) -> list[int]:
     ...                                                          {"new_groups": []}]})
     [0, 2, 2]
     """
-    if stage_kind(manifest) not in ("trees", "layer_blocks"):
+    if not all("new_groups" in p for p in manifest["prefixes"]):  # one group per stage (affine prefixes)
         return list(range(len(manifest["prefixes"])))
     counts, n = [], 0
     for p in manifest["prefixes"]:
@@ -305,7 +300,7 @@ def _check_c_int16(m: dict) -> None:
     used = stage_group_counts(m)[-1] if m["prefixes"] else 0  # tree exports list unused groups last
     if len(q["features"]) != sum(g["dim"] for g in m["groups"][:used]):
         raise _bad("c.int16.features", "must have one entry per feature of the full prefix")
-    if ("state" in q) != (stage_kind(m) == "trees") or len(q.get("state", [])) != m.get("state_width", 0):
+    if ("state" in q) != ("state_width" in m) or len(q.get("state", [])) != m.get("state_width", 0):
         raise _bad("c.int16.state", "must have one entry per state dimension exactly in a tree-stage export")
 
 
@@ -336,6 +331,8 @@ def _check_stopping(m: dict) -> None:
 
 def _check_prefixes(m: dict) -> None:
     groups, prefixes = m["groups"], m["prefixes"]
+    if m["c"] is None:
+        raise _bad("c", "is null; only a tree-stage export may come without its C model")
     stray = [f for p in prefixes for f in TREE_STAGE_FIELDS if f in p] + (["state_width"] if "state_width" in m else [])
     if stray:
         raise _bad("prefixes", f"carry tree-stage field(s) {brief(sorted(set(stray)))} in an affine export")
@@ -471,13 +468,25 @@ def _check_costs(m: dict) -> None:
         if not _close(g["cum_cost"], total):
             raise _bad(f"groups[{k}].cum_cost", f"is {brief(g['cum_cost'])}, the running sum of the costs is "
                                                 f"{total}")
-    if stage_kind(m) in ("trees", "layer_blocks"):
-        _check_stage_costs(m)
-        return
+    _stage_checks(m)[1](m)
+
+
+def _check_prefix_costs(m: dict) -> None:
+    """Affine prefixes: prefix k + 1 costs what the first k + 1 groups cost."""
+    prefixes = m["prefixes"]
     for k, g in enumerate(m["groups"]):
         if not _close(prefixes[k + 1]["cum_cost"], g["cum_cost"]) or prefixes[k + 1]["cum_cost"] < prefixes[k]["cum_cost"]:
             raise _bad(f"prefixes[{k + 1}].cum_cost", f"is {brief(prefixes[k + 1]['cum_cost'])}, must equal "
                                                       f"groups[{k}].cum_cost {brief(g['cum_cost'])}")
+
+
+def _stage_checks(m: dict):
+    """(stage-list checks, stage-cost checks) of the manifest's stage kind: one lookup, no branch."""
+    kind = stage_kind(m)
+    if kind not in _STAGE_CHECKS:  # the schema's enum refuses it first; this keeps the line clear regardless
+        raise _bad("stage_kind", f"is {brief(kind)}, a stage kind this edgeseq does not read "
+                                 f"({', '.join(map(repr, _STAGE_CHECKS))}); upgrade edgeseq")
+    return _STAGE_CHECKS[kind]
 
 
 def _check_stage_costs(m: dict) -> None:
@@ -526,8 +535,6 @@ def _check_files(m: dict) -> None:
     if len(set(names)) != len(names):
         raise _bad("files", "lists a file twice")
     listed = {f["file"] for f in m["files"]}
-    if m["c"] is None and stage_kind(m) != "trees":
-        raise _bad("c", "is null; only a tree-stage export may come without its C model")
     for key in ("header", "source") if m["c"] is not None else ():
         if m["c"][key] not in listed:
             raise _bad(f"c.{key}", f"names {brief(m['c'][key])}, which is not listed in files")
@@ -667,3 +674,11 @@ def _read_verified(out_dir) -> dict:
     if extra:
         raise IntegrityError(f"{out} holds files not listed in {MANIFEST}: {brief(extra)}")
     return manifest
+
+
+# The per-kind part of the manifest contract: how each stage kind's stage list and stage costs are
+# checked (the rest of the manifest is checked alike for every kind). A new kind adds one line here,
+# with its name in STAGE_KINDS and the schema's `stage_kind` enum.
+_STAGE_CHECKS = {"affine": (_check_prefixes, _check_prefix_costs),
+                 "trees": (_check_tree_stages, _check_stage_costs),
+                 "layer_blocks": (_check_layer_stages, _check_stage_costs)}

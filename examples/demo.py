@@ -103,7 +103,7 @@ def held_out_curves(data, Xtr, ytr, Xte, yte, models, classifier, sparse_lambdas
         curves[name] = anytime_curve(fit(data, Xtr, ytr, classifier, **kw), Xte, target(yte), label=name)
     curves["FR-Oracle"] = oracle_curve(curves["CS-G-FR"], label="FR-Oracle")
     if sparse_lambdas and not classifier:  # a squared-loss method: compared with the one-hot fits only
-        from edgeseq.train.sparse import sparse_path
+        from edgeseq.train.linear.sparse import sparse_path
 
         sp = sparse_path(Xtr, np.eye(10)[ytr], data.columns, data.costs, data.names, n_lambdas=sparse_lambdas,
                          tol=1e-5)

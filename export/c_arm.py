@@ -180,7 +180,7 @@ def build_driver_arm(model_dir, build_dir, target: ArmTarget, defines=()) -> Pat
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> from edgeseq.export.c_codegen import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
@@ -215,7 +215,7 @@ def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None,
     of 1 buys group "a" only:
 
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> from edgeseq.export.c_codegen import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
@@ -266,7 +266,7 @@ def run_budgets_arm(seqs, budgets, target: ArmTarget) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> from edgeseq.export.c_codegen import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
@@ -323,7 +323,7 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> from edgeseq.export.c_codegen import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],

@@ -19,7 +19,7 @@ import numpy as np
 
 from edgeseq.errors import ExportError, InputError
 from edgeseq.io.atomic import atomic_write_text
-from edgeseq.sequence import FittedSequence, check_name
+from edgeseq.forms.linear import FittedSequence, check_name
 
 from edgeseq.format import C_HEADER, C_SOURCE
 from edgeseq.export.names import C_KEYWORDS, c_comment_text, c_identifier, c_identifiers, c_string_literal
@@ -355,7 +355,7 @@ def c_coef_arrays(seq: FittedSequence, prefix: str, ctype: str, rows, note=lambd
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> from edgeseq.export.c_codegen import c_coef_arrays, c_float_rows
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=1, group_names=("a",),
     ...                      group_columns=([0],), costs=[1.0], order=[0],

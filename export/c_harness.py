@@ -436,20 +436,19 @@ def run_c(seq_or_model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extr
 
 
 def write_c_for(model, out_dir, prefix: str, model_name: str | None = None) -> list:
-    """Generate C for either kind of model: `write_c_model` (FittedSequence) or `write_c_tree_model`.
+    """Generate C for a model of any registered kind (the kind's `StageKind.write_c`).
 
     Examples
     --------
     >>> import tempfile
-    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
     >>> write_c_for(_demo_model(), tempfile.mkdtemp(), "demo")
     ['edgeseq_model.h', 'edgeseq_model.c']
     """
-    from edgeseq.export.c_codegen import write_c_model
-    from edgeseq.export.c_trees import write_c_tree_model
-    from edgeseq.train.trees import TreeStageModel
-    write = write_c_tree_model if isinstance(model, TreeStageModel) else write_c_model
-    return write(model, out_dir, prefix, model_name)
+    from edgeseq.export.kinds import kind_of_model
+
+    kind, form = kind_of_model(model)
+    return kind.write_c(form, out_dir, prefix, model_name)
 
 
 @contextmanager
@@ -458,7 +457,7 @@ def generated_model(model, prefix: str = "chk"):
 
     Examples
     --------
-    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
     >>> with generated_model(_demo_model(), "demo") as d:
     ...     model_prefix(d)
     'demo'
@@ -481,7 +480,7 @@ def run_c_trees(model, X, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",), 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
     >>> run = run_c_trees(_demo_model(), np.array([[0.5, 0.0], [0.7, 0.0]]), extra=("-O0",))
     >>> [p[:, 0].tolist() for p in run.predictions]
     [[0.0, 0.0], [1.0, 2.0], [11.0, 12.0]]
@@ -499,7 +498,7 @@ def sweep_c_trees(model, X, budgets, *, compiler=None, flags=STRICT_FLAGS, extra
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
     >>> sweep_c_trees(_demo_model(), np.array([[0.5, 0.0]]), [0.0, 2.9, 3.0], extra=("-O0",)).prefix.tolist()
     [[0, 1, 2]]
     """
@@ -508,12 +507,10 @@ def sweep_c_trees(model, X, budgets, *, compiler=None, flags=STRICT_FLAGS, extra
 
 
 def _tree_rows(model, X) -> np.ndarray:
-    from edgeseq.export.c_trees import tree_feature_order
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != model.ensemble.n_features:
-        raise InputError(f"X must have shape (n, {model.ensemble.n_features}) (the model's raw features), "
-                         f"got {X.shape}")
-    return X[:, tree_feature_order(model)]
+    from edgeseq.export.kinds import kind_of_model
+
+    kind, form = kind_of_model(model)
+    return kind.c_rows(form, X)
 
 
 def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-O2",)) -> np.ndarray:
@@ -527,7 +524,7 @@ def run_c_budgets(seqs, budgets, *, compiler=None, flags=STRICT_FLAGS, extra=("-
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[0.1, 0.2], order=[0, 1],
     ...                      coefs=(np.zeros((0, 1)), np.zeros((1, 1)), np.zeros((2, 1))),
@@ -553,7 +550,7 @@ def budget_program_sources(seqs, tmp) -> list:
     Examples
     --------
     >>> import numpy as np, tempfile
-    >>> from edgeseq.sequence import FittedSequence
+    >>> from edgeseq.forms.linear import FittedSequence
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=1, group_names=("a",),
     ...                      group_columns=([0],), costs=[1.0], order=[0],
     ...                      coefs=(np.zeros((0, 1)), np.zeros((1, 1))), intercepts=np.zeros((2, 1)),

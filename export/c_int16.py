@@ -20,7 +20,7 @@ from edgeseq.export.c_codegen import c_coef_arrays, c_model_name, c_u32_list, va
 from edgeseq.export.names import c_comment_text, c_identifiers, c_string_literal
 from edgeseq.export.quantize import INT16_MAX, INT16_MIN, INT32_MAX, TABLE_SHIFT, Int16Model
 from edgeseq.format import C_HEADER
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 _LINK = {"identity": "ES16_LINK_IDENTITY", "sigmoid": "ES16_LINK_SIGMOID", "softmax": "ES16_LINK_SOFTMAX"}
 _PER_LINE = 10
@@ -304,8 +304,8 @@ def int16_entry(qm, columns, n_rows: int) -> dict:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.export.c_trees import _demo_model
-    >>> from edgeseq.export.quantize_trees import quantize_trees
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.quantize import quantize_trees
     >>> from edgeseq.export.c_int16 import int16_entry
     >>> qm = quantize_trees(_demo_model(), np.array([[0.0, 1.0], [1.0, 2.0]]))
     >>> e = int16_entry(qm, qm.columns, 2)

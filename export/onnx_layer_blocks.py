@@ -36,7 +36,7 @@ def stage_inputs(model, k: int) -> list[int]:
 
     Examples
     --------
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> from edgeseq.export.onnx_layer_blocks import stage_inputs
     >>> [stage_inputs(_example_model(), k) for k in range(3)]
     [[], [0], [1]]
@@ -100,7 +100,7 @@ def build_layer_block_graph(model, k: int, input_names, *, model_name: str = "ed
     Stage 2 of a two-group model reads the window "w" (a conv branch) and the state of stage 1:
 
     >>> import numpy as np, onnx, onnxruntime as ort
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> from edgeseq.export.onnx_layer_blocks import build_layer_block_graph
     >>> model = _example_model()
     >>> g = build_layer_block_graph(model, 2, ["a", "w"])
@@ -163,7 +163,7 @@ def run_stages_onnxruntime(model, X: np.ndarray, input_names) -> list[dict]:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> from edgeseq.export.onnx_layer_blocks import run_stages_onnxruntime
     >>> out = run_stages_onnxruntime(_example_model(), np.zeros((2, 6)), ["a", "w"])
     >>> [sorted(o) for o in out]

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from edgeseq.errors import ExportError, InputError
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 INT16_MIN, INT16_MAX = -32768, 32767
 INT32_MAX = 2**31 - 1

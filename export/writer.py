@@ -18,7 +18,7 @@ import onnx
 from edgeseq.errors import ExportError, InputError, OutputError
 from edgeseq.io.atomic import atomic_write_bytes, recover_dir, replace_dir, temp_dir_for
 from edgeseq.messages import clip
-from edgeseq.sequence import MAX_SAMPLE_VALUES, FittedSequence, check_name, sample_count, sample_rows
+from edgeseq.forms.linear import MAX_SAMPLE_VALUES, FittedSequence, check_name, sample_count, sample_rows
 
 from edgeseq.export import onnx_graphs
 from edgeseq.format import (C_HEADER, C_SOURCE, FORMAT, FORMAT_VERSION, MANIFEST, prefix_file, dump_manifest, labels_entry, manifest_checksum,
@@ -305,7 +305,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
-    stages, written by `edgeseq.export.writer_trees`; `check_stats` does not apply to them).
+    stages, written by `edgeseq.export.kinds.trees.writer`; `check_stats` does not apply to them).
 
     `model_name` defaults to `out_dir`'s name; `c_prefix` (a C identifier) to one derived from it.
     `check_stats`: optional (n, D) sample rows for the float32-vs-float64 check (default: rows drawn
@@ -319,13 +319,13 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     `labels`: "runtime" leaves a classifier's ArgMax out of the graphs (NNAPI and CoreML run none);
     edgeseq's runtime then picks the first most probable class itself, as the C runtime does.
     `c_dtype`: "float32" (default) or "int16" -- the integer C model of `export/c_int16.py` (linear and
-    GLM models) or `export/c_int16_trees.py` (tree stages) for cores without an FPU; it needs
+    GLM models) or `export/kinds/trees/c_int16.py` (tree stages) for cores without an FPU; it needs
     `calibration`, a pair (X, y) of rows with
     the model's raw columns (y may be None) from which the feature ranges and the recorded
     accuracy/explained-variance loss are taken.
     `tree_ops`: tree stages only -- "ai-onnx-ml" (default, one ``ai.onnx.ml`` TreeEnsembleRegressor
     per stage) or "core" (core operators only, for tract, OpenVINO and mobile execution providers;
-    see `edgeseq.export.onnx_trees_core`).
+    see `edgeseq.export.kinds.trees.onnx_core`).
     `stop_data`: classifiers only -- held-out rows X (or a pair (X, y); y is not used) with the model's
     raw columns on which per-input stopping thresholds are calibrated (`edgeseq.export.stopping`) so
     that at most `max_disagreement` of new rows stop with another answer than the full model; the
@@ -366,21 +366,17 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     >>> export_model(seq, out, force=True)["model_name"]
     'demo_export'
     """
-    tree_model = _tree_model_of(seq)
-    layer_model = _layer_model_of(seq) if tree_model is None else None
-    if tree_model is None and layer_model is None:
-        if not isinstance(seq, FittedSequence):
-            raise ExportError(f"export_model needs a FittedSequence, a TreeStageModel or a fitted AFRClassifier, "
-                              f"got {type(seq).__name__}")
-        FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
-        check_float32(seq)
+    from edgeseq.export.kinds import ExportRequest, kind_of_model
+
+    kind, form = kind_of_model(seq)  # the one lookup: everything kind-specific is the kind's
+    kind.check(form)
     _check_batch_size(batch_size)
-    from edgeseq.export.onnx_trees import TREE_OPS
+    from edgeseq.export.kinds.trees.onnx import TREE_OPS
     if tree_ops not in TREE_OPS:  # linear prefixes are core operators whichever is asked
         raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, TREE_OPS))}")
     if c_dtype not in ("float32", "int16"):
         raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
-    check_labels(labels, tree_model.link if tree_model is not None else (layer_model or seq).link)
+    check_labels(labels, form.link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
     try:
@@ -389,92 +385,20 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         raise ExportError(f"{exc}; pass another --model-name") from None
     cgen = _c_generator()
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
-    if layer_model is not None:  # an anytime neural network (export/writer_layer_blocks.py)
-        from edgeseq.export.writer_layer_blocks import write_layer_export
-
-        if c_dtype != "float32":
-            raise ExportError("integer C is not available for layer-block models yet; export with c_dtype 'float32'")
-        classes = None if layer_model is seq else getattr(seq, "classes_", None)
-        return _write_atomically(out, force, lambda tmp: write_layer_export(
-            layer_model, tmp, model_name, c_prefix, batch_size, labels, classes, source=type(seq).__name__))
-    if tree_model is not None:
-        from edgeseq.export.writer_trees import write_tree_export
-
-        classes = None if tree_model is seq else getattr(seq, "classes_", None)  # an estimator's own labels
-        if tree_ops == "core":  # store the trees in the order the core tables are read back in
-            from edgeseq.export.onnx_trees_core import splits_first
-            tree_model = splits_first(tree_model)
-        c_int16 = None
-        if c_dtype == "int16":
-            c_int16 = _tree_int16(tree_model, calibration, classes)
-        return _write_atomically(out, force, _with_stopping(lambda tmp: write_tree_export(
-            tree_model, tmp, model_name, c_prefix, batch_size, ort, source=type(seq).__name__, classes=classes,
-            labels=labels, c_int16=c_int16, tree_ops=tree_ops), stop_data, max_disagreement,
-            None if c_int16 is None else (tree_model, c_int16[0]), stop_rule))
-    write_c, c_int16, qm = cgen.write_c_model, None, None
-    if c_dtype == "int16":
-        write_c, c_int16, qm = _int16_writer(seq, calibration)
-    return _write_atomically(out, force, _with_stopping(lambda tmp: _write_all(
-        seq, tmp, model_name, c_prefix, check_stats, write_c, batch_size, ort, labels, c_int16),
-        stop_data, max_disagreement, None if qm is None else (seq, qm), stop_rule))
+    write = kind.writer(form, ExportRequest(model_name, c_prefix, seq, check_stats=check_stats, batch_size=batch_size,
+                                            ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
+                                            tree_ops=tree_ops))
+    if stop_data is not None:  # per-input stopping is the spine's: calibrated on the written export
+        write = _with_stopping(write, stop_data, max_disagreement, getattr(write, "int16", None), stop_rule)
+    return _write_atomically(out, force, write)
 
 
 def _with_stopping(write, stop_data, max_disagreement, int16=None, rule: str = "shared"):
-    """`write`, followed by the stopping calibration on the written export when `stop_data` is given
-    (on the integer model's own outputs when `int16` = (model, quantised model) is given)."""
-    if stop_data is None:
-        return write
+    """`write`, followed by the stopping calibration on the written export (on the integer model's own
+    outputs when `int16` = (model, quantised model) is given)."""
     from edgeseq.export.stopping import add_stopping
 
     return lambda tmp: add_stopping(tmp, write(tmp), stop_data, max_disagreement, int16=int16, rule=rule)
-
-
-def _calibration_rows(calibration):
-    if calibration is None:
-        raise ExportError("--c-dtype int16 needs calibration rows for the feature ranges (--calibration-data FILE); "
-                          "the model file stores no sample rows")
-    return calibration
-
-
-def _tree_int16(model, calibration, classes):
-    """(TreeInt16Model, manifest entry) of a tree model's int16 C: quantised once, here, from the rows."""
-    from edgeseq.export.c_int16_trees import tree_int16_manifest_entry
-    from edgeseq.export.quantize_trees import quantize_trees
-
-    X, y = _calibration_rows(calibration)
-    qm = quantize_trees(model, X, y, classes=classes)
-    return qm, tree_int16_manifest_entry(qm, len(X))
-
-
-def _int16_writer(seq: FittedSequence, calibration):
-    """(C writer, manifest entry, Int16Model) of the int16 model: quantised once, here, from the calibration rows."""
-    from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
-    from edgeseq.export.quantize import quantize_sequence
-
-    X, y = _calibration_rows(calibration)
-    qm = quantize_sequence(seq, X, y)
-    return ((lambda s, tmp, prefix, model_name: write_c_int16_model(s, qm, tmp, prefix, model_name)),
-            int16_manifest_entry(seq, qm, len(X)), qm)
-
-
-def _layer_model_of(obj):
-    """The LayerBlockModel to export when `obj` is one or a fitted AnytimeNet estimator (None otherwise)."""
-    from edgeseq.neural_stages import LayerBlockModel
-
-    if isinstance(obj, LayerBlockModel):
-        return obj
-    model = vars(obj).get("stage_model_") if hasattr(obj, "__dict__") and not isinstance(obj, type) else None
-    return model if isinstance(model, LayerBlockModel) else None
-
-
-def _tree_model_of(obj):
-    """The TreeStageModel to export when `obj` is one or a fitted AFRClassifier (None otherwise)."""
-    from edgeseq.train.trees import TreeStageModel
-
-    if isinstance(obj, TreeStageModel):
-        return obj
-    model = vars(obj).get("stage_model_") if hasattr(obj, "__dict__") and not isinstance(obj, type) else None
-    return model if isinstance(model, TreeStageModel) else None
 
 
 def check_labels(labels, link: str) -> None:

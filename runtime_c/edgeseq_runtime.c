@@ -808,7 +808,7 @@ es_status es_next(const es_state *s, es_group_info *info)
     }
     m = s->model;
     k = s->stage + 1u;
-    if (k >= m->layers->n_stages) {
+    if (k >= m->layers->n_stages || s->confident) { /* confident: only after es_set_stop */
         return ES_DONE;
     }
     if (st == ES_OK && m->layers->group_stage[s->next] <= k) {

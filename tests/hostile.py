@@ -197,11 +197,11 @@ def tree_model_bytes(model, protocol: int = 5) -> bytes:
 
 
 def edited_tree(model=None, ensemble=None, **fields):
-    """A copy of a tree model (default: the two-group demo of `edgeseq.export.c_trees`) with attributes of
+    """A copy of a tree model (default: the two-group demo of `edgeseq.export.kinds.trees.c_float`) with attributes of
     the model or of its ensemble replaced after construction, as a crafted file holds them."""
     import copy
 
-    from edgeseq.export.c_trees import _demo_model
+    from edgeseq.export.kinds.trees.c_float import _demo_model
 
     m = copy.deepcopy(_demo_model() if model is None else model)
     for k, v in (ensemble or {}).items():

@@ -24,7 +24,8 @@ SOURCE_FOLDERS = {"edgeseq": "edgeseq", "export": "edgeseq.export"}
 # The layer order, lowest first. A module may import modules of its own layer or of a lower one, never
 # of a higher one. The most specific prefix names a module's layer.
 #   0 contract: errors, messages, the format contract, the budget rule (what every other layer shares)
-#   1 intermediate forms (numpy-only fitted models and their group description) and the Python runtime
+#   1 intermediate forms (edgeseq.forms: numpy-only fitted models, their group description), the anytime
+#     metrics (edgeseq.metrics, numpy-only) and the Python runtime
 #   2 training and I/O (model files, data, device costs), the feature extractors and the device tool
 #   3 exporters (ONNX, C, int16)
 #   4 evaluation (verify, curves, reports)
@@ -32,7 +33,7 @@ SOURCE_FOLDERS = {"edgeseq": "edgeseq", "export": "edgeseq.export"}
 LAYERS = {
     "edgeseq": 0, "edgeseq._source_tree": 0, "edgeseq.errors": 0, "edgeseq.messages": 0, "edgeseq.format": 0,
     "edgeseq.budget": 0, "edgeseq.schema": 0,
-    "edgeseq.sequence": 1, "edgeseq.neural_stages": 1, "edgeseq.train.trees": 1, "edgeseq.train.groups": 1,
+    "edgeseq.forms": 1, "edgeseq.metrics": 1,
     "edgeseq.runtime": 1,
     "edgeseq.train": 2, "edgeseq.io": 2, "edgeseq.extractors": 2, "edgeseq.device": 2,
     "edgeseq.export": 3,
@@ -41,7 +42,7 @@ LAYERS = {
 }
 LAYER_NAMES = ("contract", "intermediate forms + runtime", "train, io", "export", "evaluate", "cli")
 # modules that are a layer of their own inside a package of another layer (for the package-level graph)
-FORM_MODULES = tuple(m for m, k in LAYERS.items() if k == 1 and m != "edgeseq.runtime")
+FORM_MODULES: tuple = ()  # every form lives in edgeseq.forms now, a unit of its own
 
 
 def modules(root: Path = ROOT, folders: dict = SOURCE_FOLDERS) -> dict[str, Path]:

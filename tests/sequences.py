@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 
 def random_sequence(rng: np.random.Generator, group_sizes=(2, 3, 1), n_outputs: int = 1,

@@ -9,7 +9,7 @@ from sklearn.model_selection import train_test_split
 
 import edgeseq
 from edgeseq.errors import InputError, NotFittedError
-from edgeseq.train.afr import AFRClassifier
+from edgeseq.train.trees.afr import AFRClassifier
 
 BC_GROUPS = [[i, i + 10, i + 20] for i in range(10)]  # mean / se / worst of each measurement
 BC_COSTS = np.arange(1.0, 11.0)
@@ -141,9 +141,9 @@ def test_stage_model_is_the_trained_representation_and_readout():
     """The exported arrays reproduce what training used: the state equals the representation φ the
     outer loop built (rolled-back trees excluded), and the last stage's readout is the final SVM
     with its Platt scaling."""
-    from edgeseq.train.afr import _AFRFit
-    from edgeseq.train.afr_svm import platt
-    from edgeseq.train.groups import check_groups
+    from edgeseq.train.trees.afr import _AFRFit
+    from edgeseq.train.trees.afr_svm import platt
+    from edgeseq.forms.groups import check_groups
     X, y = load_breast_cancer(return_X_y=True)
     est = AFRClassifier(BC_GROUPS, BC_COSTS, max_blocks=3)
     fit = _AFRFit(est, X, y, 2, check_groups(BC_GROUPS, BC_COSTS, None, 30))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from edgeseq.train.afr_svm import fit_svm, outer_gradients, outer_loss, platt, svm_objective
+from edgeseq.train.trees.afr_svm import fit_svm, outer_gradients, outer_loss, platt, svm_objective
 
 A = 5.0
 
@@ -93,7 +93,7 @@ def test_one_sided_dM_reading_is_wrong():
     sol = fit_svm(PT, yT, bT, 0.7)
     dT, *_ = outer_gradients(sol, PT, yT, bT, PV, yV, bV, A)
     f = sol.decision(PV)
-    from edgeseq.sequence import sigmoid
+    from edgeseq.forms.linear import sigmoid
     s = sigmoid(A * yV * f)
     lp = -A * bV * yV * s * (1 - s)
     u = np.linalg.solve(sol.M, np.append(lp @ PV, lp.sum()))

@@ -57,7 +57,7 @@ def test_every_prefix_matches_numpy(link, sizes, P, scale):
 
 def _one_feature_classifier(link, intercepts, coef):
     """Prefix 0 = the intercept alone; prefix 1 = x * coef + 0 (one group of one feature)."""
-    from edgeseq.sequence import FittedSequence
+    from edgeseq.forms.linear import FittedSequence
     k = 2 if link == "sigmoid" else len(coef)
     classes = np.array([f"c{i}" for i in range(k)])
     return FittedSequence(task="classification", link=link, n_features_in=1, group_names=("a",),

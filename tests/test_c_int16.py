@@ -34,7 +34,7 @@ from edgeseq.export.c_harness import CCompilerError, runtime_dir
 from edgeseq.export.c_int16 import write_c_int16_model
 from edgeseq.export.c_int16_run import firmware_image, run_int16_arm, run_int16_host, soft_float_symbols
 from edgeseq.export.quantize import quantize_features, quantize_sequence, simulate
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from c_footprint import N_TEST, reference_model  # noqa: E402

@@ -26,13 +26,13 @@ from c_support import (SAN, boundary_budgets, in_place_commit_runtime, reseal, s
 
 from edgeseq.budget import resolve_prefix
 from edgeseq.errors import ExportError
-from edgeseq.export import quantize_trees as qt
+from edgeseq.export.kinds.trees import quantize as qt
 from edgeseq.export.c_arm import INT_TARGETS, missing_tools
 from edgeseq.export.c_harness import CCompilerError, runtime_dir
 from edgeseq.export.c_int16_run import firmware_image, run_int16_arm, run_int16_host, soft_float_symbols
-from edgeseq.export.c_int16_trees import write_c_int16_tree_model
-from edgeseq.export.quantize_trees import quantize_tree_features, quantize_trees, simulate_trees, threshold_q
-from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
+from edgeseq.export.kinds.trees.quantize import quantize_tree_features, quantize_trees, simulate_trees, threshold_q
+from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tree_models import afr_model, data, lightgbm_model, random_tree_model  # noqa: E402
@@ -172,7 +172,7 @@ def test_headroom_holds_at_the_bound_in_c(tmp_path):
 def _digits_afr():
     from sklearn.datasets import load_digits
 
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
     X, y = load_digits(return_X_y=True)
     n = len(X) - 300
     clf = AFRClassifier([list(range(r * 8, r * 8 + 8)) for r in range(8)], np.ones(8), random_state=0)
@@ -183,7 +183,7 @@ def _digits_afr():
 def _cancer_afr():
     from sklearn.datasets import load_breast_cancer
 
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
     X, y = load_breast_cancer(return_X_y=True)
     rng = np.random.default_rng(0)
     perm = rng.permutation(len(X))
@@ -288,7 +288,7 @@ def test_no_float_type_in_the_generated_tree_model(case):
 
 @pytest.mark.skipif(_ARM_BUILD is not None, reason=f"Cortex-M builds skipped: {_ARM_BUILD}")
 def test_cortex_m0_image_of_a_tree_model_links_no_soft_float_but_the_float_build_does(tmp_path):
-    from edgeseq.export.c_trees import write_c_tree_model
+    from edgeseq.export.kinds.trees.c_float import write_c_tree_model
     model, X, y, n = _digits_afr()
     write_c_int16_tree_model(model, quantize_trees(model, X[:n]), tmp_path / "i16", "dig")
     m0 = INT_TARGETS["cortex-m0"]

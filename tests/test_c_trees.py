@@ -25,8 +25,8 @@ from tree_models import boundary_rows, random_tree_model, rows
 from edgeseq.errors import ExportError
 from edgeseq.export.c_harness import (build_driver, compile_c, run_c, run_c_budgets, run_c_trees,
                                       runtime_dir, sweep_c_trees)
-from edgeseq.export.c_trees import tree_feature_order, tree_preorder, write_c_tree_model
-from edgeseq.train.trees import TreeStage, TreeStageModel
+from edgeseq.export.kinds.trees.c_float import tree_feature_order, tree_preorder, write_c_tree_model
+from edgeseq.forms.trees import TreeStage, TreeStageModel
 
 
 def tree_bound(model: TreeStageModel, X: np.ndarray, k: int) -> np.ndarray:
@@ -97,7 +97,7 @@ def test_every_stage_matches_numpy_under_asan_ubsan(case):
 def test_afr_models_binary_and_multiclass():
     from sklearn.datasets import load_breast_cancer, load_digits
 
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
     X, y = load_breast_cancer(return_X_y=True)
     fast = dict(n_dims=2, n_trees=3, max_blocks=8)  # ~0.3 s each; several stages, one with two groups
     binary = AFRClassifier([[i, i + 10, i + 20] for i in range(10)], np.arange(1.0, 11.0), **fast).fit(X, y)
@@ -116,7 +116,7 @@ def test_afr_models_binary_and_multiclass():
 @pytest.fixture(scope="module")
 def lightgbm_models():
     lgb = pytest.importorskip("lightgbm", reason="LightGBM is an optional extra")
-    from edgeseq.train.lightgbm_import import from_lightgbm
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 8)).round(2)
     score = X[:, 0] + X[:, 2] * X[:, 3] + 0.5 * X[:, 5] - X[:, 7] ** 2
@@ -294,7 +294,7 @@ def _init_status(tmp_path, source: str) -> int:
 ])
 def test_es_init_refuses_hand_edited_tree_tables(tmp_path, old, new):
     """Defence in depth: a generated file edited by hand cannot make the walk leave its arrays."""
-    from edgeseq.export.c_trees import _demo_model
+    from edgeseq.export.kinds.trees.c_float import _demo_model
     write_c_tree_model(_demo_model(), tmp_path, "m")
     src = (tmp_path / "edgeseq_model.c").read_text()
     assert src.count(old) == 1
@@ -421,7 +421,7 @@ int main(void)
 def test_an_overflowing_hand_edited_model_stops_the_sample(tmp_path):
     """A hand-edited leaf the generator would refuse: the stage that overflows is not committed, the
     previous stage stays, and further pushes say ES_ERR_FINISHED (until es_reset)."""
-    from edgeseq.export.c_trees import _demo_model
+    from edgeseq.export.kinds.trees.c_float import _demo_model
     write_c_tree_model(_demo_model(), tmp_path, "m")
     src = (tmp_path / "edgeseq_model.c").read_text()
     edits = [("{2.0f, 0u, 0u}", "{3.0e38f, 0u, 0u}"), ("{10.0f, 0u, 0u}", "{3.0e38f, 0u, 0u}")]

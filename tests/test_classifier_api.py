@@ -8,7 +8,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from edgeseq import AnytimeClassifier
 from edgeseq.errors import EdgeseqWarning, InputError, NotFittedError
-from edgeseq.train.glm_fit import GRAD_TOL
+from edgeseq.train.glm.fit import GRAD_TOL
 
 
 def blobs(seed=0, n=200, n_classes=3, D=6, sep=1.5):

@@ -17,13 +17,13 @@ from scipy.special import logsumexp, softmax
 from scipy.stats import rankdata
 
 from edgeseq import AnytimeClassifier
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.classifier import fold_glm
-from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_fit import GRAD_TOL
-from edgeseq.train.glm_select import GLMState, select_glm, working_design
-from edgeseq.train.groups import check_groups
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.linear.classifier import fold_glm
+from edgeseq.train.glm.design import WorkingDesign
+from edgeseq.train.glm.fit import GRAD_TOL
+from edgeseq.train.glm.select import GLMState, select_glm, working_design
+from edgeseq.forms.groups import check_groups
+from edgeseq.train.linear.stats import sufficient_statistics
 
 SIZES = (2, 3, 1, 4, 2, 3)
 

@@ -45,7 +45,7 @@ def _target(score, kind):
 
 def _lgbm(kind, X, score):
     lgb = pytest.importorskip("lightgbm")
-    from edgeseq.train.lightgbm_import import from_lightgbm
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm
 
     if kind == "regression":
         est = lgb.LGBMRegressor(**LGBM).fit(X, score)
@@ -85,11 +85,11 @@ def _build(name, kind):
 
         return getattr(edgeseq, builder)(**kw, hidden=16, max_epochs=60, random_state=0).fit(X, y)
     if builder == "sequence_trees":
-        from edgeseq.train.tree_sequencing import sequence_trees
+        from edgeseq.train.trees.tree_sequencing import sequence_trees
 
         return sequence_trees(_lgbm(kind, X, score), X, y)
     if builder == "sequence_from_gram":
-        from edgeseq.train.functional import sequence_from_gram
+        from edgeseq.train.linear.functional import sequence_from_gram
 
         C = np.cov(np.column_stack([X, y]), rowvar=False, bias=True)
         return sequence_from_gram(C[:8, :8], C[:8, 8], C[8, 8], GROUPS, COSTS, n_samples=len(X),
@@ -143,8 +143,8 @@ def _ok(args):
 
 def _python_prediction(model, X):
     """What the model itself predicts with every group: labels (classifiers) or values."""
-    from edgeseq.sequence import FittedSequence
-    from edgeseq.train.trees import TreeStageModel
+    from edgeseq.forms.linear import FittedSequence
+    from edgeseq.forms.trees import TreeStageModel
 
     if isinstance(model, FittedSequence):  # regression here
         return model.linear(X, model.n_prefixes - 1)[:, 0]

@@ -103,7 +103,7 @@ def test_a_table_without_a_model_column_is_refused_in_one_line(data, afr_export,
 def test_python_estimators_record_table_columns_and_refuse_a_reordered_table(data):
     pa = pytest.importorskip("pyarrow")
     from edgeseq import AnytimeRegressor
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
 
     _, X, y = data
     table = pa.table({n: X[:, i] for i, n in enumerate(NAMES)})

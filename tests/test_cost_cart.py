@@ -5,8 +5,8 @@ TreeEnsemble evaluator's (same float32 x <= t decisions)."""
 import numpy as np
 import pytest
 
-from edgeseq.train.cost_cart import Binner, BinnedRows, fit_cost_tree
-from edgeseq.train.trees import TreeEnsemble
+from edgeseq.train.trees.cost_cart import Binner, BinnedRows, fit_cost_tree
+from edgeseq.forms.trees import TreeEnsemble
 
 
 def problem(seed=0, n=400):

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, brier_score_loss, log_loss, r2_score
 
-from edgeseq.evaluate.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
+from edgeseq.metrics.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
 from edgeseq.errors import InputError
 from edgeseq.evaluate.anytime import anytime_curve
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 from sequences import random_sequence
 
 

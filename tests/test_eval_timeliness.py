@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from edgeseq.evaluate.curves import AnytimeCurve, oracle_curve, value_at_budget
+from edgeseq.metrics.curves import AnytimeCurve, oracle_curve, value_at_budget
 from edgeseq.errors import InputError
-from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 
 def _curve(costs, values, label="c") -> AnytimeCurve:

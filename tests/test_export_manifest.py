@@ -15,7 +15,7 @@ from sequences import random_sequence
 from edgeseq.errors import EdgeseqError, ExportError, IntegrityError
 from edgeseq.export import c_codegen
 from edgeseq.format import load_schema, read_verified
-from edgeseq.export.manifest import sequence_from_export
+from edgeseq.export.kinds.affine.reader import sequence_from_export
 from edgeseq.export.writer import export_model, sample_inputs
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sequences import random_sequence
 
 from edgeseq.format import read_verified
-from edgeseq.export.manifest import sequence_from_export
+from edgeseq.export.kinds.affine.reader import sequence_from_export
 from edgeseq.export.names import (C_KEYWORDS, RESERVED_ONNX_NAMES, c_comment_text, c_identifier,
                                   c_identifiers, c_string_literal, onnx_input_names)
 from edgeseq.export.writer import export_model

@@ -12,13 +12,13 @@ import onnxruntime as ort
 import pytest
 
 from edgeseq.errors import ExportError, IntegrityError
-from edgeseq.export import onnx_trees
-from edgeseq.export.onnx_trees import build_stage_graph
+from edgeseq.export.kinds.trees import onnx as onnx_trees
+from edgeseq.export.kinds.trees.onnx import build_stage_graph
 from edgeseq.export.writer import export_model
-from edgeseq.export.writer_trees import tree_input_names
+from edgeseq.export.kinds.trees.writer import tree_input_names
 from edgeseq.format import (MAX_TREE_DEPTH, MAX_TREE_NODES, STATE_IN, check_cross_fields, dump_manifest,
                             manifest_checksum, read_verified, validate_manifest)
-from edgeseq.train.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.forms.trees import MAX_DEPTH, MAX_NODES, TreeEnsemble, TreeStage, TreeStageModel
 
 from tree_models import afr_model, boundary_rows, data, lightgbm_model, stage_bound, toy_model
 

@@ -20,12 +20,12 @@ from click.testing import CliRunner
 
 from edgeseq.cli import main
 from edgeseq.errors import EdgeseqError, ExportError, IntegrityError
-from edgeseq.evaluate.verify_trees import verify_tree_export
+from edgeseq.export.kinds.trees.verify import verify_tree_export
 from edgeseq.export.onnx_runners import RuntimeUnavailable, run_graph
-from edgeseq.export.onnx_trees import build_stage_graph
-from edgeseq.export.onnx_trees_core import splits_first
+from edgeseq.export.kinds.trees.onnx import build_stage_graph
+from edgeseq.export.kinds.trees.onnx_core import splits_first
 from edgeseq.export.writer import export_model
-from edgeseq.export.writer_trees import tree_input_names
+from edgeseq.export.kinds.trees.writer import tree_input_names
 from edgeseq.format import STATE_IN, dump_manifest, manifest_checksum, read_verified
 from edgeseq.io.model_io import save_model
 

@@ -21,8 +21,8 @@ from edgeseq.errors import EdgeseqError
 from edgeseq.evaluate.verify import verify_export
 from edgeseq.io.model_io import load_model
 from edgeseq.runtime.model import ExportedModel
-from edgeseq.sequence import FittedSequence
-from edgeseq.train.trees import TreeStageModel
+from edgeseq.forms.linear import FittedSequence
+from edgeseq.forms.trees import TreeStageModel
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 _spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")

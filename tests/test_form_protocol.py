@@ -20,7 +20,7 @@ from tree_models import random_tree_model
 
 from edgeseq.budget import check_budget, longest_affordable_prefix
 from edgeseq.errors import InputError
-from edgeseq.neural_stages import _example_model
+from edgeseq.forms.layer_blocks import _example_model
 
 # decimal costs whose sums are not exact, tiny costs, and a huge cost next to small ones
 COSTS = [[0.1, 0.7, 0.3], [1e-13, 3e-13, 2e-13], [1e9, 1.0, 3.0], [0.2, 0.1, 0.7, 0.3]]
@@ -104,3 +104,22 @@ def test_old_tree_names_are_warning_aliases():
 def test_alias_warning_names_the_class_it_was_called_on():
     with pytest.warns(DeprecationWarning, match="LayerBlockModel.columns_required"):
         _example_model().columns_required(1)
+
+
+def test_every_form_answers_the_stage_protocol():
+    """`edgeseq.forms.protocol.is_form`: all three forms, and an estimator through `form_of`."""
+    from edgeseq.forms.protocol import form_of, is_form
+
+    seq, tree = _pair(COSTS[0])
+    blocks = _example_model()
+    for form in (seq, tree, blocks):
+        assert is_form(form) and form_of(form) is form
+        X = np.zeros((2, getattr(form, "n_features_in", None) or form.n_features))
+        z = list(form.staged_decision(X))
+        assert len(z) == len(form.cum_cost) and all(v.shape == (2, form.n_outputs) for v in z)
+
+    class Fitted:
+        stage_model_ = tree
+    assert form_of(Fitted()) is tree
+    # negative control: neither a plain object nor a form class is a form
+    assert form_of(object()) is None and form_of(type(seq)) is None and not is_form(object())

@@ -1,5 +1,5 @@
 """CS-G-FR's memory: the rows of K and the columns of its factor's L⁻¹C_S,: that nothing reads once a
-group is selected are given back to the operating system (`edgeseq.train.releasable`).
+group is selected are given back to the operating system (`edgeseq.train.linear.releasable`).
 
 * `ReleasableRows` returns pages (resident memory drops) and never touches neighbouring rows.
 * An FR selection that releases gives bit-identical picks, losses and weights to one that does not,
@@ -16,10 +16,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.glm_select import GLMState, select_glm, working_design
-from edgeseq.train.releasable import ReleasableRows
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.glm.select import GLMState, select_glm, working_design
+from edgeseq.train.linear.releasable import ReleasableRows
+from edgeseq.train.linear.stats import sufficient_statistics
 
 LINUX = sys.platform.startswith("linux")
 
@@ -87,7 +87,7 @@ def test_a_factor_is_not_rebuilt_from_released_rows():
 PEAK_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
-    import edgeseq.train.classifier as cm
+    import edgeseq.train.linear.classifier as cm
     from edgeseq import AnytimeClassifier
     if sys.argv[1] == "keep":
         init = cm.GLMState.__init__
@@ -140,7 +140,7 @@ def test_chunks_merged_in_place_equal_the_centred_two_pass_statistics(drift):
 def test_the_statistics_pass_holds_one_d_by_d_array():
     import tracemalloc
 
-    from edgeseq.train.stats import shifted_statistics
+    from edgeseq.train.linear.stats import shifted_statistics
 
     rng = np.random.default_rng(12)
     X, Y = rng.normal(size=(1200, 4000)), rng.normal(size=(1200, 1))

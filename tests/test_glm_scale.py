@@ -16,11 +16,11 @@ import pytest
 from scipy.linalg import cholesky
 
 from edgeseq import AnytimeClassifier
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.glm_design import WorkingDesign
-from edgeseq.train.glm_fit import GRAD_TOL, BoundFactor, objective_gradient
-from edgeseq.train.glm_select import GLMState, select_glm, working_design
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.glm.design import WorkingDesign
+from edgeseq.train.glm.fit import GRAD_TOL, BoundFactor, objective_gradient
+from edgeseq.train.glm.select import GLMState, select_glm, working_design
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 def _problem(seed=0, n=300, sizes=(3, 4, 2, 5), offset=0.0, dtype=np.float64, shuffle=False):

@@ -13,13 +13,13 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import edgeseq.train.classifier as classifier_module
+import edgeseq.train.linear.classifier as classifier_module
 from edgeseq import AnytimeClassifier
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.glm_fit import GRAD_TOL, objective_gradient
-from edgeseq.train.glm_select import GLMState, select_glm, working_design
-from edgeseq.train.group_stats import group_block_statistics
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.glm.fit import GRAD_TOL, objective_gradient
+from edgeseq.train.glm.select import GLMState, select_glm, working_design
+from edgeseq.train.linear.group_stats import group_block_statistics
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 def _data(seed=0, n=500, sizes=(3, 4, 2, 5), offset=0.0, dtype=np.float64, shuffle=False, classes=3):
@@ -161,7 +161,7 @@ def test_classifier_omp_allocates_no_d_by_d_array(monkeypatch):
 def test_block_diagonal_preconditioner_stores_no_zero_panel():
     from scipy.linalg import cholesky
 
-    from edgeseq.train.glm_fit import BoundFactor
+    from edgeseq.train.glm.fit import BoundFactor
 
     rng = np.random.default_rng(8)
     blocks = [rng.normal(size=(9, k)) for k in (3, 2, 4)]

@@ -9,8 +9,8 @@
   structural guard is that none of them loads numpy or the training stack.
 * The import graph of edgeseq's modules (read by `tests/import_graph.py`, function-level imports
   included) has no cycle, neither between modules nor between packages, and no module imports a later
-  layer of contract < intermediate forms + runtime < train, io < export < evaluate < cli, except the
-  commented entries of ALLOWED_UPWARD that the stage-kind registry refactor must remove.
+  layer of contract < intermediate forms (edgeseq.forms), anytime metrics + runtime < train, io < export
+  < evaluate < cli.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_runtime_import_loads_no_training_or_export_stack():
 
 def test_the_import_probe_can_fail():
     """Negative control: the same probe sees scikit-learn when the trainer is imported."""
-    assert {"sklearn", "scipy"} <= _loaded_after("import edgeseq.train.regressor")
+    assert {"sklearn", "scipy"} <= _loaded_after("import edgeseq.train.linear.regressor")
 
 
 def _edgeseq_imports(path: Path) -> set[str]:
@@ -80,7 +80,7 @@ def test_contract_modules_stay_light(module):
 
 def test_layer_block_form_is_numpy_only():
     """The layer-block intermediate form loads no training or export stack (a device tool may load it)."""
-    assert not _loaded_after("import edgeseq.neural_stages") & set(HEAVY)
+    assert not _loaded_after("import edgeseq.forms.layer_blocks") & set(HEAVY)
 
 
 # Timed interpreters may cache bytecode (as any installed package, onnxruntime included, has it): with
@@ -154,21 +154,15 @@ def test_help_is_fast(args):
 # ---- the import graph: no cycle, and no import of a later layer (tests/import_graph.py) ----------
 GRAPH = ig.import_graph(ig.modules())
 
-# Upward imports the stage-kind registry refactor must remove (the test fails on an entry that no
-# longer occurs, so this list can only shrink). Each one needs a module moved, which this round avoids.
-ALLOWED_UPWARD = {
-    # boosting scores its candidate orders with the anytime-curve metrics, which live in evaluate/; the
-    # fix moves the numpy-only metric core (AnytimeCurve, timeliness) below train with the other forms
-    ("edgeseq.train.stagewise_boosting", "edgeseq.evaluate.curves"),
-    ("edgeseq.train.stagewise_boosting", "edgeseq.evaluate.timeliness"),
-}
+# Upward imports allowed (none: the stage-kind registry moved the forms and the anytime metrics below train)
+ALLOWED_UPWARD: set = set()
 
 
 def test_import_graph_sees_the_whole_package():
     """The graph is not vacuous: every module is a node and the known edges are found, lazy ones included."""
     assert len(GRAPH) > 100 and all(ig.layer_of(m) is not None for m in GRAPH)
-    assert "edgeseq.export.quantize" in GRAPH["edgeseq.export.quantize_trees"]
-    assert "edgeseq.export.c_harness" in GRAPH["edgeseq.evaluate.verify_checks"]  # a function-level import
+    assert "edgeseq.export.quantize" in GRAPH["edgeseq.export.kinds.trees.quantize"]
+    assert "edgeseq.export.c_harness" in GRAPH["edgeseq.export.verify_checks"]  # a function-level import
 
 
 def test_no_import_cycle():
@@ -211,3 +205,9 @@ def test_checker_flags_a_synthetic_cycle_and_upward_import(tmp_path):
     assert ig.cycles(g) == [["edgeseq.a", "edgeseq.b", "edgeseq.c"]]
     assert ("edgeseq.io.x", "edgeseq.cli.y") in ig.upward_imports(g)
     assert ig.cycles(ig.package_graph({"edgeseq.train.m": {"edgeseq.io.n"}, "edgeseq.io.n": {"edgeseq.train.k"}}))
+
+
+def test_model_file_reader_imports_nothing_from_train():
+    """The forms (and the group specification) left train/: reading a model file loads no trainer module."""
+    assert {"edgeseq.forms.linear", "edgeseq.forms.trees"} & GRAPH["edgeseq.io.model_io"]  # the check sees edges
+    assert not {m for m in GRAPH["edgeseq.io.model_io"] if m.startswith("edgeseq.train")}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from edgeseq.errors import GroupSpecError, InputTypeError, ModelFormatError
-from edgeseq.train.lightgbm_import import from_lightgbm, from_lightgbm_dump, from_lightgbm_text
+from edgeseq.train.trees.lightgbm_import import from_lightgbm, from_lightgbm_dump, from_lightgbm_text
 
 from tree_models import boundary_rows
 
@@ -295,7 +295,7 @@ def test_a_300_byte_dump_cannot_claim_10000_classes():
     d = stump_dump(per_iter=10_000, n_trees=1)
     assert len(json.dumps(d)) < 400
     err, peak = _traced(lambda: from_lightgbm_dump(d, GROUPS, COSTS))
-    from edgeseq.train.lightgbm_import import MAX_CLASSES
+    from edgeseq.train.trees.lightgbm_import import MAX_CLASSES
     assert isinstance(err, ModelFormatError), err  # the old import built two 10,000 x 10,000 readouts (1.6 GB)
     assert f"num_tree_per_iteration must be an integer in 1..{MAX_CLASSES}" in str(err)
     assert peak < 1 << 20, peak
@@ -349,7 +349,7 @@ def test_threshold_above_float32_range_sends_every_row_left(dump):
 
 
 def test_node_count_is_refused_from_the_header_before_any_tree_is_read():
-    from edgeseq.train.trees import MAX_NODES
+    from edgeseq.forms.trees import MAX_NODES
 
     d = stump_dump(n_trees=20)
     for info in d["tree_info"]:
@@ -486,8 +486,8 @@ def test_crafted_text_models_fail_with_one_line(text, edit, error, message):
 def test_the_docs_state_the_caps_the_code_enforces():
     from pathlib import Path
 
-    from edgeseq.train.lightgbm_import import MAX_CLASSES, MAX_TREES
-    from edgeseq.train.trees import MAX_NODES
+    from edgeseq.train.trees.lightgbm_import import MAX_CLASSES, MAX_TREES
+    from edgeseq.forms.trees import MAX_NODES
 
     root = Path(__file__).resolve().parents[1] / "docs"
     for page in ("nonlinear.md", "threat-model.md"):
@@ -505,7 +505,7 @@ def test_text_reader_equals_the_dump_reader_and_reads_windows_line_ends(text):
 
 
 def test_too_many_trees_are_refused_before_lightgbm_prints_the_model(monkeypatch):
-    import edgeseq.train.lightgbm_import as imp
+    import edgeseq.train.trees.lightgbm_import as imp
 
     X, s = data(seed=8)
     booster = lgb.LGBMRegressor(**PARAMS).fit(X, s).booster_

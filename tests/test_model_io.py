@@ -54,7 +54,7 @@ def test_pickles_reference_only_expected_globals(est):
     text = io.StringIO()
     pickletools.dis(pickle.dumps(model, protocol=2), out=text)
     refs = set(re.findall(r"GLOBAL\s+'([^']+)'", text.getvalue()))
-    assert all(r.split()[0] in ("numpy", "numpy._core.multiarray", "edgeseq.train.regressor", "edgeseq.sequence",
+    assert all(r.split()[0] in ("numpy", "numpy._core.multiarray", "edgeseq.train.linear.regressor", "edgeseq.forms.linear",
                                 "_codecs", "__builtin__") for r in refs), refs
 
 
@@ -152,8 +152,8 @@ def test_tiny_pickle_calling_builtins_is_refused_before_allocating():
     ("_codecs", "encode", b"X\x01\x00\x00\x00aX\x04\x00\x00\x00zlib\x86"),
     ("numpy._core.multiarray", "_reconstruct", _global("numpy", "ndarray") + b"(" + _BIG + b"tC\x01b\x87"),
     ("numpy", "dtype", b"X\x01\x00\x00\x00O\x85"),  # object arrays could hold anything
-    ("copyreg", "_reconstructor", _global("edgeseq.train.regressor", "AnytimeRegressor")
-     + _global("edgeseq.train.regressor", "AnytimeRegressor") + b"N\x87"),
+    ("copyreg", "_reconstructor", _global("edgeseq.train.linear.regressor", "AnytimeRegressor")
+     + _global("edgeseq.train.linear.regressor", "AnytimeRegressor") + b"N\x87"),
 ])
 def test_allowed_globals_accept_only_the_arguments_model_pickles_use(mod, name, args):
     with pytest.raises(ModelFormatError, match="refusing to load"):
@@ -198,11 +198,11 @@ def test_model_file_size_cap(tmp_path, est, monkeypatch):
         load_model(path)
 
 
-@pytest.mark.parametrize("target", [_global("edgeseq.sequence", "FittedSequence"), _global("_codecs", "encode")])
+@pytest.mark.parametrize("target", [_global("edgeseq.forms.linear", "FittedSequence"), _global("_codecs", "encode")])
 def test_a_file_cannot_set_attributes_of_classes_or_functions(target):
     """BUILD with slot state would setattr on the allowed object itself, poisoning the whole process
     (e.g. FittedSequence.validate = None) even though the load then fails."""
-    from edgeseq.sequence import FittedSequence
+    from edgeseq.forms.linear import FittedSequence
 
     validate = FittedSequence.__dict__["validate"]
     data = _proto2(target, b"N}X\x08\x00\x00\x00validateNs\x86b")  # (None, {"validate": None}) BUILD

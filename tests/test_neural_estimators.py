@@ -12,7 +12,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from edgeseq import AnytimeNetClassifier, AnytimeNetRegressor, AnytimeRegressor
 from edgeseq.errors import EdgeseqWarning, InputError, ModelFormatError
-from edgeseq.neural_stages import LayerBlockModel
+from edgeseq.forms.layer_blocks import LayerBlockModel
 
 SMALL = dict(hidden=8, max_epochs=15, batch_size=32)
 

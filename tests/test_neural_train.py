@@ -76,7 +76,7 @@ def test_conv1d_branch_gradients(pool, size, stride):
 
 def test_conv_forward_is_the_fitted_forms_forward():
     """Training and the intermediate form compute the same branch (one implementation of the maths)."""
-    from edgeseq.neural_stages import ConvBranch
+    from edgeseq.forms.layer_blocks import ConvBranch
     rng = np.random.default_rng(2)
     x, W, b = rng.normal(size=(4, 2, 9)), rng.normal(size=(3, 2, 4)), rng.normal(size=3)
     for pool, size in (("none", 1), ("max", 2), ("avg", 2)):

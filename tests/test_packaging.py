@@ -211,7 +211,7 @@ RUNTIME_CHILD = textwrap.dedent("""
         assert r.prefix == 2 and r.stopped_by == "budget", r
     np.save(sys.argv[3], y)
     try:
-        import edgeseq.train.regressor
+        import edgeseq.train.linear.regressor
     except ImportError as exc:
         print("trainer unavailable:", exc)
     print("runtime-only-ok")

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from edgeseq.cli import main
-from edgeseq.evaluate.curves import AnytimeCurve
+from edgeseq.metrics.curves import AnytimeCurve
 from edgeseq.errors import InputError
 from edgeseq.evaluate.anytime import anytime_curve
 from edgeseq.evaluate.report import md_escape, write_report
-from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 try:
     import matplotlib  # noqa: F401
@@ -186,7 +186,7 @@ def test_sparse_and_estimator_curves_in_one_report(tmp_path):
     from sklearn.datasets import load_diabetes
 
     from edgeseq import AnytimeRegressor
-    from edgeseq.train.sparse import sparse_path
+    from edgeseq.train.linear.sparse import sparse_path
     X, y = load_diabetes(return_X_y=True)
     groups, costs = [[0, 1], [2], [3], [4, 5, 6, 7], [8], [9]], [1, 2, 3, 4, 1, 2]
     reg = AnytimeRegressor(groups=groups, costs=costs).fit(X, y)

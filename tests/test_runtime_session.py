@@ -8,7 +8,7 @@ import pytest
 from edgeseq import AnytimeRegressor
 from edgeseq.errors import InputError, IntegrityError, RuntimeInputError
 from edgeseq.runtime.session import AnytimeSession, ClassifierPrediction
-from edgeseq.sequence import sample_rows as draw_rows
+from edgeseq.forms.linear import sample_rows as draw_rows
 from sequences import random_sequence
 from test_runtime_support import assert_matches_reference, exported, group_features
 

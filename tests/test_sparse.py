@@ -7,7 +7,7 @@ from sklearn.linear_model import Lasso, LinearRegression
 
 from edgeseq.errors import GroupSpecError, InputError
 from edgeseq.evaluate.anytime import anytime_curve
-from edgeseq.train.sparse import kkt_violation, solve_group_lasso, sparse_path
+from edgeseq.train.linear.sparse import kkt_violation, solve_group_lasso, sparse_path
 
 KKT_TOL = 1e-6  # the solver stops at 1e-7 relative KKT violation; n-space recomputation adds rounding
 

@@ -10,8 +10,8 @@ from sklearn.metrics import log_loss
 
 import edgeseq
 from edgeseq.errors import InputError, NotFittedError
-from edgeseq.train.groups import check_groups
-from edgeseq.train.stagewise_boosting import (AnytimeBoostingClassifier, AnytimeBoostingRegressor, boost_stages,
+from edgeseq.forms.groups import check_groups
+from edgeseq.train.trees.stagewise_boosting import (AnytimeBoostingClassifier, AnytimeBoostingRegressor, boost_stages,
                                               stage_model)
 
 lgb = pytest.importorskip("lightgbm")
@@ -137,7 +137,7 @@ def test_linear_chosen_on_rows_the_search_did_not_use_breast_cancer():
     rule); on rows of their own the linear model wins, and it is the better one on the test rows."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
-    from edgeseq.train.stagewise_boosting import step_area
+    from edgeseq.train.trees.stagewise_boosting import step_area
 
     X, y = load_breast_cancer(return_X_y=True)
     groups, costs = [[i, i + 10, i + 20] for i in range(10)], np.arange(1.0, 11.0)

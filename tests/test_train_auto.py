@@ -12,10 +12,10 @@ from sklearn.preprocessing import StandardScaler
 
 from edgeseq import AnytimeClassifier, AnytimeRegressor
 from edgeseq.errors import InputError
-from edgeseq.train.auto import GLM_L2_GRID, L2_GRID, N_FOLDS, fold_statistics
-from edgeseq.train.basis import build_working_problem
-from edgeseq.train.glm_select import working_design
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.auto import GLM_L2_GRID, L2_GRID, N_FOLDS, fold_statistics
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.glm.select import working_design
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 def folds_of(n, k=N_FOLDS):

@@ -13,8 +13,8 @@ da = pytest.importorskip("dask.array", reason="the optional 'dask' extra is not 
 
 from edgeseq import AnytimeRegressor  # noqa: E402
 from edgeseq.errors import InputError  # noqa: E402
-from edgeseq.train import dask_stats  # noqa: E402
-from edgeseq.train.stats import sufficient_statistics  # noqa: E402
+from edgeseq.train.distributed import stats as dask_stats  # noqa: E402
+from edgeseq.train.linear.stats import sufficient_statistics  # noqa: E402
 
 GROUPS = [[0, 1, 2], [3, 4], [5, 6, 7], [8], [9, 10, 11]]
 COSTS = [1.0, 2.0, 3.0, 1.0, 2.0]

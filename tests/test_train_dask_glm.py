@@ -17,12 +17,12 @@ da = pytest.importorskip("dask.array", reason="the optional 'dask' extra is not 
 
 from edgeseq import AnytimeClassifier  # noqa: E402
 from edgeseq.errors import InputError  # noqa: E402
-from edgeseq.train import dask_glm  # noqa: E402
-from edgeseq.train.basis import build_working_problem  # noqa: E402
-from edgeseq.train.glm_design import WorkingDesign  # noqa: E402
-from edgeseq.train.glm_fit import GRAD_TOL, class_targets, objective_gradient  # noqa: E402
-from edgeseq.train.glm_select import GLMState, select_glm, working_design  # noqa: E402
-from edgeseq.train.stats import sufficient_statistics  # noqa: E402
+from edgeseq.train.distributed import glm as dask_glm  # noqa: E402
+from edgeseq.train.linear.basis import build_working_problem  # noqa: E402
+from edgeseq.train.glm.design import WorkingDesign  # noqa: E402
+from edgeseq.train.glm.fit import GRAD_TOL, class_targets, objective_gradient  # noqa: E402
+from edgeseq.train.glm.select import GLMState, select_glm, working_design  # noqa: E402
+from edgeseq.train.linear.stats import sufficient_statistics  # noqa: E402
 
 GROUPS = [[0, 1], [2, 3, 4], [5], [6, 7], [8, 9, 10]]
 COSTS = [1.0, 2.0, 1.0, 3.0, 2.0]

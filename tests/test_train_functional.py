@@ -10,7 +10,7 @@ from sklearn.datasets import load_breast_cancer, load_diabetes
 from edgeseq import AnytimeRegressor
 from edgeseq.errors import InputError
 from edgeseq.io.model_io import load_model
-from edgeseq.train.functional import sequence_from_gram
+from edgeseq.train.linear.functional import sequence_from_gram
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

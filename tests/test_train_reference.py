@@ -8,10 +8,10 @@ import pytest
 from sklearn.linear_model import orthogonal_mp
 
 from edgeseq import AnytimeRegressor
-from edgeseq.train.basis import build_working_problem
+from edgeseq.train.linear.basis import build_working_problem
 from edgeseq.errors import EdgeseqWarning
-from edgeseq.train.selection import select_sequence
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.selection import select_sequence
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 @pytest.mark.parametrize("seed", range(5))

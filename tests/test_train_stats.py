@@ -5,7 +5,7 @@ import pytest
 
 from edgeseq import AnytimeRegressor
 from edgeseq.errors import InputError
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.stats import sufficient_statistics
 
 
 def _data(seed=0, n=257, d=6, p=2):
@@ -137,7 +137,7 @@ def _close_to_brute(s, X, Y, tol=1e-9):
 
 @pytest.mark.parametrize("chunk_rows", [97, 1000, 5000])
 def test_offset_columns_match_brute_force_on_the_shifted_path(chunk_rows, monkeypatch):
-    import edgeseq.train.chunk_moments as cm
+    import edgeseq.train.linear.chunk_moments as cm
     paths = []
     shifted, copy = cm._shifted, cm._centred_copy
     monkeypatch.setattr(cm, "_shifted", lambda *a: paths.append("shift") or shifted(*a))
@@ -152,7 +152,7 @@ def test_offset_columns_match_brute_force_on_the_shifted_path(chunk_rows, monkey
 
 def test_mostly_offset_columns_take_the_exact_copy(monkeypatch):
     """3 offset columns of 5: shifting them apart would cost more than one copy of the chunk."""
-    import edgeseq.train.chunk_moments as cm
+    import edgeseq.train.linear.chunk_moments as cm
     paths = []
     copy = cm._centred_copy
     monkeypatch.setattr(cm, "_centred_copy", lambda *a: paths.append("copy") or copy(*a))
@@ -174,7 +174,7 @@ def test_rank_one_correction_of_a_raw_gram_is_not_enough():
 
 def test_drifting_chunks_fall_back_to_the_exact_copy(monkeypatch):
     """Rows sorted so later chunks sit thousands of deviations from the first chunk's reference."""
-    import edgeseq.train.chunk_moments as cm
+    import edgeseq.train.linear.chunk_moments as cm
     paths = []
     copy = cm._centred_copy
     monkeypatch.setattr(cm, "_centred_copy", lambda *a: paths.append("copy") or copy(*a))
@@ -193,7 +193,7 @@ def test_drifting_chunks_fall_back_to_the_exact_copy(monkeypatch):
 @pytest.mark.parametrize("offsets", [False, True])
 def test_equals_the_centred_copy_implementation(offsets):
     """The fast path and the previous algorithm (centre every chunk in a copy) agree to rounding."""
-    from edgeseq.train.stats import finish_statistics, shifted_statistics
+    from edgeseq.train.linear.stats import finish_statistics, shifted_statistics
     X, Y = _offset_data(9, n=2000) if offsets else _data(9, n=2000)
     pieces = [(X[i:i + 300], Y[i:i + 300]) for i in range(0, len(X), 300)]
     old = finish_statistics(*shifted_statistics(pieces, fast=False))

@@ -1,4 +1,4 @@
-"""Cost-sensitive sequencing of imported LightGBM ensembles (edgeseq.train.tree_sequencing).
+"""Cost-sensitive sequencing of imported LightGBM ensembles (edgeseq.train.trees.tree_sequencing).
 
 References: every stage's readout is refit independently with scikit-learn (Ridge / LogisticRegression)
 on the state the stage's trees give; each chosen move is the brute-force best gain per cost among all
@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression, Ridge  # noqa: E402
 
 from edgeseq import from_lightgbm  # noqa: E402
 from edgeseq.errors import InputError  # noqa: E402
-from edgeseq.train.tree_sequencing import sequence_trees  # noqa: E402
+from edgeseq.train.trees.tree_sequencing import sequence_trees  # noqa: E402
 
 GROUPS = [[0, 1], [2], [3, 4], [5]]
 COSTS = np.array([4.0, 1.0, 2.0, 8.0])
@@ -138,7 +138,7 @@ def test_cost_order_beats_boosting_order_when_the_first_trees_use_an_expensive_w
                 node["split_feature"] = 5
                 stack += [node["left_child"], node["right_child"]]
     dump["tree_info"] = first + dump["tree_info"]  # boosting order: the weak, expensive trees come first
-    from edgeseq.train.lightgbm_import import from_lightgbm_dump
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm_dump
     boosting = from_lightgbm_dump(dump, GROUPS, COSTS)
     costly = sequence_trees(boosting, X[800:1000], y[800:1000])
     assert boosting.stages[1].new_groups == (3,)  # boosting order pays the cost-8 group first
@@ -211,7 +211,7 @@ def _reference_sequence(sm, Xv, yv, limit, carry=True):
     the state they add. ``carry=False`` is a deliberately broken variant (a stage's state forgets the
     trees of earlier stages), the negative control. Returns per stage (groups paid, trees, W, b).
     """
-    from edgeseq.train.tree_sequencing import SCORE_TOL, _ReadoutFitter
+    from edgeseq.train.trees.tree_sequencing import SCORE_TOL, _ReadoutFitter
 
     ens = sm.ensemble
     fit = _ReadoutFitter(sm, yv, L2)
@@ -274,7 +274,7 @@ def test_the_vectorised_moves_choose_what_the_straightforward_loop_chooses(task,
     """Same stages, trees and readouts as the set-based loop that scores every move (the loss bound
     skips some here), with the move cap too. Negative control:
     a reference whose state forgets the earlier stages' trees differs here, so the comparison can fail."""
-    import edgeseq.train.tree_sequencing as ts
+    import edgeseq.train.trees.tree_sequencing as ts
 
     rng = np.random.default_rng(7)
     X = rng.normal(size=(700, 12))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from edgeseq.errors import InputError, ModelFormatError
-from edgeseq.train.trees import MAX_DEPTH, TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.forms.trees import MAX_DEPTH, TreeEnsemble, TreeStage, TreeStageModel
 
 # tree 0: x0 <= 0.1 ? (x1 <= -2 ? 1 : 2) : 3      tree 1 (target 1): x2 <= 1e-8 ? -5 : 7     tree 2: leaf 0.25
 T = np.float32(0.1)

@@ -18,7 +18,7 @@ from edgeseq.export.writer import export_model
 from edgeseq.format import dump_manifest, manifest_checksum, sha256_file
 from edgeseq.io.model_io import load_model, save_model
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
-from edgeseq.train.trees import TreeStageModel
+from edgeseq.forms.trees import TreeStageModel
 
 import edgeseq.cli.export_cmd  # noqa: F401  (registers the commands)
 import edgeseq.cli.runtime_cmd  # noqa: F401
@@ -249,7 +249,7 @@ def test_verify_refuses_a_manifest_whose_tree_counts_disagree_with_the_graphs(tm
 
 
 def test_readers_of_the_other_kind_refuse_clearly(tmp_path):
-    from edgeseq.export.manifest import sequence_from_export
+    from edgeseq.export.kinds.affine.reader import sequence_from_export
 
     export_model(lightgbm_model("identity"), tmp_path / "out")
     with pytest.raises(IntegrityError, match="holds tree stages, not affine prefixes"):

@@ -20,7 +20,7 @@ from hostile import mutate, reseal, valid_model_bytes, valid_sequence
 
 from edgeseq.errors import IntegrityError, ModelFormatError
 from edgeseq.io.model_io import as_sequence, loads_model
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                         HealthCheck.function_scoped_fixture])
@@ -102,7 +102,7 @@ def _paths(obj, prefix=()):
 @settings(FUZZ, max_examples=60)  # each example copies and reseals a directory
 @given(st.data())
 def test_resealed_mutated_manifests_read_or_fail_cleanly(export_dir, tmp_path_factory, data):
-    from edgeseq.export.manifest import read_verified, sequence_from_export
+    from edgeseq.export.kinds.affine.reader import read_verified, sequence_from_export
 
     _fuzz_manifest(export_dir, tmp_path_factory, data, lambda out: (read_verified(out), sequence_from_export(out)))
 
@@ -122,7 +122,7 @@ def tree_export_dir(tmp_path_factory):
 @given(st.data())
 def test_resealed_mutated_tree_manifests_read_or_fail_cleanly(tree_export_dir, tmp_path_factory, data):
     """The same for a tree-stage export: the reader, the model rebuilt from the graphs and the runtime."""
-    from edgeseq.evaluate.verify_trees import tree_model_from_export
+    from edgeseq.export.kinds.trees.verify import tree_model_from_export
     from edgeseq.runtime.model import ExportedModel
 
     _fuzz_manifest(tree_export_dir, tmp_path_factory, data,
@@ -207,7 +207,7 @@ def _lightgbm_seeds() -> tuple:
 def test_mutated_lightgbm_text_models_import_or_fail_cleanly(data):
     """Byte edits of a LightGBM text model: the reader returns a valid model or one EdgeseqError line."""
     from edgeseq.errors import EdgeseqError
-    from edgeseq.train.lightgbm_import import from_lightgbm_text
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm_text
 
     text, _ = data.draw(st.sampled_from(_lightgbm_seeds()))
     raw = mutate(text.encode(), lambda lo, hi: data.draw(st.integers(lo, hi)))
@@ -221,7 +221,7 @@ def test_mutated_lightgbm_dumps_import_or_fail_cleanly(data):
     """A LightGBM JSON dump with 1-3 values replaced by arbitrary JSON (huge integers, strings, lists,
     objects...) or its text byte-edited: a valid model or one EdgeseqError line, bounded."""
     from edgeseq.errors import EdgeseqError
-    from edgeseq.train.lightgbm_import import from_lightgbm_dump
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm_dump
 
     _, dump_text = data.draw(st.sampled_from(_lightgbm_seeds()))
     if data.draw(st.booleans()):
@@ -245,7 +245,7 @@ def test_lightgbm_fuzz_seeds_import_and_mutations_have_both_outcomes():
     import numpy as np
 
     from edgeseq.errors import EdgeseqError
-    from edgeseq.train.lightgbm_import import from_lightgbm_text
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm_text
 
     loaded = refused = 0
     for text, dump_text in _lightgbm_seeds():
@@ -267,7 +267,7 @@ def test_lightgbm_fuzz_seeds_import_and_mutations_have_both_outcomes():
 def _tree_seeds():
     from tree_models import afr_model, lightgbm_model
 
-    from edgeseq.export.c_trees import _demo_model
+    from edgeseq.export.kinds.trees.c_float import _demo_model
 
     return [valid_model_bytes(m, protocol=proto) for m in (_demo_model(), lightgbm_model("softmax"), afr_model(2))
             for proto in (2, 5)]
@@ -309,7 +309,7 @@ def test_tree_model_files_with_mutated_fields_load_or_fail_cleanly(data):
     written as a model file: loaded consistent, or one ModelFormatError line."""
     import pickle
 
-    from edgeseq.export.c_trees import _demo_model
+    from edgeseq.export.kinds.trees.c_float import _demo_model
 
     model = copy.deepcopy(_demo_model())
     for _ in range(data.draw(st.integers(1, 3))):
@@ -343,10 +343,10 @@ def int16_export_dirs(tmp_path_factory):
 def _int16_read(out):
     """What verify does with an int16 manifest before any C: rebuild the integer model from the recorded
     scales and check the recorded figures (`tree_int16_figures` / `linear_int16_figures`)."""
-    from edgeseq.evaluate.verify import linear_int16_figures, manifest_sample_rows
-    from edgeseq.evaluate.verify_trees import tree_int16_figures, tree_model_from_export
-    from edgeseq.export.manifest import read_verified, sequence_from_export
-    from edgeseq.export.writer_trees import threshold_rows
+    from edgeseq.export.kinds.affine.verify import linear_int16_figures, manifest_sample_rows
+    from edgeseq.export.kinds.trees.verify import tree_int16_figures, tree_model_from_export
+    from edgeseq.export.kinds.affine.reader import read_verified, sequence_from_export
+    from edgeseq.export.kinds.trees.writer import threshold_rows
 
     m = read_verified(out)
     if m.get("stage_kind") == "trees":

@@ -16,7 +16,7 @@ from hostile import field_cases, shadowed_validate, valid_model_bytes, valid_seq
 
 from edgeseq.errors import EdgeseqError, ExportError, ModelFormatError
 from edgeseq.io.model_io import as_sequence, loads_model
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 CASES = field_cases()
 MAX_MESSAGE = 400
@@ -98,7 +98,7 @@ def test_export_cli_refuses_shadowed_model_without_traceback(tmp_path):
 
 def test_long_group_name_is_refused_at_train_time():
     from edgeseq.errors import GroupSpecError
-    from edgeseq.train.groups import check_groups
+    from edgeseq.forms.groups import check_groups
 
     with pytest.raises(GroupSpecError, match="bytes of UTF-8"):
         check_groups([[0], [1]], [1, 1], ["x" * 2000, "b"], 2)

@@ -19,11 +19,11 @@ from hostile import tree_model_bytes as model_bytes
 
 from edgeseq.errors import EdgeseqError, ModelFormatError
 from edgeseq.evaluate.verify import verify_export
-from edgeseq.export.c_trees import _demo_model
+from edgeseq.export.kinds.trees.c_float import _demo_model
 from edgeseq.export.writer import export_model
 from edgeseq.format import MAX_UNUSED_TRAILING
 from edgeseq.io.model_io import as_exportable, loads_model
-from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 MAX_MESSAGE = 400
 
@@ -275,7 +275,7 @@ def _swapped_graph(tmp_path, depth: int):
     manifest still states the original counts."""
     from hostile import reseal
 
-    from edgeseq.export.onnx_trees import build_stage_graph
+    from edgeseq.export.kinds.trees.onnx import build_stage_graph
 
     small = _complete_tree_model(1)
     out = tmp_path / "out"
@@ -326,11 +326,11 @@ def _forge_int16(out) -> None:
     from hostile import reseal
 
     from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
-    from edgeseq.export.c_int16_trees import tree_int16_manifest_entry, write_c_int16_tree_model
-    from edgeseq.export.manifest import sequence_from_export
+    from edgeseq.export.kinds.trees.c_int16 import tree_int16_manifest_entry, write_c_int16_tree_model
+    from edgeseq.export.kinds.affine.reader import sequence_from_export
     from edgeseq.export.quantize import quantize_sequence
-    from edgeseq.export.quantize_trees import quantize_trees
-    from edgeseq.evaluate.verify_trees import tree_model_from_export
+    from edgeseq.export.kinds.trees.quantize import quantize_trees
+    from edgeseq.export.kinds.trees.verify import tree_model_from_export
 
     m = json.loads((out / "manifest.json").read_text())
     wide = np.zeros((2, m["n_features_in"]))
@@ -376,7 +376,7 @@ def test_check_rows_of_a_wide_or_large_tree_model_are_capped():
     state: 512 rows of a model with 2**17 one-leaf trees would hold 512 MB of leaves. The row count is
     capped by the largest of those widths (the linear exports' `sample_count` rule)."""
     from edgeseq.export.writer import MAX_SAMPLE_VALUES
-    from edgeseq.export.writer_trees import N_CHECK_ROWS, check_row_count, threshold_rows
+    from edgeseq.export.kinds.trees.writer import N_CHECK_ROWS, check_row_count, threshold_rows
 
     T = 1 << 17
     ens = TreeEnsemble(feature=np.full(T, -1), threshold=np.zeros(T), left=np.full(T, -1), right=np.full(T, -1),

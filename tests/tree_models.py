@@ -11,8 +11,8 @@ import functools
 import numpy as np
 import pytest
 
-from edgeseq.evaluate.verify_trees import tree_stage_bound as stage_bound  # noqa: F401 (the tests' bound)
-from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.export.kinds.trees.verify import tree_stage_bound as stage_bound  # noqa: F401 (the tests' bound)
+from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 GROUPS = [[0, 1], [2, 3], [4], [5, 6, 7]]
 COSTS = [1.0, 2.0, 4.0, 8.0]
@@ -32,7 +32,7 @@ def data(n=300, seed=0):
 def lightgbm_model(kind: str) -> TreeStageModel:
     """identity (regression), sigmoid (binary) or softmax (3 classes) LightGBM import."""
     lgb = pytest.importorskip("lightgbm")
-    from edgeseq.train.lightgbm_import import from_lightgbm
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm
 
     X, s = data()
     if kind == "identity":
@@ -47,7 +47,7 @@ def lightgbm_model(kind: str) -> TreeStageModel:
 @functools.lru_cache(maxsize=None)
 def afr_model(n_classes: int = 2):
     """A fast AFR fit (a fitted AFRClassifier) on the same data."""
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
 
     X, s = data(200)
     y = (s > 0).astype(int) if n_classes == 2 else np.digitize(s, [-0.5, 0.5])

@@ -101,8 +101,9 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
         st = m["stopping"]
         c_note += (f"; stopping at max disagreement {st['max_disagreement']:g}: mean cost "
                    f"{st['mean_cost']:.4g} of {st['full_cost']:.4g} on {st['n_calibration']} calibration rows")
-    kind = "tree-stage" if m.get("stage_kind") == "trees" else "prefix"
-    click.echo(f"wrote {out_dir}: {len(m['prefixes'])} {kind} graphs, {c_note}, "
+    from edgeseq.export.kinds import kind_of_manifest
+
+    click.echo(f"wrote {out_dir}: {len(m['prefixes'])} {kind_of_manifest(m).noun} graphs, {c_note}, "
                f"{size} bytes; worst float32-vs-float64 prediction difference {worst:.3g}")
 
 
@@ -127,21 +128,9 @@ def manifest_table(m: dict) -> list[str]:
         lines.append(f"early stopping ({st['rule']} rule): δ {st['max_disagreement']:g} at {st['confidence']:g} "
                      f"confidence from {st['n_calibration']} rows; thresholds {[round(t, 6) for t in st['thresholds']]}; "
                      f"calibration mean cost {st['mean_cost']:.4g} of {st['full_cost']:.4g}")
-    if m.get("stage_kind") == "trees":
-        return lines + _tree_stage_rows(m)
-    head = f"{'step':>4}  {'group':<20} {'input':<20} {'dim':>4} {'cost':>9} {'cum_cost':>9} " \
-           f"{'f32 diff':>9}  {'file':<16} train"
-    lines += [head, "-" * len(head)]
-    for p in m["prefixes"]:
-        j = p["index"]
-        g = m["groups"][j - 1] if j else None
-        train = p["metrics"]["train"]
-        tm = "" if not train else ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                            for k, v in sorted(train.items()))
-        lines.append(f"{j:>4}  {(g['name'] if g else '-')[:20]!s:<20} {(g['input_name'] if g else 'n')[:20]:<20} "
-                     f"{(g['dim'] if g else 0):>4} {(g['cost'] if g else 0):>9.4g} {p['cum_cost']:>9.4g} "
-                     f"{p['float32_max_abs_diff']:>9.2g}  {p['file']:<16} {tm}")
-    return lines
+    from edgeseq.export.kinds import kind_of_manifest
+
+    return lines + kind_of_manifest(m).manifest_rows(m)
 
 
 def _int16_rows(q: dict) -> list[str]:
@@ -162,25 +151,6 @@ def _int16_rows(q: dict) -> list[str]:
         else:
             loss = f"explained variance {p['explained_variance_loss']:+.2e}, max |error| {p['max_abs_error']:.3g}"
         lines.append(f"{p['index']:>6} {p['weight_shift']:>7} {p['headroom']:>10} {p['reduced_bits']:>7}  {loss}")
-    return lines
-
-
-def _tree_stage_rows(m: dict) -> list[str]:
-    """One row per tree stage: the groups it adds, its cost, its trees and their depth."""
-    ops = "core operators" if m["onnx"].get("tree_ops") == "core" else f"ai.onnx.ml opset {m['onnx'].get('ml_opset')}"
-    lines = [f"tree stages ({ops}), carried state of width {m['state_width']}; "
-             f"{sum(p['n_trees'] for p in m['prefixes'])} trees, {sum(p['n_nodes'] for p in m['prefixes'])} nodes"]
-    head = f"{'stage':>5}  {'new groups':<30} {'cost':>9} {'cum_cost':>9} {'trees':>6} {'nodes':>7} {'depth':>5} " \
-           f"{'f32 diff':>9}  file"
-    lines += [head, "-" * len(head)]
-    names = {g["input_name"]: g["name"] for g in m["groups"]}
-    for p in m["prefixes"]:
-        new = ", ".join(names[n] for n in p["new_groups"]) or "-"
-        lines.append(f"{p['index']:>5}  {new[:30]:<30} {p['cost']:>9.4g} {p['cum_cost']:>9.4g} {p['n_trees']:>6} "
-                     f"{p['n_nodes']:>7} {p['max_depth']:>5} {p['float32_max_abs_diff']:>9.2g}  {p['file']}")
-    unused = [g["name"] for g in m["groups"][sum(len(p["new_groups"]) for p in m["prefixes"]):]]
-    if unused:
-        lines.append(f"groups no stage needs (never extracted): {', '.join(unused)}")
     return lines
 
 

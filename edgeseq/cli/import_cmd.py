@@ -34,7 +34,7 @@ def import_lightgbm_command(model_file, groups_path, output, quiet):
     from edgeseq.cli.train_cmd import tree_stage_table
     from edgeseq.io.data import Dataset, read_groups
     from edgeseq.io.model_io import read_lightgbm_file, save_model
-    from edgeseq.train.lightgbm_import import (booster_feature_names, from_lightgbm_dump, from_lightgbm_text,
+    from edgeseq.train.trees.lightgbm_import import (booster_feature_names, from_lightgbm_dump, from_lightgbm_text,
                                                text_header)
 
     content = read_lightgbm_file(model_file)  # a dump_model() dict, or save_model() text

@@ -11,11 +11,12 @@ from edgeseq.cli._main import main
 
 
 def _training_reference(seq):
-    """The model's own training curve (from its stored per-prefix training metrics), if it has one."""
-    from edgeseq.evaluate.curves import AnytimeCurve
+    """The model's own training curve (from its stored per-prefix training metrics), if it has one (tree
+    stages store none)."""
+    from edgeseq.metrics.curves import AnytimeCurve
 
-    vals = [m.get("explained_variance") if isinstance(m, dict) else None for m in seq.train_metrics]
-    if len(vals) != seq.n_prefixes or any(not isinstance(v, (int, float)) for v in vals):
+    vals = [m.get("explained_variance") if isinstance(m, dict) else None for m in getattr(seq, "train_metrics", ())]
+    if not vals or len(vals) != len(seq.cum_cost) or any(not isinstance(v, (int, float)) for v in vals):
         return None
     method = str(seq.provenance.get("method", "model")) if seq.provenance else "model"
     return AnytimeCurve(costs=seq.cum_cost, values=vals, order=seq.order,
@@ -43,18 +44,17 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
     from edgeseq.io.data import in_model_order, read_data
     from edgeseq.evaluate.anytime import anytime_curve
     from edgeseq.io.model_io import as_exportable, load_model
-    from edgeseq.sequence import FittedSequence
     from edgeseq.evaluate.report import write_report
 
     seq = as_exportable(load_model(model))  # a FittedSequence, or a TreeStageModel (AFR, LightGBM import)
-    trees = not isinstance(seq, FittedSequence)
-    task = ("regression" if seq.link == "identity" else "classification") if trees else seq.task
-    provenance = {"method": "tree stages"} if trees else seq.provenance
+    task = getattr(seq, "task", None) or ("regression" if seq.link == "identity" else "classification")
+    provenance = seq.provenance
     ds = read_data(data, target, task)
     name = str(provenance.get("method", "model")) if provenance else "model"
     X = in_model_order(ds, getattr(seq, "feature_names", None), data)  # by header name when the model has names
     curves = {f"{name} on {data.name}": anytime_curve(seq, X, ds.y, label=f"{name} on {data.name}")}
-    size = f"{len(seq.stages) - 1} stages over {len(seq.group_names)} groups" if trees else f"{len(seq.order)} groups"
+    n_stages, n_groups = len(seq.stage_names), len(seq.group_names)
+    size = f"{n_groups} groups" if n_stages == n_groups else f"{n_stages} stages over {n_groups} groups"
     notes = [f"model {model.name}: {task}, link {seq.link}, {size}", cost_summary(provenance)]
     if train_data is not None:
         tr = read_data(train_data, target, task)
@@ -62,7 +62,7 @@ def report_command(model, data, out_dir, target, train_data, alpha, no_plots, qu
                                   label=f"{name} on {train_data.name}")
         curves[reference.label] = reference
     else:
-        reference = None if trees else _training_reference(seq)
+        reference = _training_reference(seq)
         if reference is not None:
             curves[reference.label] = reference
         else:

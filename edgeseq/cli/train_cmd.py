@@ -28,11 +28,11 @@ def _estimator(task: str, **params):
 
 def estimator_from(**by_task: str) -> Callable:
     """A `ModelKind.build` for an estimator taking ``(groups, costs, *, group_names, feature_names)``:
-    ``estimator_from(classification="edgeseq.train.afr:AFRClassifier")``; imported only when used.
+    ``estimator_from(classification="edgeseq.train.trees.afr:AFRClassifier")``; imported only when used.
 
     Examples
     --------
-    >>> build = estimator_from(classification="edgeseq.train.afr:AFRClassifier")
+    >>> build = estimator_from(classification="edgeseq.train.trees.afr:AFRClassifier")
     >>> type(build("classification", groups=[[0]], costs=[1.0], group_names=["a"], feature_names=None)).__name__
     'AFRClassifier'
     """
@@ -59,11 +59,11 @@ class ModelKind(NamedTuple):
 MODELS = {
     "linear": ModelKind(_estimator, ("regression", "classification"), "one linear model per prefix of groups "
                         "(CS-G-OMP and relatives; --method picks the selection)", shards=True, progress=True),
-    "afr": ModelKind(estimator_from(classification="edgeseq.train.afr:AFRClassifier"), ("classification",),
+    "afr": ModelKind(estimator_from(classification="edgeseq.train.trees.afr:AFRClassifier"), ("classification",),
                      "tree stages: cost-sensitive boosted-tree features with an SVM readout (AFRClassifier; "
                      "classification only)"),
-    "boosting": ModelKind(estimator_from(regression="edgeseq.train.stagewise_boosting:AnytimeBoostingRegressor",
-                                         classification="edgeseq.train.stagewise_boosting:AnytimeBoostingClassifier"),
+    "boosting": ModelKind(estimator_from(regression="edgeseq.train.trees.stagewise_boosting:AnytimeBoostingRegressor",
+                                         classification="edgeseq.train.trees.stagewise_boosting:AnytimeBoostingClassifier"),
                           ("regression", "classification"), "tree stages: LightGBM rounds per group chosen by "
                           "validation gain per cost, kept only when they beat the linear model on validation "
                           "(AnytimeBoosting*; needs edgeseq[trees])", progress=True),

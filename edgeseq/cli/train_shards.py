@@ -48,12 +48,12 @@ def fit_shards(est, shards, spec, client, say):
     Regression: the statistics pass there, then the selection here (D-space only). Classification:
     the shards stay in the workers' memory and every pass of the GLM selection runs on them.
     """
-    from edgeseq.train.auto import cv_fits_width, n_folds_for
-    from edgeseq.train.dask_stats import partitioned_fold_statistics, partitioned_statistics
+    from edgeseq.train.linear.auto import cv_fits_width, n_folds_for
+    from edgeseq.train.distributed.stats import partitioned_fold_statistics, partitioned_statistics
 
     parts = shards.partitions(client)
     if hasattr(est, "fit_partitions"):
-        from edgeseq.train.dask_glm import PartitionedRows
+        from edgeseq.train.distributed.glm import PartitionedRows
 
         rows = PartitionedRows.from_blocks(parts, shards.n_features, client, labels=shards.names())
         return est.fit_partitions(rows, progress=say)

@@ -1,7 +1,7 @@
 """Evaluation entry point: the anytime curve of any fitted model on any data (docs/evaluation.md).
 
 `anytime_curve` evaluates every prefix j = 0..J of a FittedSequence (or of an estimator exposing
-`fitted_sequence_`) on (X, y) and returns an :class:`~edgeseq.evaluate.curves.AnytimeCurve`.
+`fitted_sequence_`) on (X, y) and returns an :class:`~edgeseq.metrics.curves.AnytimeCurve`.
 
 What F is
 ---------
@@ -16,7 +16,7 @@ What F is
   the training prior, so F_0 = 0 on the training data (and near 0 on held-out data). Accuracy and
   log-loss per prefix are kept alongside (``curve.accuracy``, ``curve.log_loss``).
 
-The α-stopping cost, the plateau rule and α-timeliness live in :mod:`edgeseq.evaluate.timeliness` and are
+The α-stopping cost, the plateau rule and α-timeliness live in :mod:`edgeseq.metrics.timeliness` and are
 re-exported here so that ``edgeseq.evaluate.anytime`` is the single entry point.
 """
 
@@ -26,25 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeseq.evaluate.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
+from edgeseq.metrics.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
 from edgeseq.errors import InputError
-from edgeseq.sequence import FittedSequence, apply_link
-from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.forms.linear import apply_link
+from edgeseq.forms.protocol import form_of
+from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 
 # ------------------------------------------------------------------------------------- building curves
-def _as_sequence(model_or_sequence) -> FittedSequence:
-    if isinstance(model_or_sequence, FittedSequence):
-        return model_or_sequence
-    seq = getattr(model_or_sequence, "fitted_sequence_", None)
-    if isinstance(seq, FittedSequence):
-        return seq
-    raise InputError(
-        f"expected a FittedSequence, a TreeStageModel or a fitted edgeseq estimator (with `fitted_sequence_` "
-        f"or `stage_model_`), got "
-        f"{type(model_or_sequence).__name__}; fit the estimator first")
-
-
 @dataclass(frozen=True)
 class _Steps:
     """What a curve needs of a model, whatever its kind: the per-step readouts and their costs.
@@ -66,36 +55,19 @@ class _Steps:
 
 
 def _steps(model) -> _Steps:
-    from edgeseq.train.trees import TreeStageModel
-
-    trees = model if isinstance(model, TreeStageModel) else getattr(model, "stage_model_", None)
-    if isinstance(trees, TreeStageModel):
-        names = tuple(" + ".join(trees.group_names[g] for g in s.new_groups) or "(no new group)"
-                      for s in trees.stages[1:])
-        classes = trees.classes
-        if classes is None and trees.link != "identity":  # e.g. a LightGBM Booster: labels 0..C-1, as exported
-            classes = np.arange(2 if trees.link == "sigmoid" else trees.n_outputs)
-        return _Steps(trees.link, classes, trees.n_outputs, trees.ensemble.n_features, trees.group_columns,
-                      trees.cum_cost, names, None, "tree stages", trees.staged_decision)
-    from edgeseq.neural_stages import LayerBlockModel
-
-    lb = model if isinstance(model, LayerBlockModel) else getattr(model, "stage_model_", None)
-    if isinstance(lb, LayerBlockModel):  # a commit-false stage answers with the last committed readout
-        def readouts(X, lb=lb):
-            last = None
-            for s, z in zip(lb.stages, lb.staged_decision(X)):
-                last = z if s.commit else last
-                yield last
-        classes = lb.classes if lb.classes is not None or lb.link == "identity" else \
-            np.arange(2 if lb.link == "sigmoid" else lb.n_outputs)
-        names = tuple(" + ".join(lb.group_names[g] for g in s.new_groups) or "(no new group)" for s in lb.stages[1:])
-        return _Steps(lb.link, classes, lb.n_outputs, lb.n_features, lb.group_columns, lb.cum_cost, names, None,
-                      "layer-block stages", readouts)
-    seq = _as_sequence(model)
-    return _Steps(seq.link, seq.classes, seq.n_outputs, seq.n_features_in, seq.group_columns, seq.cum_cost,
-                  tuple(seq.group_names[g] for g in seq.order), seq.order.copy(),
-                  str(seq.provenance.get("method", "model")) if seq.provenance else "model",
-                  lambda X: (seq.linear(X, j) for j in range(seq.n_prefixes)))
+    form = form_of(model)  # the stage protocol (edgeseq.forms.protocol): no question of which kind it is
+    if form is None:
+        raise InputError(
+            f"expected a FittedSequence, a TreeStageModel or a fitted edgeseq estimator (with `fitted_sequence_` "
+            f"or `stage_model_`), got {type(model).__name__}; fit the estimator first")
+    classes = form.classes
+    if classes is None and form.link != "identity":  # e.g. a LightGBM Booster: labels 0..C-1, as exported
+        classes = np.arange(2 if form.link == "sigmoid" else form.n_outputs)
+    order = getattr(form, "order", None)  # stages that add one group each name it by its index
+    provenance = form.provenance
+    return _Steps(form.link, classes, form.n_outputs, form.n_features_in, form.group_columns, form.cum_cost,
+                  form.stage_names, None if order is None else np.array(order),
+                  str(provenance.get("method", "model")) if provenance else "model", form.staged_decision)
 
 
 def _check_X(seq: _Steps, X) -> np.ndarray:

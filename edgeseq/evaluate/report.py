@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.io.atomic import atomic_output, atomic_write_text
-from edgeseq.evaluate.curves import AnytimeCurve
+from edgeseq.metrics.curves import AnytimeCurve
 from edgeseq.errors import InputError
-from edgeseq.evaluate.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
+from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 _MD_SPECIAL = "\\`*_[]|~"  # what can break a table cell or start emphasis/links/code
 

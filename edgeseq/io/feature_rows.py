@@ -213,7 +213,8 @@ def available_prefix(manifest: dict, X: np.ndarray) -> np.ndarray:
     for k in range(len(manifest["groups"]) - 1, -1, -1):
         missing = np.isnan(X[:, manifest["groups"][k]["columns"]]).any(axis=1)
         prefix[missing] = k
-    if manifest.get("stage_kind") == "trees":  # groups present -> the last stage they complete
-        counts = np.asarray(stage_group_counts(manifest))
-        prefix = np.searchsorted(counts, prefix, side="right") - 1
-    return prefix
+    if "prefixes" not in manifest:  # a bare group table, no stages listed: stage j completes group j
+        return prefix
+    # groups present -> the last stage they complete (for linear prefixes stage j completes group j: the same)
+    counts = np.asarray(stage_group_counts(manifest))
+    return np.searchsorted(counts, prefix, side="right") - 1

@@ -30,7 +30,7 @@ from edgeseq.io.bounded import read_bounded
 from edgeseq.io.cost_provenance import check_cost_provenance
 from edgeseq.io.plain_data import check_plain, plain_dtype
 from edgeseq.messages import brief, clip
-from edgeseq.sequence import FittedSequence
+from edgeseq.forms.linear import FittedSequence
 
 MODEL_FORMAT = "edgeseq-model"
 MODEL_FORMAT_VERSION = 1
@@ -164,8 +164,41 @@ for _mod in ("numpy.core", "numpy._core"):
 
 # Where edgeseq 0.1.0 (a flat package) defined the classes its model files name; files written then
 # load into the same classes at their current home.
-LEGACY_MODULES = {"edgeseq.regressor": "edgeseq.train.regressor", "edgeseq.classifier": "edgeseq.train.classifier",
-                  "edgeseq.groups": "edgeseq.train.groups", "edgeseq._base": "edgeseq.train.base"}
+LEGACY_MODULES = {"edgeseq.regressor": "edgeseq.train.linear.regressor", "edgeseq.classifier": "edgeseq.train.linear.classifier",
+                  "edgeseq.groups": "edgeseq.forms.groups", "edgeseq._base": "edgeseq.train.base"}
+# Where edgeseq 0.2 defined them before the intermediate forms left train/ and train/ was split into
+# family subpackages (linear, glm, trees, distributed): model files written then name these modules.
+LEGACY_MODULES |= {
+    "edgeseq.sequence": "edgeseq.forms.linear",
+    "edgeseq.train.groups": "edgeseq.forms.groups",
+    "edgeseq.train.trees": "edgeseq.forms.trees",
+    "edgeseq.neural_stages": "edgeseq.forms.layer_blocks",
+    "edgeseq.train.selection": "edgeseq.train.linear.selection",
+    "edgeseq.train.regressor": "edgeseq.train.linear.regressor",
+    "edgeseq.train.classifier": "edgeseq.train.linear.classifier",
+    "edgeseq.train.basis": "edgeseq.train.linear.basis",
+    "edgeseq.train.kernel": "edgeseq.train.linear.kernel",
+    "edgeseq.train.sparse": "edgeseq.train.linear.sparse",
+    "edgeseq.train.stats": "edgeseq.train.linear.stats",
+    "edgeseq.train.fold": "edgeseq.train.linear.fold",
+    "edgeseq.train.chunk_moments": "edgeseq.train.linear.chunk_moments",
+    "edgeseq.train.group_stats": "edgeseq.train.linear.group_stats",
+    "edgeseq.train.functional": "edgeseq.train.linear.functional",
+    "edgeseq.train.auto": "edgeseq.train.linear.auto",
+    "edgeseq.train.releasable": "edgeseq.train.linear.releasable",
+    "edgeseq.train.glm_design": "edgeseq.train.glm.design",
+    "edgeseq.train.glm_fit": "edgeseq.train.glm.fit",
+    "edgeseq.train.glm_select": "edgeseq.train.glm.select",
+    "edgeseq.train.afr": "edgeseq.train.trees.afr",
+    "edgeseq.train.afr_svm": "edgeseq.train.trees.afr_svm",
+    "edgeseq.train.cost_cart": "edgeseq.train.trees.cost_cart",
+    "edgeseq.train.lightgbm_import": "edgeseq.train.trees.lightgbm_import",
+    "edgeseq.train.stagewise_boosting": "edgeseq.train.trees.stagewise_boosting",
+    "edgeseq.train.tree_sequencing": "edgeseq.train.trees.tree_sequencing",
+    "edgeseq.train.dask_glm": "edgeseq.train.distributed.glm",
+    "edgeseq.train.dask_logging": "edgeseq.train.distributed.logs",
+    "edgeseq.train.dask_stats": "edgeseq.train.distributed.stats",
+}
 
 
 def _is_edgeseq_model_class(obj) -> bool:
@@ -175,9 +208,9 @@ def _is_edgeseq_model_class(obj) -> bool:
         return False
     from sklearn.base import BaseEstimator
 
-    from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
-    from edgeseq.train.groups import GroupSpec
-    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    from edgeseq.forms.groups import GroupSpec
+    from edgeseq.forms.layer_blocks import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
+    from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
     return issubclass(obj, (FittedSequence, GroupSpec, BaseEstimator, TreeEnsemble, TreeStage, TreeStageModel,
                             LayerBlockModel, LayerBlockStage, Injection, ConvBranch))
 
@@ -270,7 +303,7 @@ def read_lightgbm_file(path, max_bytes: int | None = None) -> dict | str:
     ``Booster.save_model``.
 
     Neither is handed to LightGBM: the text is read by edgeseq's own bounded reader
-    (`edgeseq.train.lightgbm_import.from_lightgbm_text`), so a hostile file never reaches LightGBM's C++
+    (`edgeseq.train.trees.lightgbm_import.from_lightgbm_text`), so a hostile file never reaches LightGBM's C++
     parser, and no LightGBM installation is needed. The size is checked first, as for model files.
 
     Raises
@@ -398,7 +431,7 @@ def loads_model(data: bytes, max_bytes: int | None = None):
 
 
 def _is_tree_class(cls) -> bool:
-    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
     return cls in (TreeEnsemble, TreeStage, TreeStageModel)
 
 
@@ -463,7 +496,7 @@ def check_layer_model(model, what: str = "model file") -> None:
 
 def _tree_model_in(obj):
     """The TreeStageModel `obj` is or holds as ``stage_model_`` (a fitted AFRClassifier); else None."""
-    from edgeseq.train.trees import TreeStageModel
+    from edgeseq.forms.trees import TreeStageModel
 
     if type(obj) is TreeStageModel:
         return obj
@@ -492,7 +525,7 @@ def check_tree_model(model, what: str = "model file") -> None:
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    >>> from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
     >>> from edgeseq.io.model_io import check_tree_model
     >>> ens = TreeEnsemble(feature=[0, -1, -1], threshold=[0.5, 0, 0], left=[1, -1, -1], right=[2, -1, -1],
     ...                    value=[0, 1.0, 2.0], roots=[0], target=[0], n_features=1, n_targets=1)
@@ -506,7 +539,7 @@ def check_tree_model(model, what: str = "model file") -> None:
     ...
     edgeseq.errors.ModelFormatError: model file is inconsistent: tree ensemble: a left child points backwards or outside its tree ...
     """
-    from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+    from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
     state = vars(model)
     ens, stages = state.get("ensemble"), state.get("stages")

@@ -2,7 +2,7 @@
 
 Why: data larger than one machine's memory usually already lives as many files. Each shard becomes
 one partition whose statistics task reads the file itself, on its worker, so only the statistics
-travel (see :mod:`edgeseq.train.dask_stats`). The client reads nothing but file headers: the .npy header (shape,
+travel (see :mod:`edgeseq.train.distributed.stats`). The client reads nothing but file headers: the .npy header (shape,
 dtype) or the CSV header line; CSV row counts are counted by the workers.
 
 Shards are a directory (every ``*.npy``, ``*.csv`` or ``*.parquet`` in it) or a glob pattern, in sorted name order

@@ -14,13 +14,13 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from edgeseq.errors import InputError, InputTypeError, NotFittedError
-from edgeseq.train.dask_stats import is_dask_array
-from edgeseq.train.groups import GroupSpec, check_groups
+from edgeseq.train.distributed.stats import is_dask_array
+from edgeseq.forms.groups import GroupSpec, check_groups
 from edgeseq.format import METHODS
 from edgeseq.io.cost_provenance import read_cost_provenance
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
 from edgeseq.messages import brief, columns_text
-from edgeseq.sequence import FittedSequence, check_feature_names
+from edgeseq.forms.linear import FittedSequence, check_feature_names
 
 
 def _wrap_validation(call):
@@ -154,7 +154,7 @@ def step_reporter(progress, spec: GroupSpec):
     --------
     >>> from types import SimpleNamespace
     >>> from edgeseq.train.base import step_reporter
-    >>> from edgeseq.train.groups import check_groups
+    >>> from edgeseq.forms.groups import check_groups
     >>> report = step_reporter(print, check_groups([[0], [1]], [1.0, 2.0], ["a", "b"], n_features=2))
     >>> report(1, 2, 1)
     selection step 1/2: b

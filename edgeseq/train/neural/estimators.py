@@ -17,9 +17,9 @@ from sklearn.utils.validation import validate_data
 
 from edgeseq.budget import warn_if_budget_affords_nothing
 from edgeseq.errors import InputError
-from edgeseq.neural_stages import conv_output_length
+from edgeseq.forms.layer_blocks import conv_output_length
 from edgeseq.train.base import _wrap_validation, classification_targets, fitted_attribute
-from edgeseq.train.groups import check_groups
+from edgeseq.forms.groups import check_groups
 from edgeseq.train.neural import eann
 from edgeseq.train.neural.layers import head_loss
 from edgeseq.train.neural.net import (ConvSpec, NetSpec, Scaling, StageSpec, default_conv, exit_losses,
@@ -143,7 +143,7 @@ class _AnytimeNetBase(BaseEstimator):
     def _order(self, X, y, spec, progress) -> list[int]:
         if self.order == "given" or self.blocks is not None or spec.n_groups == 1:
             return list(range(spec.n_groups))
-        from edgeseq.train.regressor import AnytimeRegressor
+        from edgeseq.train.linear.regressor import AnytimeRegressor
         # classes: squared loss on one-hot class indicators, the papers' setup for classification. It
         # needs one statistics pass; the logistic refits of AnytimeClassifier took 53 s of CPU on
         # MNIST-5k's 28 row groups against 0.3 s, and picked the same first groups.

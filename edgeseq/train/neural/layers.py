@@ -1,6 +1,6 @@
 """Hand-written forward and backward passes of the closed layer set, in float64, and Adam.
 
-The forward computations are the intermediate form's own (`edgeseq.neural_stages`): training calls
+The forward computations are the intermediate form's own (`edgeseq.forms.layer_blocks`): training calls
 the same patch extraction and pooling windows the fitted model runs, so what is trained is what is
 exported. Each backward here takes the gradient of the loss with respect to a layer's output and
 returns the gradients of its inputs and parameters; tests check every one against central
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.neural_stages import conv1d_patches, conv_output_length, pool_windows
-from edgeseq.sequence import sigmoid
+from edgeseq.forms.layer_blocks import conv1d_patches, conv_output_length, pool_windows
+from edgeseq.forms.linear import sigmoid
 
 
 # ---------------------------------------------------------------------- dense block with injection

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage, conv_output_length
+from edgeseq.forms.layer_blocks import ConvBranch, Injection, LayerBlockModel, LayerBlockStage, conv_output_length
 from edgeseq.train.neural.layers import Adam, conv_backward, conv_forward, dense_backward, dense_forward, head_loss
 from edgeseq.train.neural.schemes import AdaLossWeights, loss_weights
 

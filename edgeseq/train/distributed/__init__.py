@@ -1,0 +1,1 @@
+"""Training over row partitions that stay where they are (Dask): statistics, GLM selection, worker logs."""

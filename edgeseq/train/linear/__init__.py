@@ -1,0 +1,1 @@
+"""Linear selection: statistics, whitening, greedy group selection, folding and the linear estimators."""

@@ -1,0 +1,407 @@
+"""Choosing the ridge penalty and the working basis on the data (``l2="auto"``, ``whiten="auto"``).
+
+An anytime model has one penalty for all its prefixes. It is chosen on the validation loss of the
+*full-budget* prefix (all groups): that model is the same whatever order the selection later picks,
+so its cross-validated loss needs no selection run per candidate penalty, and it is the prefix with
+the most columns, the one a too-small penalty hurts most (shorter prefixes have fewer columns and so
+fewer noise directions to fit). Summing over prefixes would need one selection per fold and penalty.
+
+Rows go to K folds by their index, row i to fold i mod K, so the folds do not depend on how the data
+is chunked or partitioned (the same folds in memory, in shards and on a cluster) and sorted data
+still gives each fold every part of it. The working basis (whitening or standardisation) is built
+once from all rows, as a global standardisation would be; each fold's fit is a ridge (or GLM) fit in
+that basis with its own intercept.
+
+The penalty is constant in *sum* form across fits, as scikit-learn's ``alpha`` and ``C``: a fold fit
+on n_tr of the n rows uses λ·n/n_tr in the mean-form objective, so the λ chosen on folds is the one
+whose full fit the folds estimated (the best mean-form penalty shrinks like 1/n).
+
+Squared loss: each fold's training statistics are the merge of the other folds' (exact), one
+eigendecomposition of the fold's working Gram serves every penalty of the grid, and the held-out
+loss comes from the held-out fold's own statistics, so no row is read again. GLM: a short path of
+penalties from strong to weak, each fit warm-started from the previous one, scored by held-out
+log-loss.
+
+Whitening (``whiten="auto"``): exact group whitening gives every direction of a group unit
+variance, including directions that hold only noise; when a group is nearly as wide as the row
+count those are amplified and a uniform ridge in the whitened space does not hold them back. The
+same cross-validation therefore also scores per-column standardisation, and the pair (basis,
+penalty) with the lowest held-out loss is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edgeseq.errors import InputError
+from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.linear.group_stats import GroupBlockStats
+from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
+
+N_FOLDS = 5
+# mean-form penalties in the working space (unit-variance columns and target): from "almost none"
+# to "stronger than the signal"; ascending, so ties go to the smaller penalty (as scikit-learn's grids)
+L2_GRID = tuple(float(v) for v in 10.0 ** np.arange(-6.0, 2.01, 0.5))
+GLM_L2_GRID = tuple(float(v) for v in 10.0 ** np.arange(-6.0, 1.01, 1.0))
+FALLBACK_L2 = 1e-4  # too few rows for folds (fewer than 2 per fold): no choice is possible
+MIN_FOLD_ROWS = 2
+PATH_PATIENCE = 2  # GLM path: stop after the held-out loss rose this many penalties in a row past its best
+CV_MAX_CELLS = 25_000_000  # GLM folds read at most this many working-design entries (200 MB of float64)
+# columns above which "auto" is not cross-validated: every fold holds a width x width matrix (the ridge
+# folds' statistics, the GLM folds' preconditioner and its factor), K of them at once; 4,096 columns
+# keep the K = 5 folds under 0.7 GB, while 11,016 columns would need 4.9 GB and 80 factorisations of
+# 11,016 x 11,016 for the GLM's path
+CV_MAX_WIDTH = 4096
+
+
+@dataclass
+class Choice:
+    """The chosen penalty and basis, with the cross-validated loss of every candidate.
+
+    Examples
+    --------
+    >>> Choice(l2=0.1, whiten=False, n_folds=5).l2
+    0.1
+    """
+
+    l2: float
+    whiten: bool
+    n_folds: int
+    scores: dict = field(default_factory=dict)  # {whiten: array of mean held-out loss per grid value}
+    grid: tuple = ()
+
+    def provenance(self) -> dict:
+        """What the manifest records about the choice (JSON-ready).
+
+        Examples
+        --------
+        >>> Choice(l2=0.1, whiten=True, n_folds=5, grid=(0.1, 1.0)).provenance()["l2_choice"]
+        'cross-validation: 5 folds (row i in fold i mod 5), full-budget validation loss, 2 penalties'
+        """
+        if not self.n_folds:
+            return {}
+        return {"l2_choice": f"cross-validation: {self.n_folds} folds (row i in fold i mod {self.n_folds}), "
+                             f"full-budget validation loss, {len(self.grid)} penalties"}
+
+
+def n_folds_for(n: int) -> int:
+    """Folds used for `n` rows: `N_FOLDS`, fewer when the rows are few, 0 when no choice is possible.
+
+    Examples
+    --------
+    >>> n_folds_for(1000), n_folds_for(6), n_folds_for(3)
+    (5, 3, 0)
+    """
+    k = min(N_FOLDS, n // MIN_FOLD_ROWS)
+    return k if k >= 2 else 0
+
+
+def cv_fits_width(width: int, l2, whiten) -> bool:
+    """Whether "auto" can be cross-validated on `width` working columns; when not, warn in one line.
+
+    Above `CV_MAX_WIDTH` columns the folds would hold K matrices of width x width at once (on the
+    thesis-shaped bank of 11,016 columns, 4.9 GB beyond the data); the fit then uses the documented
+    fallback (`fixed`: l2 = 1e-4, per-column standardisation) and says so.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> cv_fits_width(100, "auto", "auto")
+    True
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     cv_fits_width(11016, "auto", "auto")
+    False
+    >>> print(caught[0].message)
+    11016 columns: l2/whiten="auto" is not cross-validated above 4096 columns (5 folds of 11016 x 11016); using l2=0.0001, whiten=False; pass both to choose them
+    """
+    if l2 != "auto" and whiten != "auto" or width <= CV_MAX_WIDTH:
+        return True
+    import warnings
+
+    from edgeseq.errors import EdgeseqWarning
+
+    c = fixed(l2, whiten)
+    warnings.warn(f'{width} columns: l2/whiten="auto" is not cross-validated above {CV_MAX_WIDTH} columns '
+                  f'({N_FOLDS} folds of {width} x {width}); using l2={c.l2:g}, whiten={c.whiten}; pass both to '
+                  f'choose them', EdgeseqWarning, stacklevel=3)
+    return False
+
+
+def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[SufficientStats]:
+    """Statistics of each fold (rows i with i mod K = f); their merge is the statistics of all rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> X = np.random.default_rng(0).normal(size=(10, 2)); y = X[:, 0]
+    >>> folds = fold_statistics(X, y, None, 3)
+    >>> [f.n for f in folds], bool(np.allclose(merge_folds(folds).xx, sufficient_statistics(X, y).xx))
+    ([4, 3, 3], True)
+    """
+    # X[f::K] is a view: each fold's pass reads its rows in place (the statistics pass forms a strided
+    # chunk's Gram with numpy rather than copying the chunk for BLAS), so the K passes together read
+    # every row once and cost what one pass over all rows costs
+    return [sufficient_statistics(X[f::n_folds], y[f::n_folds], columns=columns, progress=progress)
+            for f in range(n_folds)]
+
+
+def merge_folds(folds) -> SufficientStats:
+    """All rows' statistics from the folds' (exact merge, a fresh object).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> X = np.arange(8.0).reshape(4, 2); y = np.arange(4.0)
+    >>> merge_folds(fold_statistics(X, y, None, 2)).n
+    4
+    """
+    total = SufficientStats.empty(folds[0].x_mean.shape[0], folds[0].y_mean.shape[0])
+    for f in folds:
+        total.absorb(f)
+    return total
+
+
+def _basis_map(prob):
+    """The working basis as one map of the raw columns: (columns, scales) when it only standardises,
+    else the block-diagonal (d, k) matrix of the group transforms, so a projection is a few array
+    operations instead of one small product per group."""
+    d = sum(rs.stop - rs.start for rs in prob.raw_slices)
+    T = np.zeros((d, prob.n_working))
+    for Tg, rs, sl in zip(prob.transforms, prob.raw_slices, prob.slices):
+        T[rs, sl] = Tg
+    if np.count_nonzero(T) == prob.n_working and np.all(np.count_nonzero(T, axis=0) == 1):
+        cols = np.argmax(T != 0, axis=0)
+        return cols, T[cols, np.arange(prob.n_working)]
+    return T
+
+
+def _project(prob, stats: SufficientStats, tmap=None):
+    """One row set in the working basis: (n, Σ z̃z̃ᵀ, Σ z̃ỹᵀ, Σ ỹ², mean z, mean y), sums centred on its own means."""
+    tmap = _basis_map(prob) if tmap is None else tmap
+    xy = stats.xy / prob.y_scale
+    dx = stats.x_mean - prob.x_mean
+    if isinstance(tmap, tuple):  # standardisation: a column selection and a scale
+        cols, sc = tmap
+        K = stats.xx[np.ix_(cols, cols)] * np.outer(sc, sc)
+        q, zbar = xy[cols] * sc[:, None], dx[cols] * sc
+    else:
+        K = tmap.T @ (stats.xx @ tmap)
+        K = (K + K.T) / 2  # exactly symmetric for eigh, as the rounding of the two products is not
+        q, zbar = tmap.T @ xy, tmap.T @ dx
+    return stats.n, K, q, np.diag(stats.yy) / prob.y_scale ** 2, zbar, (stats.y_mean - prob.y_mean) / prob.y_scale
+
+
+def _without(total, part):
+    """The working-basis sums of all rows but `part`'s (Chan's merge solved for the other part)."""
+    n, S, C, Y2, z, y = total
+    m, Sf, Cf, Y2f, zf, yf = part
+    r = n - m
+    zr, yr = (n * z - m * zf) / r, (n * y - m * yf) / r
+    dz, dy, f = zf - zr, yf - yr, r * m / n
+    return r, S - Sf - f * np.outer(dz, dz), C - Cf - f * np.outer(dz, dy), Y2 - Y2f - f * dy ** 2, zr, yr
+
+
+def ridge_cv_losses(folds, prob, grid, total: SufficientStats | None = None) -> np.ndarray:
+    """Mean over folds of the held-out squared error (per unit target variance, summed over outputs).
+
+    `prob` is the working problem of all rows (its basis and target scale; its K is not read);
+    `folds` the statistics of each fold in the same columns, `total` their merge (formed here when
+    None). Row-for-row the same numbers as fitting a ridge with intercept on each fold's training
+    rows of the working design and scoring its held-out rows. Each fold and all rows are projected
+    into the working basis once; a fold's training sums are all rows' minus its own. One symmetric
+    eigendecomposition per fold serves the whole penalty grid, whose weights are then formed and
+    scored for all penalties at once with matrix products.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> X = np.random.default_rng(0).normal(size=(40, 3)); y = X[:, 0] + 0.1 * X[:, 1]
+    >>> folds = fold_statistics(X, y, None, 4)
+    >>> losses = ridge_cv_losses(folds, build_working_problem(merge_folds(folds), [3], whiten=False), (1e-3, 10.0))
+    >>> bool(losses[0] < losses[1])
+    True
+    """
+    grid = np.asarray(grid, dtype=np.float64)
+    tmap = _basis_map(prob)
+    parts = [_project(prob, f, tmap) for f in folds]
+    total = _project(prob, merge_folds(folds) if total is None else total, tmap)
+    n, L = total[0], grid.size
+    out = np.zeros(L)
+    for held in parts:
+        n_tr, S, C, _, zt, yt = _without(total, held)
+        n_f, Sf, Cf, Y2f, zv, yv = held
+        k, P = C.shape
+        s, V = np.linalg.eigh(S / n_tr) if S.size else (np.zeros(0), np.zeros((0, 0)))
+        Vq = V.T @ (C / n_tr)  # (k, P)
+        lam = grid * n / n_tr  # the same sum-form penalty in every fit
+        # every penalty's weights side by side: column l·P + p of W is output p at penalty l
+        W = V @ (Vq[:, None, :] / (np.maximum(s, 0.0)[:, None, None] + lam[None, :, None])).reshape(k, L * P)
+        # held-out rows centred on their own mean (Sf, Cf, Y2f) plus the shift between the two means
+        fit = (W.reshape(k, L, P) * (Cf / n_f)[:, None, :]).sum(axis=0)
+        quad = (W * ((Sf / n_f) @ W)).sum(axis=0).reshape(L, P)
+        shift = (yv - yt)[None, :] - ((zv - zt) @ W).reshape(L, P)
+        out += (Y2f[None, :] / n_f - 2 * fit + quad + shift ** 2).sum(axis=1)
+    return out / len(folds)
+
+
+def choose_ridge(folds, group_sizes, *, l2, whiten) -> Choice:
+    """The penalty and basis with the lowest cross-validated full-budget loss (only what is "auto").
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 40)); y = X[:, 0] + rng.normal(size=60)   # 40 columns, 60 rows: noisy
+    >>> c = choose_ridge(fold_statistics(X, y, None, 5), [40], l2="auto", whiten=True)
+    >>> c.l2 > 1e-3
+    True
+    """
+    total = merge_folds(folds)
+    # the bases need only the within-group blocks (their transforms); K is formed per fold instead
+    blocks = _within_group(total, group_sizes)
+    bases = (True, False) if whiten == "auto" else (bool(whiten),)
+    grid = L2_GRID if l2 == "auto" else (float(l2),)
+    scores = {}
+    for w in bases:
+        prob = build_working_problem(blocks, group_sizes, w, keep_cov=False)
+        scores[w] = ridge_cv_losses(folds, prob, grid, total)
+    return _best(scores, grid, len(folds))
+
+
+def _within_group(stats: SufficientStats, group_sizes) -> GroupBlockStats:
+    """The statistics' within-group blocks only (what a basis is built from)."""
+    bounds = np.concatenate([[0], np.cumsum(np.asarray(group_sizes, dtype=np.int64))])
+    return GroupBlockStats(n=stats.n, x_mean=stats.x_mean, y_mean=stats.y_mean,
+                           blocks=[stats.xx[a:b, a:b] for a, b in zip(bounds[:-1], bounds[1:])],
+                           xy=stats.xy, yy=stats.yy)
+
+
+def _best(scores: dict, grid, n_folds: int) -> Choice:
+    """Lowest loss; ties go to the first basis listed (whitening) and the smaller penalty."""
+    best = None
+    for w, s in scores.items():
+        s = np.where(np.isfinite(s), s, np.inf)
+        i = int(np.argmin(s))
+        if best is None or s[i] < best[0]:
+            best = (s[i], w, grid[i])
+    return Choice(l2=float(best[2]), whiten=bool(best[1]), n_folds=n_folds, scores=scores, grid=tuple(grid))
+
+
+def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -> np.ndarray:
+    """Mean over folds of the held-out log-loss of the full GLM at each penalty (warm-started path).
+
+    `Z` is the working design of all rows (centred, in the chosen basis). The path runs from the
+    strongest penalty down, each fold's fit starting from its previous weights. Once the mean
+    held-out loss has risen for `PATH_PATIENCE` penalties in a row past its best, the weaker ones are
+    not fitted (their loss is +inf): they are the slowest fits (nearly separable data) and a loss
+    that rises while the penalty shrinks is overfitting, which a weaker penalty only makes worse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> Z = rng.normal(size=(100, 2)); Y = (Z[:, :1] + rng.normal(size=(100, 1)) > 0).astype(float)
+    >>> glm_cv_losses(Z, Y, "sigmoid", (1e-3, 100.0), 5).round(2).tolist()
+    [0.58, 0.67]
+    """
+    from edgeseq.train.glm.fit import data_loss, prior_intercept, refit
+
+    grid = np.asarray(grid, dtype=np.float64)
+    n = Z.shape[0]
+    fold = np.arange(n) % n_folds
+    parts = []
+    for f in range(n_folds):
+        tr = fold != f
+        Zt, Yt = Z[tr], Y[tr]
+        parts.append({"Z": Zt, "Y": Yt, "K": Zt.T @ Zt / Zt.shape[0], "va": fold == f,  # K: the refit's preconditioner
+                      "W": np.zeros((Z.shape[1], Y.shape[1])), "b": prior_intercept(Yt, link)})
+    out = np.full(grid.size, np.inf)
+    best, rising = np.inf, 0
+    for i in np.argsort(-grid):
+        loss = 0.0
+        for p in parts:
+            fit = refit(p["Z"], p["Y"], p["K"], p["W"], p["b"], link, l2=float(grid[i]) * n / p["Z"].shape[0])
+            p["W"], p["b"] = fit.W, fit.b
+            loss += data_loss(Z[p["va"]] @ fit.W + fit.b, Y[p["va"]], link)
+        out[i] = loss / n_folds
+        best, rising = (out[i], 0) if out[i] < best else (best, rising + 1)
+        if rising >= PATH_PATIENCE:
+            break
+    return out
+
+
+def cv_step(n: int, width: int) -> int:
+    """Every how many rows the GLM cross-validation reads: 1 until the working design would pass
+    `CV_MAX_CELLS` entries, then the stride that keeps it under (rows 0, step, 2·step, ...).
+
+    The GLM folds need the working design in memory (k fits per penalty, each several passes); on
+    data that large a sample of rows decides the penalty as well as all of them would.
+
+    Examples
+    --------
+    >>> cv_step(1000, 64), cv_step(60000, 11016)
+    (1, 27)
+    """
+    return max(1, -(-int(n) * max(1, int(width)) // CV_MAX_CELLS))
+
+
+def choose_glm(Xs, Ys, stats, group_sizes, link: str, *, l2, whiten) -> Choice:
+    """`choose_ridge` for a GLM: the same folds of the sample rows `Xs` (used columns, in group
+    order) and targets `Ys`, scored by held-out log-loss; `stats` (all rows) gives the basis.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(120, 3)); Y = (X[:, :1] > 0).astype(float)
+    >>> c = choose_glm(X, Y, sufficient_statistics(X, Y), [3], "sigmoid", l2="auto", whiten=False)
+    >>> c.whiten, c.l2 < 1.0, c.n_folds
+    (False, True, 5)
+    """
+    from edgeseq.train.glm.select import working_design
+
+    n_folds = n_folds_for(Xs.shape[0])
+    if n_folds == 0 or not cv_fits_width(Xs.shape[1], l2, whiten):
+        return fixed(l2, whiten)
+    bases = (True, False) if whiten == "auto" else (bool(whiten),)
+    grid = GLM_L2_GRID if l2 == "auto" else (float(l2),)
+    scores = {}
+    for w in bases:
+        prob = build_working_problem(stats, group_sizes, w, keep_cov=False)
+        scores[w] = glm_cv_losses(working_design(Xs, np.arange(Xs.shape[1]), prob), Ys, link, grid, n_folds)
+    return _best(scores, grid, n_folds)
+
+
+def fixed(l2, whiten) -> Choice:
+    """No choice to make (both given), or too few rows to make one (fallbacks for "auto").
+
+    Examples
+    --------
+    >>> fixed("auto", "auto")
+    Choice(l2=0.0001, whiten=False, n_folds=0, scores={}, grid=())
+    """
+    return Choice(l2=FALLBACK_L2 if l2 == "auto" else float(l2),
+                  whiten=False if whiten == "auto" else bool(whiten), n_folds=0)
+
+
+def check_fold_count(l2, whiten) -> None:
+    """Refuse an automatic choice from statistics of all rows only (no folds to choose on), in one line.
+
+    Examples
+    --------
+    >>> check_fold_count("auto", True)
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: l2="auto" needs per-fold statistics (a list of SufficientStats, fold f holding rows i with i mod K = f); pass a number instead
+    """
+    what, instead = ("l2", "a number") if l2 == "auto" else ("whiten", "True or False")
+    if l2 == "auto" or whiten == "auto":
+        raise InputError(f'{what}="auto" needs per-fold statistics (a list of SufficientStats, fold f holding rows '
+                         f'i with i mod K = f); pass {instead} instead')

@@ -1,0 +1,306 @@
+"""The working basis of training: group whitening (default) or per-column standardisation.
+
+Training runs on Z_g = (X_g - μ_g) T_g. With whitening, T_g = U Λ^{-1/2} from the group's covariance,
+so Z_gᵀZ_g/n = I and CS-G-OMP's score becomes ‖b_g‖²/c_g; null directions (constant, duplicated or
+collinear columns) are dropped here. The whitened Gram is derived blockwise from the raw centred
+covariance, K_gh = T_gᵀ Σ_gh T_h, so the data is read only once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgeseq.train.linear.group_stats import GroupBlockStats
+from edgeseq.train.linear.releasable import ReleasableRows
+from edgeseq.train.linear.stats import SufficientStats
+
+EIG_RTOL = 1e-10  # correlation-matrix directions with eigenvalue <= EIG_RTOL * largest are dropped
+CONST_RTOL = 1e-12  # a column whose spread is below this fraction of its own mean carries no signal
+
+
+@dataclass
+class WorkingProblem:
+    """Everything the selection needs, in the working basis (sizes: d used raw columns, k working dims).
+
+    Built by `build_working_problem`; the selection and the refits read only this, and folding maps
+    the learnt working-basis weights back to raw columns with `transforms`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3)); y = X @ [1.0, -2.0, 0.5]
+    >>> prob = build_working_problem(sufficient_statistics(X, y), [2, 1], whiten=True)
+    >>> prob.n_groups, prob.K.shape, prob.q.shape
+    (2, (3, 3), (3, 1))
+    """
+
+    K: np.ndarray | None  # (k, k)   Zᵀ Z / n; None when only its diagonal blocks were computed (k_blocks)
+    q: np.ndarray  # (k, P)   Zᵀ ỹ / n with ỹ centred and scaled per output
+    transforms: list[np.ndarray]  # per group: (d_g, k_g) raw-centred -> working
+    slices: list[slice]  # per group: its working dims
+    raw_slices: list[slice]  # per group: its raw columns inside the stats' column order
+    y_mean: np.ndarray  # (P,)
+    y_scale: np.ndarray  # (P,) σ_y per output (1 where y is constant)
+    x_mean: np.ndarray  # (d,)
+    cov_xx: np.ndarray  # (d, d) raw centred covariance (used by the linear `single` score; (0, 0) if not kept)
+    cov_xy_scaled: np.ndarray  # (d, P) raw centred cross-covariance with the scaled target
+    x_std: np.ndarray  # (d,)
+    k_blocks: list[np.ndarray] | None = None  # per group Z_gᵀ Z_g / n when K is None (within-group statistics)
+    k_storage: ReleasableRows | None = None  # K's buffer, whose rows `release_k_rows` can give back
+
+    @property
+    def n_working(self) -> int:
+        """k, the number of working dimensions (all groups).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 3)); X[:, 2] = X[:, 1]
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=True).n_working
+        2
+        """
+        return self.slices[-1].stop if self.slices else 0
+
+    def k_diagonal(self) -> np.ndarray:
+        """diag(K), from K or from its diagonal blocks.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2))
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True).k_diagonal().tolist()
+        [1.0, 1.0]
+        """
+        if self.K is not None:
+            return np.diag(self.K)
+        return np.concatenate([np.diag(b) for b in self.k_blocks]) if self.k_blocks else np.zeros(0)
+
+    def k_group_block(self, g: int) -> np.ndarray:
+        """K's diagonal block of group g, (k_g, k_g).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 3))
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=True).k_group_block(1).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
+        s = self.slices[g]
+        return self.K[s, s] if self.K is not None else self.k_blocks[g]
+
+    def k_cross(self, cols, g: int) -> np.ndarray:
+        """K's rows `cols` (working dims of other groups) against group g's dims, (len(cols), k_g).
+
+        Zero when only the diagonal blocks were computed: what a block-diagonal preconditioner uses.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2)); X[:, 1] += X[:, 0]
+        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
+        >>> bool(prob.k_cross([0], 1)[0, 0] > 0.5)
+        True
+        """
+        s = self.slices[g]
+        if self.K is None:
+            return np.zeros((len(cols), s.stop - s.start))
+        return self.K[s][:, list(cols)].T  # from g's own rows (K is exactly symmetric): others' may be released
+
+    def release_k_rows(self, g: int) -> None:
+        """Give back the memory of K's rows of group g, which its owner will not read again.
+
+        CS-G-FR's GLM score reads K only on rows of groups not yet selected (and reads g's cross
+        blocks from g's own rows while g is appended), so once g is in, its rows are dead weight: a
+        gigabyte of K at the thesis's width is returned as the selection proceeds. Only the owner of
+        this problem may call it (afterwards those rows are undefined).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2))
+        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
+        >>> prob.release_k_rows(0)   # group 0's rows are dead from now on; group 1's are intact
+        >>> float(prob.K[1, 1])
+        1.0
+        """
+        if self.k_storage is not None:
+            self.k_storage.release(self.slices[g])
+
+    @property
+    def n_groups(self) -> int:
+        """Number of groups (usable or not).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 4))
+        >>> build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1, 2], whiten=True).n_groups
+        3
+        """
+        return len(self.slices)
+
+    def usable(self, g: int) -> bool:
+        """Whether group `g` kept at least one working dimension (an all-constant group did not).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.basis import build_working_problem
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> X = np.random.default_rng(0).normal(size=(50, 2)); X[:, 1] = 7.0  # column 1 is constant
+        >>> prob = build_working_problem(sufficient_statistics(X, X[:, 0]), [1, 1], whiten=True)
+        >>> prob.usable(0), prob.usable(1)
+        (True, False)
+        """
+        return self.slices[g].stop > self.slices[g].start
+
+
+def _group_transform(cov: np.ndarray, mean: np.ndarray, whiten: bool) -> np.ndarray:
+    """Raw-centred -> working map of one group, (d_g, k_g); unit-free, so columns of very different
+    scales (or offsets) in one group are treated alike.
+
+    A column is constant when its variance is rounding noise around its OWN mean. Whitening
+    decomposes the correlation matrix D^-½ Σ D^-½ = U Λ Uᵀ, so T = D^-½ U Λ^-½ and the null-direction
+    test (λ <= EIG_RTOL · λ_max) does not depend on the columns' units.
+    """
+    d = cov.shape[0]
+    var = np.diag(cov)
+    live = np.nonzero(var > (CONST_RTOL * np.abs(mean)) ** 2)[0]  # also excludes var <= 0
+    if live.size == 0:
+        return np.zeros((d, 0))
+    inv_sd = 1.0 / np.sqrt(var[live])
+    T = np.zeros((d, live.size))
+    if not whiten:
+        T[live, np.arange(live.size)] = inv_sd
+        return T
+    corr = cov[np.ix_(live, live)] * inv_sd[:, None] * inv_sd[None, :]
+    evals, evecs = np.linalg.eigh(corr)
+    keep = evals > EIG_RTOL * evals[-1]
+    # deterministic sign: largest-magnitude entry of each eigenvector positive
+    vecs = evecs[:, keep]
+    signs = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(vecs.shape[1])])
+    signs[signs == 0] = 1.0
+    return T[:, :0] if not keep.any() else _embed(live, d, inv_sd[:, None] * vecs * signs / np.sqrt(evals[keep]))
+
+
+def _embed(rows: np.ndarray, d: int, block: np.ndarray) -> np.ndarray:
+    out = np.zeros((d, block.shape[1]))
+    out[rows] = block
+    return out
+
+
+def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes, whiten: bool, keep_cov: bool = True,
+                          consume: bool = False) -> WorkingProblem:
+    """Whiten (or standardise) each group and express K, q in that basis.
+
+    `stats` must hold the used columns group after group, in group-index order, with `group_sizes`.
+
+    Parameters
+    ----------
+    stats : SufficientStats or GroupBlockStats
+        Centred sums of the used columns and the target. From `GroupBlockStats` (within-group blocks
+        only) K is not formed: ``K`` is None and ``k_blocks`` holds its diagonal blocks, which is all
+        that selections scoring each group on its own need.
+    group_sizes : sequence of int
+        Number of raw columns of each group, in order.
+    whiten : bool
+        Whiten each group (True) or only standardise its columns (False).
+    keep_cov : bool
+        Keep the raw covariance in ``cov_xx`` (a d × d copy, read only by the linear ``single``
+        score). GLM selection passes False: at thousands of columns that copy is a gigabyte, and the
+        blocks K is built from are read from ``stats.xx`` directly either way.
+    consume : bool
+        The caller will not read `stats` again: rows of ``stats.xx`` are given back to the system
+        as soon as K no longer needs them (when the pass built them in releasable memory), so K and
+        the sums never both occupy a full d × d at once. Not with `keep_cov`.
+
+    Returns
+    -------
+    WorkingProblem
+
+    Examples
+    --------
+    Whitening makes each group's diagonal block of K the identity, and drops the collinear direction
+    of a duplicated column:
+
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 3)); X[:, 1] = 2 * X[:, 0]  # column 1 duplicates column 0
+    >>> prob = build_working_problem(sufficient_statistics(X, X.sum(axis=1)), [2, 1], whiten=True)
+    >>> prob.slices
+    [slice(0, 1, None), slice(1, 2, None)]
+    >>> np.allclose(prob.K[0:1, 0:1], np.eye(1))
+    True
+    """
+    n = stats.n  # cov blocks are xx[a, b] / n, so no d × d covariance is formed here
+    blockwise = isinstance(stats, GroupBlockStats)  # only the within-group blocks were computed
+    diag_cov = stats.xx_diagonal() / n
+    y_var = stats.var_y
+    y_scale = np.sqrt(y_var)
+    y_scale[~(y_scale > 0)] = 1.0
+    cov_xy = stats.cov_xy / y_scale
+    transforms, raw_slices, slices = [], [], []
+    r = k = 0
+    for g, size in enumerate(group_sizes):
+        rs = slice(r, r + int(size))
+        T = _group_transform((stats.blocks[g] if blockwise else stats.xx[rs, rs]) / n, stats.x_mean[rs], whiten)
+        transforms.append(T)
+        raw_slices.append(rs)
+        slices.append(slice(k, k + T.shape[1]))
+        r += int(size)
+        k += T.shape[1]
+    storage = None if blockwise else ReleasableRows((k, k))
+    K, k_blocks = (None, [T.T @ (B / n) @ T for T, B in zip(transforms, stats.blocks)]) if blockwise else \
+        (_whitened_gram(storage.array, stats.xx, n, transforms, raw_slices, slices,
+                        stats.xx_storage if consume and not keep_cov else None), None)
+    q = np.vstack([T.T @ cov_xy[rs] for T, rs in zip(transforms, raw_slices)]) if k else \
+        np.zeros((0, cov_xy.shape[1]))
+    if whiten:  # exact identity on diagonal blocks: removes rounding so OMP's K_gg^{-1} is truly I
+        for g, s in enumerate(slices):
+            if blockwise:
+                k_blocks[g] = np.eye(s.stop - s.start)
+            else:
+                K[s, s] = np.eye(s.stop - s.start)
+    return WorkingProblem(K=K, q=q, transforms=transforms, slices=slices, raw_slices=raw_slices,
+                          y_mean=stats.y_mean, y_scale=y_scale, x_mean=stats.x_mean,
+                          cov_xx=stats.cov_xx if keep_cov and not blockwise else np.zeros((0, 0)),
+                          cov_xy_scaled=cov_xy, x_std=np.sqrt(np.maximum(diag_cov, 0.0)), k_blocks=k_blocks,
+                          k_storage=storage)
+
+
+def _whitened_gram(K: np.ndarray, xx: np.ndarray, n: int, transforms, raw_slices, slices,
+                   release: ReleasableRows | None = None) -> np.ndarray:
+    """K = Zᵀ Z / n assembled block by block into `K`, K_ab = T_aᵀ (xx_ab / n) T_b (no d × d covariance formed).
+
+    Block row a reads xx's blocks (a, b ≥ a) only, and earlier block rows read xx's rows of a only in
+    columns of a; so once block row a is done nothing reads xx's rows of group a, and `release` (the
+    sums' buffer, when the caller consumes them) gives them back: K grows as xx shrinks.
+    """
+    for a, (Ta, ra, sa) in enumerate(zip(transforms, raw_slices, slices)):
+        for b in range(a, len(transforms)):
+            Tb, rb, sb = transforms[b], raw_slices[b], slices[b]
+            block = Ta.T @ (xx[ra, rb] / n) @ Tb
+            K[sa, sb] = block
+            K[sb, sa] = block.T
+        if release is not None:
+            release.release(ra)
+    return K
