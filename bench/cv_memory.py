@@ -2,14 +2,14 @@
 
     .venv/bin/python bench/cv_memory.py [--widths 512 1024 2048] [--rows 1500]
 
-The GLM cross-validation (`edgeseq.train.auto.glm_cv_losses`) holds, for each of its K = 5 folds at
+The GLM cross-validation (`edgeseq.train.linear.auto.glm_cv_losses`) holds, for each of its K = 5 folds at
 once, the fold's training rows of the working design and their width x width Gram (the refit's
 preconditioner). Its peak memory is therefore about K·8·w² + K·8·n·w bytes for n sample rows of w
 working columns. This script measures the peak (Python's tracemalloc, which numpy reports to) of
 one basis and a two-penalty path at a few widths, compares it with that model, and extrapolates
 the model, scaled by the measured/model ratio at the widest width, to the thesis-shaped softmax problem (11,016 columns; 60,000 rows sampled every 27th,
 2,223 rows): the figure that decides whether "auto" may run there within X + 2 GB. Above
-`edgeseq.train.auto.CV_MAX_WIDTH` columns the estimators skip the choice (a warning says so), and the
+`edgeseq.train.linear.auto.CV_MAX_WIDTH` columns the estimators skip the choice (a warning says so), and the
 last row measures that path at 11,016 columns.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
 from threadpoolctl import threadpool_limits
 
-from edgeseq.train.auto import CV_MAX_WIDTH, N_FOLDS, choose_glm, glm_cv_losses
-from edgeseq.train.stats import sufficient_statistics
+from edgeseq.train.linear.auto import CV_MAX_WIDTH, N_FOLDS, choose_glm, glm_cv_losses
+from edgeseq.train.linear.stats import sufficient_statistics
 
 THESIS = {"rows": 60_000 // 27 + 1, "width": 11_016, "classes": 10}
 

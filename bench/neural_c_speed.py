@@ -30,8 +30,8 @@ from _results import command_line, write_result
 
 from edgeseq.export.c_codegen import c_float_rows
 from edgeseq.export.c_harness import compile_c, runtime_dir
-from edgeseq.export.c_layer_blocks import write_c_layer_blocks
-from edgeseq.neural_stages import Injection, LayerBlockModel, LayerBlockStage
+from edgeseq.export.kinds.layer_blocks.c_float import write_c_layer_blocks
+from edgeseq.forms.layer_blocks import Injection, LayerBlockModel, LayerBlockStage
 
 HERE = Path(__file__).resolve().parent
 FLAGS = ("-std=c99",)

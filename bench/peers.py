@@ -119,8 +119,8 @@ def edgeseq_source(model, d: Path, lanes: int | None = None):
     """(model C files, runtime C files, glue, column order of a row, n_out, defines); `lanes` forces
     the tree walk (ES_TREE_LANES) on every target, None keeps each target's default."""
     from edgeseq.export.c_harness import write_c_for
-    from edgeseq.export.c_trees import tree_feature_order
-    from edgeseq.train.trees import TreeStageModel
+    from edgeseq.export.kinds.trees.c_float import tree_feature_order
+    from edgeseq.forms.trees import TreeStageModel
     write_c_for(model, d, "m")
     if isinstance(model, TreeStageModel):
         cols = tree_feature_order(model)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
+from edgeseq.forms.layer_blocks import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
 
 N_FEATURES = 29
 COST_PER_MAC = 1e-3

@@ -20,12 +20,12 @@ import pytest
 from c_support import SAN, boundary_budgets, compilers, sanitizer_compilers
 from layer_models import rich_model, rows
 
-import edgeseq.export.c_layer_blocks as clb
+import edgeseq.export.kinds.layer_blocks.c_float as clb
 from edgeseq.errors import CCompilerError
 from edgeseq.export.c_harness import compile_c, runtime_dir
-from edgeseq.export.c_layer_blocks import layer_block_feature_order, write_c_layer_blocks
-from edgeseq.export.c_layer_blocks_run import build_layer_driver, run_c_layer_blocks, run_layer_steps
-from edgeseq.export.onnx_layer_blocks import run_stages_onnxruntime
+from edgeseq.export.kinds.layer_blocks.c_float import layer_block_feature_order, write_c_layer_blocks
+from edgeseq.export.kinds.layer_blocks.c_run import build_layer_driver, run_c_layer_blocks, run_layer_steps
+from edgeseq.export.kinds.layer_blocks.onnx import run_stages_onnxruntime
 
 LINKS = ["softmax", "sigmoid", "identity"]
 
@@ -248,7 +248,7 @@ def test_emulated_cortex_m4f_matches_numpy_and_the_budget_rule(tmp_path):
     loop) picks Python's stage, a commit: false stage included."""
     from edgeseq.export.c_arm import TARGETS, build_arm, missing_tools, run_qemu
     from edgeseq.export.c_harness import write_budgets
-    from edgeseq.export.c_layer_blocks_run import _rows, parse_layer_steps
+    from edgeseq.export.kinds.layer_blocks.c_run import _rows, parse_layer_steps
 
     missing = missing_tools()
     if missing is not None:

@@ -25,8 +25,8 @@ from tree_models import boundary_rows
 
 from edgeseq.export.c_arm import TARGETS, missing_tools, run_driver_arm
 from edgeseq.export.c_harness import run_c_trees
-from edgeseq.export.c_trees import tree_feature_order, tree_preorder, write_c_tree_model
-from edgeseq.train.trees import TreeEnsemble, TreeStage, TreeStageModel
+from edgeseq.export.kinds.trees.c_float import tree_feature_order, tree_preorder, write_c_tree_model
+from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 EDGE_THRESHOLDS = np.array([0.0, -0.0, 1.1754944e-38, -1.1754944e-38, 1.4e-45, -1.4e-45, 3.0e38, -3.0e38,
                             0.5, -0.25], np.float32)

@@ -14,7 +14,7 @@ import pytest
 
 from edgeseq import AnytimeNetClassifier, AnytimeNetRegressor
 from edgeseq.export.onnx_graphs import IR_VERSION, OPSET
-from edgeseq.export.onnx_layer_blocks import build_layer_block_graph, run_stages_onnxruntime
+from edgeseq.export.kinds.layer_blocks.onnx import build_layer_block_graph, run_stages_onnxruntime
 
 CORE_OPS = {"MatMul", "Gemm", "Add", "Relu", "Conv", "MaxPool", "AveragePool", "Flatten", "Reshape", "Softmax",
             "Sigmoid", "Sub", "Concat", "ArgMax"}

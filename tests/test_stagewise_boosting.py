@@ -256,7 +256,7 @@ def test_cli_train_model_boosting(tmp_path):
 def test_replay_on_the_search_rows_reproduces_the_search(task):
     """Regrowing the chosen stages (groups, round counts) on the rows the search trained on gives the
     search's trees back, final rounds included; on all rows the same plan gives other trees."""
-    from edgeseq.train.stagewise_boosting import replay_stages
+    from edgeseq.train.trees.stagewise_boosting import replay_stages
 
     Xf, yf, Xv, yv = _tiny(task)
     n_classes = int(yf.max()) + 1
@@ -281,7 +281,7 @@ def test_the_comparison_score_is_the_brier_score_and_the_area_is_per_row():
     """The per-row score against scikit-learn's Brier score, and per-row areas whose mean is the
     area of the mean curve (what makes the paired comparison the same comparison of areas)."""
     from sklearn.metrics import brier_score_loss
-    from edgeseq.train.stagewise_boosting import _row_brier, step_area, step_weights
+    from edgeseq.train.trees.stagewise_boosting import _row_brier, step_area, step_weights
 
     rng = np.random.default_rng(0)
     p1 = rng.random(40)

@@ -228,7 +228,7 @@ def test_int16_c_stops_as_the_integer_simulation(digits_export, tmp_path):
     ASan/UBSan) matches the simulation with the manifest's thresholds on every test row, and verify
     re-checks it."""
     from edgeseq.evaluate.verify import verify_export
-    from edgeseq.evaluate.verify_checks import VerifyReport
+    from edgeseq.export.verify_checks import VerifyReport
     from edgeseq.evaluate.verify_stopping import check_stopping_i16
     from edgeseq.export.quantize import quantize_from_manifest
 
@@ -252,7 +252,7 @@ def test_tree_export_stops_alike_in_python_and_c(tmp_path):
     row, and the rows do stop at several stages (the comparison is not vacuous)."""
     from tree_models import COSTS, GROUPS, NAMES, data
 
-    from edgeseq.train.afr import AFRClassifier
+    from edgeseq.train.trees.afr import AFRClassifier
 
     X, s = data(2000, seed=3)
     y = np.digitize(s, [-0.5, 0.5])

@@ -18,7 +18,7 @@ from edgeseq.evaluate.anytime import _check_X, _steps
 from edgeseq.export.stopping import calibrate_stopping
 from edgeseq.io.atomic import atomic_output, atomic_write_text
 from edgeseq.runtime.stopping import stop_stages, top2_margin
-from edgeseq.sequence import apply_link
+from edgeseq.forms.linear import apply_link
 
 DELTAS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 

@@ -387,7 +387,7 @@ class ExportedModel:
         Examples
         --------
         >>> import numpy as np, tempfile
-        >>> from edgeseq.neural_stages import _example_model
+        >>> from edgeseq.forms.layer_blocks import _example_model
         >>> from edgeseq.export.writer import export_model
         >>> model = _example_model(); out = tempfile.mkdtemp() + "/net"
         >>> _ = export_model(model, out)

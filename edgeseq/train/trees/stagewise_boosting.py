@@ -315,8 +315,8 @@ def replay_stages(X, y, spec: GroupSpec, task: str, stages, *, n_classes: int = 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.groups import check_groups
-    >>> from edgeseq.train.stagewise_boosting import boost_stages, replay_stages
+    >>> from edgeseq.forms.groups import check_groups
+    >>> from edgeseq.train.trees.stagewise_boosting import boost_stages, replay_stages
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(300, 2)); y = X[:, 0] + (X[:, 1] > 0)
     >>> spec = check_groups([[0], [1]], [1.0, 2.0], None, 2)
     >>> stages, _, _ = boost_stages(X[:200], y[:200], X[200:], y[200:], spec, "regression", params={"num_threads": 1})
@@ -414,7 +414,7 @@ def step_weights(cum_cost, horizon: float) -> np.ndarray:
 
     Examples
     --------
-    >>> from edgeseq.train.stagewise_boosting import step_weights
+    >>> from edgeseq.train.trees.stagewise_boosting import step_weights
     >>> step_weights([0.0, 1.0, 3.0], 4.0).tolist()
     [0.25, 0.5, 0.25]
     """
@@ -435,7 +435,7 @@ def keep_trees(rows_trees: np.ndarray, rows_linear: np.ndarray, z: float | None 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.stagewise_boosting import keep_trees
+    >>> from edgeseq.train.trees.stagewise_boosting import keep_trees
     >>> rng = np.random.default_rng(0); lin = rng.normal(size=50); noisy = lin + rng.normal(size=50) + 0.1
     >>> keep_trees(lin + 0.5, lin), keep_trees(lin, lin), keep_trees(noisy, lin), keep_trees(noisy, lin, z=1.0)
     (True, False, True, False)

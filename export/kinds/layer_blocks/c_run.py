@@ -20,7 +20,7 @@ import numpy as np
 from edgeseq.errors import CCompilerError
 from edgeseq.format import C_SOURCE
 from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, model_prefix, runtime_dir, write_budgets
-from edgeseq.export.c_layer_blocks import layer_block_feature_order, write_c_layer_blocks
+from edgeseq.export.kinds.layer_blocks.c_float import layer_block_feature_order, write_c_layer_blocks
 
 
 @dataclass
@@ -58,7 +58,7 @@ def build_layer_driver(model_dir, build_dir, *, compiler=None, flags=STRICT_FLAG
     Examples
     --------
     >>> import tempfile
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> d = tempfile.mkdtemp()
     >>> _ = write_c_layer_blocks(_example_model(), d, "demo")
     >>> build_layer_driver(d, d, extra=("-O0",)).name
@@ -95,7 +95,7 @@ def run_layer_steps(model, exe, X, work_dir) -> LayerRun:
     Examples
     --------
     >>> import numpy as np, tempfile
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> model, d = _example_model(), tempfile.mkdtemp()
     >>> _ = write_c_layer_blocks(model, d, "demo")
     >>> run = run_layer_steps(model, build_layer_driver(d, d, extra=("-O0",)), np.ones((2, 6)), d)
@@ -118,7 +118,7 @@ def parse_layer_steps(model, lines: list, n: int) -> LayerRun:
 
     Examples
     --------
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> run = parse_layer_steps(_example_model(), [["0", "0", "S", "0", "0", "-1", "0.5", "|"]], 1)
     >>> run.pred[0].tolist(), run.prefix[0].tolist()
     ([[0.5]], [0])
@@ -157,7 +157,7 @@ def run_layer_sweep(model, exe, X, budgets, work_dir) -> tuple:
     Examples
     --------
     >>> import numpy as np, tempfile
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> model, d = _example_model(), tempfile.mkdtemp()
     >>> _ = write_c_layer_blocks(model, d, "demo")
     >>> exe = build_layer_driver(d, d, extra=("-O0",))
@@ -192,7 +192,7 @@ def run_c_layer_blocks(model, X, budgets=None, *, compiler=None, flags=STRICT_FL
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> run = run_c_layer_blocks(_example_model(), np.zeros((3, 6)), extra=("-O0",))
     >>> [z.shape for z in run.z]
     [(3, 1), (3, 1), (3, 1)]

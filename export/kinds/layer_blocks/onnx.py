@@ -37,7 +37,7 @@ def stage_inputs(model, k: int) -> list[int]:
     Examples
     --------
     >>> from edgeseq.forms.layer_blocks import _example_model
-    >>> from edgeseq.export.onnx_layer_blocks import stage_inputs
+    >>> from edgeseq.export.kinds.layer_blocks.onnx import stage_inputs
     >>> [stage_inputs(_example_model(), k) for k in range(3)]
     [[], [0], [1]]
     """
@@ -101,7 +101,7 @@ def build_layer_block_graph(model, k: int, input_names, *, model_name: str = "ed
 
     >>> import numpy as np, onnx, onnxruntime as ort
     >>> from edgeseq.forms.layer_blocks import _example_model
-    >>> from edgeseq.export.onnx_layer_blocks import build_layer_block_graph
+    >>> from edgeseq.export.kinds.layer_blocks.onnx import build_layer_block_graph
     >>> model = _example_model()
     >>> g = build_layer_block_graph(model, 2, ["a", "w"])
     >>> onnx.checker.check_model(g, full_check=True)
@@ -164,7 +164,7 @@ def run_stages_onnxruntime(model, X: np.ndarray, input_names) -> list[dict]:
     --------
     >>> import numpy as np
     >>> from edgeseq.forms.layer_blocks import _example_model
-    >>> from edgeseq.export.onnx_layer_blocks import run_stages_onnxruntime
+    >>> from edgeseq.export.kinds.layer_blocks.onnx import run_stages_onnxruntime
     >>> out = run_stages_onnxruntime(_example_model(), np.zeros((2, 6)), ["a", "w"])
     >>> [sorted(o) for o in out]
     [['y'], ['state_out', 'y'], ['state_out', 'y']]

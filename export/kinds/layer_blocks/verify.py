@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError, ModelFormatError
-from edgeseq.evaluate.verify_checks import (N_SAMPLES, VerifyReport, _missing_compiler, checked_rows,
+from edgeseq.export.verify_checks import (N_SAMPLES, VerifyReport, _missing_compiler, checked_rows,
                                             prefix_check)
-from edgeseq.evaluate.verify_trees import _regenerated_c
+from edgeseq.export.kinds.trees.verify import _regenerated_c
 from edgeseq.io.feature_rows import group_arrays
 from edgeseq.format import BIAS_NAME, MANIFEST, STATE_IN, labels_of, read_verified
 from edgeseq.runtime.session import AnytimeSession
@@ -49,7 +49,7 @@ def layer_model_from_export(out_dir):
     Examples
     --------
     >>> import numpy as np, tempfile
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> from edgeseq.export.writer import export_model
     >>> model = _example_model(); out = tempfile.mkdtemp() + "/net"
     >>> _ = export_model(model, out)
@@ -61,7 +61,7 @@ def layer_model_from_export(out_dir):
     import onnx
     from onnx import numpy_helper
 
-    from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
+    from edgeseq.forms.layer_blocks import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
 
     out = Path(out_dir)
     m = read_verified(out)
@@ -119,14 +119,14 @@ def check_generated_layer_graphs(out_dir, manifest: dict, model) -> None:
     Examples
     --------
     >>> import tempfile
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> from edgeseq.export.writer import export_model
     >>> out = tempfile.mkdtemp() + "/net"
     >>> m = export_model(_example_model(), out)
     >>> check_generated_layer_graphs(out, m, layer_model_from_export(out))   # silent: identical
     """
-    from edgeseq.evaluate.regenerate import require_identical
-    from edgeseq.export.onnx_layer_blocks import build_layer_block_graph
+    from edgeseq.export.kinds.affine.regenerate import require_identical
+    from edgeseq.export.kinds.layer_blocks.onnx import build_layer_block_graph
 
     names = [g["input_name"] for g in sorted(manifest["groups"], key=lambda g: g["index"])]
     for k, p in enumerate(manifest["prefixes"]):
@@ -173,8 +173,8 @@ def layer_c_predictions(out_dir, manifest: dict, model, X: np.ndarray, *, use_c:
     """
     if not use_c:
         return None, "C column skipped (--no-c)"
-    from edgeseq.export.c_layer_blocks import write_c_layer_blocks
-    from edgeseq.export.c_layer_blocks_run import build_layer_driver, run_layer_steps
+    from edgeseq.export.kinds.layer_blocks.c_float import write_c_layer_blocks
+    from edgeseq.export.kinds.layer_blocks.c_run import build_layer_driver, run_layer_steps
 
     write = lambda c_dir: write_c_layer_blocks(model, c_dir, manifest["c"]["prefix"],  # noqa: E731
                                                model_name=manifest["model_name"])
@@ -195,7 +195,7 @@ def verify_layer_export(out_dir, X: np.ndarray | None = None, *, source: str = "
     Examples
     --------
     >>> import tempfile
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> from edgeseq.export.writer import export_model
     >>> out = tempfile.mkdtemp() + "/net"
     >>> _ = export_model(_example_model(), out)

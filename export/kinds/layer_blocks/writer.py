@@ -23,11 +23,11 @@ from edgeseq.errors import ExportError
 from edgeseq.format import (FORMAT, FORMAT_VERSION, MANIFEST, STATE_IN, dump_manifest, labels_entry,
                             manifest_checksum, prefix_file, read_verified, sha256_file, validate_manifest)
 from edgeseq.io.atomic import atomic_write_bytes
-from edgeseq.neural_stages import LayerBlockModel
+from edgeseq.forms.layer_blocks import LayerBlockModel
 from edgeseq.export import onnx_graphs
-from edgeseq.export.c_layer_blocks import layer_layout, write_c_layer_blocks
-from edgeseq.export.onnx_layer_blocks import build_layer_block_graph, stage_inputs
-from edgeseq.export.writer_trees import _classes, c_entry, tree_input_names
+from edgeseq.export.kinds.layer_blocks.c_float import layer_layout, write_c_layer_blocks
+from edgeseq.export.kinds.layer_blocks.onnx import build_layer_block_graph, stage_inputs
+from edgeseq.export.kinds.trees.writer import _classes, c_entry, tree_input_names
 
 N_CHECK_ROWS = 256
 
@@ -42,7 +42,7 @@ def float32_stage_diffs(model: LayerBlockModel, n: int = N_CHECK_ROWS, seed: int
 
     Examples
     --------
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> d = float32_stage_diffs(_example_model(), n=16)
     >>> len(d), d[0], max(d) < 1e-5
     (3, 0.0, True)
@@ -66,7 +66,7 @@ def build_layer_manifest(model: LayerBlockModel, model_name: str, input_names: l
 
     Examples
     --------
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> c_files = [{"file": "m.h", "sha256": "0" * 64}, {"file": "m.c", "sha256": "0" * 64}]
     >>> m = build_layer_manifest(_example_model(), "demo", ["a", "w"], [(f"s{k}.onnx", "0" * 64) for k in range(3)],
     ...                          [0.0] * 3, c_files, {"prefix": "demo", "header": "m.h", "source": "m.c"})
@@ -129,7 +129,7 @@ def write_layer_export(model: LayerBlockModel, tmp: Path, model_name: str, c_pre
     --------
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> m = write_layer_export(_example_model(), Path(tempfile.mkdtemp()), "demo", "demo")
     >>> [p["file"] for p in m["prefixes"]], sorted(f["file"] for f in m["files"])
     (['prefix_000.onnx', 'prefix_001.onnx', 'prefix_002.onnx'], ['edgeseq_model.c', 'edgeseq_model.h'])

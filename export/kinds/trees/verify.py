@@ -485,7 +485,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
                 report.checks[-1].c_ratio = np.inf if int16_diffs[k] else 0.0
         if "stopping" in m and crun is not None:  # Python vs C stopping stages, on the regenerated C
             from edgeseq.evaluate.verify_stopping import check_stopping
-            from edgeseq.export.c_trees import write_c_tree_model
+            from edgeseq.export.kinds.trees.c_float import write_c_tree_model
 
             write = lambda c_dir: write_c_tree_model(model, c_dir, m["c"]["prefix"],  # noqa: E731
                                                      model_name=m["model_name"])
@@ -493,8 +493,8 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
                 check_stopping(report, c_dir, m, sess, X32.astype(np.float64), compiler)
         elif "stopping" in m and int16_diffs is not None:  # the int16 C against the integer simulation
             from edgeseq.evaluate.verify_stopping import check_stopping_i16
-            from edgeseq.export.c_int16_trees import write_c_int16_tree_model
-            from edgeseq.export.quantize_trees import quantize_trees_from_manifest
+            from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
+            from edgeseq.export.kinds.trees.quantize import quantize_trees_from_manifest
 
             qm = quantize_trees_from_manifest(model, m["c"]["int16"])
             write = lambda c_dir: write_c_int16_tree_model(model, qm, c_dir, m["c"]["prefix"],  # noqa: E731
