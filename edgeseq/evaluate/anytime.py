@@ -29,7 +29,7 @@ import numpy as np
 from edgeseq.metrics.curves import AnytimeCurve, oracle_curve, prefix_at_budget, value_at_budget
 from edgeseq.errors import InputError
 from edgeseq.forms.linear import apply_link
-from edgeseq.forms.protocol import form_of
+from edgeseq.forms.protocol import form_of, staged_answers
 from edgeseq.metrics.timeliness import alpha_stopping_cost, plateau_alpha, timeliness
 
 
@@ -67,7 +67,8 @@ def _steps(model) -> _Steps:
     provenance = form.provenance
     return _Steps(form.link, classes, form.n_outputs, form.n_features_in, form.group_columns, form.cum_cost,
                   form.stage_names, None if order is None else np.array(order),
-                  str(provenance.get("method", "model")) if provenance else "model", form.staged_decision)
+                  str(provenance.get("method", "model")) if provenance else "model",
+                  lambda X: staged_answers(form, X))
 
 
 def _check_X(seq: _Steps, X) -> np.ndarray:

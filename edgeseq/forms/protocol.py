@@ -39,6 +39,8 @@ True
 
 from __future__ import annotations
 
+import numpy as np
+
 # the attribute under which a fitted estimator holds its form (linear estimators, then tree estimators)
 FORM_ATTRIBUTES = ("fitted_sequence_", "stage_model_")
 # what every form answers (see the module docstring): values, then methods
@@ -83,3 +85,32 @@ def form_of(obj):
         if is_form(form):
             return form
     return None
+
+
+def staged_answers(form, X):
+    """The decision values the model answers with after each stage, for rows `X`.
+
+    A stage that does not commit (an EANN member that lost to an earlier exit on validation; see
+    `LayerBlockModel.committing`) never answers: after it, the model still answers with the last
+    committing stage. A form without a `committing` attribute commits every stage, so this is its
+    `staged_decision`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.forms.protocol import staged_answers
+    >>> from edgeseq.forms.layer_blocks import _example_model
+    >>> model = _example_model()
+    >>> X = np.zeros((2, model.n_features))
+    >>> len(list(staged_answers(model, X))) == len(model.cum_cost)
+    True
+    """
+    committing = getattr(form, "committing", None)
+    if committing is None:
+        yield from form.staged_decision(X)
+        return
+    commits = set(np.asarray(committing).tolist())
+    last = None
+    for k, z in enumerate(form.staged_decision(X)):
+        last = z if k in commits or last is None else last
+        yield last

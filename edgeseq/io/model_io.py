@@ -436,13 +436,13 @@ def _is_tree_class(cls) -> bool:
 
 
 def _is_layer_class(cls) -> bool:
-    from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
+    from edgeseq.forms.layer_blocks import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
     return cls in (LayerBlockModel, LayerBlockStage, Injection, ConvBranch)
 
 
 def _layer_model_in(obj):
     """The LayerBlockModel `obj` is or holds as ``stage_model_`` (a fitted AnytimeNet estimator); else None."""
-    from edgeseq.neural_stages import LayerBlockModel
+    from edgeseq.forms.layer_blocks import LayerBlockModel
 
     model = obj if not hasattr(obj, "__dict__") or isinstance(obj, FittedSequence) else \
         (obj if type(obj) is LayerBlockModel else vars(obj).get("stage_model_"))
@@ -462,7 +462,7 @@ def check_layer_model(model, what: str = "model file") -> None:
     Examples
     --------
     >>> import dataclasses
-    >>> from edgeseq.neural_stages import _example_model
+    >>> from edgeseq.forms.layer_blocks import _example_model
     >>> from edgeseq.io.model_io import check_layer_model
     >>> model = _example_model()
     >>> check_layer_model(model)   # silent when consistent
@@ -472,7 +472,7 @@ def check_layer_model(model, what: str = "model file") -> None:
     ...
     edgeseq.errors.ModelFormatError: model file is inconsistent: layer-block model: stage 2: injection of group 1 must have shape (2, 3), got (1, 3)
     """
-    from edgeseq.neural_stages import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
+    from edgeseq.forms.layer_blocks import ConvBranch, Injection, LayerBlockModel, LayerBlockStage
 
     stages = vars(model).get("stages")
     ok = type(model) is LayerBlockModel and type(stages) is tuple and all(

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
-from edgeseq.format import STATE_IN, STATE_OUT, labels_of, read_verified, stage_group_counts, stage_kind
+from edgeseq.format import STATE_IN, STATE_OUT, labels_of, read_verified, stage_group_counts
 from edgeseq.runtime.fuse import FuseError, fuse_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
@@ -124,10 +124,10 @@ class ExportedModel:
         self.group_names = tuple(g.name for g in self.groups)
         self._by_name = {g.name: k for k, g in enumerate(self.groups)}
         self._name_set = frozenset(self._by_name)
-        self._trees = stage_kind(m) == "trees"  # tree stages carry a float32 state from stage to stage
+        self._trees = "state_width" in m  # stateful stages (trees) carry a float32 state from stage to stage
         # layer-block stages (neural networks): each stage reads some groups and, unless it resets, the
         # previous stage's state (of its own width); a stage with commit false never answers a budget
-        self._layers = stage_kind(m) == "layer_blocks"
+        self._layers = all("commit" in p for p in m["prefixes"])  # stages that say whether they answer
         position = {g.input_name: k for k, g in enumerate(self.groups)}
         self._reads = [[position[i] for i in p["inputs"] if i in position] for p in m["prefixes"]]
         self._takes_state = [STATE_IN in p["inputs"] for p in m["prefixes"]]

@@ -22,13 +22,13 @@ Examples
 --------
 >>> from edgeseq.export.kinds import kind_named, registered
 >>> registered()
-('affine', 'trees')
+('affine', 'trees', 'layer_blocks')
 >>> kind_named("trees").name, kind_named("trees").noun
 ('trees', 'tree-stage')
 >>> kind_named("wavelets")
 Traceback (most recent call last):
 ...
-edgeseq.errors.ExportError: unknown stage kind 'wavelets': this edgeseq knows 'affine', 'trees'; upgrade edgeseq or re-export the model
+edgeseq.errors.ExportError: unknown stage kind 'wavelets': this edgeseq knows 'affine', 'trees', 'layer_blocks'; upgrade edgeseq or re-export the model
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from edgeseq.messages import brief
 BUILTIN = {
     "affine": "edgeseq.export.kinds.affine.kind",
     "trees": "edgeseq.export.kinds.trees.kind",
+    "layer_blocks": "edgeseq.export.kinds.layer_blocks.kind",
 }
 _REGISTERED: dict[str, StageKind] = {}
 
@@ -223,7 +224,7 @@ def unregister(name: str) -> None:
     --------
     >>> from edgeseq.export.kinds import registered, unregister
     >>> unregister("not-there"); registered()
-    ('affine', 'trees')
+    ('affine', 'trees', 'layer_blocks')
     """
     _REGISTERED.pop(name, None)
 
@@ -235,7 +236,7 @@ def registered() -> tuple[str, ...]:
     --------
     >>> from edgeseq.export.kinds import registered
     >>> registered()[:2]
-    ('affine', 'trees')
+    ('affine', 'trees', 'layer_blocks')
     """
     return tuple(BUILTIN) + tuple(n for n in _REGISTERED if n not in BUILTIN)
 
@@ -251,7 +252,7 @@ def kind_named(name) -> StageKind:
     >>> kind_named(3)
     Traceback (most recent call last):
     ...
-    edgeseq.errors.ExportError: unknown stage kind 3: this edgeseq knows 'affine', 'trees'; upgrade edgeseq or re-export the model
+    edgeseq.errors.ExportError: unknown stage kind 3: this edgeseq knows 'affine', 'trees', 'layer_blocks'; upgrade edgeseq or re-export the model
     """
     if isinstance(name, str) and name in _REGISTERED:
         return _REGISTERED[name]
@@ -269,7 +270,7 @@ def kind_of_manifest(manifest: dict) -> StageKind:
     --------
     >>> from edgeseq.export.kinds import kind_of_manifest
     >>> kind_of_manifest({}).name, kind_of_manifest({"stage_kind": "trees"}).name
-    ('affine', 'trees')
+    ('affine', 'trees', 'layer_blocks')
     """
     from edgeseq.format import stage_kind
 

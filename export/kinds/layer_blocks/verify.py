@@ -30,6 +30,9 @@ from edgeseq.runtime.session import AnytimeSession
 REL_TOL = 1e-5
 
 
+FILES_LINE = ("generated files ok: every stage graph and the C model are byte-identical to what edgeseq generates "
+              "from the weights read back from the export")
+
 def _node(graph, output: str):
     return next((n for n in graph.node if output in n.output), None)
 
@@ -200,8 +203,8 @@ def verify_layer_export(out_dir, X: np.ndarray | None = None, *, source: str = "
     >>> out = tempfile.mkdtemp() + "/net"
     >>> _ = export_model(_example_model(), out)
     >>> rep = verify_layer_export(out)
-    >>> rep.ok, [c.prefix for c in rep.checks], rep.kind
-    (True, [0, 1, 2], 'layer_blocks')
+    >>> rep.ok, [c.prefix for c in rep.checks], rep.files_line == FILES_LINE
+    (True, [0, 1, 2], True)
     """
     m = read_verified(out_dir)
     model = layer_model_from_export(out_dir)
@@ -211,7 +214,7 @@ def verify_layer_export(out_dir, X: np.ndarray | None = None, *, source: str = "
         source = f"{N_SAMPLES} standard-normal rows"
     X32 = checked_rows(X, m, source).astype(np.float64)
     crun, note = layer_c_predictions(out_dir, m, model, X32, use_c=use_c, require_c=require_c, compiler=compiler)
-    report = VerifyReport(X.shape[0], source, c_note=note, kind="layer_blocks")
+    report = VerifyReport(X.shape[0], source, c_note=note, files_line=FILES_LINE)
     feats = group_arrays(m, X32)
     names = {g["input_name"]: g["name"] for g in m["groups"]}
     with AnytimeSession(out_dir) as sess:
