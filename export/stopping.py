@@ -464,16 +464,10 @@ def int16_staged(model, qm, X) -> list:
     >>> len(out), out[2][0].shape, int(out[2][0][0].sum())
     (3, (3, 2), 32768)
     """
-    from edgeseq.forms.linear import FittedSequence
+    from edgeseq.export.kinds import kind_of_model
 
-    xq = int16_rows(model, qm, X)
-    if isinstance(model, FittedSequence):
-        from edgeseq.export.quantize import simulate
-
-        return [simulate(qm, xq, j) for j in range(model.n_prefixes)]
-    from edgeseq.export.kinds.trees.quantize import simulate_trees
-
-    return simulate_trees(qm, xq)
+    kind, form = kind_of_model(model)
+    return kind.int16_staged(form, qm, X)
 
 
 def int16_rows(model, qm, X) -> np.ndarray:
@@ -490,16 +484,10 @@ def int16_rows(model, qm, X) -> np.ndarray:
     >>> int16_rows(seq, quantize_sequence(seq, X, y), X[:3]).dtype
     dtype('int16')
     """
-    from edgeseq.forms.linear import FittedSequence
+    from edgeseq.export.kinds import kind_of_model
 
-    X = np.asarray(X, dtype=np.float64)
-    if isinstance(model, FittedSequence):
-        from edgeseq.export.quantize import quantize_features
-
-        return quantize_features(qm, X[:, model.prefix_columns(model.n_groups)])
-    from edgeseq.export.kinds.trees.quantize import quantize_tree_features
-
-    return quantize_tree_features(qm, X)
+    kind, form = kind_of_model(model)
+    return kind.int16_rows(form, qm, np.asarray(X, dtype=np.float64))
 
 
 def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confidence: float = 0.95,

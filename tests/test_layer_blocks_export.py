@@ -138,7 +138,9 @@ def test_verify_compares_numpy_onnx_and_c_at_every_stage(exported):
 
     model, out, _ = exported
     rep = verify_export(out, require_c=True)
-    assert rep.ok and rep.kind == "layer_blocks" and rep.c_note is None
+    from edgeseq.export.kinds.layer_blocks.verify import FILES_LINE
+
+    assert rep.ok and rep.files_line == FILES_LINE and rep.c_note is None
     assert [c.prefix for c in rep.checks] == list(range(len(model.stages)))
     assert all(c.c_ratio is not None and c.c_ratio <= 1 and c.onnx_ratio <= 1 for c in rep.checks)
     assert max(c.c_diff for c in rep.checks[1:]) > 0  # float32 C is not float64 numpy: the check compares

@@ -202,7 +202,8 @@ REAL_BRANCHES = {
     "edgeseq/io/model_io.py",  # the model-file reader re-checks each unpickled form through its own class
 }
 OWN_FOLDER = {"export/kinds/affine/kind.py", "export/kinds/affine/reader.py",
-              "export/kinds/trees/c_float.py", "export/kinds/trees/c_int16.py"}
+              "export/kinds/trees/c_float.py", "export/kinds/trees/c_int16.py",
+              "export/kinds/layer_blocks/c_float.py"}
 NOT_STAGE_KINDS = {
     "edgeseq/metrics/timeliness.py",  # `kind == "step"`: the curve's interpolation
     "edgeseq/cli/train_cmd.py",  # `model_kind == "linear"`: the training family of `edgeseq train --model`

@@ -229,7 +229,7 @@ def test_int16_c_stops_as_the_integer_simulation(digits_export, tmp_path):
     re-checks it."""
     from edgeseq.evaluate.verify import verify_export
     from edgeseq.export.verify_checks import VerifyReport
-    from edgeseq.evaluate.verify_stopping import check_stopping_i16
+    from edgeseq.export.verify_stopping import check_stopping_i16
     from edgeseq.export.quantize import quantize_from_manifest
 
     est, _, _, Xte = digits_export

@@ -399,6 +399,43 @@ class LayerBlockModel:
         return int(self.stages[0].c.shape[0])
 
     @property
+    def n_features_in(self) -> int:
+        """Number of raw feature columns the model reads rows of (the stage protocol's name).
+
+        Examples
+        --------
+        >>> from edgeseq.forms.layer_blocks import _example_model
+        >>> _example_model().n_features_in == _example_model().n_features
+        True
+        """
+        return int(self.n_features)
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        """One name per stage after the prior: the groups it pays for (joined with " + ").
+
+        Examples
+        --------
+        >>> from edgeseq.forms.layer_blocks import _example_model
+        >>> len(_example_model().stage_names) == len(_example_model().stages) - 1
+        True
+        """
+        return tuple(" + ".join(self.group_names[g] for g in s.new_groups) or "(no new group)"
+                     for s in self.stages[1:])
+
+    @property
+    def provenance(self) -> dict:
+        """What produced the stages, as far as the form knows (the estimator keeps its training settings).
+
+        Examples
+        --------
+        >>> from edgeseq.forms.layer_blocks import _example_model
+        >>> _example_model().provenance
+        {'method': 'layer blocks'}
+        """
+        return {"method": "layer blocks"}
+
+    @property
     def cum_cost(self) -> np.ndarray:
         """Cumulative cost after each stage (stage 0 costs nothing).
 

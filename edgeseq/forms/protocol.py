@@ -44,8 +44,8 @@ import numpy as np
 # the attribute under which a fitted estimator holds its form (linear estimators, then tree estimators)
 FORM_ATTRIBUTES = ("fitted_sequence_", "stage_model_")
 # what every form answers (see the module docstring): values, then methods
-STAGE_PROTOCOL = ("link", "n_outputs", "cum_cost", "prefix_for_budget", "prefix_columns", "staged_decision",
-                  "validate")
+STAGE_PROTOCOL = ("link", "n_outputs", "n_features_in", "classes", "group_columns", "stage_names", "provenance",
+                  "cum_cost", "prefix_for_budget", "prefix_columns", "staged_decision", "validate")
 _METHODS = ("prefix_for_budget", "prefix_columns", "staged_decision", "validate")
 
 

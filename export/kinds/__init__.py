@@ -128,6 +128,10 @@ def _accept(form) -> None:
     return None
 
 
+def _no_int16(form, qm, X):
+    raise ExportError(f"integer C is not available for {type(form).__name__} stages")
+
+
 @dataclass(frozen=True)
 class StageKind:
     """What one kind of stage model brings to the spine: its name, its form, and one function per job.
@@ -158,6 +162,12 @@ class StageKind:
         ``c_rows(form, X)``: raw rows in the column order the generated C reads.
     manifest_rows : callable, default=one line per stage
         ``manifest_rows(manifest) -> lines``: the per-stage table of ``edgeseq inspect``.
+    int16_rows : callable, default=refuse
+        ``int16_rows(form, qm, X) -> int16 array``: raw rows X as the kind's int16 C model reads them
+        (its columns in sequence order, quantised with the quantised model `qm`).
+    int16_staged : callable, default=refuse
+        ``int16_staged(form, qm, X) -> list``: per stage, the integer model's bit-exact outputs for
+        rows X (what per-input stopping of an int16 export is calibrated and checked on).
 
     Examples
     --------
@@ -178,6 +188,8 @@ class StageKind:
     write_c: Callable = field(default_factory=lambda: _no_c)
     c_rows: Callable = field(default_factory=lambda: _rows_as_given)
     manifest_rows: Callable = field(default_factory=lambda: _no_rows)
+    int16_rows: Callable = field(default_factory=lambda: _no_int16)
+    int16_staged: Callable = field(default_factory=lambda: _no_int16)
 
     def form_of(self, obj):
         """The form to export when `obj` is this kind's form or an estimator fitted to one, else None.

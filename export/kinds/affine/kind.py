@@ -87,5 +87,21 @@ def _int16_writer(seq: FittedSequence, request: ExportRequest):
             int16_manifest_entry(seq, qm, len(X)), qm)
 
 
+def _int16_rows(form, qm, X):
+    """Raw rows as the int16 C reads them: the used columns in sequence order, quantised."""
+    from edgeseq.export.quantize import quantize_features
+
+    return quantize_features(qm, X[:, form.prefix_columns(form.n_groups)])
+
+
+def _int16_staged(form, qm, X):
+    """Per prefix, the integer model's bit-exact outputs (`quantize.simulate`)."""
+    from edgeseq.export.quantize import simulate
+
+    xq = _int16_rows(form, qm, X)
+    return [simulate(qm, xq, j) for j in range(form.n_prefixes)]
+
+
 KIND = StageKind("affine", "prefix", FittedSequence, writer=_writer, read_back=_read_back, verify=_verify,
-                 check=_check, write_c=_write_c, manifest_rows=_manifest_rows)
+                 check=_check, write_c=_write_c, manifest_rows=_manifest_rows, int16_rows=_int16_rows,
+                 int16_staged=_int16_staged)

@@ -222,10 +222,10 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
         if int16_diffs is not None:  # exactness is the bound: any difference fails the prefix
             report.checks[-1].c_diff, report.checks[-1].c_ratio = float(int16_diffs[j]), (np.inf if int16_diffs[j] else 0.0)
     if "stopping" in m and crun is not None:
-        from edgeseq.evaluate.verify_stopping import check_stopping
+        from edgeseq.export.verify_stopping import check_stopping
         check_stopping(report, c_dir, m, sess, X32, compiler)
     elif "stopping" in m and int16_diffs is not None:
-        from edgeseq.evaluate.verify_stopping import check_stopping_i16
+        from edgeseq.export.verify_stopping import check_stopping_i16
         from edgeseq.export.quantize import quantize_from_manifest
         check_stopping_i16(report, c_dir, m, seq, quantize_from_manifest(seq, m["c"]["int16"]), X32, compiler)
     sess.close()

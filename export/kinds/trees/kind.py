@@ -100,5 +100,20 @@ def _tree_int16(model, request: ExportRequest, classes):
     return qm, tree_int16_manifest_entry(qm, len(X))
 
 
+def _int16_rows(form, qm, X):
+    """Raw rows as the int16 C reads them (quantised, in the C's group order)."""
+    from edgeseq.export.kinds.trees.quantize import quantize_tree_features
+
+    return quantize_tree_features(qm, X)
+
+
+def _int16_staged(form, qm, X):
+    """Per stage, the integer model's bit-exact outputs (`quantize.simulate_trees`)."""
+    from edgeseq.export.kinds.trees.quantize import simulate_trees
+
+    return simulate_trees(qm, _int16_rows(form, qm, X))
+
+
 KIND = StageKind("trees", "tree-stage", TreeStageModel, writer=_writer, read_back=_read_back, verify=_verify,
-                 write_c=_write_c, c_rows=_c_rows, manifest_rows=_manifest_rows)
+                 write_c=_write_c, c_rows=_c_rows, manifest_rows=_manifest_rows, int16_rows=_int16_rows,
+                 int16_staged=_int16_staged)

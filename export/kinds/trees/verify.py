@@ -484,7 +484,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
                 report.checks[-1].c_diff = float(int16_diffs[k])
                 report.checks[-1].c_ratio = np.inf if int16_diffs[k] else 0.0
         if "stopping" in m and crun is not None:  # Python vs C stopping stages, on the regenerated C
-            from edgeseq.evaluate.verify_stopping import check_stopping
+            from edgeseq.export.verify_stopping import check_stopping
             from edgeseq.export.kinds.trees.c_float import write_c_tree_model
 
             write = lambda c_dir: write_c_tree_model(model, c_dir, m["c"]["prefix"],  # noqa: E731
@@ -492,7 +492,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
             with _regenerated_c(out_dir, m, write, "C model") as c_dir:
                 check_stopping(report, c_dir, m, sess, X32.astype(np.float64), compiler)
         elif "stopping" in m and int16_diffs is not None:  # the int16 C against the integer simulation
-            from edgeseq.evaluate.verify_stopping import check_stopping_i16
+            from edgeseq.export.verify_stopping import check_stopping_i16
             from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
             from edgeseq.export.kinds.trees.quantize import quantize_trees_from_manifest
 
