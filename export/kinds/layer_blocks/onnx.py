@@ -9,7 +9,7 @@ Contract (a function of the intermediate form `LayerBlockModel`; not yet part of
   the caller's sanitised names, then ``state_in`` [N, S_{k−1}] unless the stage ignores the state
   (stage 1 and every reset stage). A flat group enters ``MatMul``; a windowed group is reshaped to
   [N, C, L] (its columns are channel-major, which is NCW) and runs ``Conv`` (1-D, no padding),
-  ``Relu``, ``MaxPool``/``AveragePool`` (floor mode) and ``Flatten`` before its ``MatMul``. The
+  ``Relu``, ``MaxPool``/``AveragePool`` (floor mode) and a ``Reshape`` to [N, F] before its ``MatMul``. The
   terms are summed with the bias and pass a ``Relu``, whose output is ``state_out`` [N, H_k]; then
   ``y = state_out @ V_k + c_k`` and the link in core ops (``proba``, ``label`` for classifiers).
   Outputs in order: ``y``, [``proba``, ``label``], ``state_out``.
@@ -64,7 +64,9 @@ def _injection_nodes(inj, x: str, tag: str) -> tuple[list, list, str]:
         nodes.append(helper.make_node(POOL_OPS[br.pool], [last], [f"{tag}/pool"], kernel_shape=[br.pool_size],
                                       strides=[br.pool_size]))
         last = f"{tag}/pool"
-    nodes.append(helper.make_node("Flatten", [last], [f"{tag}/flat"], axis=1))
+    # back to [N, F] channel-major by Reshape, not Flatten: CoreML's ML Program takes no Flatten
+    inits.append(numpy_helper.from_array(np.array([-1, br.out_width], np.int64), f"{tag}/flat_shape"))
+    nodes.append(helper.make_node("Reshape", [last, f"{tag}/flat_shape"], [f"{tag}/flat"]))
     return nodes, inits, f"{tag}/flat"
 
 
