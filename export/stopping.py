@@ -159,7 +159,8 @@ def _candidates(margins: np.ndarray) -> np.ndarray:
 
 
 def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005, *, confidence: float = 0.95,
-                       corrected: bool = True, labels_by_stage=None, rule: str = "shared") -> StopRule:
+                       corrected: bool = True, labels_by_stage=None, rule: str = "shared",
+                       closed=None) -> StopRule:
     """Choose the stopping thresholds from every stage's probabilities on calibration rows.
 
     Parameters
@@ -183,6 +184,9 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
         threshold per stage, shaped on half of the rows and tested on the other half (it lets a
         stage whose confident answers are often wrong stay closed, but its bound rests on half the
         rows).
+    closed : array-like of bool of shape (n_stages,), optional
+        Stages that may never stop a row: a layer-block stage with ``commit: false`` publishes no
+        answer, so no runtime can stop there; its threshold is `NEVER` and its margins are ignored.
 
     Returns
     -------
@@ -216,13 +220,17 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
     if n == 0:
         raise ExportError("stopping needs at least one calibration row")
     margins = np.stack([top2_margin(p) for p in probas])
+    closed = np.zeros(len(probas), bool) if closed is None else np.asarray(closed, bool)
+    if closed.shape != (len(probas),):
+        raise ExportError("closed must hold one flag per stage")
+    margins[closed] = -1.0  # below every candidate (all > 0): a closed stage never stops a row
     labels = np.stack([np.argmax(p, axis=1) for p in probas] if labels_by_stage is None else
                       [np.asarray(lab) for lab in labels_by_stage])
     differs = labels != labels[-1]  # (n_stages, n): stage k's answer is not the full answer
     K = len(probas) - 1
     if rule not in RULES:
         raise ExportError(f"rule must be one of {', '.join(map(repr, RULES))}, got {rule!r:.40}")
-    cands = _candidates(margins[:K]) if K else np.zeros(0, np.float32)
+    cands = _candidates(margins[:K][~closed[:K]]) if K else np.zeros(0, np.float32)
     test = np.arange(n)
     if rule == "shared":
         path = np.repeat(cands[:, None], K, axis=1)
@@ -234,7 +242,7 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
                    shared=rule == "shared")
     thr = np.full(K + 1, NEVER, np.float32)
     if chosen >= 0:
-        thr[:K] = path[chosen]
+        thr[:K] = np.where(closed[:K], NEVER, path[chosen])
         thr[K] = path[chosen].min(initial=NEVER)  # the last stage ends the loop anyway; kept informative
     stages = stop_stages(margins, thr)
     d_test = int(np.count_nonzero(differs[stages[test], test]))
@@ -526,9 +534,10 @@ def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confid
     X = stop_data[0] if isinstance(stop_data, tuple) else stop_data
     tmp = Path(tmp)
     cum_cost = [p["cum_cost"] for p in manifest["prefixes"]]
+    closed = [not p.get("commit", True) for p in manifest["prefixes"]]  # layer blocks: unpublished stages
     if int16 is None:
         fitted = calibrate_stopping(staged_proba(ExportedModel(tmp), X), cum_cost, max_disagreement,
-                                  confidence=confidence, rule=rule)
+                                  confidence=confidence, rule=rule, closed=closed)
     else:
         group_features(manifest, X)  # the same checks of the rows
         staged = int16_staged(*int16, X)
@@ -563,13 +572,16 @@ def c_rows(manifest: dict, X, n_features: int) -> np.ndarray:
     return np.hstack([feats[g["name"]] for g in manifest["groups"]])[:, :n_features]
 
 
-def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=("-O2",), target=None):
+def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=("-O2",), target=None,
+                  order=None):
     """Run the compiled C runtime's stopping loop (`es_set_stop`, runtime_c/tests/stop_driver.c) on
     raw rows X; returns (stage, label) int64 arrays, one entry per row.
 
     `c_dir` holds the float C model of a stopping export (`verify` passes the regenerated copy, never
     the shipped one). With `target` (an `edgeseq.export.c_arm.TARGETS` entry) the loop runs on the
-    emulated Cortex-M core instead of the host.
+    emulated Cortex-M core instead of the host. `order`: the raw columns in the order the C model
+    takes them, when that is not the groups' columns in sequence order (a layer-block model's windowed
+    groups are time-major: `layer_block_feature_order`).
 
     Raises
     ------
@@ -592,7 +604,11 @@ def c_stop_stages(c_dir, manifest: dict, X, *, compiler=None, flags=None, extra=
     """
     from edgeseq.export.c_harness import model_consts
 
-    rows = c_rows(manifest, X, model_consts(c_dir)["N_FEATURES"])
+    if order is None:
+        rows = c_rows(manifest, X, model_consts(c_dir)["N_FEATURES"])
+    else:
+        group_features(manifest, X)  # the same checks of the rows
+        rows = np.asarray(X, dtype=np.float64)[:, np.asarray(order, dtype=np.int64)]
     return _run_stop_driver(c_dir, np.ascontiguousarray(rows, dtype=np.float32), compiler=compiler, flags=flags,
                             extra=extra, target=target)
 

@@ -14,7 +14,7 @@ from edgeseq.export.stopping import c_stop_stages, c_stop_stages_i16, group_feat
 from edgeseq.runtime.stopping import stop_stages, stop_thresholds, top2_margin
 
 
-def check_stopping(report, c_dir, manifest: dict, exported, X, compiler=None) -> None:
+def check_stopping(report, c_dir, manifest: dict, exported, X, compiler=None, c_stages=None) -> None:
     """Compare the stopping stages of Python and C on rows X; record the result in `report`.
 
     Parameters
@@ -30,6 +30,9 @@ def check_stopping(report, c_dir, manifest: dict, exported, X, compiler=None) ->
     X : ndarray of shape (n_samples, n_features_in)
         Rows to compare on.
     compiler : str, optional
+    c_stages : tuple of ndarray, optional
+        (stage, label) per row when the caller already ran the C stopping loop (a layer-block model
+        runs it with its own driver, `run_layer_stop`); `c_dir` is then not compiled.
 
     Examples
     --------
@@ -46,7 +49,7 @@ def check_stopping(report, c_dir, manifest: dict, exported, X, compiler=None) ->
     (True, 0, 'stopping')
     """
     py = exported.predict(group_features(manifest, X), stop="confident")
-    stage, label = c_stop_stages(c_dir, manifest, X, compiler=compiler)
+    stage, label = c_stop_stages(c_dir, manifest, X, compiler=compiler) if c_stages is None else c_stages
     _record(report, stage, label, py.prefix, py.label_index, "Python and C")
 
 

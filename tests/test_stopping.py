@@ -297,3 +297,51 @@ def test_cli_export_with_stop_data(digits_export, tmp_path):
     bad = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out2"),
                                     "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "1.5"])
     assert bad.exit_code == 2 and not (tmp_path / "out2").exists()
+
+
+def test_layer_block_export_stops_alike_in_python_and_c(tmp_path):
+    """A layer-block model (softmax, with a ``commit: false`` stage): `export_model(stop_data=...)`
+    calibrates it, the C firmware loop (es_next / es_push / es_step with es_set_stop) stops every row
+    at Python's stage with Python's label, rows stop at several stages, none at the unpublished stage,
+    and `verify` re-checks it. The rows' two windowed groups must be pushed time-major: in sequence
+    order instead, the C answers differ (a control that the comparison can fail). Negative control: calibrated without closing that stage, rows would
+    stop there, where the C runtime publishes nothing."""
+    from layer_models import rich_model, rows
+
+    from edgeseq.evaluate.verify import verify_export
+    from edgeseq.export.kinds.layer_blocks.c_float import layer_block_feature_order
+
+    model = rich_model("softmax", seed=4)
+    closed = [not s.commit for s in model.stages]
+    assert any(closed)
+    X = rows(2300, seed=7)
+    out = tmp_path / "net"
+    m = export_model(model, out, c_prefix="net", stop_data=X[:1500], max_disagreement=0.05)
+    em = ExportedModel(out)
+    feats = {name: X[1500:, model.group_columns[g]] for g, name in enumerate(model.group_names)}
+    py = em.predict(feats, stop="confident")
+    stage, label = c_stop_stages(out, m, X[1500:], order=layer_block_feature_order(model))
+    assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+    assert len(set(stage.tolist())) >= 3
+    assert all(t == NEVER for t, c in zip(m["stopping"]["thresholds"], closed) if c)
+    assert not np.any(np.asarray(closed)[stage])
+    wrong = c_stop_stages(out, m, X[1500:], order=np.concatenate([model.group_columns[g] for g in range(4)]))
+    assert not (np.array_equal(wrong[0], py.prefix) and np.array_equal(wrong[1], py.label_index))
+    rep = verify_export(out, X[1500:1580])
+    assert rep.ok and rep.stop_mismatches == 0 and "80/80 rows" in rep.stop_note
+    open_rule = calibrate_stopping(staged_proba(em, X[:1500]), em.cum_cost, 0.05)  # the control: not closed
+    assert open_rule.stop_share[np.asarray(closed)].sum() > 0
+
+
+def test_layer_block_estimator_exports_with_stop_data(tmp_path):
+    """A fitted AnytimeNetClassifier exports with `stop_data` (the estimator, not only its form)."""
+    from edgeseq import AnytimeNetClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 10))
+    y = np.where(X[:, 0] + X[:, 4] * X[:, 5] > 0, "hi", "lo")
+    clf = AnytimeNetClassifier([[0, 1], list(range(2, 10))], [1.0, 3.0], group_shapes=[None, (2, 4)],
+                               order="given", hidden=8, max_epochs=10, random_state=0).fit(X[:300], y[:300])
+    m = export_model(clf, tmp_path / "clf", stop_data=X[300:], max_disagreement=0.05)
+    assert m["stage_kind"] == "layer_blocks" and m["stopping"]["n_calibration"] == 700
+    assert len(m["stopping"]["thresholds"]) == len(m["prefixes"])

@@ -5,6 +5,7 @@
  * Build with -DES_PREFIX=<c prefix> -I<model dir> -I<runtime dir>, edgeseq_model.c (exported with
  * --stop-data, so it defines <prefix>_stop_threshold) and edgeseq_runtime.c. Usage:
  *   stop_driver ROWS.bin   rows of <prefix>_N_FEATURES float32 (native byte order), sequence order
+ *                          (a layer-block model's windowed groups time-major, as its runtime takes them)
  */
 #include <stdio.h>
 
@@ -34,10 +35,12 @@ int main(int argc, char **argv)
         uint32_t prefix = 0;
         int32_t label = 0;
         size_t offset = 0;
+        es_status r;
         es_status s = es_reset(&st);
-        while (s == ES_OK && es_next_group(&st, &g) == ES_OK) { /* the firmware loop, unchanged */
-            s = es_push(&st, g.group, row_values + offset, g.dim);
-            offset += g.dim;
+        /* the firmware loop of every kind, unchanged (es_next says ES_STEP only for layer-block models) */
+        while (s == ES_OK && ((r = es_next(&st, &g)) == ES_OK || r == ES_STEP)) {
+            s = r == ES_STEP ? es_step(&st) : es_push(&st, g.group, row_values + offset, g.dim);
+            offset += r == ES_STEP ? 0u : g.dim;
         }
         if (s != ES_OK || es_current(&st, NULL, &prefix, &label) != ES_OK) {
             printf("%lu ERR %d\n", row, (int)s);

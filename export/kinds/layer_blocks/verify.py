@@ -144,6 +144,7 @@ class _StageRun:
 
     def __init__(self, model, run):
         self.predictions, self.labels = [], []
+        self.stop = None  # (stage, label) of the C stopping loop, for an export with stopping
         for k, s in enumerate(model.stages):
             if s.commit:
                 self.predictions.append(run.pred[k])
@@ -177,6 +178,7 @@ def layer_c_predictions(out_dir, manifest: dict, model, X: np.ndarray, *, use_c:
     if not use_c:
         return None, "C column skipped (--no-c)"
     from edgeseq.export.kinds.layer_blocks.c_float import write_c_layer_blocks
+    from edgeseq.export.kinds.layer_blocks.c_float import layer_block_feature_order
     from edgeseq.export.kinds.layer_blocks.c_run import build_layer_driver, run_layer_steps
 
     write = lambda c_dir: write_c_layer_blocks(model, c_dir, manifest["c"]["prefix"],  # noqa: E731
@@ -186,7 +188,12 @@ def layer_c_predictions(out_dir, manifest: dict, model, X: np.ndarray, *, use_c:
         if missing:
             return None, missing
         exe = build_layer_driver(c_dir, c_dir, compiler=compiler)
-        return _StageRun(model, run_layer_steps(model, exe, X, c_dir)), None
+        run = _StageRun(model, run_layer_steps(model, exe, X, c_dir))
+        if "stopping" in manifest:  # the es_set_stop loop on the same regenerated model
+            from edgeseq.export.stopping import c_stop_stages
+
+            run.stop = c_stop_stages(c_dir, manifest, X, compiler=compiler, order=layer_block_feature_order(model))
+        return run, None
 
 
 def verify_layer_export(out_dir, X: np.ndarray | None = None, *, source: str = "", use_c: bool = True,
@@ -223,4 +230,8 @@ def verify_layer_export(out_dir, X: np.ndarray | None = None, *, source: str = "
             bound = np.full((X32.shape[0], 1), REL_TOL * max(float(np.abs(ref).max(initial=0.0)), 1e-6))
             report.checks.append(prefix_check(k, ", ".join(names[n] for n in p["new_groups"]) or None,
                                               p["cum_cost"], sess.predict(feats, prefix=k), ref, bound, crun))
+        if "stopping" in m and crun is not None:  # Python vs C stopping stages, from the regenerated C's run
+            from edgeseq.export.verify_stopping import check_stopping
+
+            check_stopping(report, None, m, sess, X32, compiler, c_stages=crun.stop)
     return report
