@@ -248,7 +248,7 @@ def registered() -> tuple[str, ...]:
     --------
     >>> from edgeseq.export.kinds import registered
     >>> registered()[:2]
-    ('affine', 'trees', 'layer_blocks')
+    ('affine', 'trees')
     """
     return tuple(BUILTIN) + tuple(n for n in _REGISTERED if n not in BUILTIN)
 
@@ -282,7 +282,7 @@ def kind_of_manifest(manifest: dict) -> StageKind:
     --------
     >>> from edgeseq.export.kinds import kind_of_manifest
     >>> kind_of_manifest({}).name, kind_of_manifest({"stage_kind": "trees"}).name
-    ('affine', 'trees', 'layer_blocks')
+    ('affine', 'trees')
     """
     from edgeseq.format import stage_kind
 
