@@ -34,13 +34,13 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.export.c_arm import ARM_CC, INT_TARGETS, build_arm, missing_tools, run_qemu, section_sizes
-from edgeseq.export.c_codegen import write_c_model
+from edgeseq.export.kinds.affine.c_float import write_c_model
 from edgeseq.export.c_harness import model_prefix, runtime_dir
-from edgeseq.export.c_int16 import write_c_int16_model
+from edgeseq.export.kinds.affine.c_int16 import write_c_int16_model
 from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
 from edgeseq.export.kinds.trees.c_float import write_c_tree_model
 from edgeseq.export.c_int16_run import firmware_image, int16_prefix, soft_float_symbols
-from edgeseq.export.quantize import prefix_losses, quantize_sequence
+from edgeseq.export.kinds.affine.quantize import prefix_losses, quantize_sequence
 from edgeseq.export.kinds.trees.quantize import quantize_trees, stage_losses
 from _results import command_line, write_result  # noqa: E402  (bench/ is on sys.path)
 from c_footprint import KINDS, N_TEST, reference_model  # noqa: E402

@@ -21,7 +21,7 @@ from _cbench import c_bench_setup  # noqa: I001  (bench/ is on sys.path)
 from _results import command_line, write_result
 
 from edgeseq.export.c_harness import STRICT_FLAGS, compile_c, runtime_dir
-from edgeseq.export.c_codegen import write_c_model
+from edgeseq.export.kinds.affine.c_float import write_c_model
 from edgeseq.forms.linear import FittedSequence
 
 HERE = Path(__file__).resolve().parent

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
 
-from edgeseq.export import c_codegen, onnx_graphs
+from edgeseq.export.kinds.affine import c_float, onnx as affine_onnx
 from edgeseq.format import read_verified
 from edgeseq.export.names import onnx_input_names
 from edgeseq.export.writer import export_model
@@ -68,13 +68,13 @@ def main(argv=None) -> None:
 
         def onnx_only():
             for j in range(seq.n_prefixes):
-                m = onnx_graphs.build_prefix_graph(seq, j, names)
-                onnx_graphs.onnx.checker.check_model(m, full_check=True)
+                m = affine_onnx.build_prefix_graph(seq, j, names)
+                affine_onnx.onnx.checker.check_model(m, full_check=True)
 
         def c_only():
             d = work / "c"
             d.mkdir(exist_ok=True)
-            c_codegen.write_c_model(seq, d, "bench")
+            c_float.write_c_model(seq, d, "bench")
 
         total = _best(lambda: export_model(seq, out, force=True, model_name="bench"), args.repeats)
         t_onnx = _best(onnx_only, args.repeats)

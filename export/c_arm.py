@@ -181,7 +181,7 @@ def build_driver_arm(model_dir, build_dir, target: ArmTarget, defines=()) -> Pat
     --------
     >>> import numpy as np
     >>> from edgeseq.forms.linear import FittedSequence
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
     ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
@@ -216,7 +216,7 @@ def run_driver_arm(model_dir, X_groups, target: ArmTarget, budgets=None,
 
     >>> import numpy as np
     >>> from edgeseq.forms.linear import FittedSequence
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
     ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
@@ -267,7 +267,7 @@ def run_budgets_arm(seqs, budgets, target: ArmTarget) -> np.ndarray:
     --------
     >>> import numpy as np
     >>> from edgeseq.forms.linear import FittedSequence
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
     ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),
@@ -324,7 +324,7 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     --------
     >>> import numpy as np
     >>> from edgeseq.forms.linear import FittedSequence
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> seq = FittedSequence(task="regression", link="identity", n_features_in=2, group_names=("a", "b"),
     ...                      group_columns=([0], [1]), costs=[1.0, 2.0], order=[0, 1],
     ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]]), np.array([[2.0], [3.0]])),

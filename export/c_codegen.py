@@ -1,13 +1,14 @@
-"""Generate `edgeseq_model.h` / `edgeseq_model.c`: a FittedSequence as static const data for runtime_c.
+"""The C spine every stage kind's generator shares: prefix checks, literals, header, tables, descriptor, files.
 
-The generated files hold only data (per-prefix coefficients and intercepts, group dimensions,
-cumulative costs, link, names) plus one `es_model` descriptor; all logic lives in the
-model-independent runtime (`runtime_c/edgeseq_runtime.c`). Every symbol and macro starts with the
-caller's `prefix`, so several models link into one firmware. Group names reach the C text only
-through `c_string_literal` / `c_comment_text` (and sanitised, de-duplicated identifiers).
-Floats are written as `%.9g` of their float32 value, which round-trips exactly. Cumulative costs
-are doubles written as C99 hexadecimal constants (`float.hex`): the compiler converts those exactly,
-so C compares the same binary64 values as Python's budget rule (see `c_double`).
+Each kind decides its own tables (`kinds.affine.c_float.write_c_model`, `kinds.trees.c_float`,
+`kinds.layer_blocks.c_float`) and prints them through these helpers into `edgeseq_model.h` /
+`edgeseq_model.c`: data only plus one `es_model` descriptor; all logic lives in the model-independent
+runtime (`runtime_c/edgeseq_runtime.c`). Every symbol and macro starts with the caller's `prefix`, so
+several models link into one firmware. Group names reach the C text only through `c_string_literal` /
+`c_comment_text` (and sanitised, de-duplicated identifiers). Floats are written as `%.9g` of their
+float32 value, which round-trips exactly. Cumulative costs are doubles written as C99 hexadecimal
+constants (`float.hex`): the compiler converts those exactly, so C compares the same binary64 values as
+Python's budget rule (see `c_double`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from edgeseq.errors import ExportError, InputError
 from edgeseq.io.atomic import atomic_write_text
-from edgeseq.forms.linear import FittedSequence, check_name
+from edgeseq.forms.linear import check_name
 
 from edgeseq.format import C_HEADER, C_SOURCE
 from edgeseq.export.names import C_KEYWORDS, c_comment_text, c_identifier, c_identifiers, c_string_literal
@@ -160,38 +161,6 @@ def c_float_rows(values, fmt=c_float) -> str:
     return "\n".join("    " + line + "," for line in lines)
 
 
-def _check_float32(seq: FittedSequence) -> None:
-    """Refuse weights that overflow float32 (the C model would silently hold inf)."""
-    for j, (coef, icpt) in enumerate(zip(seq.coefs, seq.intercepts)):
-        for what, arr in (("coefficients", coef), ("intercept", icpt)):
-            with np.errstate(over="ignore"):
-                ok = np.all(np.isfinite(arr.astype(np.float32)))
-            if not ok:
-                raise ExportError(f"prefix {j} {what} overflow float32 (max |value| {np.max(np.abs(arr)):.3g} > "
-                                  f"{np.finfo(np.float32).max:.3g}); rescale the features and refit")
-
-
-def _check_indexed_sizes(seq: FittedSequence) -> None:
-    """Re-prove, from the arrays themselves, every length the runtime will index through the
-    descriptor: coef_j holds (sum of the first j group dims) x P floats, the intercept table
-    (J + 1) x P, one cumulative cost per prefix, one name per group and per prediction slot.
-    Validation already implies this; the emitter checks it again where a mistake would become an
-    out-of-bounds read on a device."""
-    J, P = len(seq.order), int(seq.intercepts.shape[1])
-    n_pred = 2 if seq.link == "sigmoid" else P
-    d = 0
-    for j in range(J + 1):
-        if j:
-            d += int(seq.group_columns[int(seq.order[j - 1])].size)
-        if seq.coefs[j].size != d * P or seq.coefs[j].shape != (d, P):
-            raise ExportError(f"prefix {j} has {seq.coefs[j].size} coefficients; the C runtime would read "
-                              f"{d} x {P}; refusing to generate C")
-    if seq.intercepts.size != (J + 1) * P or seq.cum_cost.size != J + 1 or len(seq.output_names) != n_pred \
-            or len(seq.group_names) != J or (seq.link == "sigmoid" and P != 1):
-        raise ExportError("the model's table sizes disagree with its group and output counts; "
-                          "refusing to generate C")
-
-
 def c_header_text(prefix: str, model_name: str, *, generator: str, summary: str, group_names, order, sizes,
                   n_outputs: int, n_pred: int, n_stages: int, work_floats: str, work_comment: str,
                   cost_defines: str) -> str:
@@ -245,27 +214,6 @@ extern const es_model {prefix}_model;
 
 #endif /* {guard} */
 """
-
-
-def _header(seq: FittedSequence, prefix: str, model_name: str) -> str:
-    J, P = len(seq.order), seq.n_outputs
-    n_pred = 2 if seq.link == "sigmoid" else P
-    sizes = seq.group_sizes[seq.order]
-    n_feat = int(sizes.sum())
-    macs = [int(s) * P for s in np.cumsum(sizes)]
-    mac_table = "\n".join(
-        f" *   push {k + 1:>3} ({c_comment_text(seq.group_names[seq.order[k]])}): {macs[k]} multiply-adds"
-        for k in range(J))
-    summary = (f" * Link: {seq.link}; {J} groups; {P} linear outputs; {n_feat} features in the full prefix.\n"
-               f" * Cost of each push (one dot product per output over all features pushed so far):\n"
-               f"{mac_table if mac_table else ' *   (no groups)'}")
-    cost = (f"/* worst-case multiply-adds of one es_push (the last one) */\n"
-            f"#define {prefix}_MACS_PER_PUSH_MAX {max(macs) if macs else 0}u")
-    return c_header_text(prefix, model_name, generator="c_codegen.py", summary=summary, group_names=seq.group_names, order=seq.order,
-                         sizes=sizes, n_outputs=P, n_pred=n_pred, n_stages=J + 1,
-                         work_floats=f"({n_feat}u + {P}u + 2u * {n_pred}u)",
-                         work_comment="features + linear outputs + 2 prediction slots",
-                         cost_defines=cost)
 
 
 def c_u32_list(xs) -> str:
@@ -343,98 +291,6 @@ def c_descriptor(prefix: str, model_name: str, link: str, *, coef: str, intercep
     {layers}
 }};
 """
-
-
-def c_coef_arrays(seq: FittedSequence, prefix: str, ctype: str, rows, note=lambda j: "") -> tuple[list, str]:
-    """One static array per prefix j >= 1 (``<prefix>_coef_<j>``, `ctype`, body ``rows(j)``) and the
-    pointer table ``<prefix>_coef[]`` over them (entry 0 is a null pointer: prefix 0 has no weights).
-
-    Shared by the float and the int16 generators so both lay out the per-prefix tables alike;
-    `note(j)` adds text to each array's comment.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from edgeseq.forms.linear import FittedSequence
-    >>> from edgeseq.export.c_codegen import c_coef_arrays, c_float_rows
-    >>> seq = FittedSequence(task="regression", link="identity", n_features_in=1, group_names=("a",),
-    ...                      group_columns=([0],), costs=[1.0], order=[0],
-    ...                      coefs=(np.zeros((0, 1)), np.array([[2.0]])), intercepts=np.ones((2, 1)), output_names=("y",))
-    >>> arrays, table = c_coef_arrays(seq, "m", "float", lambda j: c_float_rows(seq.coefs[j]))
-    >>> arrays[0].splitlines()[1], table.splitlines()[0]
-    ('static const float m_coef_1[] = {', 'static const float *const m_coef[] = {')
-    """
-    J, P = len(seq.order), seq.n_outputs
-    order = [int(g) for g in seq.order]
-    arrays = [f"/* prefix {j}: after {c_comment_text(seq.group_names[order[j - 1]])}; "
-              f"{seq.coefs[j].shape[0]} x {P} row-major{note(j)} */\n"
-              f"static const {ctype} {prefix}_coef_{j}[] = {{\n{rows(j)}\n}};\n" for j in range(1, J + 1)]
-    coef_ptrs = ",\n".join(["    0"] + [f"    {prefix}_coef_{j}" for j in range(1, J + 1)])
-    return arrays, f"static const {ctype} *const {prefix}_coef[] = {{\n{coef_ptrs}\n}};\n"
-
-
-def _source(seq: FittedSequence, prefix: str, model_name: str) -> str:
-    order = [int(g) for g in seq.order]
-    sizes = [int(seq.group_sizes[g]) for g in order]
-    arrays, coef_table = c_coef_arrays(seq, prefix, "float", lambda j: c_float_rows(seq.coefs[j]))
-    parts = [f"/* Generated by edgeseq (export/c_codegen.py) -- do not edit. Model: "
-             f"{c_comment_text(model_name)} */\n#include \"{C_HEADER}\"\n", *arrays]
-    tables = c_model_tables(prefix, group_names=seq.group_names, order=order, sizes=sizes,
-                            output_names=seq.output_names, cum_cost=seq.cum_cost, extra=coef_table)
-    parts.append(f"""static const float {prefix}_intercept[] = {{
-{c_float_rows(seq.intercepts)}
-}};
-{tables}
-{c_descriptor(prefix, model_name, seq.link, coef=f"{prefix}_coef", intercept=f"{prefix}_intercept",
-              kind="ES_KIND_LINEAR", trees="0")}""")
-    return "\n".join(parts)
-
-
-def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | None = None) -> list[str]:
-    """Write edgeseq_model.h/.c for `seq` into out_dir; return the file names written (relative).
-
-    `prefix` starts every C symbol and macro (validated); `model_name` (default: prefix) is stored
-    as the descriptor's name string. Raises ExportError when a weight overflows float32.
-
-    Returns
-    -------
-    list of str
-        ``["edgeseq_model.h", "edgeseq_model.c"]``, relative to `out_dir`.
-
-    Raises
-    ------
-    InputError
-        If `prefix` is not a valid C prefix.
-    ExportError
-        If a weight overflows float32 or the model name cannot be stored.
-
-    Examples
-    --------
-    The generated source compiles against the runtime's header:
-
-    >>> import pathlib, subprocess
-    >>> import numpy as np
-    >>> import edgeseq.runtime_c
-    >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.c_codegen import write_c_model
-    >>> X = np.random.default_rng(0).normal(size=(50, 2))
-    >>> seq = AnytimeRegressor().fit(X, X[:, 0]).fitted_sequence_
-    >>> import tempfile
-    >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> write_c_model(seq, d, "demo")
-    ['edgeseq_model.h', 'edgeseq_model.c']
-    >>> "extern const es_model demo_model;" in (d / "edgeseq_model.h").read_text()
-    True
-    >>> inc = str(pathlib.Path(edgeseq.runtime_c.__file__).parent)
-    >>> subprocess.run(["gcc", "-std=c99", "-c", "-I", inc, str(d / "edgeseq_model.c"), "-o", str(d / "m.o")]).returncode
-    0
-    """
-    validate_c_prefix(prefix)
-    FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
-    _check_float32(seq)
-    _check_indexed_sizes(seq)
-    name = c_model_name(prefix, model_name)
-    return write_c_files(out_dir, _header(seq, prefix, name), _source(seq, prefix, name))
 
 
 def c_model_name(prefix: str, model_name: str | None) -> str:

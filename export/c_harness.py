@@ -79,7 +79,7 @@ def model_prefix(model_dir) -> str:
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> from edgeseq.export.c_harness import model_prefix
     >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
     >>> d = tempfile.mkdtemp()
@@ -135,7 +135,7 @@ def build_driver(model_dir, build_dir, *, compiler=None, flags=STRICT_FLAGS, ext
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> from edgeseq.export.c_harness import build_driver
     >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
     >>> d = tempfile.mkdtemp()
@@ -252,7 +252,7 @@ def model_consts(model_dir) -> dict:
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> X = np.random.default_rng(0).normal(size=(30, 3)); y = X[:, 0]
     >>> d = tempfile.mkdtemp()
     >>> _ = write_c_model(AnytimeRegressor([[0], [1, 2]], [1.0, 2.0]).fit(X, y).fitted_sequence_, d, "m")
@@ -272,7 +272,7 @@ def write_rows(model_dir, X_groups, path) -> np.ndarray:
     >>> import numpy as np, tempfile
     >>> from pathlib import Path
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> X = np.random.default_rng(0).normal(size=(30, 2)); y = X[:, 0]
     >>> d = Path(tempfile.mkdtemp())
     >>> _ = write_c_model(AnytimeRegressor([[0], [1]], [1.0, 2.0]).fit(X, y).fitted_sequence_, d, "m")
@@ -318,7 +318,7 @@ def run_c_model(model_dir, X_groups, *, compiler=None, flags=STRICT_FLAGS, extra
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> from edgeseq.export.c_harness import run_c_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
     >>> est = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y)
@@ -342,7 +342,7 @@ def sweep_c_model(model_dir, X_groups, budgets, *, compiler=None, flags=STRICT_F
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.c_codegen import write_c_model
+    >>> from edgeseq.export.kinds.affine.c_float import write_c_model
     >>> X = np.random.default_rng(0).normal(size=(50, 2)); y = X @ [1.0, 2.0]
     >>> est = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, y)
     >>> d = tempfile.mkdtemp()

@@ -1,7 +1,7 @@
 """Build and run the int16 C model (runtime_c/edgeseq_runtime_i16.c + tests/driver_i16.c) on the host or on an
 emulated Cortex-M, and build its minimal firmware image for sizes and the no-soft-float check.
 
-The driver prints integers only, so a run is compared with `edgeseq.export.quantize.simulate` for
+The driver prints integers only, so a run is compared with `edgeseq.export.kinds.affine.quantize.simulate` for
 bit-identity, not within a tolerance. Host and qemu runs share the row/budget writers and parsers.
 """
 
@@ -90,8 +90,8 @@ def toy_int16_model(out_dir, n_rows: int = 20):
     (3, (20, 2), 'int16')
     """
     from edgeseq import AnytimeRegressor
-    from edgeseq.export.c_int16 import write_c_int16_model
-    from edgeseq.export.quantize import quantize_features, quantize_sequence
+    from edgeseq.export.kinds.affine.c_int16 import write_c_int16_model
+    from edgeseq.export.kinds.affine.quantize import quantize_features, quantize_sequence
 
     X = np.random.default_rng(0).normal(size=(n_rows, 2))
     seq = AnytimeRegressor([[0], [1]], [1.0, 2.0]).fit(X, X[:, 0]).fitted_sequence_
@@ -244,7 +244,7 @@ def run_int16_host(model_dir, xq, budgets=None, *, compiler=None, flags=STRICT_F
 
     Examples
     --------
-    >>> from edgeseq.export.quantize import simulate
+    >>> from edgeseq.export.kinds.affine.quantize import simulate
     >>> from edgeseq.export.c_int16_run import run_int16_host, toy_int16_model
     >>> import tempfile
     >>> d = tempfile.mkdtemp()
@@ -273,7 +273,7 @@ def run_int16_arm(model_dir, xq, target, budgets=None) -> tuple[Int16Run, Int16S
 
     Examples
     --------
-    >>> from edgeseq.export.quantize import simulate
+    >>> from edgeseq.export.kinds.affine.quantize import simulate
     >>> from edgeseq.export.c_arm import INT_TARGETS
     >>> from edgeseq.export.c_int16_run import run_int16_arm, toy_int16_model
     >>> import tempfile

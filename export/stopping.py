@@ -464,7 +464,7 @@ def int16_staged(model, qm, X) -> list:
     --------
     >>> import numpy as np
     >>> from edgeseq import AnytimeClassifier
-    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.export.kinds.affine.quantize import quantize_sequence
     >>> from edgeseq.export.stopping import int16_staged
     >>> X = np.random.default_rng(0).normal(size=(80, 2)); y = X[:, 0] > 0
     >>> seq = AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_
@@ -485,7 +485,7 @@ def int16_rows(model, qm, X) -> np.ndarray:
     --------
     >>> import numpy as np
     >>> from edgeseq import AnytimeClassifier
-    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.export.kinds.affine.quantize import quantize_sequence
     >>> from edgeseq.export.stopping import int16_rows
     >>> X = np.random.default_rng(0).normal(size=(80, 2)); y = X[:, 0] > 0
     >>> seq = AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_
@@ -621,7 +621,7 @@ def c_stop_stages_i16(c_dir, xq, *, compiler=None, flags=None, extra=("-O2",), t
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeClassifier
-    >>> from edgeseq.export.quantize import quantize_from_manifest, quantize_features
+    >>> from edgeseq.export.kinds.affine.quantize import quantize_from_manifest, quantize_features
     >>> from edgeseq.export.stopping import c_stop_stages_i16
     >>> from edgeseq.export.writer import export_model
     >>> X = np.random.default_rng(0).normal(size=(1000, 2)); y = X[:, 0] > 0

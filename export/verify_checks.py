@@ -250,7 +250,7 @@ def check_int16_figures(recorded: list, regression: bool, staged, qm, requantize
     --------
     >>> import numpy as np
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.export.kinds.affine.quantize import quantize_sequence
     >>> from edgeseq.export.kinds.affine.verify import linear_int16_staged
     >>> from edgeseq.export.verify_checks import check_int16_figures
     >>> X = np.random.default_rng(1).normal(size=(200, 2))

@@ -126,12 +126,12 @@ def interrupt_model(d, int16: bool = False):
     rows), which is returned."""
     from sequences import random_sequence
 
-    from edgeseq.export.c_codegen import write_c_model
+    from edgeseq.export.kinds.affine.c_float import write_c_model
     seq = random_sequence(np.random.default_rng(21), (40, 30, 50, 20), n_outputs=8, link="softmax",
                           names=["imu", "audio \"raw\"", "camera */", "gps"])
     if int16:
-        from edgeseq.export.c_int16 import write_c_int16_model
-        from edgeseq.export.quantize import quantize_sequence
+        from edgeseq.export.kinds.affine.c_int16 import write_c_int16_model
+        from edgeseq.export.kinds.affine.quantize import quantize_sequence
         rows = np.random.default_rng(22).normal(size=(64, seq.n_features_in))
         write_c_int16_model(seq, quantize_sequence(seq, rows), d, "safety")
         return d

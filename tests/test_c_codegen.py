@@ -9,7 +9,8 @@ from sequences import random_sequence
 
 from edgeseq.export.c_harness import STRICT_FLAGS, build_driver, compile_c, runtime_dir
 from edgeseq.errors import ExportError, InputError
-from edgeseq.export.c_codegen import c_float, default_c_prefix, validate_c_prefix, write_c_model
+from edgeseq.export.c_codegen import c_float, default_c_prefix, validate_c_prefix
+from edgeseq.export.kinds.affine.c_float import write_c_model
 
 HOSTILE = ['quote"d', "back\\slash", "end */ comment", "multi\nline\r\n", "naïve 温度 🌡", "int", "while",
            "a-b", "a b", "a_b", "??=trigraph??/", "/* open", "1starts_with_digit", "", "_", "es_init",

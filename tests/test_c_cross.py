@@ -8,7 +8,7 @@ from c_support import require
 from sequences import random_sequence
 
 from edgeseq.export.c_harness import runtime_dir
-from edgeseq.export.c_codegen import write_c_model
+from edgeseq.export.kinds.affine.c_float import write_c_model
 
 
 def test_cortex_m4_footprint(tmp_path):

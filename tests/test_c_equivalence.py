@@ -98,7 +98,7 @@ def test_under_sanitizers_and_both_compilers(cc):
 
 def test_group_list_input_and_model_dir(tmp_path):
     """Features may come as one array per group (sequence order); a model directory works too."""
-    from edgeseq.export.c_codegen import write_c_model
+    from edgeseq.export.kinds.affine.c_float import write_c_model
     rng = np.random.default_rng(3)
     seq = random_sequence(rng, (2, 2), n_outputs=1)
     write_c_model(seq, tmp_path, "dirmodel")

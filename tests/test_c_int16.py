@@ -4,7 +4,7 @@ For a regression (diabetes), a binary (breast cancer) and a multiclass (digits) 
 models of bench/c_footprint.py, calibrated on their training rows -- the int16 C (host gcc and clang
 under ASan/UBSan, and the emulated Cortex-M0 `microbit` and Cortex-M3) gives, at every prefix and
 over a budget sweep at every boundary budget, predictions and labels bit-identical to the Python
-simulation `edgeseq.export.quantize.simulate`, including on rows that saturate every feature. The
+simulation `edgeseq.export.kinds.affine.quantize.simulate`, including on rows that saturate every feature. The
 simulation is not vacuous (a different table rounding is detected), the accuracy target holds
 (<= 0.5 percentage points at every prefix for digits and breast cancer), the int32 headroom proof
 lowers the weight scale or refuses, the runtime rejects a descriptor whose bound fails, and a
@@ -29,11 +29,11 @@ from edgeseq.cli import main
 from edgeseq.errors import ExportError
 from edgeseq.export import quantize
 from edgeseq.export.c_arm import INT_TARGETS, missing_tools
-from edgeseq.export.c_codegen import write_c_model
+from edgeseq.export.kinds.affine.c_float import write_c_model
 from edgeseq.export.c_harness import CCompilerError, runtime_dir
-from edgeseq.export.c_int16 import write_c_int16_model
+from edgeseq.export.kinds.affine.c_int16 import write_c_int16_model
 from edgeseq.export.c_int16_run import firmware_image, run_int16_arm, run_int16_host, soft_float_symbols
-from edgeseq.export.quantize import quantize_features, quantize_sequence, simulate
+from edgeseq.export.kinds.affine.quantize import quantize_features, quantize_sequence, simulate
 from edgeseq.forms.linear import FittedSequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

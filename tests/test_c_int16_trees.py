@@ -449,7 +449,7 @@ def test_linear_only_int16_build_refuses_tree_models_and_runs_linear_ones(tmp_pa
 
     from edgeseq.export.c_harness import compile_c
     from edgeseq.export.c_int16_run import driver_sources, int16_prefix, toy_int16_model, write_int16_rows
-    from edgeseq.export.quantize import simulate
+    from edgeseq.export.kinds.affine.quantize import simulate
     model = _one_dim_model([(-1.0, 1.0)])
     write_c_int16_tree_model(model, quantize_trees(model, np.array([[-1.0], [1.0]])), tmp_path / "tree", "tr")
     seq, qm, xq = toy_int16_model(tmp_path / "lin")

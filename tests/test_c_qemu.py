@@ -22,7 +22,7 @@ from c_support import assert_matches_numpy, boundary_budgets, in_place_commit_ru
 from test_budget_parity import cost_vectors, sequence_with_costs
 
 from edgeseq.export.c_arm import TARGETS, build_arm, missing_tools, run_budgets_arm, run_driver_arm, run_qemu
-from edgeseq.export.c_codegen import write_c_model
+from edgeseq.export.kinds.affine.c_float import write_c_model
 from edgeseq.export.c_harness import run_c_model, runtime_dir
 from edgeseq.budget import longest_affordable_prefix
 

@@ -13,10 +13,11 @@ import pytest
 from sequences import random_sequence
 
 from edgeseq.errors import EdgeseqError, ExportError, IntegrityError
-from edgeseq.export import c_codegen
+from edgeseq.export.kinds.affine import c_float as affine_c_float
 from edgeseq.format import load_schema, read_verified
 from edgeseq.export.kinds.affine.reader import sequence_from_export
-from edgeseq.export.writer import export_model, sample_inputs
+from edgeseq.export.kinds.affine.writer import sample_inputs
+from edgeseq.export.writer import export_model
 
 
 @pytest.fixture
@@ -201,14 +202,14 @@ def test_crash_mid_export_leaves_nothing_that_looks_valid(tmp_path, seq, monkeyp
     def boom(*args, **kwargs):
         raise RuntimeError("simulated crash while writing C")
 
-    monkeypatch.setattr(c_codegen, "write_c_model", boom)
+    monkeypatch.setattr(affine_c_float, "write_c_model", boom)
     with pytest.raises(RuntimeError, match="simulated"):
         export_model(seq, tmp_path / "o")
     assert os.listdir(tmp_path) == []
     monkeypatch.undo()
     export_model(seq, tmp_path / "o")
     before = {f: (tmp_path / "o" / f).read_bytes() for f in _files(tmp_path / "o")}
-    monkeypatch.setattr(c_codegen, "write_c_model", boom)
+    monkeypatch.setattr(affine_c_float, "write_c_model", boom)
     with pytest.raises(RuntimeError):
         export_model(seq, tmp_path / "o", force=True)
     assert {f: (tmp_path / "o" / f).read_bytes() for f in _files(tmp_path / "o")} == before

@@ -14,7 +14,8 @@ import pytest
 from sequences import random_sequence
 
 from edgeseq.export.names import RESERVED_ONNX_NAMES, onnx_input_names
-from edgeseq.export.onnx_graphs import IR_VERSION, OPSET, build_prefix_graph
+from edgeseq.export.kinds.affine.onnx import build_prefix_graph
+from edgeseq.export.onnx_graphs import IR_VERSION, OPSET
 
 EPS32 = 2.0 ** -24
 

@@ -304,7 +304,7 @@ def _int16_reason(where):
 def test_int16_bundle_matches_the_python_simulation(bundles, tmp_path, where):
     """The int16 library on the host and on an emulated Cortex-M0 (no FPU), bit for bit against the
     Python simulation of the integer runtime at every stage."""
-    from edgeseq.export.quantize import quantize_from_manifest, simulate
+    from edgeseq.export.kinds.affine.quantize import quantize_from_manifest, simulate
 
     if _int16_reason(where):
         pytest.skip(_int16_reason(where))

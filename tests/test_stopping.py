@@ -230,7 +230,7 @@ def test_int16_c_stops_as_the_integer_simulation(digits_export, tmp_path):
     from edgeseq.evaluate.verify import verify_export
     from edgeseq.export.verify_checks import VerifyReport
     from edgeseq.export.verify_stopping import check_stopping_i16
-    from edgeseq.export.quantize import quantize_from_manifest
+    from edgeseq.export.kinds.affine.quantize import quantize_from_manifest
 
     est, _, _, Xte = digits_export
     X, y = load_digits(return_X_y=True)

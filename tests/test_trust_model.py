@@ -59,7 +59,7 @@ def test_shadowed_validate_is_named():
 
 def test_validate_is_called_through_the_class(monkeypatch):
     """An instance attribute named validate is never what runs: export uses the class's method."""
-    from edgeseq.export.c_codegen import write_c_model
+    from edgeseq.export.kinds.affine.c_float import write_c_model
 
     seq = valid_sequence()
     J = len(seq.order)
@@ -72,13 +72,13 @@ def test_validate_is_called_through_the_class(monkeypatch):
 
 def test_c_emitter_rechecks_what_it_indexes(tmp_path):
     """Even with validation bypassed, the emitter refuses tables the runtime would over-read."""
-    from edgeseq.export import c_codegen
+    from edgeseq.export.kinds.affine import c_float
 
     seq = valid_sequence()
     seq.intercepts = np.zeros((len(seq.order) + 1, 8))
     with pytest.raises(ExportError, match="would read"):
-        c_codegen._check_indexed_sizes(seq)
-    c_codegen._check_indexed_sizes(valid_sequence())  # negative control
+        c_float._check_indexed_sizes(seq)
+    c_float._check_indexed_sizes(valid_sequence())  # negative control
 
 
 def test_ndarray_constructor_is_not_callable_and_allocates_nothing():
@@ -110,7 +110,7 @@ def test_long_group_name_is_refused_at_train_time():
 
 
 def test_c_string_literal_limit_and_bad_model_name(tmp_path):
-    from edgeseq.export.c_codegen import write_c_model
+    from edgeseq.export.kinds.affine.c_float import write_c_model
 
     seq = valid_sequence()
     with pytest.raises(ExportError, match="bytes of UTF-8"):
@@ -133,7 +133,8 @@ def test_estimator_classes_must_agree_with_its_sequence():
 
 
 def test_sample_rows_of_a_wide_model_are_bounded():
-    from edgeseq.export.writer import MAX_SAMPLE_VALUES, sample_inputs
+    from edgeseq.export.kinds.affine.writer import sample_inputs
+    from edgeseq.forms.linear import MAX_SAMPLE_VALUES
 
     seq = valid_sequence()
     D = 200_000

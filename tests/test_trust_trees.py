@@ -325,10 +325,10 @@ def _forge_int16(out) -> None:
     the int16 C regenerated from those scales, every checksum recomputed."""
     from hostile import reseal
 
-    from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
+    from edgeseq.export.kinds.affine.c_int16 import int16_manifest_entry, write_c_int16_model
     from edgeseq.export.kinds.trees.c_int16 import tree_int16_manifest_entry, write_c_int16_tree_model
     from edgeseq.export.kinds.affine.reader import sequence_from_export
-    from edgeseq.export.quantize import quantize_sequence
+    from edgeseq.export.kinds.affine.quantize import quantize_sequence
     from edgeseq.export.kinds.trees.quantize import quantize_trees
     from edgeseq.export.kinds.trees.verify import tree_model_from_export
 
@@ -375,7 +375,7 @@ def test_check_rows_of_a_wide_or_large_tree_model_are_capped():
     """The export's float32 check and verify keep, per row, every feature, one leaf per tree and the
     state: 512 rows of a model with 2**17 one-leaf trees would hold 512 MB of leaves. The row count is
     capped by the largest of those widths (the linear exports' `sample_count` rule)."""
-    from edgeseq.export.writer import MAX_SAMPLE_VALUES
+    from edgeseq.forms.linear import MAX_SAMPLE_VALUES
     from edgeseq.export.kinds.trees.writer import N_CHECK_ROWS, check_row_count, threshold_rows
 
     T = 1 << 17

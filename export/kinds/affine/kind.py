@@ -1,9 +1,10 @@
 """The affine kind: linear prefixes of a `FittedSequence`, each an affine map of the groups computed so far.
 
-`KIND` is what the registry (`edgeseq.export.kinds`) hands the spine: the export writer
-(`edgeseq.export.writer`'s prefix graphs, manifest and C), the float C tables (`c_codegen.write_c_model`),
-the int16 quantisation and C tables (`quantize.quantize_sequence`, `c_int16.write_c_int16_model`), the
-read-back (`reader.sequence_from_export`) and the verify reference (`verify.verify_affine_export`).
+`KIND` is what the registry (`edgeseq.export.kinds`) hands the spine. Everything it names lives in this
+folder: the export writer (`writer._write_all`: graphs of `onnx.build_prefix_graph`, manifest and C), the
+float C tables (`c_float.write_c_model`), the int16 quantisation and C tables (`quantize.quantize_sequence`,
+`c_int16.write_c_int16_model`), the read-back (`reader.sequence_from_export`) and the verify reference
+(`verify.verify_affine_export`).
 
 Examples
 --------
@@ -19,17 +20,17 @@ from edgeseq.forms.linear import FittedSequence
 
 
 def _check(form) -> None:
-    from edgeseq.export.writer import check_float32
+    from edgeseq.export.kinds.affine.writer import check_float32
 
     FittedSequence.validate(form)  # through the class: an instance cannot bring its own
     check_float32(form)
 
 
 def _writer(form, request: ExportRequest):
-    from edgeseq.export import c_codegen
-    from edgeseq.export.writer import _write_all
+    from edgeseq.export.kinds.affine import c_float
+    from edgeseq.export.kinds.affine.writer import _write_all
 
-    write_c, c_int16, qm = c_codegen.write_c_model, None, None
+    write_c, c_int16, qm = c_float.write_c_model, None, None
     if request.c_dtype == "int16":
         write_c, c_int16, qm = _int16_writer(form, request)
     r = request
@@ -42,7 +43,7 @@ def _writer(form, request: ExportRequest):
 
 
 def _write_c(form, out_dir, prefix: str, model_name: str | None = None) -> list[str]:
-    from edgeseq.export.c_codegen import write_c_model
+    from edgeseq.export.kinds.affine.c_float import write_c_model
 
     return write_c_model(form, out_dir, prefix, model_name)
 
@@ -78,8 +79,8 @@ def _manifest_rows(m: dict) -> list[str]:
 
 def _int16_writer(seq: FittedSequence, request: ExportRequest):
     """(C writer, manifest entry, Int16Model) of the int16 model: quantised once, here, from the calibration rows."""
-    from edgeseq.export.c_int16 import int16_manifest_entry, write_c_int16_model
-    from edgeseq.export.quantize import quantize_sequence
+    from edgeseq.export.kinds.affine.c_int16 import int16_manifest_entry, write_c_int16_model
+    from edgeseq.export.kinds.affine.quantize import quantize_sequence
 
     X, y = request.calibration_rows()
     qm = quantize_sequence(seq, X, y)
@@ -89,14 +90,14 @@ def _int16_writer(seq: FittedSequence, request: ExportRequest):
 
 def _int16_rows(form, qm, X):
     """Raw rows as the int16 C reads them: the used columns in sequence order, quantised."""
-    from edgeseq.export.quantize import quantize_features
+    from edgeseq.export.kinds.affine.quantize import quantize_features
 
     return quantize_features(qm, X[:, form.prefix_columns(form.n_groups)])
 
 
 def _int16_staged(form, qm, X):
     """Per prefix, the integer model's bit-exact outputs (`quantize.simulate`)."""
-    from edgeseq.export.quantize import simulate
+    from edgeseq.export.kinds.affine.quantize import simulate
 
     xq = _int16_rows(form, qm, X)
     return [simulate(qm, xq, j) for j in range(form.n_prefixes)]

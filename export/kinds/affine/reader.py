@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError
-from edgeseq.export.onnx_graphs import read_prefix_weights
+from edgeseq.export.kinds.affine.onnx import read_prefix_weights
 from edgeseq.format import MANIFEST, read_verified
 from edgeseq.forms.linear import FittedSequence
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgeseq.errors import IntegrityError
-from edgeseq.export.c_codegen import write_c_model
+from edgeseq.export.kinds.affine.c_float import write_c_model
 from edgeseq.format import C_HEADER, C_SOURCE, c_dtype, labels_of
 from edgeseq.export.names import onnx_input_names
-from edgeseq.export.onnx_graphs import build_prefix_graph
+from edgeseq.export.kinds.affine.onnx import build_prefix_graph
 from edgeseq.export.stopping import append_stop_c
 
 
@@ -98,8 +98,8 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     if c_dtype(manifest) == "float32":
         write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
     else:
-        from edgeseq.export.c_int16 import write_c_int16_model
-        from edgeseq.export.quantize import quantize_from_manifest
+        from edgeseq.export.kinds.affine.c_int16 import write_c_int16_model
+        from edgeseq.export.kinds.affine.quantize import quantize_from_manifest
 
         write_c_int16_model(seq, quantize_from_manifest(seq, manifest["c"]["int16"]), c_dir, manifest["c"]["prefix"],
                             model_name=manifest["model_name"])

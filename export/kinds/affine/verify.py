@@ -102,7 +102,8 @@ def int16_c_column(c_dir, manifest: dict, seq, X32: np.ndarray, *, require_c: bo
     (True, True)
     """
     from edgeseq.export.c_int16_run import run_int16_host
-    from edgeseq.export.quantize import dequantize, quantize_features, quantize_from_manifest, simulate
+    from edgeseq.export.quantize import dequantize
+    from edgeseq.export.kinds.affine.quantize import quantize_features, quantize_from_manifest, simulate
 
     missing = _missing_compiler(compiler, require_c)
     if missing:
@@ -128,14 +129,14 @@ def linear_int16_staged(seq, qm, X: np.ndarray):
     --------
     >>> import numpy as np
     >>> from edgeseq import AnytimeRegressor
-    >>> from edgeseq.export.quantize import quantize_sequence
+    >>> from edgeseq.export.kinds.affine.quantize import quantize_sequence
     >>> from edgeseq.export.kinds.affine.verify import linear_int16_staged
     >>> X = np.random.default_rng(1).normal(size=(50, 2))
     >>> seq = AnytimeRegressor([[0], [1]], [1.0, 1.0]).fit(X, X[:, 0]).fitted_sequence_
     >>> len(list(linear_int16_staged(seq, quantize_sequence(seq, X), X)))
     3
     """
-    from edgeseq.export.quantize import quantize_features, simulate
+    from edgeseq.export.kinds.affine.quantize import quantize_features, simulate
 
     xq = quantize_features(qm, X[:, seq.prefix_columns(seq.n_groups)])
     for j in range(seq.n_prefixes):
@@ -160,7 +161,7 @@ def linear_int16_figures(manifest: dict, seq, X32: np.ndarray) -> str:
     >>> linear_int16_figures(m, sequence_from_export(out), X).startswith("int16 figures ok")
     True
     """
-    from edgeseq.export.quantize import quantize_from_manifest, quantize_sequence
+    from edgeseq.export.kinds.affine.quantize import quantize_from_manifest, quantize_sequence
 
     entry = manifest["c"]["int16"]
     qm = quantize_from_manifest(seq, entry)
@@ -226,7 +227,7 @@ def _verify(out_dir, X, source, use_c, require_c, compiler, c_dir) -> VerifyRepo
         check_stopping(report, c_dir, m, sess, X32, compiler)
     elif "stopping" in m and int16_diffs is not None:
         from edgeseq.export.verify_stopping import check_stopping_i16
-        from edgeseq.export.quantize import quantize_from_manifest
+        from edgeseq.export.kinds.affine.quantize import quantize_from_manifest
         check_stopping_i16(report, c_dir, m, seq, quantize_from_manifest(seq, m["c"]["int16"]), X32, compiler)
     sess.close()
     return report
