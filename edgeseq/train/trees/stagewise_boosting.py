@@ -34,6 +34,12 @@ that chose their groups and stopped their rounds would be optimistic (those rows
 the search), so the trees would be kept where the linear model is better on new rows. With fewer
 than `MIN_COMPARE_ROWS` held-out rows no half is large enough to score anything, and both roles
 share the held-out rows.
+
+A row-chunked dask X trains on the active ``distributed`` client: the same seeded split (only the
+labels are gathered to draw it), the training rows kept on the workers, every candidate grown by
+``lightgbm.dask`` from ``init_score`` as a dask array of the current raw scores, and cut where
+LightGBM's early stopping would stop (`early_stopped_rounds`, replayed on the held-out rows, which
+are gathered). LightGBM's data-parallel learner does not grow the in-memory trees bit for bit.
 """
 
 from __future__ import annotations
@@ -597,6 +603,7 @@ def dask_targets(est, X, y, min_samples: int = 10) -> tuple:
     --------
     >>> import numpy as np, dask.array as da
     >>> from edgeseq import AnytimeBoostingRegressor
+    >>> from edgeseq.train.trees.stagewise_boosting import dask_targets
     >>> dask_targets(AnytimeBoostingRegressor(), da.zeros((20, 2), chunks=5), np.zeros(20))
     Traceback (most recent call last):
     ...
@@ -880,9 +887,10 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            At least 10 rows; columns of the groups must be finite.
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features) or dask.array.Array
+            At least 10 rows; columns of the groups must be finite. A row-chunked dask array trains
+            through ``lightgbm.dask`` on the active ``distributed`` client (see the module notes).
+        y : array-like of shape (n_samples,) or dask.array.Array
             Class labels, at least two classes.
         progress : callable or None, default=None
             Receives one line of text per stage.
@@ -903,7 +911,10 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         """
         self._check_params()
         if is_dask_array(X):
+            from sklearn.utils.multiclass import check_classification_targets
+
             X, y = dask_targets(self, X, y)
+            _wrap_validation(lambda: check_classification_targets(y))
             classes, k = np.unique(y, return_inverse=True)
             if classes.size < 2:
                 raise InputError(f"y has a single class ({classes[0]!r}); a classifier needs at least 2 classes")
@@ -1032,9 +1043,10 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            At least 10 rows; columns of the groups must be finite.
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features) or dask.array.Array
+            At least 10 rows; columns of the groups must be finite. A row-chunked dask array trains
+            through ``lightgbm.dask`` on the active ``distributed`` client (see the module notes).
+        y : array-like of shape (n_samples,) or dask.array.Array
             Finite target values.
         progress : callable or None, default=None
             Receives one line of text per stage.
