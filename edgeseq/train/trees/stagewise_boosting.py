@@ -34,11 +34,18 @@ that chose their groups and stopped their rounds would be optimistic (those rows
 the search), so the trees would be kept where the linear model is better on new rows. With fewer
 than `MIN_COMPARE_ROWS` held-out rows no half is large enough to score anything, and both roles
 share the held-out rows.
+
+A row-chunked dask X trains on the active ``distributed`` client: the same seeded split (only the
+labels are gathered to draw it), the training rows kept on the workers, every candidate grown by
+``lightgbm.dask`` from ``init_score`` as a dask array of the current raw scores, and cut where
+LightGBM's early stopping would stop (`early_stopped_rounds`, replayed on the held-out rows, which
+are gathered). LightGBM's data-parallel learner does not grow the in-memory trees bit for bit.
 """
 
 from __future__ import annotations
 
 import numbers
+import warnings
 from itertools import combinations
 from dataclasses import dataclass, field, replace
 
@@ -49,6 +56,7 @@ from sklearn.utils.validation import validate_data
 
 from edgeseq.errors import InputError
 from edgeseq.train.trees.afr import _split
+from edgeseq.train.distributed.stats import active_client, check_dask_X, is_dask_array
 from edgeseq.train.base import (_wrap_validation, check_table_columns, classification_targets, fit_feature_names,
                                 fitted_attribute)
 from edgeseq.forms.groups import GroupSpec, check_groups
@@ -143,7 +151,13 @@ def _lgb_params(task: str, n_classes: int, params: dict) -> dict:
 
 
 def _continue_boosting(task, n_classes, params, Xf, yf, Ff, Xv, yv, Fv, cols, max_rounds, stopping_rounds):
-    """Boost from raw scores (Ff, Fv) on columns `cols`; (booster, rounds kept, val increment, loss after)."""
+    """Boost from raw scores (Ff, Fv) on columns `cols`; (booster, rounds kept, val increment, loss after).
+
+    A dask `Xf` trains through ``lightgbm.dask`` on the active client (`_continue_boosting_dask`).
+    """
+    if is_dask_array(Xf):
+        return _continue_boosting_dask(task, n_classes, params, Xf, yf, Ff, Xv, yv, Fv, cols, max_rounds,
+                                       stopping_rounds)
     import lightgbm as lgb
 
     init_f, init_v = Ff.ravel(order="F"), Fv.ravel(order="F")  # LightGBM's class-major layout
@@ -155,6 +169,108 @@ def _continue_boosting(task, n_classes, params, Xf, yf, Ff, Xv, yv, Fv, cols, ma
     rounds = int(booster.best_iteration) or booster.current_iteration()
     inc_v = np.asarray(booster.predict(Xv[:, cols], raw_score=True, num_iteration=rounds)).reshape(len(yv), -1)
     return booster, rounds, inc_v, validation_loss(task, Fv + inc_v, yv)
+
+
+def lightgbm_dask():
+    """LightGBM's Dask module, or one clear `InputError` naming what is missing.
+
+    Examples
+    --------
+    >>> from edgeseq.train.trees.stagewise_boosting import lightgbm_dask
+    >>> lightgbm_dask().__name__
+    'lightgbm.dask'
+    """
+    try:
+        import dask.array  # noqa: F401  (lightgbm.dask imports these only when it trains)
+        import distributed  # noqa: F401
+        import pandas  # noqa: F401
+        import lightgbm.dask as lgb_dask
+    except ImportError as exc:
+        raise InputError(f"boosting on a dask array needs LightGBM's Dask module, with dask, distributed and "
+                         f"pandas ({exc.name or 'one'} is missing): pip install 'edgeseq[trees,dask]'") from exc
+    return lgb_dask
+
+
+def early_stopped_rounds(task: str, booster, Xv, yv, Fv, stopping_rounds: int) -> int:
+    """The round count LightGBM's early stopping would keep, replayed on a booster trained to the end.
+
+    Round by round, the validation loss of ``Fv`` plus the first r rounds is compared with the best so
+    far; the replay stops `stopping_rounds` rounds after the last strict improvement and keeps the
+    best (the rule of LightGBM's `early_stopping` callback). The Dask path needs it because its
+    training runs a fixed number of rounds; the held-out rows are scored here, one round at a time.
+
+    Examples
+    --------
+    >>> import numpy as np, lightgbm as lgb
+    >>> from edgeseq.train.trees.stagewise_boosting import early_stopped_rounds
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 2)); y = X[:, 0] + rng.normal(size=200)
+    >>> params = {"verbose": -1, "num_threads": 1, "learning_rate": 0.3, "metric": "l2"}
+    >>> ref = lgb.train(params, lgb.Dataset(X[:150], y[:150]), 100, valid_sets=[lgb.Dataset(X[150:], y[150:])],
+    ...                 callbacks=[lgb.early_stopping(5, verbose=False)])
+    >>> full = lgb.train(params, lgb.Dataset(X[:150], y[:150]), 100)
+    >>> early_stopped_rounds("regression", full, X[150:], y[150:], np.zeros((50, 1)), 5) == ref.best_iteration
+    True
+    """
+    F = np.array(Fv, dtype=np.float64)
+    best, best_r = np.inf, 0
+    for r in range(booster.current_iteration()):
+        F = F + np.asarray(booster.predict(Xv, raw_score=True, start_iteration=r, num_iteration=1)).reshape(F.shape)
+        loss = validation_loss(task, F, yv)
+        if loss < best:
+            best, best_r = loss, r + 1
+        elif r + 1 - best_r >= stopping_rounds:
+            break
+    return best_r or booster.current_iteration()
+
+
+def _continue_boosting_dask(task, n_classes, params, Xf, yf, Ff, Xv, yv, Fv, cols, max_rounds, stopping_rounds):
+    """`_continue_boosting` on row-chunked dask arrays (Xf, yf, Ff): ``lightgbm.dask`` on the active client.
+
+    LightGBM's distributed (data-parallel) learner grows `max_rounds` rounds where the partitions
+    live, from ``init_score = Ff``; the rounds are then cut where early stopping would have stopped,
+    scored on the held-out rows (Xv, yv, Fv), which this process holds.
+    """
+    lgb_dask = lightgbm_dask()
+    full = _lgb_params(task, n_classes, params)
+    full.pop("num_threads", None)  # lightgbm.dask gives each worker its own thread count
+    # the regressor wrapper passes the objective through unchanged (the classifier's would re-encode
+    # the class indices and choose its own objective); only the booster is kept
+    model = lgb_dask.DaskLGBMRegressor(n_estimators=int(max_rounds), client=_client(), **full)
+    with warnings.catch_warnings():  # it warns that it sets the threads per worker itself, once per fit
+        warnings.filterwarnings("ignore", message="Parameter (n_jobs|num_threads) will be ignored")
+        model.fit(Xf[:, cols], yf, init_score=Ff[:, 0] if Ff.shape[1] == 1 else Ff)
+    booster = model.booster_
+    rounds = early_stopped_rounds(task, booster, Xv[:, cols], yv, Fv, stopping_rounds)
+    inc_v = np.asarray(booster.predict(Xv[:, cols], raw_score=True, num_iteration=rounds)).reshape(len(yv), -1)
+    return booster, rounds, inc_v, validation_loss(task, Fv + inc_v, yv)
+
+
+def _client():
+    """The active ``distributed`` client, or one clear `InputError`: ``lightgbm.dask`` trains only on one."""
+    client = active_client(None)
+    if client is None:
+        raise InputError("boosting on a dask array trains through lightgbm.dask, which needs an active "
+                         "distributed client: start one first (distributed.Client(...))")
+    return client
+
+
+def _start_scores(prior: np.ndarray, X):
+    """Stage 0's raw scores (n, P) for the rows of X: numpy, or a dask array chunked like X's rows."""
+    if is_dask_array(X):
+        import dask.array as da
+        return da.zeros((X.shape[0], prior.size), chunks=(X.chunks[0], prior.size)) + prior
+    return np.tile(prior, (X.shape[0], 1))
+
+
+def _raw_increment(booster, X, cols, rounds: int, F):
+    """F plus the booster's first `rounds` rounds on the rows of X (partition by partition for dask)."""
+    if is_dask_array(X):
+        P = F.shape[1]
+        inc = X[:, cols].map_blocks(
+            lambda b: np.asarray(booster.predict(b, raw_score=True, num_iteration=rounds)).reshape(len(b), P),
+            dtype=np.float64, chunks=(X.chunks[0], (P,)), meta=np.empty((0, P)))
+        return (F + inc).persist()  # every candidate of the next stage starts from these scores
+    return F + np.asarray(booster.predict(X[:, cols], raw_score=True, num_iteration=rounds)).reshape(F.shape)
 
 
 def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_classes: int = 1,
@@ -213,8 +329,8 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     ([(1,)], [(1,)])
     """
     params = dict(params or {})
-    prior = prior_scores(task, y_fit, n_classes)
-    Ff = np.tile(prior, (X_fit.shape[0], 1))
+    prior = prior_scores(task, np.asarray(y_fit), n_classes)  # a dask y: its n labels are gathered
+    Ff = _start_scores(prior, X_fit)
     Fv = np.tile(prior, (X_val.shape[0], 1))
     trace = BoostingTrace(loss=[validation_loss(task, Fv, y_val)])
     floor = min_gain * max(abs(trace.loss[0]), 1e-12)
@@ -250,7 +366,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         trees = _trees(booster, rounds, cols)
         stages.append((best, trees))
         paid.extend(best)
-        Ff = Ff + np.asarray(booster.predict(X_fit[:, cols], raw_score=True, num_iteration=rounds)).reshape(Ff.shape)
+        Ff = _raw_increment(booster, X_fit, cols, rounds, Ff)
         Fv = Fv + inc_v
         trace.chosen.append(best)
         trace.rounds.append(rounds)
@@ -268,7 +384,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
             trace.loss.append(after)
             if progress is not None:
                 progress(f"final rounds on all paid groups: {rounds} rounds, validation loss {after:.4g}")
-            Ff = Ff + np.asarray(booster.predict(X_fit[:, cols], raw_score=True, num_iteration=rounds)).reshape(Ff.shape)
+            Ff = _raw_increment(booster, X_fit, cols, rounds, Ff)
             Fv = Fv + inc_v
     rest = tuple(g for g in range(J) if g not in paid)
     if final_rounds and rest:
@@ -465,6 +581,50 @@ def _row_brier(proba: np.ndarray, y_idx: np.ndarray) -> np.ndarray:
     return -np.sum((proba - onehot) ** 2, axis=1)
 
 
+def _dask_rows(X, rows: np.ndarray):
+    """The rows of a dask X in the order given (the in-memory split's order), kept on the workers."""
+    return X[rows].persist()
+
+
+def _dask_like(y: np.ndarray, X):
+    """A numpy y as a dask array chunked like X's rows (``lightgbm.dask`` pairs their partitions)."""
+    import dask.array as da
+    return da.from_array(y, chunks=(X.chunks[0],))
+
+
+def dask_targets(est, X, y, min_samples: int = 10) -> tuple:
+    """Check a row-chunked dask X before any pass; (X with whole rows per chunk, y gathered as numpy).
+
+    The labels are one value per row, so they are gathered; the rows stay where they are. The
+    Dask module, the client and the parameters the Dask path lacks are checked first, so a missing
+    piece fails in one line before any data moves.
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da
+    >>> from edgeseq import AnytimeBoostingRegressor
+    >>> from edgeseq.train.trees.stagewise_boosting import dask_targets
+    >>> dask_targets(AnytimeBoostingRegressor(), da.zeros((20, 2), chunks=5), np.zeros(20))
+    Traceback (most recent call last):
+    ...
+    edgeseq.errors.InputError: boosting on a dask array trains through lightgbm.dask, which needs an active distributed client: start one first (distributed.Client(...))
+    """
+    lightgbm_dask()
+    _client()
+    if est.refit:
+        raise InputError("refit=True is not available for a dask array; fit it with refit=False")
+    n, d = check_dask_X(X)
+    if n < min_samples:
+        raise InputError(f"n_samples={n}: boosting holds out validation rows and needs at least {min_samples}")
+    est.n_features_in_ = d
+    if hasattr(est, "feature_names_in_"):
+        del est.feature_names_in_
+    y = np.asarray(y.compute() if is_dask_array(y) else y)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise InputError(f"y must hold one value per row of X ({n}), got shape {y.shape}")
+    return X.rechunk({1: -1}), y
+
+
 # ---------------------------------------------------------------------- estimators
 def _check_int(name, v, lo, hi=None):
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo or (hi is not None and v > hi):
@@ -522,7 +682,13 @@ class _AnytimeBoostingBase(BaseEstimator):
         spec = check_groups(self.groups, self.costs, self.group_names, X.shape[1], feature_names=names)
         self._names = names
         used = np.concatenate(spec.columns)
-        if not np.all(np.isfinite(X[:, used])):
+        dask = is_dask_array(X)
+        if dask:
+            import dask.array as da
+            finite = bool(da.isfinite(X[:, used]).all().compute())
+        else:
+            finite = bool(np.all(np.isfinite(X[:, used])))
+        if not finite:
             raise InputError("X contains NaN or Inf in columns of the groups; clean or impute them first")
         seed = 0 if self.random_state is None else int(self.random_state)
         idx = np.arange(X.shape[0])
@@ -534,8 +700,13 @@ class _AnytimeBoostingBase(BaseEstimator):
         if self.compare_linear and i_val.size >= MIN_COMPARE_ROWS:
             i_val, i_cmp = _split(i_val, y_idx[i_val], 0.5, seed) if stratify else \
                 train_test_split(i_val, test_size=0.5, random_state=seed)
+        # a dask X: the trees' rows stay on the workers (with their labels chunked alike); the held-out
+        # rows, which score every round of every candidate, are gathered here
+        X_fit = _dask_rows(X, i_fit) if dask else X[i_fit]
+        X_val, X_cmp = (np.asarray(X[i].compute()) if dask else X[i] for i in (i_val, i_cmp))
+        y_fit = _dask_like(y_idx[i_fit], X_fit) if dask else y_idx[i_fit]
         stages, prior, trace = boost_stages(
-            X[i_fit], y_idx[i_fit], X[i_val], y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
+            X_fit, y_fit, X_val, y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
             max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds), progress=progress)
         trees = replace(stage_model(stages, prior, spec, X.shape[1], task, output_names), feature_names=names)
         if task != "regression":  # the stage model carries its labels: a saved model is evaluated alone
@@ -545,13 +716,13 @@ class _AnytimeBoostingBase(BaseEstimator):
                        "chosen": [list(c) for c in trace.chosen], "rounds": list(trace.rounds),
                        "loss": list(trace.loss), "final_rounds": trace.final_rounds,
                        "final_stage_rounds": trace.final_stage_rounds}
-        rows_t = self._curve(trees.cum_cost, trees.staged_decision(X[i_cmp]), trees, y_idx[i_cmp])
+        rows_t = self._curve(trees.cum_cost, trees.staged_decision(X_cmp), trees, y_idx[i_cmp])
         self.validation_curve_trees_ = [float(np.mean(r)) for r in rows_t]
         kind = "trees"
         if self.compare_linear:
             horizon = float(np.sum(spec.costs))
-            lin = self._linear_estimator(spec).fit(X[i_fit], self._y_for_linear(y_idx[i_fit]))
-            rows_l = self._linear_curve(lin, X[i_cmp], y_idx[i_cmp])
+            lin = self._linear_estimator(spec).fit(X_fit, self._y_for_linear(y_idx[i_fit]))
+            rows_l = self._linear_curve(lin, X_cmp, y_idx[i_cmp])
             self.validation_curve_linear_ = [float(np.mean(r)) for r in rows_l]
             # each row's area under its own step curve; the two areas are compared row by row
             area_t = step_weights(trees.cum_cost, horizon) @ np.array(rows_t)
@@ -716,9 +887,10 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            At least 10 rows; columns of the groups must be finite.
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features) or dask.array.Array
+            At least 10 rows; columns of the groups must be finite. A row-chunked dask array trains
+            through ``lightgbm.dask`` on the active ``distributed`` client (see the module notes).
+        y : array-like of shape (n_samples,) or dask.array.Array
             Class labels, at least two classes.
         progress : callable or None, default=None
             Receives one line of text per stage.
@@ -738,8 +910,17 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         edgeseq.errors.InputError: n_samples=5: boosting holds out validation rows and needs at least 10
         """
         self._check_params()
-        X, y, classes, k = classification_targets(
-            self, X, y, min_samples=10, why="boosting holds out validation rows and needs at least 10")
+        if is_dask_array(X):
+            from sklearn.utils.multiclass import check_classification_targets
+
+            X, y = dask_targets(self, X, y)
+            _wrap_validation(lambda: check_classification_targets(y))
+            classes, k = np.unique(y, return_inverse=True)
+            if classes.size < 2:
+                raise InputError(f"y has a single class ({classes[0]!r}); a classifier needs at least 2 classes")
+        else:
+            X, y, classes, k = classification_targets(
+                self, X, y, min_samples=10, why="boosting holds out validation rows and needs at least 10")
         self.classes_ = classes
         task = "binary" if classes.size == 2 else "multiclass"
         return self._fit(X, k, task, classes.size, tuple(str(c) for c in classes), True, progress)
@@ -862,9 +1043,10 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            At least 10 rows; columns of the groups must be finite.
-        y : array-like of shape (n_samples,)
+        X : array-like of shape (n_samples, n_features) or dask.array.Array
+            At least 10 rows; columns of the groups must be finite. A row-chunked dask array trains
+            through ``lightgbm.dask`` on the active ``distributed`` client (see the module notes).
+        y : array-like of shape (n_samples,) or dask.array.Array
             Finite target values.
         progress : callable or None, default=None
             Receives one line of text per stage.
@@ -883,9 +1065,12 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
         0.0
         """
         self._check_params()
-        X, y = _wrap_validation(lambda: validate_data(
-            self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
-            multi_output=False, y_numeric=True, ensure_min_samples=1))
+        if is_dask_array(X):
+            X, y = dask_targets(self, X, y)
+        else:
+            X, y = _wrap_validation(lambda: validate_data(
+                self, X, y, accept_sparse=False, ensure_all_finite=False, dtype=(np.float64, np.float32),
+                multi_output=False, y_numeric=True, ensure_min_samples=1))
         if X.shape[0] < 10:
             raise InputError(f"n_samples={X.shape[0]}: boosting holds out validation rows and needs at least 10")
         y = np.asarray(y, dtype=np.float64)
