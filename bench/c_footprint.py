@@ -124,6 +124,9 @@ def main(argv=None) -> int:
                        "image_flash": "text + data of the linked minimal firmware (runtime, model, newlib startup)",
                        "image_ram": "data + bss of that image (state, work buffer, newlib)"},
            "results": rows, "tables": [table]}
+    if not args.mnist:
+        doc["notes"] = ("Run without --mnist: no row for AFR on the MNIST bank (its feature extraction takes "
+                        "minutes); add --mnist for it.")
     print(f"wrote {write_result('c_footprint', doc, command_line())}")
     return 0
 

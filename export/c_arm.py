@@ -27,6 +27,7 @@ from edgeseq.export.c_harness import (DRIVER_DEFINES, STRICT_FLAGS, CCompilerErr
                                       budget_program_sources, budget_queries, compile_c, model_consts, model_prefix,
                                       n_stages, parse_budget_parity, parse_sweep, runtime_dir, write_budgets,
                                       write_rows)
+from edgeseq.format import C_HEADER
 
 ARM_CC = "arm-none-eabi-gcc"
 ARM_SIZE = "arm-none-eabi-size"
@@ -314,6 +315,8 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     --gc-sections, as `arm-none-eabi-size` reports them: flash = text + data, RAM = data + bss.
     `identity_only` builds the runtime with -DES_IDENTITY_ONLY (regression: no expf, no libm),
     `linear_only` with -DES_LINEAR_ONLY (no tree-stage code), as such a model's firmware would be.
+    A layer-block model (its header emits ``<prefix>_MACS_PER_STEP_MAX``) is driven with es_next /
+    es_step (-DES_FOOTPRINT_STEPS), so that its stage code is linked and counted.
 
     Returns
     -------
@@ -343,6 +346,9 @@ def footprint(model_dir, target: ArmTarget, build_dir, *, identity_only: bool = 
     inc = [model_dir, rdir]
     dfn = [f"ES_PREFIX={model_prefix(model_dir)}", *(["ES_IDENTITY_ONLY"] if identity_only else []),
            *(["ES_LINEAR_ONLY"] if linear_only else [])]
+    prefix = model_prefix(model_dir)
+    if f"#define {prefix}_MACS_PER_STEP_MAX " in (model_dir / C_HEADER).read_text(encoding="ascii"):
+        dfn.append("ES_FOOTPRINT_STEPS")
     objs = {}
     for name, src in (("runtime", rdir / "edgeseq_runtime.c"), ("model", model_dir / "edgeseq_model.c"),
                       ("app", rdir / "examples" / "m4_footprint.c")):

@@ -58,3 +58,33 @@ def test_footprint_from_the_build_on_both_cores(tmp_path):
         assert sizes["model_flash"] >= 4 * n_weights + 8 * (seq.n_groups + 1)
         assert sizes["image_ram"] >= 4 * (32 + 3 + 2 * 3)
         assert sizes["image_flash"] >= sizes["runtime_text"] + sizes["model_flash"]
+
+
+def test_footprint_of_a_layer_block_model_links_its_stage_code(tmp_path):
+    """A layer-block model's image is driven by es_next / es_step, so the stage code is linked and
+    counted; negative control: the same model with the header's step marker removed is built as a
+    push-only pass and links no es_step (a footprint that never steps would under-count flash)."""
+    from edgeseq.export.c_arm import TARGETS, footprint, missing_tools
+    from edgeseq.export.c_harness import write_c_for
+    from edgeseq.forms.layer_blocks import _example_model
+    missing = missing_tools(run=False)
+    if missing:
+        pytest.skip(missing)
+    model = _example_model()
+    write_c_for(model, tmp_path / "m", "lb")
+    target = TARGETS["cortex-m4f"]
+    stepped = footprint(tmp_path / "m", target, tmp_path / "stepped")
+    arrays = [a for s in model.stages for a in (s.W, s.b, s.V, s.c, *(i.U for i in s.injections)) if a is not None]
+    assert stepped["model_flash"] >= 4 * sum(a.size for a in arrays)
+    header = tmp_path / "m" / "edgeseq_model.h"
+    text = header.read_text()
+    assert "#define lb_MACS_PER_STEP_MAX " in text
+    header.write_text("\n".join(ln for ln in text.splitlines() if "_MACS_PER_STEP_MAX " not in ln) + "\n")
+    pushed = footprint(tmp_path / "m", target, tmp_path / "pushed")
+
+    def symbols(build):
+        out = subprocess.run(["arm-none-eabi-nm", str(tmp_path / build / "firmware.elf")], capture_output=True,
+                             text=True, check=True).stdout
+        return {ln.split()[-1] for ln in out.splitlines()}
+    assert "es_step" in symbols("stepped") and "es_step" not in symbols("pushed")
+    assert stepped["image_flash"] > pushed["image_flash"]
