@@ -221,7 +221,7 @@ def test_wider_than_the_cross_validation_bound_falls_back_with_one_warning(make,
     import warnings
 
     from edgeseq.errors import EdgeseqWarning
-    from edgeseq.train import auto
+    from edgeseq.train.linear import auto
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 4))
