@@ -1,9 +1,12 @@
 /*
  * Benchmark of the layer-block C runtime (bench/neural_c_speed.py builds and runs it): ns of each
  * es_step against a bare loop doing the same multiply-accumulates over the same weights, and a whole
- * forward pass (every stage) against emlearn's eml_net_predict_proba on the same dense layers. Every
- * call is timed on its own and the median over ITERS calls is printed (robust to preemption on a
- * shared machine; each call is long against the clock read).
+ * forward pass (every stage) against emlearn's eml_net_predict_proba on the same dense layers. Each
+ * clock read times BATCH calls (a step of the smallest net lasts only a few clock ticks): es_step of
+ * stage k on BATCH states brought to stage k - 1 (their pushes untimed), BATCH bare loops, BATCH
+ * whole passes (reset, pushes, steps: nothing else inside the timed block), then BATCH eml_net calls
+ * (alternating with the passes block by block, so both see the same load); the
+ * median over ITERS blocks of the time per call is printed (robust to preemption on a shared machine).
  * Build: -DES_PREFIX=<prefix> -I<model dir> -I<runtime dir> -I<emlearn include dir>, with -DHAVE_EMLEARN
  * and the generated eml_model.h when emlearn is available.
  *   neural_c_speed ITERS    prints "step k ns" and "bare k ns" per stage, then "all ns" and "eml ns".
@@ -50,7 +53,7 @@ static void bare_stage(const es_layer_stage *s, const float *x, const float *res
     }
 }
 
-/* the same multiply-accumulates with four rows at a time (each row still summed in index order): the
+/* the same multiply-accumulates with four rows at a time, then two (each row still summed in index order): the
    kernel es_step uses, without the runtime around it -- so step/bare4 is the runtime's own overhead */
 static void rows4(const float *restrict w, uint32_t rows, uint32_t n, const float *restrict v, float *restrict acc)
 {
@@ -69,7 +72,18 @@ static void rows4(const float *restrict w, uint32_t rows, uint32_t n, const floa
         acc[r + 2u] += a2;
         acc[r + 3u] += a3;
     }
-    for (; r < rows; ++r) {
+    if (r + 2u <= rows) {
+        const float *w0 = w + (size_t)r * n, *w1 = w0 + n;
+        float a0 = 0.0f, a1 = 0.0f;
+        for (i = 0; i < n; ++i) {
+            a0 += w0[i] * v[i];
+            a1 += w1[i] * v[i];
+        }
+        acc[r] += a0;
+        acc[r + 1u] += a1;
+        r += 2u;
+    }
+    if (r < rows) {
         acc[r] += dot(w + (size_t)r * n, v, n);
     }
 }
@@ -97,6 +111,7 @@ static void bare4_stage(const es_layer_stage *s, const float *x, const float *re
 }
 
 #define MAX_ITERS 8192
+#define BATCH 16 /* calls per clock read: a small net's step (~100 ns) is a few clock ticks long */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -111,51 +126,72 @@ static double median(double *v, long n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* the firmware loop up to the next ES_STEP (pushes done here, untimed); ES_DONE when the pass is over */
+static es_status until_step(es_state *st, const float *x, size_t *off)
+{
+    es_group_info g;
+    es_status s;
+    while ((s = es_next(st, &g)) == ES_OK) {
+        es_push(st, g.group, x + *off, g.dim);
+        *off += g.dim;
+    }
+    return s;
+}
+
 int main(int argc, char **argv)
 {
-    static float work[ES_WORK_FLOATS];
+    static float work[BATCH][ES_WORK_FLOATS];
     static float x[ES_N_FEATURES];
     static float buf[2][ES_CAT(ES_PREFIX, _N_STATE) + 1u];
     static float z[ES_N_OUTPUTS];
     static double step_ns[ES_N_STAGES][MAX_ITERS], bare_ns[ES_N_STAGES][MAX_ITERS], bare4_ns[ES_N_STAGES][MAX_ITERS];
-    static double all_ns[MAX_ITERS];
+    static double all_ns[MAX_ITERS], eml_ns[MAX_ITERS];
+    static es_state st[BATCH];
     long iters = argc > 1 ? atol(argv[1]) : 1000;
     const es_layers *L = ES_MODEL.layers;
-    es_state st;
-    uint32_t k, i;
+    uint32_t k, i, b;
+    size_t off[BATCH];
     long it;
     iters = iters < 1 ? 1 : (iters > MAX_ITERS ? MAX_ITERS : iters);
     for (i = 0; i < ES_N_FEATURES; ++i) {
         x[i] = (float)((i * 37u) % 11u) / 5.0f - 1.0f;
     }
-    if (es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK) {
-        return 2;
-    }
-    for (it = 0; it < iters; ++it) { /* the runtime: pushes, then one es_step per stage, each timed */
-        es_group_info g;
-        es_status s;
-        size_t off = 0;
-        double t0 = now_ns(), t1;
-        es_reset(&st);
-        while ((s = es_next(&st, &g)) == ES_OK || s == ES_STEP) {
-            if (s == ES_STEP) {
-                t1 = now_ns();
-                es_step(&st);
-                step_ns[g.position][it] = now_ns() - t1;
-            } else {
-                es_push(&st, g.group, x + off, g.dim);
-                off += g.dim;
-            }
+    for (b = 0; b < BATCH; ++b) {
+        if (es_init(&st[b], &ES_MODEL, work[b], ES_WORK_FLOATS) != ES_OK) {
+            return 2;
         }
-        all_ns[it] = now_ns() - t0;
-        sink = st.z[0];
+    }
+    for (it = 0; it < iters; ++it) {
+        double t0;
+        /* es_step of stage k on BATCH states brought to stage k - 1 (their pushes untimed) */
+        for (b = 0; b < BATCH; ++b) {
+            es_reset(&st[b]);
+            off[b] = 0;
+        }
+        for (k = 1; k < ES_N_STAGES; ++k) {
+            for (b = 0; b < BATCH; ++b) {
+                if (until_step(&st[b], x, &off[b]) != ES_STEP) {
+                    return 3;
+                }
+            }
+            t0 = now_ns();
+            for (b = 0; b < BATCH; ++b) {
+                es_step(&st[b]);
+            }
+            step_ns[k][it] = (now_ns() - t0) / BATCH;
+        }
+        sink = st[0].z[0];
         for (k = 1; k < ES_N_STAGES; ++k) { /* the bare loops, stage by stage, ping-pong buffers */
-            t1 = now_ns();
-            bare_stage(&L->stage[k], x, buf[(k + 1u) & 1u], buf[k & 1u], z, ES_N_OUTPUTS);
-            bare_ns[k][it] = now_ns() - t1;
-            t1 = now_ns();
-            bare4_stage(&L->stage[k], x, buf[(k + 1u) & 1u], buf[k & 1u], z, ES_N_OUTPUTS);
-            bare4_ns[k][it] = now_ns() - t1;
+            t0 = now_ns();
+            for (b = 0; b < BATCH; ++b) {
+                bare_stage(&L->stage[k], x, buf[(k + 1u) & 1u], buf[k & 1u], z, ES_N_OUTPUTS);
+            }
+            bare_ns[k][it] = (now_ns() - t0) / BATCH;
+            t0 = now_ns();
+            for (b = 0; b < BATCH; ++b) {
+                bare4_stage(&L->stage[k], x, buf[(k + 1u) & 1u], buf[k & 1u], z, ES_N_OUTPUTS);
+            }
+            bare4_ns[k][it] = (now_ns() - t0) / BATCH;
         }
         sink = z[0];
     }
@@ -163,18 +199,39 @@ int main(int argc, char **argv)
         printf("step %u %.2f\nbare %u %.2f\nbare4 %u %.2f\n", (unsigned)k, median(step_ns[k], iters), (unsigned)k,
                median(bare_ns[k], iters), (unsigned)k, median(bare4_ns[k], iters));
     }
-    printf("all %.2f\n", median(all_ns, iters));
+    for (it = 0; it < iters; ++it) { /* the whole pass, as firmware runs it: reset, pushes and steps */
+        double t0 = now_ns();
+        for (b = 0; b < BATCH; ++b) {
+            es_group_info g;
+            es_status s;
+            size_t o = 0;
+            es_reset(&st[0]);
+            while ((s = es_next(&st[0], &g)) == ES_OK || s == ES_STEP) {
+                if (s == ES_STEP) {
+                    es_step(&st[0]);
+                } else {
+                    es_push(&st[0], g.group, x + o, g.dim);
+                    o += g.dim;
+                }
+            }
+        }
+        all_ns[it] = (now_ns() - t0) / BATCH;
+        sink = st[0].z[0];
 #ifdef HAVE_EMLEARN
-    {
-        float proba[EML_N_OUT];
-        for (it = 0; it < iters; ++it) {
-            double t0 = now_ns();
-            eml_net_predict_proba(&eml_model, x, EML_N_IN, proba, EML_N_OUT);
-            all_ns[it] = now_ns() - t0;
+        { /* eml_net right after, block for block: both see the same machine */
+            float proba[EML_N_OUT];
+            t0 = now_ns();
+            for (b = 0; b < BATCH; ++b) {
+                eml_net_predict_proba(&eml_model, x, EML_N_IN, proba, EML_N_OUT);
+            }
+            eml_ns[it] = (now_ns() - t0) / BATCH;
             sink = proba[0];
         }
-        printf("eml %.2f\n", median(all_ns, iters));
+#endif
     }
+    printf("all %.2f\n", median(all_ns, iters));
+#ifdef HAVE_EMLEARN
+    printf("eml %.2f\n", median(eml_ns, iters));
 #endif
     return 0;
 }

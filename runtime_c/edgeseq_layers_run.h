@@ -20,7 +20,8 @@ static float es_dot(const float *ES_RESTRICT a, const float *ES_RESTRICT b, uint
 
 /* acc[r] += sum_{i < n} w[r * n + i] * v[i] for r < rows ([out][in] weights). Four rows at a time, each
    with its own accumulator: every output still sums its products in index order (exactly es_dot's
-   result), but four independent add chains keep the FPU busy instead of waiting on one chain's latency. */
+   result), but four independent add chains keep the FPU busy instead of waiting on one chain's latency.
+   Two or three remaining rows (a two- or three-class head) go two at a time for the same reason. */
 static void es_rows_dot(const float *ES_RESTRICT w, uint32_t rows, uint32_t n, const float *ES_RESTRICT v,
                         float *ES_RESTRICT acc)
 {
@@ -44,7 +45,20 @@ static void es_rows_dot(const float *ES_RESTRICT w, uint32_t rows, uint32_t n, c
         acc[r + 2u] += a2;
         acc[r + 3u] += a3;
     }
-    for (; r < rows; ++r) {
+    if (r + 2u <= rows) {
+        const float *w0 = w + (size_t)r * n;
+        const float *w1 = w0 + n;
+        float a0 = 0.0f, a1 = 0.0f;
+        for (i = 0u; i < n; ++i) {
+            const float vi = v[i];
+            a0 += w0[i] * vi;
+            a1 += w1[i] * vi;
+        }
+        acc[r] += a0;
+        acc[r + 1u] += a1;
+        r += 2u;
+    }
+    if (r < rows) {
         acc[r] += es_dot(w + (size_t)r * n, v, n);
     }
 }

@@ -366,12 +366,14 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
         return p1 > p0 ? 1 : 0; /* z > 0 tiny enough to round both to 0.5f is a tie: class 0 */
     }
     {
-        /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P] */
+        /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P]. The largest
+           term is exp(0) = 1 exactly, so its expf call is skipped (the same float; one call fewer at
+           every exit, a third of the link's time with two or three classes). */
         float sum = 0.0f;
         float top = -1.0f;
         const float zmax = z[best];
         for (p = 0; p < n; ++p) {
-            z[p] = expf(z[p] - zmax);
+            z[p] = p == best ? 1.0f : expf(z[p] - zmax);
             sum += z[p];
         }
         best = 0;

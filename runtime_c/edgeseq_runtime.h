@@ -40,7 +40,7 @@
  *   accumulation in row order; outputs are processed 4 at a time in registers),
  *   d_g copies and bit-pattern finiteness tests (d_g = the group's dimension; for P = 1 they are
  *   fused into the dot product, so they hide in its add latency),
- *   the link: softmax P expf + P divisions; sigmoid 1 expf + 2 divisions; identity nothing,
+ *   the link: softmax P - 1 expf + P divisions; sigmoid 1 expf + 2 divisions; identity nothing,
  *   n_pred + 3 stores and two release fences to publish.
  * The worst case is the last push: n_features * P multiply-adds (<prefix>_MACS_PER_PUSH_MAX).
  * es_current costs n_pred loads/stores plus two counter reads and two acquire fences (no retry

@@ -242,10 +242,13 @@ def test_driver_failure_is_reported(tmp_path):
         run_layer_steps(model, exe, X, tmp_path)
 
 
-def test_emulated_cortex_m4f_matches_numpy_and_the_budget_rule(tmp_path):
-    """The same driver, cross-compiled for Cortex-M4F (single-precision FPU) and run on qemu's
-    mps2-an386: every exit agrees with numpy and ONNX as on the host, and a budget sweep (the firmware
-    loop) picks Python's stage, a commit: false stage included."""
+@pytest.mark.parametrize("core", ["cortex-m4f", "cortex-m3"])
+def test_emulated_cortex_m_matches_numpy_and_the_budget_rule(tmp_path, core):
+    """The same driver, cross-compiled for Cortex-M4F (single-precision FPU, qemu's mps2-an386) and
+    Cortex-M3 (no FPU: libgcc's IEEE soft-float, mps2-an385), the model with its two conv windows
+    and dense stages: every exit agrees with numpy and ONNX as on the host, and a budget sweep (the
+    firmware loop) picks Python's stage -- the stage the host build picks -- a commit: false stage
+    included."""
     from edgeseq.export.c_arm import TARGETS, build_arm, missing_tools, run_qemu
     from edgeseq.export.c_harness import write_budgets
     from edgeseq.export.kinds.layer_blocks.c_run import _rows, parse_layer_steps
@@ -253,7 +256,7 @@ def test_emulated_cortex_m4f_matches_numpy_and_the_budget_rule(tmp_path):
     missing = missing_tools()
     if missing is not None:
         pytest.skip(f"emulated Cortex-M test skipped: {missing}")
-    target = TARGETS["cortex-m4f"]
+    target = TARGETS[core]
     model, X = rich_model("softmax", seed=5), rows(60, seed=9)
     write_c_layer_blocks(model, tmp_path, "arm")
     elf = build_arm([runtime_dir() / "edgeseq_runtime.c", tmp_path / "edgeseq_model.c",
@@ -271,6 +274,9 @@ def test_emulated_cortex_m4f_matches_numpy_and_the_budget_rule(tmp_path):
     got = [(int(p[1]), int(p[2]), int(p[p.index("|") + 2])) for p in (ln.split() for ln in out[:-1])]
     assert len(got) == 2 * len(budgets)
     assert all(pre == rule == expect[b] for b, pre, rule in got)
+    assert any(not s.commit for s in model.stages) and len(set(expect)) == len(model.stages) - 1  # not vacuous
+    host_prefix, _, host_rule = run_c_layer_blocks(model, X[:2], budgets)[1]
+    assert [pre for _, pre, _ in got] == host_prefix.ravel().tolist() and host_rule.tolist() == expect
 
 
 def _layer_fuzzer(tmp_path, runtime_source, name, *, compiler=None, defines=(),
