@@ -102,6 +102,45 @@ def test_eann_commits_only_improving_exits():
         assert m.stages[j].commit and j <= k and all(not m.stages[i].commit for i in range(j + 1, k + 1))
 
 
+def _validation_rows(est, n: int) -> np.ndarray:
+    """The rows `fit` holds out, re-derived from its seed (the test checks the derivation below)."""
+    from sklearn.utils import check_random_state
+    rng = np.random.default_rng(check_random_state(est.random_state).randint(1 << 31))
+    return rng.permutation(n)[:int(round(est.validation_fraction * n))]
+
+
+def test_single_network_commits_only_exits_that_improve_on_validation():
+    """commit="improving" trains the same network as commit="every" (the default for one network) and closes exactly the
+    exits whose validation log-loss does not beat the prior and every earlier committing exit,
+    recomputed here by brute force from the "every" network's staged probabilities."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(240, 8))
+    y = (X[:, 0] + 0.3 * rng.normal(size=240) > 0).astype(int)   # group 0 says it all; the rest is noise
+    kw = dict(groups=[[0], [1, 2], [3, 4], [5, 6], [7]], costs=[1.0] * 5, order="given", hidden=16,
+              max_epochs=60, batch_size=32, validation_fraction=0.3, random_state=0)
+    every = AnytimeNetClassifier(commit="every", **kw).fit(X, y)
+    improving = AnytimeNetClassifier(commit="improving", **kw).fit(X, y)
+    default = AnytimeNetClassifier(**kw).fit(X, y)
+    assert [s.commit for s in default.stage_model_.stages] == [s.commit for s in every.stage_model_.stages]
+    assert all(s.commit for s in every.stage_model_.stages)
+    for a, b in zip(every.staged_predict_proba(X), improving.staged_predict_proba(X)):
+        np.testing.assert_array_equal(a, b)      # the same network; only the commit flags differ
+    va = _validation_rows(improving, len(y))
+    losses = [float(-np.mean(np.log(np.clip(p[np.arange(va.size), y[va]], 1e-300, None))))
+              for p in every.staged_predict_proba(X[va])]
+    best, want = losses[0], [True]
+    for lo in losses[1:]:
+        want.append(lo < best - 1e-9 * abs(best))
+        best = lo if want[-1] else best
+    got = [s.commit for s in improving.stage_model_.stages]
+    assert got == want
+    assert not all(got)    # negative control: the noise groups do close some exit, so the rule is not vacuous
+    committed = np.array(losses)[got]
+    assert np.all(np.diff(committed) < 0)
+    with pytest.raises(InputError, match="commit must be"):
+        AnytimeNetClassifier(commit="sometimes", **kw).fit(X, y)
+
+
 def test_windowed_group_gets_a_conv_branch_and_shapes_are_checked():
     rng = np.random.default_rng(2)
     X = rng.normal(size=(200, 24 + 2))

@@ -34,7 +34,7 @@ MAX_HIDDEN = 1024  # a Cortex-M4 has 64-256 KB of RAM; the state buffers are 2 x
 
 class _AnytimeNetBase(BaseEstimator):
     def __init__(self, groups=None, costs=None, *, group_names=None, group_shapes=None, blocks=None,
-                 scheme="const", order="linear", hidden=32, conv=None, eann_base=None,
+                 scheme="const", order="linear", hidden=32, conv=None, eann_base=None, commit="auto",
                  cost_per_mac=DEFAULT_COST_PER_MAC, max_epochs=100, batch_size=128, learning_rate=3e-3,
                  validation_fraction=0.1, patience=20, gamma=0.05, random_state=None):
         self.groups = groups
@@ -47,6 +47,7 @@ class _AnytimeNetBase(BaseEstimator):
         self.hidden = hidden
         self.conv = conv
         self.eann_base = eann_base
+        self.commit = commit
         self.cost_per_mac = cost_per_mac
         self.max_epochs = max_epochs
         self.batch_size = batch_size
@@ -72,6 +73,8 @@ class _AnytimeNetBase(BaseEstimator):
             raise InputError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         if not isinstance(self.scheme, str) or self.scheme not in SCHEMES:
             raise InputError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
+        if not isinstance(self.commit, str) or self.commit not in ("auto", "improving", "every"):
+            raise InputError(f"commit must be 'auto', 'improving' or 'every', got {self.commit!r}")
         if self.order not in ("linear", "given"):
             raise InputError(f"order must be 'linear' or 'given', got {self.order!r}")
         if self.eann_base is not None and (isinstance(self.eann_base, bool) or not isinstance(self.eann_base, numbers.Real)
@@ -204,6 +207,7 @@ class _AnytimeNetBase(BaseEstimator):
                 self.n_epochs_.append(res.best_epoch)
             net = eann.eann_spec(net, depths)
             params, weights = eann.merge_member_params(members), res.weights
+        if self.commit == "improving" or (self.commit == "auto" and self.eann_base is not None):
             rows = va if va.size else tr
             prior_z = np.broadcast_to(self._scaled_prior(prior, scaling, link), (rows.size, P))
             commits = eann.commits_from_losses(head_loss(prior_z, t[rows], link)[0],
@@ -283,15 +287,26 @@ _PARAMS_DOC = """
         Settings of every conv branch (``filters``, ``kernel``, ``stride``, ``pool`` in
         {"none", "max", "avg"}, ``pool_size``); default 8 filters, kernel min(5, L), stride 1, max-pool 2.
     eann_base : float, optional
-        Train an EANN instead: members of depth 1, b, b², … chained, later exits committed only when
-        they beat the best earlier one on the validation rows.
+        Train an EANN instead: members of depth 1, b, b², … chained (each member's first stage resets
+        the state).
+    commit : {"auto", "improving", "every"}, default="auto"
+        Which exits the budget rule may answer with. ``"improving"``: only an exit whose loss on the
+        validation rows (the training rows when there are none) is below that of the prior and of
+        every earlier committing exit; the others are exported with ``commit=False`` and still run,
+        since later stages read their state. The committed answers then never get worse on the
+        validation rows as the budget grows, which a single network does not promise by itself.
+        ``"every"``: every exit commits. ``"auto"``: ``"improving"`` for an EANN (its members are
+        trained apart, and a shallow member's exit after a deep one's is often worse) and
+        ``"every"`` for a single network, because on a small validation split the rule can close a
+        last exit that is better on the training rows and on new rows alike (scikit-learn's own
+        estimator checks, 30 validation rows, fall below their training-accuracy bar with it).
     cost_per_mac : float, default=4e-8
         Cost of one multiply-accumulate in the groups' cost unit; a stage costs its new groups plus
         its MACs times this. The default is seconds on a 100 MHz Cortex-M4F (about 4 cycles per float MAC).
     max_epochs, batch_size, learning_rate : int, int, float, default=100, 128, 3e-3
         Minibatch Adam.
     validation_fraction : float, default=0.1
-        Rows held out for early stopping (and EANN's commit decisions).
+        Rows held out for early stopping and for the `commit` decisions.
     patience : int, default=20
         Epochs without a better validation objective (the scheme-weighted mean of the exits' losses;
         under AdaLoss the mean of their logarithms) before training stops; the best epoch's weights
