@@ -28,7 +28,8 @@ compute is priced at 4e-8 per multiply-accumulate, so a stage whose groups fit i
 step timeliness (mean test accuracy over budgets uniform in [0, total group cost], the answer at
 budget B being the last committing stage with cumulative cost <= B), the final accuracy and its gap
 to OPT's last network, and whether the committed curve is monotone on the network's own validation
-rows (log-loss non-increasing over committing stages: EANN commits an exit only when it is).
+rows (log-loss non-increasing over committing stages: EANN, and a network with commit="improving",
+commit an exit only when it is).
 Writes bench/results/neural_quality.json.
 """
 
@@ -51,7 +52,8 @@ from edgeseq import AnytimeBoostingClassifier, AnytimeClassifier, AnytimeNetClas
 from edgeseq.train.neural.estimators import opt_networks
 
 SCHEMES = ["const", "linear", "half_end", "sieve", "adaloss"]
-NETS = SCHEMES + ["EANN (b=2, AdaLoss)", "AdaLoss, random order"]
+IMPROVING = "const, commit=improving"
+NETS = SCHEMES + [IMPROVING, "EANN (b=2, AdaLoss)", "AdaLoss, random order"]
 RESULT = Path(__file__).resolve().parent / "results" / "neural_quality.json"
 METHODS = NETS + ["OPT", "linear (AnytimeClassifier)", "tree (AnytimeBoostingClassifier)"]
 
@@ -128,7 +130,7 @@ def committed_monotone(est, X, y, seed: int) -> bool:
     """Log-loss on the net's validation rows never rises from one committing stage to the next."""
     va = validation_rows(len(y), seed, est.validation_fraction)
     _, ll, commits = staged(est, X[va], y[va])
-    if est.eann_base is not None:  # the re-derived rows must be the ones EANN decided its commits on
+    if est.eann_base is not None or est.commit == "improving":  # the re-derived rows must be the ones the commits were decided on
         from edgeseq.train.neural.eann import commits_from_losses
         if commits_from_losses(ll[0], ll[1:]) != list(commits[1:]):
             raise SystemExit("validation rows re-derived wrongly: EANN's commits do not follow from them")
@@ -166,6 +168,8 @@ def run_seed(name, X, y, groups, costs, names, shapes, split, net_kw, seed, max_
         g, c = groups, costs
         if label in SCHEMES:
             kw["scheme"] = label
+        elif label == IMPROVING:  # the same CONST network, only the exits that improve on validation commit
+            kw.update(scheme="const", commit="improving")
         elif label.startswith("EANN"):
             kw.update(eann_base=2, scheme="adaloss")
         else:  # a random group order, given as the order of the groups
