@@ -291,3 +291,30 @@ def test_paused_gc_nests_and_keeps_a_callers_choice():
 def test_defer_gc_is_checked(model, bad):
     with pytest.raises(RuntimeInputError, match="defer_gc"):
         AnytimeSession(model[1], defer_gc=bad)
+
+
+@pytest.mark.parametrize("blocked, want_prefix", [(2, 1), (1, 0)])
+def test_a_tree_stage_needing_several_groups_commits_only_when_all_are_done(tmp_path, blocked, want_prefix):
+    """Stage 1 needs groups 0 and 1, stage 2 group 2. Blocking group 2 must still return stage 1;
+    blocking group 1 leaves nothing committable, and then (only then) the prior is the answer."""
+    from tree_models import random_tree_model
+
+    from edgeseq.export.writer import export_model
+    model = random_tree_model(np.random.default_rng(5), group_sizes=(2, 3, 1), stage_groups=((0, 1), (2,)))
+    export_model(model, tmp_path / "out")
+    x = np.round(np.random.default_rng(6).normal(size=model.n_features_in), 2)
+    release = threading.Event()
+    ex = {n: (lambda v, c=c: v[c]) for n, c in zip(model.group_names, model.group_columns)}
+    ex[model.group_names[blocked]] = lambda v: release.wait(5) and None
+    with AnytimeSession(tmp_path / "out") as sess:
+        feats = {n: x[None, c] for n, c in zip(model.group_names, model.group_columns)}
+        want = [np.asarray(sess.predict(feats, prefix=k)).ravel() for k in range(3)]
+        assert not np.allclose(want[1], want[0])  # negative control: stage 1 is not the prior
+        t = time.perf_counter()
+        r = sess.run(ex, deadline_s=0.2, inputs=x)
+        late = time.perf_counter() - t - 0.2
+        release.set()
+        assert sess.wait_idle(5)
+    assert r.prefix == want_prefix and r.stopped_by == "timeout"
+    np.testing.assert_allclose(np.asarray(r.prediction).ravel(), want[want_prefix], atol=1e-6)
+    assert late <= 0.05, late
