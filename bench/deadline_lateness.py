@@ -76,8 +76,43 @@ class GCLog:
 GC_LOG = GCLog()
 
 
-def lateness_ms(sess, extractors, X, runs: int, deadline: float) -> tuple[np.ndarray, list[int], int]:
-    """(lateness of each run in ms, its committed prefix, how many collections started inside a run)."""
+class Phases:
+    """Where a timed-out run's time goes, stamped through the runtime's private hooks (bench only):
+    the reserve (deadline - the instant the loop stops waiting), the wake-up (that instant -> the
+    waiting thread back from its wait, holding the GIL) and the wrap-up (-> `run` returned)."""
+
+    def __init__(self):
+        from edgeseq.runtime import session, worker
+        self.clock = self.woke = None
+        phases, clock_cls, wait = self, session._Clock, worker.ExtractorWorker.wait
+
+        class Clock(clock_cls):
+            def __init__(self, *a, **k):
+                super().__init__(*a, **k)
+                phases.clock = self
+
+        def stamped_wait(w, ticket, timeout):
+            out = wait(w, ticket, timeout)
+            phases.woke = time.perf_counter()
+            return out
+
+        session._Clock, worker.ExtractorWorker.wait = Clock, stamped_wait
+
+    def take(self, returned: float) -> tuple[float, float, float] | None:
+        """(reserve, wake-up, wrap-up) in ms of the run that just returned, or None if it did not wait."""
+        c, woke = self.clock, self.woke
+        self.clock = self.woke = None
+        if c is None or c.end is None or woke is None or woke < c.end:
+            return None
+        return (c.deadline - c.end) * 1e3, (woke - c.end) * 1e3, (returned - woke) * 1e3
+
+
+PHASES = Phases()
+
+
+def lateness_ms(sess, extractors, X, runs: int, deadline: float, phases=None) -> tuple[np.ndarray, list[int], int]:
+    """(lateness of each run in ms, its committed prefix, how many collections started inside a run);
+    the phases of every run that stopped waiting at the clock are appended to `phases`."""
     late, prefixes, inside = np.empty(runs), [], 0
     for i in range(runs):
         sess.wait_idle(1.0)  # an abandoned extractor from the previous run must not make this one "busy"
@@ -88,6 +123,9 @@ def lateness_ms(sess, extractors, X, runs: int, deadline: float) -> tuple[np.nda
         t1 = time.perf_counter()
         late[i] = (t1 - t0 - deadline) * 1e3
         prefixes.append(r.prefix)
+        got = PHASES.take(t1)
+        if phases is not None and got is not None and r.timed_out:
+            phases.append(got)
         inside += sum(1 for a, _, _ in GC_LOG.spans[n:] if t0 <= a <= t1)
     return late, prefixes, inside
 
@@ -156,14 +194,14 @@ def main(argv=None) -> None:
     gc.callbacks.append(GC_LOG)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(f"load average {load}")
-    rows, summary, structure = [], {}, []
+    rows, summary, structure, split = [], {}, [], []
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     for name in args.models:
         model = by_name[name]
         groups = stage_groups(model)
         structure.append([name, len(groups), " ".join(map(str, groups)), round(groups[0] * args.extract_ms, 2),
                           int(sum(1 for g in groups if g * args.extract_ms <= args.deadline * 1e3))])
-        _measure(name, model, X, args, load, rows, summary)
+        _measure(name, model, X, args, load, rows, summary, split)
         _normal()
         if allowed:
             os.sched_setaffinity(0, set(allowed))
@@ -171,10 +209,10 @@ def main(argv=None) -> None:
     gens = np.array([g for _, _, g in GC_LOG.spans], int)
     gc_rows = [[g, int((gens == g).sum()), round(float(spans[gens == g].max()), 3) if (gens == g).any() else None]
                for g in (0, 1, 2)]
-    _write(args, rows, summary, structure, gc_rows, load)
+    _write(args, rows, summary, structure, gc_rows, split, load)
 
 
-def _measure(name, model, X, args, load, rows, summary) -> None:
+def _measure(name, model, X, args, load, rows, summary, split) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "model"
         export_model(model, out)
@@ -196,7 +234,8 @@ def _measure(name, model, X, args, load, rows, summary) -> None:
                     if pinned == 2:  # the waiting thread must outrank the worker it shares the core with
                         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(11))
                     load_now = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-                    late, prefixes, inside = lateness_ms(sess, ex, X, args.runs, args.deadline)
+                    phases = []
+                    late, prefixes, inside = lateness_ms(sess, ex, X, args.runs, args.deadline, phases)
                     sess.wait_idle(1.0)
                 if pinned == 2:
                     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # the next worker inherits 10
@@ -205,6 +244,9 @@ def _measure(name, model, X, args, load, rows, summary) -> None:
                        round(float(np.mean(prefixes)), 2), inside]
                 print(row, flush=True)
                 rows.append(row)
+                ph = np.array(phases).reshape(-1, 3)
+                split.append([name, how, where, len(ph)] + [
+                    round(float(np.percentile(ph[:, k], p)), 3) if len(ph) else None for k in range(3) for p in (50, 99)])
                 summary[f"{args.tag}/{name}/{how}/{('unpinned', 'pinned', 'pinned-fifo')[pinned]}"] = {
                     "p50_ms": q[0], "p90_ms": q[1], "p99_ms": q[2], "max_ms": float(late.max()),
                     "mean_prefix": float(np.mean(prefixes)), "gc_in_runs": inside, "load": load_now}
@@ -215,7 +257,7 @@ def _migrate(row: list) -> list:
     return row if len(row) == 11 else [row[0], "cost-sequenced", *row[1:], None]
 
 
-def _write(args, rows, summary, structure, gc_rows, load) -> None:
+def _write(args, rows, summary, structure, gc_rows, split, load) -> None:
     path = RESULTS / "deadline_lateness.json"
     old = {}
     try:  # keep the rows of other tags (the code before a change), replace this tag's
@@ -244,9 +286,16 @@ def _write(args, rows, summary, structure, gc_rows, load) -> None:
     gcs = {"title": f"Cyclic garbage collections in the benchmark process (code {args.tag!r}; every one, in or out "
                     f"of a run): a collection holds the GIL, so one inside a run makes it that late",
            "columns": ["generation", "collections", "longest ms"], "rows": gc_rows}
+    phases = {"title": f"Where a timed-out run's time goes (code {args.tag!r}; ms, p50 and p99 over the runs that "
+                       f"stopped waiting at the clock): the reserve is how early the loop stops waiting (the measured "
+                       f"commit and wrap-up), the wake-up runs from then until the waiting thread is back with the GIL "
+                       f"(the scheduler, then the hand-off from a spinning extractor), the wrap-up from then until "
+                       f"run returns (the report, the result, the GIL shared with the abandoned extractor)",
+              "columns": ["model", "extractor", "affinity", "runs", "reserve p50", "reserve p99", "wake-up p50",
+                          "wake-up p99", "wrap-up p50", "wrap-up p99"], "rows": split}
     write_result("deadline_lateness", {"runs": args.runs, "deadline_s": args.deadline,
                                        "extract_ms": args.extract_ms, "summary": summary, "commands": commands,
-                                       "tables": [table, stages, gcs]},
+                                       "tables": [table, stages, phases, gcs]},
                  command_line(), machine_info(load))  # the plain command; "commands" keeps each tag's environment
 
 
