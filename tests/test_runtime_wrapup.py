@@ -318,3 +318,25 @@ def test_a_tree_stage_needing_several_groups_commits_only_when_all_are_done(tmp_
     assert r.prefix == want_prefix and r.stopped_by == "timeout"
     np.testing.assert_allclose(np.asarray(r.prediction).ravel(), want[want_prefix], atol=1e-6)
     assert late <= 0.05, late
+
+
+def test_an_outlier_commit_time_does_not_lock_a_stage_out_for_ever(worker):
+    """A commit time is measured only when its stage commits: one outlier (here 10 s, as a run
+    descheduled mid-commit could record) larger than the deadline must not make every later run
+    skip the stage and return the prior. The reserves are capped at half the deadline, so stage 1
+    is still tried, commits, and the estimate decays."""
+    wrapup = WrapUp(3)
+    wrapup.commit[1].add(10.0)
+    assert wrapup.commit[1].value > 1.0  # negative control: uncapped, the reserve alone exceeds the deadline
+    steps = [Step("a", 1, 1.0), Step("b", 1, 1.0)]
+    ex = {"a": lambda _: [1.0], "b": lambda _: [2.0]}
+    for _ in range(60):
+        r = anytime_loop(steps, lambda j, rows: j, 0, ex, deadline_s=1.0, worker=worker, wrapup=wrapup)
+        assert r.prefix == 2 and r.stopped_by == "complete", (r.prefix, r.stopped_by)
+    assert wrapup.commit[1].n == 61 and wrapup.commit[1].value < 1.0  # measured again, so it decayed
+
+
+def test_clock_spare_is_what_half_the_deadline_leaves_after_the_tail():
+    assert _Clock(1.0, 0.2).spare == pytest.approx(0.3)
+    assert _Clock(1.0, 5.0).spare == 0.0
+    assert _Clock(None, 1.0).spare == 0.0
