@@ -1,6 +1,7 @@
 """edgeseq against the code generators users pick instead: m2cgen, emlearn (inline), tl2cgen.
 
 Usage: python bench/peers.py [--quick] [--rounds 5] [--passes 2] [--no-arm] [--arm-all] [--only NAME ...]
+       [--python-only]
 
 Writes bench/results/peers.json. Contenders are optional extras of this benchmark only (the
 ``bench`` section of constraints.txt); one that is not installed is reported as such, not measured.
@@ -32,6 +33,14 @@ tree code, not a path an emlearn user has.
 It also times ``es_init`` against ``es_reset`` per row (the C docs quote it: ``es_init`` validates
 the whole model and is meant to run once), and in Python, ``ExportedModel.predict`` at the last
 stage against LightGBM's ``predict`` and treelite's and lleaves' where installed, at N = 1 and 1,000.
+
+The Python table also has, per model, one onnxruntime session on a plain conversion of the model
+(onnxmltools for LightGBM, skl2onnx for the logistic model; no ZipMap, the session options edgeseq
+uses), the 30-column logistic model (edgeseq vs scikit-learn's ``predict_proba`` and its skl2onnx
+graph), and a ``max |error|`` column: each contender's largest difference from the model's own
+predict over the timed rows. lleaves compiles the LightGBM trees to machine code with LLVM
+(llvmlite); onnxruntime and edgeseq interpret a TreeEnsemble node. ``--python-only`` measures the
+Python table alone and merges it into the existing results file (the C tables are kept as they are).
 """
 
 from __future__ import annotations
@@ -391,11 +400,41 @@ def init_vs_reset(models, tmp: Path) -> dict:
                         "full prediction with es_init instead, ×"], "rows": rows}
 
 
+def plain_onnx(est, n_feat: int):
+    """(name, predict function of a float64 matrix) for one onnxruntime session on the model converted
+    plainly (onnxmltools for LightGBM, skl2onnx for scikit-learn; no ZipMap), or None when the converter
+    is not installed."""
+    import onnxruntime as ort
+
+    from edgeseq.runtime.ort import session_options
+    lightgbm = hasattr(est, "booster_")
+    if not available("onnxmltools" if lightgbm else "skl2onnx"):
+        return None
+    if lightgbm:
+        from onnxmltools import convert_lightgbm
+        from onnxmltools.convert.common.data_types import FloatTensorType
+        classifier = hasattr(est, "predict_proba")
+        onx = convert_lightgbm(est, initial_types=[("input", FloatTensorType([None, n_feat]))],
+                               zipmap=False)
+        name = "onnxruntime (onnxmltools)"
+    else:
+        from skl2onnx import to_onnx
+        classifier = True
+        onx = to_onnx(est, np.zeros((1, n_feat), np.float32), options={id(est): {"zipmap": False}},
+                      target_opset={"": 17, "ai.onnx.ml": 3})
+        name = "onnxruntime (skl2onnx)"
+    sess = ort.InferenceSession(onx.SerializeToString(), sess_options=session_options(),
+                                providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0].name
+    out = sess.get_outputs()[1 if classifier else 0].name  # probabilities after the label; the value
+    return name, lambda Xn: sess.run([out], {inp: Xn.astype(np.float32)})[0]
+
+
 def python_table(cases, args) -> dict:
-    """µs per call at the last stage: ExportedModel.predict vs LightGBM / treelite / lleaves."""
+    """µs per call at the last stage: ExportedModel.predict vs LightGBM / treelite / lleaves / onnxruntime."""
     from edgeseq.export.writer import export_model
     from edgeseq.runtime.model import ExportedModel
-    rows = []
+    rows, skipped = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for title, X, est, model in cases:
             out = Path(tmp) / f"m{len(rows)}"
@@ -403,36 +442,93 @@ def python_table(cases, args) -> dict:
             em = ExportedModel(out)
             j = em.n_prefixes - 1
             trees = {}
-            if available("treelite"):
+            onnx = plain_onnx(est, X.shape[1])
+            if onnx is not None:
+                trees[onnx[0]] = onnx[1]
+            lgbm = hasattr(est, "booster_")  # the logistic model: the tree contenders do not apply
+            if lgbm and available("treelite"):
                 import treelite
                 tm = treelite.frontend.from_lightgbm(est.booster_)
                 trees["treelite (gtil)"] = lambda Xn, tm=tm: treelite.gtil.predict(tm, Xn)
-            if available("lleaves"):
+            if lgbm and available("lleaves"):
                 import lleaves
                 path = Path(tmp) / "lgb.txt"
                 est.booster_.save_model(str(path))
                 ll = lleaves.Model(model_file=str(path))
-                ll.compile()
-                trees["lleaves"] = lambda Xn, ll=ll: ll.predict(Xn, n_jobs=1)
+                try:
+                    ll.compile()
+                    trees["lleaves"] = lambda Xn, ll=ll: ll.predict(Xn, n_jobs=1)
+                except AttributeError as exc:  # llvmlite >= 0.45 dropped the legacy pass manager lleaves 1.3 calls
+                    skipped.append(f"lleaves {_version('lleaves')} failed with llvmlite {_version('llvmlite')} "
+                                   f"({exc}; it needs llvmlite < 0.45): not measured")
             for n in (1, 1000):
                 Xn = np.ascontiguousarray(X[:n].astype(np.float32))
                 feats = {g: np.ascontiguousarray(Xn[:, c]) for g, c in zip(model.group_names, model.group_columns)}
                 Xd = Xn.astype(np.float64)
-                lgb_fn = est.predict if getattr(est, "n_classes_", None) is None else est.predict_proba
+                lgb_fn = est.predict_proba if hasattr(est, "predict_proba") else est.predict
+                own = "LightGBM predict" if lgbm else "scikit-learn predict_proba"
                 fns = {"edgeseq ExportedModel": lambda: em.predict(feats, prefix=j),
-                       "LightGBM predict": lambda: lgb_fn(Xd)}
+                       own: lambda: lgb_fn(Xd)}
                 fns.update({k: (lambda f=f: f(Xd)) for k, f in trees.items()})
+                ref = _as_matrix(lgb_fn(Xd))
+                es_ref = ref if lgbm else _as_matrix(model.apply_link(model.linear(Xd, j)))  # the logistic: its own fit
+                err = {k: _max_error(f(), es_ref if k == "edgeseq ExportedModel" else ref) for k, f in fns.items()}
                 calls = args.calls if n == 1 else max(args.calls // 10, 3)
                 t = per_call_us(fns, calls, args.reps)
                 base = t["edgeseq ExportedModel"]
                 for k, v in t.items():
-                    rows.append([title, n, k, round(v, 1), round(v / base, 2)])
+                    rows.append([title, n, k, round(v, 1), round(v / base, 2), float(f"{err[k]:.3g}")])
                 print(f"  python {title} N={n}: " + ", ".join(f"{k} {v:.1f} µs" for k, v in t.items()), flush=True)
-    note = "" if available("lleaves") else "; lleaves was not installed: not measured"
+    note = "".join(f"; {m}" for m in dict.fromkeys(skipped)) if available("lleaves") else \
+        "; lleaves was not installed: not measured"
     return {"title": "Python, µs per call at the last stage (fastest of interleaved blocks, one thread): edgeseq "
-                     "ExportedModel.predict (the fused stage graph in onnxruntime) vs the model's own predict and "
-                     f"treelite's{note}",
-            "columns": ["model", "rows", "contender", "µs per call", "÷ edgeseq"], "rows": rows}
+                     "ExportedModel.predict (the fused stage graph in onnxruntime) vs the model's own predict, "
+                     "treelite's, lleaves' (LLVM-compiled trees) and one onnxruntime session on a plain conversion "
+                     f"(onnxmltools / skl2onnx); max |error| vs the model's own predict{note}",
+            "columns": ["model", "rows", "contender", "µs per call", "÷ edgeseq", "max |error|"], "rows": rows}
+
+
+def _as_matrix(pred) -> np.ndarray:
+    """A prediction as a float64 (n, k) matrix: ClassifierPrediction -> its probabilities."""
+    pred = getattr(pred, "proba", pred)
+    pred = np.asarray(pred, np.float64)
+    return pred.reshape(pred.shape[0], -1)
+
+
+def _max_error(pred, ref: np.ndarray) -> float:
+    """Largest |pred - ref|; a binary model's (n, 2) probabilities are compared by their positive column."""
+    pred = _as_matrix(pred)
+    if pred.shape[1] == 2 and ref.shape[1] == 1:
+        pred = pred[:, 1:]
+    return float(np.max(np.abs(pred - ref)))
+
+
+def python_only(args) -> None:
+    """Measure the Python table alone and put it in place of the one in bench/results/peers.json."""
+    import json
+
+    from _results import RESULTS
+    info = machine_info()
+    print(f"load {info['load_start']}", flush=True)
+    cases = [("regression, LightGBM 100 trees x 31 leaves", regression)]
+    if not args.quick:
+        cases += [("multiclass digits, LightGBM 1,000 trees x 15 leaves", digits),
+                  ("logistic, 30 columns in 10 groups", logistic)]
+    table = python_table([(title, *make()) for title, make in cases], args)
+    table["title"] += (f" (measured on its own with --python-only, load average {info['load_start']} at the start "
+                       f"and {machine_info()['load_end']} at the end)")
+    path = RESULTS / "peers.json"
+    old = json.loads(path.read_text(encoding="utf-8"))
+    tables = [t for t in old["tables"] if not t["title"].startswith("Python, µs per call")] + [table]
+    versions = {**old.get("versions", {}), **{m: _version(m) for m in PYTHON_PEERS}}
+    keep = {k: v for k, v in old.items() if k not in ("tables", "versions", "command", "machine", "date")}
+    write_result("peers", {**keep, "versions": versions, "tables": tables,
+                           "python_table": {"command": "OMP_NUM_THREADS=1 nice -n 10 " + command_line(),
+                                            "machine": machine_info(info["load_start"])}},
+                 old.get("command", command_line()), old.get("machine", machine_info(info["load_start"])))
+
+
+PYTHON_PEERS = ("treelite", "lleaves", "llvmlite", "onnxmltools", "skl2onnx", "onnxruntime", "lightgbm")
 
 
 def main(argv=None) -> None:
@@ -447,7 +543,11 @@ def main(argv=None) -> None:
                     help="C contenders to build (e.g. --only edgeseq, for a before/after run of edgeseq alone)")
     ap.add_argument("--reps", type=int, default=15, help="Python: interleaved blocks")
     ap.add_argument("--calls", type=int, default=40, help="Python: calls per block at N = 1")
+    ap.add_argument("--python-only", action="store_true",
+                    help="measure the Python table alone and merge it into the existing bench/results/peers.json")
     args = ap.parse_args(argv)
+    if args.python_only:
+        return python_only(args)
     info = machine_info()
     print(f"load {info['load_start']}", flush=True)
     trees = ["edgeseq", "edgeseq, ES_TREE_LANES=1", "edgeseq, ES_TREE_LANES=8", "m2cgen", "emlearn inline", "tl2cgen"]
@@ -480,6 +580,7 @@ def main(argv=None) -> None:
                         r[2] = round(r[1] / t_es["rows"][0][1], 2)
                 tables.append(t_es)
                 init_models.append((title, model, t_es["rows"][0][1]))
+                python_cases.append((title, X, est, model))
                 continue
             tables.append(c_table(title, est, model, X, want, contenders, args, tmp))
             python_cases.append((title, X, est, model))
@@ -496,7 +597,8 @@ def main(argv=None) -> None:
     init = tables[-2]["rows"]
     write_result("peers", {"rounds": args.rounds, "passes": args.passes, "quick": args.quick,
                            "init_instead_of_reset": [r[4] for r in init],
-                           "versions": {m: _version(m) for m in ("m2cgen", "emlearn", "tl2cgen", "treelite", "lleaves")},
+                           "versions": {m: _version(m) for m in ("m2cgen", "emlearn", "tl2cgen", "treelite", "lleaves")}
+                           | {m: _version(m) for m in PYTHON_PEERS},
                            "run_as": "OMP_NUM_THREADS=1 nice -n 10", "tables": tables},
                  command_line(), machine_info(info["load_start"]))
 

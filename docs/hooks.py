@@ -31,8 +31,9 @@ NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "L
              "AnytimeBoosting (stagewise)", "AnytimeBoosting (stagewise, refit)")
 ROOT = Path(__file__).resolve().parents[1]
 MAX_GENERIC_ROWS = 60
-# one benchmark's declared tables inside another page: <!-- bench-tables: name --> (bench/results/name.json)
-TABLES_MARKER = re.compile(r"<!-- bench-tables: *([a-z0-9_]+) *-->")
+# one benchmark's declared tables inside another page: <!-- bench-tables: name --> (bench/results/name.json);
+# <!-- bench-tables: name / Title start --> keeps only the tables whose title starts so
+TABLES_MARKER = re.compile(r"<!-- bench-tables: *([a-z0-9_]+) *(?:/ *([^>]+?) *)?-->")
 
 
 def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs hook signature)
@@ -48,12 +49,13 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001  (mkdocs ho
     if FIGURE_MARKER.search(markdown):
         markdown = render_tree_order_figures(markdown, ROOT / "bench" / "results" / "tree_orders.json")
     if TABLES_MARKER.search(markdown):
-        markdown = TABLES_MARKER.sub(lambda m: render_result_tables(ROOT / "bench", m.group(1)), markdown)
+        markdown = TABLES_MARKER.sub(lambda m: render_result_tables(ROOT / "bench", m.group(1), m.group(2)), markdown)
     return resolve_lazy_names(markdown)
 
 
-def render_result_tables(bench_dir: Path, name: str) -> str:
-    """The tables of ``bench/results/<name>.json`` with its command and machine, for a page of its own.
+def render_result_tables(bench_dir: Path, name: str, title_start: str | None = None) -> str:
+    """The tables of ``bench/results/<name>.json`` with its command and machine, for a page of its own;
+    with `title_start`, only the tables whose title starts with it (one table of a long file).
 
     >>> import json, tempfile
     >>> d = Path(tempfile.mkdtemp()); (d / "results").mkdir()
@@ -70,11 +72,14 @@ def render_result_tables(bench_dir: Path, name: str) -> str:
     <BLANKLINE>
     >>> render_result_tables(d, "y")
     '**Not yet measured**: there is no `bench/results/y.json`; run `python bench/y.py`.\\n'
+    >>> "### T" in render_result_tables(d, "x", "T"), "### T" in render_result_tables(d, "x", "U")
+    (True, False)
     """
     path = Path(bench_dir) / "results" / f"{name}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        body = render_declared_tables(data["tables"])
+        body = render_declared_tables([t for t in data["tables"] if title_start is None
+                                       or str(t.get("title", "")).startswith(title_start)])
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
         return f"**Not yet measured**: there is no `bench/results/{name}.json`; run `python bench/{name}.py`.\n"
     command = data.get("command") or f"python bench/{name}.py"

@@ -161,13 +161,17 @@ class _Clock:
     `deadline` is the caller's instant; `end` is when the loop must stop waiting, earlier by
     `reserve_s`: the run's own wrap-up after it stops waiting (taking the GIL back from the worker,
     building the result, returning), so that the *return* lands by the deadline. At most half the
-    deadline is reserved: a wrap-up measured on a badly loaded machine must not leave a run no
-    time to compute anything."""
+    deadline is reserved, the commit times the loop keeps free before `end` included (`spare` is
+    what is left of that half for them): a time measured on a badly loaded machine must not leave a
+    run no time to compute anything — and since a commit time is measured only when the stage
+    commits, one outlier that reserved more than the deadline would otherwise keep its stage from
+    ever being tried again, and every later run would return the prior."""
 
     def __init__(self, deadline_s: float | None, reserve_s: float = 0.0):
         self.t0 = time.perf_counter()
         self.deadline = None if deadline_s is None else self.t0 + deadline_s
         self.end = None if deadline_s is None else self.deadline - min(reserve_s, deadline_s / 2)
+        self.spare = 0.0 if deadline_s is None else max(0.0, deadline_s / 2 - (self.deadline - self.end))
 
     def remaining(self) -> float | None:
         return None if self.end is None else clamp_timeout(self.end - time.perf_counter())
@@ -393,6 +397,7 @@ def anytime_loop(steps: list[Step], commit, prefix0_prediction, extractors: dict
             while j < limit and counts[j + 1] <= k + 1:  # the stages this group would complete
                 j += 1
                 slack += wrapup.commit[j].value
+            slack = min(slack, clock.spare)  # the reserves together stay within half the deadline
         got = DEADLINE if remaining is not None and remaining <= slack else \
             _call(extractors[step.name], inputs, step, worker, clock, slack)
         if got == DEADLINE:  # checked here, or it passed before the worker thread picked the job up

@@ -16,7 +16,8 @@ the prefix-0 prediction, reported `busy`); a new run without a deadline raises `
 
 Returning by the deadline: a run with a deadline stops waiting early by its own measured wrap-up
 (the commit of the stage an extractor completes, taking the GIL back, building the result; see
-`edgeseq.runtime.loop.WrapUp`) and shortens the interpreter's GIL switch interval while it waits.
+`edgeseq.runtime.loop.WrapUp`), shortens the interpreter's GIL switch interval while it waits, and
+holds off the cyclic garbage collector until it has returned (`edgeseq.runtime.worker.PausedGC`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from edgeseq.runtime.inputs import check_deadline, check_group_keys
 from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, WrapUp, _Clock, anytime_loop
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
 from edgeseq.runtime.stopping import check_stop, top2_margin
-from edgeseq.runtime.worker import ExtractorWorker, ShortSwitchInterval
+from edgeseq.runtime.worker import ExtractorWorker, PausedGC, ShortSwitchInterval
 from edgeseq.budget import check_budget
+
+_PAUSE_GC = PausedGC(True)  # the collector is held off while a deadline run is in progress (see PausedGC)
 
 __all__ = ["AnytimeSession", "ClassifierPrediction", "RunResult", "GroupReport", "SessionBusyError"]
 
@@ -54,6 +57,13 @@ class AnytimeSession(ExportedModel):
         running pure-Python code holds it at the deadline (``sys.setswitchinterval``; the
         default 5 ms would make such a run up to 5 ms late). The previous value is restored when
         no deadline run is in progress. ``None`` leaves the interpreter's setting alone.
+    defer_gc : bool, default=True
+        Hold off CPython's automatic cyclic garbage collector while a run with a deadline is in
+        progress (process-wide, restored when no deadline run is in progress): a collection
+        holds the GIL for up to tens of milliseconds in a large process and would make the run
+        that late. The deferred collection runs at the first allocation after the run returns.
+        ``False`` leaves the collector alone (e.g. when the caller manages it with ``gc.freeze``
+        or ``gc.disable`` itself).
 
     Examples
     --------
@@ -76,8 +86,11 @@ class AnytimeSession(ExportedModel):
     (1, 'budget', 5.0)
     """
 
-    def __init__(self, out_dir, *, switch_interval_s: float | None = 5e-5):
+    def __init__(self, out_dir, *, switch_interval_s: float | None = 5e-5, defer_gc: bool = True):
         super().__init__(out_dir)
+        if not isinstance(defer_gc, bool):
+            raise RuntimeInputError(f"defer_gc must be True or False, got {defer_gc!r:.40}")
+        self._defer_gc = defer_gc
         if switch_interval_s is not None and not (isinstance(switch_interval_s, (int, float))
                                                   and 1e-6 <= switch_interval_s <= 1.0):
             raise RuntimeInputError(f"switch_interval_s must be None or seconds in [1e-06, 1], "
@@ -142,6 +155,12 @@ class AnytimeSession(ExportedModel):
         >>> bool(np.allclose(r.prediction, est.predict(X[:1], prefix=1), atol=1e-5))
         True
         """
+        if deadline_s is None or not self._defer_gc:
+            return self._run(extractors, budget, deadline_s, inputs, stop)
+        with _PAUSE_GC:  # first thing, and last out: a shared instance, so entering allocates nothing
+            return self._run(extractors, budget, deadline_s, inputs, stop)
+
+    def _run(self, extractors, budget, deadline_s, inputs, stop) -> RunResult:
         if not isinstance(extractors, dict):
             raise RuntimeInputError(f"extractors must be a dict mapping group name -> callable, "
                                     f"got {type(extractors).__name__}")

@@ -10,6 +10,7 @@ thread picked it up is *withdrawn* instead: it never runs, so nothing outlives t
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -34,15 +35,52 @@ def clamp_timeout(timeout: float | None) -> float | None:
     return None if timeout is None else min(timeout, threading.TIMEOUT_MAX)
 
 
-class ShortSwitchInterval:
+class _WhileRunning:
+    """A process-wide interpreter setting changed while at least one deadline run is in progress.
+
+    The first run to enter saves the setting and applies `_target(saved, value)`; the last to leave
+    restores the saved value, unless someone else changed the setting meanwhile (their choice
+    wins). `value` None changes nothing. Subclasses say how to read and write the setting."""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls._lock = threading.Lock()
+        cls._users = 0
+        cls._saved = cls._set = None
+
+    def __init__(self, value):
+        self.value = value
+
+    def __enter__(self):
+        if self.value is not None:
+            cls = type(self)
+            with cls._lock:
+                if cls._users == 0:
+                    cls._saved = cls._get()
+                    cls._put(cls._target(cls._saved, self.value))
+                    cls._set = cls._get()  # as the interpreter stored it
+                cls._users += 1
+        return self
+
+    def __exit__(self, *exc):
+        if self.value is not None:
+            cls = type(self)
+            with cls._lock:
+                cls._users -= 1
+                if cls._users == 0 and cls._get() == cls._set:
+                    cls._put(cls._saved)
+
+
+class ShortSwitchInterval(_WhileRunning):
     """Lower the interpreter's GIL switch interval while at least one deadline run is waiting.
 
     A thread whose timed wait has expired must take the GIL back before it can return, and while
     the worker runs pure-Python code that holds the GIL, CPython hands it over only after the
     switch interval (5 ms by default) — so a deadline run would come back up to 5 ms late, or as
-    late as the extractor's own end. The interval is process-wide: the first run to enter sets it
-    to `seconds` (if that is shorter), the last to leave restores what it was, unless someone else
-    changed it meanwhile. `seconds` None changes nothing.
+    late as the extractor's own end. The interval costs nothing while the waiting thread sleeps:
+    it only paces hand-offs to a thread that asks for the GIL. The interval is process-wide: the
+    first run to enter sets it to `seconds` (if that is shorter), the last to leave restores what
+    it was, unless someone else changed it meanwhile. `seconds` None changes nothing.
 
     Examples
     --------
@@ -55,32 +93,41 @@ class ShortSwitchInterval:
     True
     """
 
-    _lock = threading.Lock()
-    _users = 0
-    _saved: float | None = None
-    _set: float | None = None
+    _get = staticmethod(sys.getswitchinterval)
+    _put = staticmethod(sys.setswitchinterval)
+    _target = staticmethod(min)
 
-    def __init__(self, seconds: float | None):
-        self.seconds = seconds
 
-    def __enter__(self):
-        if self.seconds is not None:
-            cls = ShortSwitchInterval
-            with cls._lock:
-                if cls._users == 0:
-                    cls._saved = sys.getswitchinterval()
-                    sys.setswitchinterval(min(self.seconds, cls._saved))
-                    cls._set = sys.getswitchinterval()  # as the interpreter rounded it
-                cls._users += 1
-        return self
+class PausedGC(_WhileRunning):
+    """Hold off CPython's automatic cyclic garbage collector while at least one deadline run is in progress.
 
-    def __exit__(self, *exc):
-        if self.seconds is not None:
-            cls = ShortSwitchInterval
-            with cls._lock:
-                cls._users -= 1
-                if cls._users == 0 and sys.getswitchinterval() == cls._set:
-                    sys.setswitchinterval(cls._saved)
+    A collection runs on whichever thread allocates when a generation's threshold is crossed, and
+    holds the GIL for all of it. In a process that has imported onnxruntime, scikit-learn and the
+    like, a young collection takes fractions of a millisecond and a full one tens of milliseconds
+    (`bench/deadline_lateness.py` records them): a run it lands in is late by that much, and one
+    landing in a spinning extractor on the worker stalls the waiting thread just the same.
+    Paused, the collection runs at the first allocation after the run returns, in the caller's
+    time between runs. Reference counting still frees everything that is not in a cycle.
+    `pause` None (or False) changes nothing; like the switch interval the setting is process-wide,
+    nests across sessions, and is restored by the last run to leave unless someone else changed it.
+
+    Examples
+    --------
+    >>> import gc
+    >>> before = gc.isenabled()
+    >>> with PausedGC(True):
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled() == before
+    True
+    """
+
+    _get = staticmethod(gc.isenabled)
+    _put = staticmethod(lambda on: gc.enable() if on else gc.disable())
+    _target = staticmethod(lambda saved, pause: False)
+
+    def __init__(self, pause: bool | None):
+        super().__init__(True if pause else None)
 
 
 @dataclass
