@@ -361,3 +361,43 @@ def test_a_restart_is_boosting_afresh_from_the_prior_written_plainly(tmp_path):
     export_model(model, tmp_path / "out")
     rep = verify_export(tmp_path / "out", require_c=any(shutil.which(c) for c in ("gcc", "clang", "cc")))
     assert rep.ok and len(rep.checks) == len(model.stages)
+
+
+def test_the_cross_validated_comparison_written_plainly(monkeypatch):
+    """Below CV_MAX_ROWS rows every row is scored by the search's stages regrown on the other folds and
+    by a linear model fitted there: the recorded mean difference and curves against that loop written
+    out with scikit-learn's StratifiedKFold and Brier score."""
+    from sklearn.model_selection import StratifiedKFold
+    from edgeseq.train.trees import stagewise_boosting as sb
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(240, 6))
+    y = (X[:, 0] + np.abs(X[:, 2]) - 0.8 + 0.3 * rng.normal(size=240) > 0).astype(int)
+    seen = []
+    real = sb.boost_stages
+    monkeypatch.setattr(sb, "boost_stages", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    clf = AnytimeBoostingClassifier(GROUPS, COSTS, max_rounds=30, n_jobs=1, random_state=0).fit(X, y)
+    stages, _, trace = seen[0]
+    spec = check_groups(GROUPS, COSTS, None, 6)
+    H = sum(COSTS)
+    diffs, curve = np.empty(240), np.zeros((len(stages) + 1, 240))
+    for tr, te in StratifiedKFold(sb.CV_FOLDS, shuffle=True, random_state=0).split(X, y):
+        model = stage_model(sb.replay_stages(X[tr], y[tr], spec, "binary", stages, n_classes=2, params=clf._lgb(),
+                                             restarts=trace.restarts),
+                            sb.prior_scores("binary", y[tr], 2), spec, 6, "binary", ("0", "1"), trace.restarts)
+        lin = edgeseq.AnytimeClassifier(GROUPS, COSTS).fit(X[tr], y[tr])
+        onehot = np.eye(2)[y[te]]
+        t = np.array([-((model.apply_link(z) - onehot) ** 2).sum(axis=1) for z in model.staged_decision(X[te])])
+        lo = np.array([-((p - onehot) ** 2).sum(axis=1) for p in lin.staged_predict_proba(X[te])])
+        diffs[te] = sb.step_weights(model.cum_cost, H) @ t - sb.step_weights(lin.cum_cost_, H) @ lo
+        curve[:, te] = t
+    assert clf.comparison_["rows"] == 240  # every row, not a held-out half
+    np.testing.assert_allclose(clf.comparison_["mean_difference"], diffs.mean(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(clf.validation_curve_trees_, curve.mean(axis=1), rtol=1e-9, atol=1e-12)
+    se = diffs.std(ddof=1) / np.sqrt(diffs.size)
+    assert clf.model_kind_ == ("trees" if diffs.mean() > sb.CV_COMPARE_Z * se else "linear")
+    # control: the search's own trees (not regrown per fold) score other areas on these rows
+    own = clf.stage_model_ if clf.model_kind_ == "trees" else stage_model(stages, seen[0][1], spec, 6, "binary",
+                                                                           ("0", "1"), trace.restarts)
+    assert not np.allclose(curve[-1], [-((own.apply_link(z) - np.eye(2)[y]) ** 2).sum(axis=1)
+                                       for z in own.staged_decision(X)][-1])
