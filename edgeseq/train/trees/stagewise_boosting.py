@@ -89,7 +89,9 @@ MIN_COMPARE_ROWS = 20  # held-out rows below which the linear comparison shares 
 CV_MAX_ROWS = 3000
 CV_FOLDS = 3
 # the cross-validated comparison's margin, in standard errors: the regrown stages' groups and round counts
-# were chosen on some of the rows it scores, which flatters the trees
+# were chosen on some of the rows it scores, which flatters the trees. On breast cancer splits of the
+# benchmark's training part (validated on rows of it, the test rows unused) no margin kept trees that were
+# worse there; on digits and the interactions problem the trees win by several standard errors
 CV_COMPARE_Z = 1.0
 _METRIC = {"regression": "l2", "binary": "binary_logloss", "multiclass": "multi_logloss"}
 
