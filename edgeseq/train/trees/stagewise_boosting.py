@@ -1010,7 +1010,8 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     trace_ : dict
         `BoostingTrace`'s fields as plain lists: ``scores`` per stage a list of [groups, score]
         pairs, ``chosen`` the committed groups per stage, ``rounds``, ``loss``, ``final_rounds``,
-        ``final_stage_rounds`` (rounds of a last stage on all groups that pays the unpaid ones).
+        ``final_stage_rounds`` (rounds of a last stage on all groups that pays the unpaid ones),
+        ``restarts`` (the stages 1, 2, ... boosted afresh from the prior).
     validation_curve_trees_, validation_curve_linear_ : list of float
         Mean negative Brier score (minus the squared distance of the class probabilities to the
         one-hot true class) per stage of the boosted stages and of the linear model on the
