@@ -196,7 +196,8 @@ def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
             row[name] = (time.perf_counter() - t0, est.cum_cost_, estimator_curve(est, Xt, yt))
             cpu[name] = time.process_time() - c0
             if hasattr(est, "model_kind_"):
-                extra[name] = {"model_kind": est.model_kind_}
+                extra[name] = {"model_kind": est.model_kind_, "restarts": est.trace_["restarts"],
+                               **({"comparison": est.comparison_} if hasattr(est, "comparison_") else {})}
     horizon = float(np.sum(costs))
     return {m: {"seed": seed, "fit_s": t, "final_accuracy": acc[-1], "step_timeliness": step_timeliness(cc, acc, horizon),
                 "alpha": alpha, "c_alpha": c_alpha, "alpha_timeliness": step_curve_mean(cc, acc, c_alpha),

@@ -62,7 +62,7 @@ def test_missing_lightgbm_dask_is_one_clear_error(monkeypatch):
 
 @pytest.mark.parametrize("Est, which", [(AnytimeBoostingClassifier, 1), (AnytimeBoostingRegressor, 2)])
 def test_dask_fit_trains_through_lightgbm_dask_with_the_in_memory_stages(client, monkeypatch, tmp_path, Est, which):
-    X, *ys = _data(0, 1200)
+    X, *ys = _data(0, sb.CV_MAX_ROWS + 200)  # below CV_MAX_ROWS rows a dask X is fitted in memory (next test)
     y = ys[which - 1]
     lines_mem, lines_dask = [], []
     a = Est(GROUPS, COSTS, **KW).fit(X, y, progress=lines_mem.append)
@@ -116,6 +116,21 @@ def test_dask_fit_trains_through_lightgbm_dask_with_the_in_memory_stages(client,
             assert np.sqrt(np.mean((pa - pb) ** 2)) < 0.2 * np.std(yt)
     if Est is AnytimeBoostingRegressor:  # an ordinary tree-stage model: saved, exported, verified per stage
         _save_export_verify(b, Xt, tmp_path)
+
+
+def test_a_small_dask_array_is_fitted_in_memory_with_the_same_choices(client, monkeypatch):
+    """Below CV_MAX_ROWS rows the comparison with the linear model is cross-validated in memory; a dask X
+    that small is computed and fitted as numpy, so it makes the in-memory fit's choices exactly."""
+    X, y, _ = _data(0, 400)
+    a = AnytimeBoostingClassifier(GROUPS, COSTS, **KW).fit(X, y)
+    calls = []
+    real_fit = lgb.dask.DaskLGBMRegressor.fit
+    monkeypatch.setattr(lgb.dask.DaskLGBMRegressor, "fit", lambda self, *a, **k: calls.append(1) or real_fit(self, *a, **k))
+    b = AnytimeBoostingClassifier(GROUPS, COSTS, **KW).fit(da.from_array(X, chunks=(100, 6)), da.from_array(y, chunks=100))
+    assert calls == []  # control: lightgbm.dask was not used
+    assert b.model_kind_ == a.model_kind_ and b.stage_groups_ == a.stage_groups_ and b.trace_ == a.trace_
+    assert b.comparison_["rows"] == a.comparison_["rows"] == 400
+    np.testing.assert_allclose(b.predict_proba(X), a.predict_proba(X), rtol=0, atol=1e-9)  # memory layout: last bits
 
 
 def test_early_stopping_replay_matches_lightgbm():

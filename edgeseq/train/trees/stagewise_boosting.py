@@ -5,7 +5,11 @@ yet paid, LightGBM continues boosting (``init_score`` = F) on the columns of the
 g, with early stopping on the validation rows; the candidate's score is the validation loss it
 removes per unit of cost, ``(loss before - loss after) / c_g`` (the gain-per-cost rule of CS-G-FR,
 measured on held-out rows). The best candidate's trees are committed as the stage; the search
-stops when every group is paid or no candidate lowers the validation loss. Finally LightGBM adds
+stops when every group is paid or no candidate lowers the validation loss. After each committed
+stage the search also boosts afresh from the prior on every paid column and takes those trees
+instead when their validation loss is lower (a *restart*): continued boosting can only fit what
+the earlier stages left of the training rows' residuals, and after a few stages that is little,
+so a newly paid group may add nothing on training rows although it would on new ones. Finally LightGBM adds
 rounds on all paid groups, appended to the last stage when they lower the validation loss; and
 when groups are left unpaid, a last stage boosts on *all* groups and pays the remaining ones when
 that lowers the validation loss: a group that buys little on its own per unit cost may still buy
@@ -13,7 +17,9 @@ accuracy at full budget, and a stage at the total cost does not change the curve
 
 The committed trees form a tree stage (`edgeseq.forms.trees`): the state is the sum of the trees,
 the readout is the identity plus the prior, and every tree reads only columns of groups paid by
-its stage, which `TreeStageModel` checks on construction and the exporter proves again.
+its stage, which `TreeStageModel` checks on construction and the exporter proves again. A
+restarted stage opens a state block of its own (P more state dimensions) and its readout, and the
+later stages' that continue from it, read only that block.
 
 "Never below linear": a tree stage's state holds only tree outputs, so a linear prefix score
 cannot be added to it without a new stage kind. The estimators therefore compare the boosted
@@ -27,7 +33,13 @@ then refitted on all rows and exports as linear prefixes). With ``refit=True`` k
 regrown on all rows too (`replay_stages`: the groups and round counts the search chose, no early
 stopping).
 
-The comparison is scored on rows of its own. The held-out rows (``validation_fraction`` of all
+The comparison is scored on rows the search did not fit. Below `CV_MAX_ROWS` training rows it is
+cross-validated: every row is scored by the two models fitted on the other folds (`CV_FOLDS`; the
+trees are the search's stages regrown there with `replay_stages`, the linear model is fitted
+afresh), and the search keeps all held-out rows; a comparison half of a small data set is too
+few rows to tell the models apart (on breast cancer it held 50). Because the regrown stages'
+groups and round counts were chosen on some of the scored rows, the trees must win there by more
+than `CV_COMPARE_Z` standard errors. From `CV_MAX_ROWS` rows on, the held-out rows (``validation_fraction`` of all
 rows) are split in two halves (stratified for classes): the *search* half chooses the groups and
 stops the rounds, the *comparison* half only scores the two curves. Scoring the trees on the rows
 that chose their groups and stopped their rounds would be optimistic (those rows were fitted by
@@ -35,7 +47,8 @@ the search), so the trees would be kept where the linear model is better on new 
 than `MIN_COMPARE_ROWS` held-out rows no half is large enough to score anything, and both roles
 share the held-out rows.
 
-A row-chunked dask X trains on the active ``distributed`` client: the same seeded split (only the
+A row-chunked dask X with fewer than `CV_MAX_ROWS` rows is computed and fitted in memory (so it
+takes the same choices); a larger one trains on the active ``distributed`` client: the same seeded split (only the
 labels are gathered to draw it), the training rows kept on the workers, every candidate grown by
 ``lightgbm.dask`` from ``init_score`` as a dask array of the current raw scores, and cut where
 LightGBM's early stopping would stop (`early_stopped_rounds`, replayed on the held-out rows, which
@@ -70,6 +83,16 @@ MAX_PAIR_GROUPS = 8  # pairs are tried among this many cheapest unpaid groups (a
 # (never its test rows): 1 and 0.5 turned down trees that were the better model there (digits), 0 did not
 COMPARE_Z = 0.0
 MIN_COMPARE_ROWS = 20  # held-out rows below which the linear comparison shares the search's rows
+# below this many training rows the comparison with the linear model is cross-validated (`CV_FOLDS` folds of
+# all rows, the search's stages regrown on each fold's other rows) and the search keeps every held-out row:
+# on breast cancer (398 rows) a comparison half holds 50 rows, too few to tell the two models apart
+CV_MAX_ROWS = 3000
+CV_FOLDS = 3
+# the cross-validated comparison's margin, in standard errors: the regrown stages' groups and round counts
+# were chosen on some of the rows it scores, which flatters the trees. On breast cancer splits of the
+# benchmark's training part (validated on rows of it, the test rows unused) no margin kept trees that were
+# worse there; on digits and the interactions problem the trees win by several standard errors
+CV_COMPARE_Z = 1.0
 _METRIC = {"regression": "l2", "binary": "binary_logloss", "multiclass": "multi_logloss"}
 
 
@@ -125,7 +148,8 @@ class BoostingTrace:
     the loss) to its validation loss decrease per unit cost at stage k+1; ``chosen[k]`` is the
     committed candidate; ``rounds[k]`` the boosting rounds kept;
     ``loss`` the validation loss after stage 0, 1, ... (and after the final rounds, if any);
-    ``final_stage_rounds`` the rounds of the last stage that pays every group left unpaid (0: none).
+    ``final_stage_rounds`` the rounds of the last stage that pays every group left unpaid (0: none);
+    ``restarts`` the stages (1, 2, ...) whose trees were boosted afresh from the prior (`boost_stages`).
 
     Examples
     --------
@@ -140,6 +164,7 @@ class BoostingTrace:
     loss: list = field(default_factory=list)
     final_rounds: int = 0
     final_stage_rounds: int = 0
+    restarts: list = field(default_factory=list)
 
 
 def _lgb_params(task: str, n_classes: int, params: dict) -> dict:
@@ -275,7 +300,7 @@ def _raw_increment(booster, X, cols, rounds: int, F):
 
 def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_classes: int = 1,
                  params: dict | None = None, max_rounds: int = 100, stopping_rounds: int = 10,
-                 final_rounds: bool = True, min_gain: float = 1e-4, progress=None):
+                 final_rounds: bool = True, min_gain: float = 1e-4, restart: bool = True, progress=None):
     """The functional core: the greedy stagewise boosting search, returning its stages.
 
     Parameters
@@ -303,6 +328,15 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     min_gain : float, default=1e-4
         A candidate must lower the validation loss by more than this fraction of stage 0's (the
         prior's) loss to be committed, so a group that buys nothing measurable is not paid for.
+    restart : bool, default=True
+        After each committed stage (and for a last stage on all groups), also boost afresh from the
+        prior on every column paid so far, and take those trees instead when their validation loss
+        is lower by more than the `min_gain` floor (`trace.restarts`). Continued boosting fits the
+        residuals the earlier stages left on the *training* rows, and once those are near zero (a
+        few stages of 15-leaf trees memorise a thousand rows) a newly paid group has nothing left
+        to fit there, however much it would add on new rows; trees grown from the prior see it
+        afresh. A restarted stage's trees write to a state block of their own and its readout reads
+        only that block (`stage_model`), so the stages before it are unchanged.
     progress : callable or None, default=None
         Receives one line of text per stage.
 
@@ -363,17 +397,25 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
             break
         booster, rounds, inc_v, after, cols = fits[best]
         trace.scores.append(scores)
+        base_f, base_v, fresh = Ff, Fv, ""
+        if restart and stages:  # stage 1 starts from the prior anyway
+            again = _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols, max_rounds,
+                               stopping_rounds, after, floor)
+            if again is not None:
+                booster, rounds, inc_v, after, base_f, base_v = again
+                trace.restarts.append(len(stages) + 1)
+                fresh = ", afresh from the prior"
         trees = _trees(booster, rounds, cols)
         stages.append((best, trees))
         paid.extend(best)
-        Ff = _raw_increment(booster, X_fit, cols, rounds, Ff)
-        Fv = Fv + inc_v
+        Ff = _raw_increment(booster, X_fit, cols, rounds, base_f)
+        Fv = base_v + inc_v
         trace.chosen.append(best)
         trace.rounds.append(rounds)
         trace.loss.append(after)
         if progress is not None:
-            progress(f"stage {len(stages)}: {' + '.join(spec.names[g] for g in best)} ({rounds} rounds, validation loss {before:.4g} -> "
-                     f"{after:.4g}, {len(scores)} candidates)")
+            progress(f"stage {len(stages)}: {' + '.join(spec.names[g] for g in best)} ({rounds} rounds{fresh}, validation "
+                     f"loss {before:.4g} -> {after:.4g}, {len(scores)} candidates)")
     if final_rounds and stages:
         cols = np.sort(np.concatenate([spec.columns[h] for h in paid]))
         booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val,
@@ -395,8 +437,14 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         cols = np.sort(np.concatenate([spec.columns[h] for h in range(J)]))
         booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val,
                                                            Fv, cols, max_rounds, stopping_rounds)
+        again = _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols, max_rounds,
+                           stopping_rounds, after, floor) if restart else None
+        if again is not None:
+            booster, rounds, inc_v, after = again[:4]
         if before - after > floor:
             stages.append((rest, _trees(booster, rounds, cols)))
+            if again is not None:
+                trace.restarts.append(len(stages))
             trace.final_stage_rounds = rounds
             trace.loss.append(after)
             if progress is not None:
@@ -420,13 +468,43 @@ def _trees(booster, rounds: int, cols: np.ndarray) -> list[dict]:
     return info
 
 
-def replay_stages(X, y, spec: GroupSpec, task: str, stages, *, n_classes: int = 1, params: dict | None = None):
+def _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols, max_rounds, stopping_rounds,
+               after: float, floor: float):
+    """Boost afresh from the prior on `cols`; (booster, rounds, val increment, loss, start scores fit, val),
+    or None unless its validation loss is below `after` by more than `floor`."""
+    start_f, start_v = _start_scores(prior, X_fit), np.tile(prior, (X_val.shape[0], 1))
+    booster, rounds, inc_v, loss = _continue_boosting(task, n_classes, params, X_fit, y_fit, start_f, X_val, y_val,
+                                                      start_v, cols, max_rounds, stopping_rounds)
+    if after - loss > floor:
+        return booster, rounds, inc_v, loss, start_f, start_v
+    return None
+
+
+def chains(n_stages: int, restarts) -> list[int]:
+    """The state block of stages 1..n_stages: a restarted stage opens the next block, others continue one.
+
+    Examples
+    --------
+    >>> from edgeseq.train.trees.stagewise_boosting import chains
+    >>> chains(4, [3])
+    [0, 0, 1, 1]
+    """
+    out, c = [], 0
+    for k in range(1, n_stages + 1):
+        c += k in set(restarts) and k > 1
+        out.append(c)
+    return out
+
+
+def replay_stages(X, y, spec: GroupSpec, task: str, stages, *, n_classes: int = 1, params: dict | None = None,
+                  restarts=()):
     """Regrow `boost_stages`' stages on other rows: the same groups per stage, the same rounds.
 
     Stage k's trees read the columns of the groups paid by stages 1..k and continue from the raw
     scores of the stages before it, exactly as in the search, but with no candidates and no early
     stopping: the search chose the groups and the round counts on held-out rows, and this fit uses
-    every row for the trees (as the linear model is refitted on all rows once chosen).
+    every row for the trees (as the linear model is refitted on all rows once chosen). A stage in
+    `restarts` (the search's ``trace.restarts``) is regrown from the prior, as the search grew it.
 
     Examples
     --------
@@ -447,10 +525,13 @@ def replay_stages(X, y, spec: GroupSpec, task: str, stages, *, n_classes: int = 
     F = np.tile(prior_scores(task, y, n_classes), (X.shape[0], 1))
     paid: list[int] = []
     out = []
-    for groups, trees in stages:
+    prior = F[0].copy()
+    for k, (groups, trees) in enumerate(stages, start=1):
         paid.extend(groups)
         cols = np.sort(np.concatenate([spec.columns[h] for h in paid]))
         rounds = len(trees) // P
+        if k in restarts:
+            F = np.tile(prior, (X.shape[0], 1))
         booster = lgb.train(params, lgb.Dataset(X[:, cols], y, init_score=F.ravel(order="F"), params=params),
                             num_boost_round=rounds)
         rounds = booster.current_iteration()  # fewer when no split is left to make
@@ -460,11 +541,13 @@ def replay_stages(X, y, spec: GroupSpec, task: str, stages, *, n_classes: int = 
 
 
 def stage_model(stages, prior: np.ndarray, spec: GroupSpec, n_features: int, task: str,
-                output_names) -> TreeStageModel:
+                output_names, restarts=()) -> TreeStageModel:
     """Assemble `boost_stages`' result into a validated `TreeStageModel` (state = sum of trees).
 
     Every stage's readout is ``W = I, b = prior``: the state is LightGBM's raw score minus the prior.
-    A multiclass round holds one tree per class, so tree t adds to state dimension t mod P.
+    A multiclass round holds one tree per class, so tree t adds to state dimension t mod P. With
+    `restarts` (stages boosted afresh from the prior) the state has one block of P per chain of
+    stages (`chains`); a stage's trees add to its chain's block and its readout reads only that block.
 
     Examples
     --------
@@ -485,19 +568,22 @@ def stage_model(stages, prior: np.ndarray, spec: GroupSpec, n_features: int, tas
     for g, cols in enumerate(spec.columns):
         owner[cols] = g
     roots, targets, bounds = [], [], [0]
+    block = chains(len(stages), restarts)
+    n_state = P * (max(block) + 1 if block else 1)
     t = 0
-    for _, trees in stages:
-        for info in trees:
+    for k, (_, trees) in enumerate(stages):
+        for i, info in enumerate(trees):
             roots.append(len(arrays["feature"]))
-            targets.append(t % P)
+            targets.append(block[k] * P + i % P)
             _read_tree(info["tree_structure"], t, arrays, owner, n_features)
             t += 1
         bounds.append(t)
     ens = TreeEnsemble(**{k: np.array(v) for k, v in arrays.items()}, roots=np.array(roots, np.int64),
-                       target=np.array(targets, np.int64), n_features=n_features, n_targets=P)
-    W = np.eye(P)
-    out = [TreeStage((), 0.0, 0, 0, np.zeros((P, P)), prior)]  # no state yet: the readout is the prior alone
+                       target=np.array(targets, np.int64), n_features=n_features, n_targets=n_state)
+    out = [TreeStage((), 0.0, 0, 0, np.zeros((n_state, P)), prior)]  # no state yet: the readout is the prior alone
     for k, (groups, _) in enumerate(stages):
+        W = np.zeros((n_state, P))
+        W[block[k] * P:(block[k] + 1) * P] = np.eye(P)
         out.append(TreeStage(tuple(groups), float(sum(spec.costs[g] for g in groups)), bounds[k], bounds[k + 1],
                              W, prior))
     link = {"regression": "identity", "binary": "sigmoid", "multiclass": "softmax"}[task]
@@ -579,6 +665,34 @@ def _row_brier(proba: np.ndarray, y_idx: np.ndarray) -> np.ndarray:
     onehot = np.zeros_like(proba, dtype=np.float64)
     onehot[np.arange(y_idx.size), y_idx] = 1.0
     return -np.sum((proba - onehot) ** 2, axis=1)
+
+
+def _cv_folds(y, stratify: bool, seed: int):
+    """`CV_FOLDS` (train, test) index pairs over all rows (stratified for classes), or None when a class
+    has fewer than two rows (no fold split would hold it on both sides).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees.stagewise_boosting import _cv_folds
+    >>> [te.size for _, te in _cv_folds(np.arange(30) % 2, True, 0)]
+    [10, 10, 10]
+    >>> _cv_folds(np.array([0, 0, 0, 1]), True, 0) is None
+    True
+    """
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    y = np.asarray(y)
+    if stratify:
+        smallest = int(np.bincount(y.astype(np.int64)).min(initial=y.size, where=np.bincount(y.astype(np.int64)) > 0))
+        if smallest < 2:
+            return None
+        cv = StratifiedKFold(min(CV_FOLDS, smallest), shuffle=True, random_state=seed)
+    else:
+        if y.size < 2 * CV_FOLDS:
+            return None
+        cv = KFold(CV_FOLDS, shuffle=True, random_state=seed)
+    return list(cv.split(np.zeros((y.size, 1)), y))
 
 
 def _dask_rows(X, rows: np.ndarray):
@@ -690,6 +804,8 @@ class _AnytimeBoostingBase(BaseEstimator):
             finite = bool(np.all(np.isfinite(X[:, used])))
         if not finite:
             raise InputError("X contains NaN or Inf in columns of the groups; clean or impute them first")
+        if dask and X.shape[0] < CV_MAX_ROWS:  # small enough to hold: trained in memory, with the same choices
+            X, dask = np.asarray(X.compute()), False
         seed = 0 if self.random_state is None else int(self.random_state)
         idx = np.arange(X.shape[0])
         if stratify:  # stratified when every class allows it (AFR's split rule)
@@ -697,7 +813,8 @@ class _AnytimeBoostingBase(BaseEstimator):
         else:
             i_fit, i_val = train_test_split(idx, test_size=self.validation_fraction, random_state=seed)
         i_cmp = i_val  # the rows the trees-versus-linear comparison is scored on (see the module notes)
-        if self.compare_linear and i_val.size >= MIN_COMPARE_ROWS:
+        folds = _cv_folds(y_idx, stratify, seed) if self.compare_linear and X.shape[0] < CV_MAX_ROWS else None
+        if self.compare_linear and folds is None and i_val.size >= MIN_COMPARE_ROWS:
             i_val, i_cmp = _split(i_val, y_idx[i_val], 0.5, seed) if stratify else \
                 train_test_split(i_val, test_size=0.5, random_state=seed)
         # a dask X: the trees' rows stay on the workers (with their labels chunked alike); the held-out
@@ -708,39 +825,46 @@ class _AnytimeBoostingBase(BaseEstimator):
         stages, prior, trace = boost_stages(
             X_fit, y_fit, X_val, y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
             max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds), progress=progress)
-        trees = replace(stage_model(stages, prior, spec, X.shape[1], task, output_names), feature_names=names)
+        trees = replace(stage_model(stages, prior, spec, X.shape[1], task, output_names, trace.restarts),
+                        feature_names=names)
         if task != "regression":  # the stage model carries its labels: a saved model is evaluated alone
             trees = replace(trees, classes=self.classes_)
         # plain containers with string keys: what a model file may hold besides edgeseq models and arrays
         self.trace_ = {"scores": [[[list(c), float(v)] for c, v in d.items()] for d in trace.scores],
                        "chosen": [list(c) for c in trace.chosen], "rounds": list(trace.rounds),
                        "loss": list(trace.loss), "final_rounds": trace.final_rounds,
-                       "final_stage_rounds": trace.final_stage_rounds}
-        rows_t = self._curve(trees.cum_cost, trees.staged_decision(X_cmp), trees, y_idx[i_cmp])
-        self.validation_curve_trees_ = [float(np.mean(r)) for r in rows_t]
+                       "final_stage_rounds": trace.final_stage_rounds, "restarts": list(trace.restarts)}
         kind = "trees"
-        if self.compare_linear:
-            horizon = float(np.sum(spec.costs))
+        horizon = float(np.sum(spec.costs))
+        if folds is not None:
+            area_t, area_l = self._cv_areas(X, y_idx, spec, task, n_classes, output_names, stages, trace.restarts,
+                                            folds, horizon)
+        else:
+            rows_t = self._curve(trees.cum_cost, trees.staged_decision(X_cmp), trees, y_idx[i_cmp])
+            self.validation_curve_trees_ = [float(np.mean(r)) for r in rows_t]
+        if self.compare_linear and folds is None:
             lin = self._linear_estimator(spec).fit(X_fit, self._y_for_linear(y_idx[i_fit]))
             rows_l = self._linear_curve(lin, X_cmp, y_idx[i_cmp])
             self.validation_curve_linear_ = [float(np.mean(r)) for r in rows_l]
             # each row's area under its own step curve; the two areas are compared row by row
             area_t = step_weights(trees.cum_cost, horizon) @ np.array(rows_t)
             area_l = step_weights(lin.cum_cost_, horizon) @ np.array(rows_l)
+        if self.compare_linear:
             if progress is not None:
                 progress(f"validation area over [0, {horizon:g}]: trees {np.mean(area_t):.4f}, linear "
                          f"{np.mean(area_l):.4f}")
             d = area_t - area_l
             self.comparison_ = {"mean_difference": float(np.mean(d)), "rows": int(d.size),
                                 "standard_error": float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0}
-            if not keep_trees(area_t, area_l):  # the linear model unless the trees are clearly better
+            if not keep_trees(area_t, area_l, CV_COMPARE_Z if folds is not None else None):  # the linear model unless the trees are clearly better
                 kind = "linear"
         if kind == "trees" and self.refit:
             # as the linear model is refitted on all rows, the kept trees are regrown on all rows with
             # the groups and round counts the search chose
-            stages = replay_stages(X, y_idx, spec, task, stages, n_classes=n_classes, params=self._lgb())
+            stages = replay_stages(X, y_idx, spec, task, stages, n_classes=n_classes, params=self._lgb(),
+                                   restarts=trace.restarts)
             trees = replace(stage_model(stages, prior_scores(task, y_idx, n_classes), spec, X.shape[1], task,
-                                        output_names), feature_names=names)
+                                        output_names, trace.restarts), feature_names=names)
             if task != "regression":
                 trees = replace(trees, classes=self.classes_)
         self.model_kind_ = kind
@@ -759,6 +883,35 @@ class _AnytimeBoostingBase(BaseEstimator):
 
     def _y_for_linear(self, y_idx):
         return y_idx
+
+    def _cv_areas(self, X, y_idx, spec, task, n_classes, output_names, stages, restarts, folds, horizon):
+        """Per-row areas (trees, linear) on every row, each scored by models fitted on the other folds.
+
+        The trees are the search's stages regrown on the fold's other rows (`replay_stages`: the same
+        groups and round counts), the linear model is fitted there afresh. Sets the two
+        ``validation_curve_*_`` attributes (mean per stage over all rows; a linear fold with fewer
+        stages repeats its last).
+        """
+        n = X.shape[0]
+        area_t, area_l = np.empty(n), np.empty(n)
+        curve_t, curve_l = [], []
+        for tr, te in folds:
+            again = replay_stages(X[tr], y_idx[tr], spec, task, stages, n_classes=n_classes, params=self._lgb(),
+                                  restarts=restarts)
+            model = stage_model(again, prior_scores(task, y_idx[tr], n_classes), spec, X.shape[1], task, output_names,
+                                restarts)
+            rows_t = np.array(self._curve(model.cum_cost, model.staged_decision(X[te]), model, y_idx[te]))
+            lin = self._linear_estimator(spec).fit(X[tr], self._y_for_linear(y_idx[tr]))
+            rows_l = np.array(self._linear_curve(lin, X[te], y_idx[te]))
+            area_t[te] = step_weights(model.cum_cost, horizon) @ rows_t
+            area_l[te] = step_weights(lin.cum_cost_, horizon) @ rows_l
+            curve_t.append(rows_t)
+            curve_l.append(rows_l)
+        self.validation_curve_trees_ = np.concatenate(curve_t, axis=1).mean(axis=1).tolist()
+        K = max(c.shape[0] for c in curve_l)
+        curve_l = [np.vstack([c, np.repeat(c[-1:], K - c.shape[0], axis=0)]) for c in curve_l]
+        self.validation_curve_linear_ = np.concatenate(curve_l, axis=1).mean(axis=1).tolist()
+        return area_t, area_l
 
     # ------------------------------------------------------------------ prediction helpers
     def _model(self):
@@ -795,10 +948,11 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     earlier stages' scores, early-stopped on held-out rows) lower the validation log-loss most per
     unit of its cost. Unlike ordering an ensemble trained with every group free, every tree here
     was grown knowing which groups it may read, so cheap stages get trees that use cheap groups
-    well. Unless the trees' area under their held-out curve of the negative Brier score over budgets
-    in [0, total cost] is larger than the linear anytime model's (`AnytimeClassifier`), on rows the
-    search did not use, the fitted estimator is that linear model (``model_kind_ == "linear"``;
-    a tie goes to it).
+    well. A stage may instead be boosted afresh from the prior on every paid group when that scores
+    better on the held-out rows (``trace_["restarts"]``). Unless the trees' area under their curve
+    of the negative Brier score over budgets in [0, total cost] is larger than the linear anytime
+    model's (`AnytimeClassifier`), on rows the search did not fit (cross-validated below 3,000
+    rows), the fitted estimator is that linear model (``model_kind_ == "linear"``; a tie goes to it).
 
     Parameters
     ----------
@@ -819,12 +973,13 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     min_child_samples : int, default=20
         LightGBM's smallest leaf.
     validation_fraction : float, default=0.25
-        Share of the rows held out (stratified). With ``compare_linear`` (and at least 20 of them)
-        half of these rows score the candidates and stop the rounds, the other half only compare the
-        trees with the linear model, so that comparison is not scored on rows the search fitted.
+        Share of the rows held out (stratified) to score the candidates and stop the rounds. From
+        3,000 rows on, with ``compare_linear``, only half of them do; the other half only compare
+        the trees with the linear model, so that comparison is not scored on rows the search
+        fitted. Below 3,000 rows the comparison is cross-validated instead (see the module notes).
     compare_linear : bool, default=True
-        Compare with the linear anytime model on held-out rows the search did not use, and keep it
-        when its curve is better.
+        Compare with the linear anytime model on rows the search did not fit, and keep it when its
+        curve is better.
     n_jobs : int or None, default=None
         LightGBM threads (``None`` or ``-1``: OpenMP's default).
     random_state : int or None, default=None
@@ -855,12 +1010,13 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     trace_ : dict
         `BoostingTrace`'s fields as plain lists: ``scores`` per stage a list of [groups, score]
         pairs, ``chosen`` the committed groups per stage, ``rounds``, ``loss``, ``final_rounds``,
-        ``final_stage_rounds`` (rounds of a last stage on all groups that pays the unpaid ones).
+        ``final_stage_rounds`` (rounds of a last stage on all groups that pays the unpaid ones),
+        ``restarts`` (the stages 1, 2, ... boosted afresh from the prior).
     validation_curve_trees_, validation_curve_linear_ : list of float
         Mean negative Brier score (minus the squared distance of the class probabilities to the
-        one-hot true class) per stage of the boosted stages (as the search fitted them, before they
-        are regrown on all rows) and of the linear model on the comparison rows: the curves the
-        choice compared.
+        one-hot true class) per stage of the boosted stages and of the linear model on the
+        comparison rows (below 3,000 rows: on every row, each scored by the models of the other
+        cross-validation folds): the curves the choice compared.
     comparison_ : dict
         ``mean_difference`` (trees minus linear, of the per-row areas under those curves),
         ``standard_error`` of it and the comparison ``rows`` (absent with ``compare_linear=False``).
