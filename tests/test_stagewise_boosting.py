@@ -361,6 +361,10 @@ def test_a_restart_is_boosting_afresh_from_the_prior_written_plainly(tmp_path):
     export_model(model, tmp_path / "out")
     rep = verify_export(tmp_path / "out", require_c=any(shutil.which(c) for c in ("gcc", "clang", "cc")))
     assert rep.ok and len(rep.checks) == len(model.stages)
+    # and in int16 C: the restarted block's state is quantised like any other target's
+    export_model(model, tmp_path / "out16", c_dtype="int16", calibration=(Xf, yf))
+    rep16 = verify_export(tmp_path / "out16", require_c=any(shutil.which(c) for c in ("gcc", "clang", "cc")))
+    assert rep16.ok
 
 
 def test_the_cross_validated_comparison_written_plainly(monkeypatch):
