@@ -195,3 +195,70 @@ def test_code_form_on_the_emulated_m4f(tmp_path):
     run, _ = run_driver_arm(tmp_path, X[:, tree_feature_order(model)], TARGETS["cortex-m4f"])
     for k, (got, ref) in enumerate(zip(run.predictions, want)):
         assert np.array_equal(got.astype(np.float32), ref), f"stage {k}"
+
+
+@pytest.fixture(scope="module")
+def code_export(tmp_path_factory):
+    """A LightGBM regression exported with c_trees="code": (rows, its directory)."""
+    from edgeseq.export.writer import export_model
+    _, model, rows = small_lightgbm()
+    out = tmp_path_factory.mktemp("code_export") / "m"
+    m = export_model(model, out, c_trees="code")
+    assert m["c"]["trees"] == "code"
+    return rows, out
+
+
+def test_verify_passes_a_code_export_and_its_c_runs_the_code(code_export):
+    from edgeseq.evaluate.verify import verify_export
+    rows, out = code_export
+    src = (out / "edgeseq_model.c").read_text()
+    assert "es_tree_node" not in src and "_tree_code = {" in src
+    report = verify_export(out, rows[:40].astype(np.float32), require_c=True)
+    assert report.ok, report
+
+
+def test_verify_refuses_a_tampered_code_export(code_export, tmp_path):
+    import shutil
+
+    from c_support import reseal
+
+    from edgeseq.errors import IntegrityError
+    from edgeseq.evaluate.verify import verify_export
+    rows, src_dir = code_export
+    out = tmp_path / "m"
+    shutil.copytree(src_dir, out)
+    c = (out / "edgeseq_model.c").read_text()
+    (out / "edgeseq_model.c").write_text(c.replace(" <= ", " < ", 1))  # one split sends its ties right
+    reseal(out)
+    with pytest.raises(IntegrityError, match="differs"):
+        verify_export(out, rows[:10].astype(np.float32), require_c=True)
+    # and a manifest that claims tables for this code (the C it regenerates would differ)
+    shutil.copy(src_dir / "edgeseq_model.c", out / "edgeseq_model.c")
+    import json
+    m = json.loads((out / "manifest.json").read_text())
+    del m["c"]["trees"]
+    reseal(out, m)
+    with pytest.raises(IntegrityError, match="differs"):
+        verify_export(out, rows[:10].astype(np.float32), require_c=True)
+
+
+def test_export_refuses_an_unknown_form_and_code_for_int16(tmp_path):
+    from edgeseq.export.writer import export_model
+    _, model, rows = small_lightgbm()
+    with pytest.raises(ExportError, match="not one of"):
+        export_model(model, tmp_path / "a", c_trees="inline")
+    with pytest.raises(ExportError, match="int16"):
+        export_model(model, tmp_path / "b", c_trees="code", c_dtype="int16", calibration=(rows, None))
+
+
+def test_cli_export_c_trees_code(tmp_path):
+    from click.testing import CliRunner
+
+    from edgeseq.cli._main import main
+    from edgeseq.io.model_io import save_model
+    _, model, _ = small_lightgbm()
+    save_model(model, tmp_path / "m.pkl")
+    res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out"), "--c-trees", "code",
+                                    "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "m_TREE_CODE 1" in (tmp_path / "out" / "edgeseq_model.h").read_text()
