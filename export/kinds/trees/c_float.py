@@ -304,17 +304,18 @@ def _nodes(model: TreeStageModel, layout: TreeLayout, prefix: str) -> str:
 
 
 C_TREES = ("auto", "table", "code")
-# `auto` writes code up to this many nodes: measured by bench/peers.py (docs/c-runtime.md renders the
-# figures), the code form compiles in well under the 2 s budget at the 1,000-tree digits model
-CODE_AUTO_MAX_NODES = 40_000
+# `auto` writes code up to this many nodes: gcc -O2 spends a near-constant CPU time per node of the
+# code form (bench/tree_code_compile.py, rendered in docs/c-runtime.md), so this cut keeps its compile
+# within about 2 s; beyond it the tables compile as data in a fraction of a second at any size
+CODE_AUTO_MAX_NODES = 2_000
 
 
 def resolve_c_trees(model: TreeStageModel, c_trees: str = "auto") -> str:
     """The form of the float C tree stages: "table" (8-byte nodes walked by the runtime) or "code".
 
-    ``"auto"`` picks the code form for models of at most `CODE_AUTO_MAX_NODES` nodes (faster on every
-    target measured, and its compile time stays small) and the tables beyond, where the compile time
-    of generated branches grows with the model while the tables compile as data.
+    ``"auto"`` picks the code form for models of at most `CODE_AUTO_MAX_NODES` nodes and the tables
+    beyond: the code form is faster on Cortex-M cores (M4F and M0 measured) but its compile time grows
+    with the model, about a millisecond of gcc -O2 per node, while the tables compile as data.
 
     Raises
     ------
