@@ -336,9 +336,10 @@ def resolve_c_trees(model: TreeStageModel, c_trees: str = "auto") -> str:
 
 def _tree_chain(ens, layout: TreeLayout, t: int, order: np.ndarray, right: np.ndarray, acc: str) -> list[str]:
     """Tree t as a branch chain in its C pre-order: a split falls through to its left child (the next
-    node) when ``x[f] <= t`` and jumps to its right child otherwise; a leaf adds its value to `acc`
-    and jumps past the tree (the last leaf of the pre-order falls through). Every label is a right
-    child, the target of exactly one jump, so no label is unused."""
+    node) when ``x[f] <= t`` and jumps to its right child otherwise; a leaf sets ``leaf`` and jumps to
+    the tree's end (the last leaf of the pre-order falls through), where one addition adds it to
+    `acc` -- the walk's addition, written once per tree rather than once per leaf (less flash). Every
+    label is a right child, the target of exactly one jump, or the end, so no label is unused."""
     a, b = ens.tree_range(t)
     targets = {c + int(right[c]) for c in range(a, b) if right[c] != 0}
     rows, end_used = [], False  # (label or "", statement)
@@ -349,13 +350,12 @@ def _tree_chain(ens, layout: TreeLayout, t: int, order: np.ndarray, right: np.nd
             rows.append((label, f"if (!(x[{int(layout.feature[i])}] <= {c_float(ens.threshold[i])})) "
                                 f"goto t{t}_{c - a + int(right[c])};"))
         elif c == b - 1:
-            rows.append((label, f"{acc} += {c_float(ens.value[i])};"))
+            rows.append((label, f"leaf = {c_float(ens.value[i])};"))
         else:
-            rows.append((label, f"{acc} += {c_float(ens.value[i])}; goto t{t}_end;"))
+            rows.append((label, f"leaf = {c_float(ens.value[i])}; goto t{t}_end;"))
             end_used = True
-    if end_used:
-        rows.append((f"t{t}_end", ";"))
-    return [f"    /* tree {t} */"] + [f"{lab}:{'' if st == ';' else ' '}{st}" if lab else f"    {st}" for lab, st in rows]
+    rows.append((f"t{t}_end" if end_used else "", f"{acc} += leaf;"))
+    return [f"    /* tree {t} */"] + [f"{lab}: {st}" if lab else f"    {st}" for lab, st in rows]
 
 
 def _stage_trees(stage) -> range:
@@ -380,16 +380,17 @@ def tree_code(model: TreeStageModel, layout: TreeLayout, prefix: str) -> tuple[s
     >>> h, c = tree_code(_demo_model(), tree_layout(_demo_model()), "m")
     >>> print(h.splitlines()[1])
     #define m_TREE_CODE 1
-    >>> print(chr(10).join(c.splitlines()[4:14]))
+    >>> print(chr(10).join(c.splitlines()[4:15]))
     static void m_stage1(const float *x, float *state)
     {
         float s0 = state[0];
+        float leaf = 0.0f; /* the leaf a tree reaches, added once at its end */
         (void)x; /* a stage of leaves alone reads no feature */
         /* tree 0 */
         if (!(x[0] <= 0.5f)) goto t0_2;
-        s0 += 1.0f; goto t0_end;
-    t0_2: s0 += 2.0f;
-    t0_end:;
+        leaf = 1.0f; goto t0_end;
+    t0_2: leaf = 2.0f;
+    t0_end: s0 += leaf;
         state[0] = s0;
     """
     ens, stages = model.ensemble, model.stages
@@ -403,7 +404,9 @@ def tree_code(model: TreeStageModel, layout: TreeLayout, prefix: str) -> tuple[s
         trees = _stage_trees(st)
         used = sorted({int(ens.target[t]) for t in trees})
         body = [f"static void {prefix}_stage{k}(const float *x, float *state)", "{"]
-        body += [f"    float s{i} = state[{i}];" for i in used] + ["    (void)x; /* a stage of leaves alone reads no feature */"]
+        body += [f"    float s{i} = state[{i}];" for i in used]
+        body += ["    float leaf = 0.0f; /* the leaf a tree reaches, added once at its end */",
+                 "    (void)x; /* a stage of leaves alone reads no feature */"]
         for t in trees:
             body += _tree_chain(ens, layout, t, order, right, f"s{int(ens.target[t])}")
         body += [f"    state[{i}] = s{i};" for i in used]
