@@ -124,18 +124,23 @@ def logistic():
 
 # ------------------------------------------------------------------------------------------ contenders
 
-def edgeseq_source(model, d: Path, lanes: int | None = None):
+def edgeseq_source(model, d: Path, lanes: int | None = None, c_trees: str = "table"):
     """(model C files, runtime C files, glue, column order of a row, n_out, defines); `lanes` forces
-    the tree walk (ES_TREE_LANES) on every target, None keeps each target's default."""
+    the tree walk (ES_TREE_LANES) on every target, None keeps each target's default; `c_trees` "code"
+    writes the tree stages as code (started by es_init_code)."""
     from edgeseq.export.c_harness import write_c_for
-    from edgeseq.export.kinds.trees.c_float import tree_feature_order
+    from edgeseq.export.kinds.trees.c_float import tree_feature_order, write_c_tree_model
     from edgeseq.forms.trees import TreeStageModel
-    write_c_for(model, d, "m")
+    if c_trees == "code":
+        write_c_tree_model(model, d, "m", c_trees="code")
+    else:
+        write_c_for(model, d, "m")
     if isinstance(model, TreeStageModel):
         cols = tree_feature_order(model)
     else:
         cols = np.concatenate([np.asarray(model.group_columns[g]) for g in model.order])
-    (d / "glue.c").write_text(GLUE_ES)
+    (d / "glue.c").write_text(GLUE_ES if c_trees != "code" else GLUE_ES.replace(
+        "(void)es_init(&st, &m_model, work, m_WORK_FLOATS);", "(void)es_init_code(&st, &m_tree_code, work, m_WORK_FLOATS);"))
     n_out = 2 if model.link == "sigmoid" else model.n_outputs
     defines = () if lanes is None else (f"ES_TREE_LANES={lanes}",)
     return [d / "edgeseq_model.c"], [runtime_dir() / "edgeseq_runtime.c"], d / "glue.c", cols, n_out, defines
@@ -265,10 +270,11 @@ def build_host(c, d: Path, n_feat: int, n_out: int) -> tuple[Path, float]:
     return exe, seconds
 
 
-def arm_figures(c, d: Path, n_feat: int, n_out: int) -> tuple[int, int]:
-    """(M4F flash bytes of the -Os objects, emulated SysTick ticks per prediction at -O2)."""
+def arm_figures(c, d: Path, n_feat: int, n_out: int, target=None) -> tuple[int, int]:
+    """(flash bytes of the -Os objects, emulated SysTick ticks per prediction at -O2) on `target`
+    (default: the Cortex-M4F)."""
     from edgeseq.export.c_arm import ARM_CC, TARGETS, qemu_dir, run_qemu, section_sizes
-    target = TARGETS["cortex-m4f"]
+    target = target or TARGETS["cortex-m4f"]
     srcs, runtime, glue, _, _, defines = c
     incs = [d, runtime_dir(), Path(glue).parent, *(Path(s).parent for s in srcs)]
     objs = []
@@ -281,11 +287,12 @@ def arm_figures(c, d: Path, n_feat: int, n_out: int) -> tuple[int, int]:
     flash = sum(v["text"] + v["data"] for v in section_sizes(objs).values())
     qdir = qemu_dir()
     elf = compile_c([qdir / "startup.c", *runtime, *srcs, glue, HERE / "peers_time.c"], d / "ticks.elf",
-                    include_dirs=[qdir, *incs], defines=["PEERS_ARM", f"N_FEAT={n_feat}", f"N_OUT={n_out}", *defines],
+                    include_dirs=[qdir, *incs],
+                    defines=["PEERS_ARM", f"N_FEAT={n_feat}", f"N_OUT={n_out}", *defines, *target.defines],
                     compiler=ARM_CC, flags=("-std=c99",),
                     extra=(*target.cpu_flags, "-O2", "-w", "-T", str(qdir / target.linker_script),
                            "--specs=rdimon.specs"), libs=("-lm",))
-    out = run_qemu(elf, target, extra=("-icount", "shift=0"), timeout=300).stdout
+    out = run_qemu(elf, target, extra=("-icount", "shift=0"), timeout=600).stdout
     return flash, int(out.split()[-1])
 
 
@@ -314,6 +321,8 @@ def c_table(title, est, model, X, want, contenders, args, tmp: Path) -> dict:
         d.mkdir()
         if name == "edgeseq":
             c = edgeseq_source(model, d)
+        elif name == CODE_ROW:  # the tree stages as generated code (c_trees="code")
+            c = edgeseq_source(model, d, c_trees="code")
         elif name.startswith("edgeseq"):  # "edgeseq, ES_TREE_LANES=n": one walk on every target
             c = edgeseq_source(model, d, int(name[-1]))
         elif name == "m2cgen":
@@ -352,6 +361,31 @@ def c_table(title, est, model, X, want, contenders, args, tmp: Path) -> dict:
     return {"title": title, "columns": ["contender", "host µs / prediction", "÷ edgeseq", "M4F ticks (-O2)",
                                         "M4F flash B (-Os)", "model C compile s (gcc -O2)", "max |error|"],
             "rows": rows}
+
+
+CODE_ROW = "edgeseq, c_trees=code"
+
+
+def m0_table(models, args, tmp: Path) -> dict:
+    """Emulated Cortex-M0 (soft float) ticks and flash of edgeseq's two tree forms, per tree model: does
+    the code form win on a core without an FPU too (every compare is a library call there)?"""
+    from edgeseq.export.c_arm import CORTEX_M0
+    rows = []
+    for title, model, n_feat, n_out in models:
+        for form in ("table", "code"):
+            d = tmp / f"m0_{len(rows)}"
+            d.mkdir()
+            c = edgeseq_source(model, d, c_trees=form)
+            try:
+                flash, ticks = arm_figures(c, d, n_feat, n_out, CORTEX_M0)
+            except Exception as exc:  # noqa: BLE001  (e.g. the model does not fit the micro:bit's flash)
+                print(f"  M0 {title} {form}: not measured ({str(exc).splitlines()[-1][:120]})", flush=True)
+                flash = ticks = None
+            rows.append([title, form, ticks, flash])
+            print(f"  M0 {title} {form}: {ticks} ticks, {flash} B flash", flush=True)
+    return {"title": "edgeseq tree forms on the emulated Cortex-M0 (micro:bit, soft float; qemu -icount SysTick ticks "
+                     "per full prediction at -O2, flash of the -Os objects); None: did not fit or not run",
+            "columns": ["model", "c_trees", "M0 ticks (-O2)", "M0 flash B (-Os)"], "rows": rows}
 
 
 INIT_VS_RESET = """#define _POSIX_C_SOURCE 200809L
@@ -550,8 +584,9 @@ def main(argv=None) -> None:
         return python_only(args)
     info = machine_info()
     print(f"load {info['load_start']}", flush=True)
-    trees = ["edgeseq", "edgeseq, ES_TREE_LANES=1", "edgeseq, ES_TREE_LANES=8", "m2cgen", "emlearn inline", "tl2cgen"]
-    tables, python_cases, init_models = [], [], []
+    trees = ["edgeseq", "edgeseq, ES_TREE_LANES=1", "edgeseq, ES_TREE_LANES=8", CODE_ROW, "m2cgen", "emlearn inline",
+             "tl2cgen"]
+    tables, python_cases, init_models, m0_models = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         specs = [("regression, LightGBM 100 trees x 31 leaves", regression, trees, "regression")]
@@ -583,9 +618,11 @@ def main(argv=None) -> None:
                 python_cases.append((title, X, est, model))
                 continue
             tables.append(c_table(title, est, model, X, want, contenders, args, tmp))
+            m0_models.append((title, model, X.shape[1], want.shape[1]))
             python_cases.append((title, X, est, model))
             init_models.append((title, model, tables[-1]["rows"][0][1]))
         tables.append(init_vs_reset(init_models, tmp))
+        m0 = m0_table(m0_models, args, tmp) if not args.no_arm and (args.only is None or CODE_ROW in args.only) else None
     tables.append(python_table(python_cases, args))
     for t in tables:
         t["title"] = t["title"] if "µs" in t["title"] or "es_init" in t["title"] else (
@@ -595,6 +632,8 @@ def main(argv=None) -> None:
             "-Os objects, gcc -O2 compile time of the model's C, max |error| vs the model's own predict; "
             "m2cgen and tl2cgen are not built for the M4F at 1,000 trees without --arm-all (minutes each)")
     init = tables[-2]["rows"]
+    if m0 is not None:
+        tables.append(m0)
     write_result("peers", {"rounds": args.rounds, "passes": args.passes, "quick": args.quick,
                            "init_instead_of_reset": [r[4] for r in init],
                            "versions": {m: _version(m) for m in ("m2cgen", "emlearn", "tl2cgen", "treelite", "lleaves")}

@@ -188,7 +188,11 @@ int main(void)
 {
     es_group_info g;
     uint32_t filled = 0u;
+#if ES_HAS_TREE_CODE /* a tree model exported with --c-trees code starts with es_init_code */
+    if (es_init_code(&st, &ES_TREE_CODE, work, ES_WORK_FLOATS) != ES_OK) {
+#else
     if (es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK) {
+#endif
         printf("es_init failed\\n");
         return 1;
     }
@@ -482,7 +486,9 @@ def _readme(manifest: dict, prefix: str, dtype: str, sizes: dict | None, version
     else:
         lines += ['#include "edgeseq_model.h"',
                   f"static float work[{prefix}_WORK_FLOATS]; static es_state st;",
-                  f"es_init(&st, &{prefix}_model, work, {prefix}_WORK_FLOATS);",
+                  (f"es_init_code(&st, &{prefix}_tree_code, work, {prefix}_WORK_FLOATS);  /* trees as code */"
+                   if f"#define {prefix}_TREE_CODE 1" in header else
+                   f"es_init(&st, &{prefix}_model, work, {prefix}_WORK_FLOATS);"),
                   "es_group_info g;",
                   "while (es_next_group(&st, &g) == ES_OK) {",
                   "    compute_group(g.group, feats);      /* g.dim floats, the group's columns */",

@@ -39,7 +39,7 @@ def _c_generator():
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                  check_stats=None, batch_size=None, ort=False, labels: str = "graph", c_dtype: str = "float32",
                  calibration=None, tree_ops: str = "ai-onnx-ml", stop_data=None,
-                 max_disagreement: float = 0.005, stop_rule: str = "shared") -> dict:
+                 max_disagreement: float = 0.005, stop_rule: str = "shared", c_trees: str = "table") -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -69,6 +69,11 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     that at most `max_disagreement` of new rows stop with another answer than the full model; the
     thresholds go into the manifest's ``stopping`` entry and the C table ``<prefix>_stop_threshold``.
     `stop_rule`: "shared" (one threshold for every stage) or "per-stage" (see `calibrate_stopping`).
+    `c_trees`: float tree stages only -- "table" (default: node tables the runtime walks, started by
+    ``es_init``), "code" (each stage a generated C function, started by ``es_init_code``; the same
+    bits, fewer instructions on Cortex-M, more flash and a compile time that grows with the model) or
+    "auto" (code up to `c_float.CODE_AUTO_MAX_NODES` nodes, tables beyond); the form written is
+    recorded as the manifest's ``c.trees`` (absent: table) so verify regenerates the same C.
 
     Returns
     -------
@@ -114,6 +119,11 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, TREE_OPS))}")
     if c_dtype not in ("float32", "int16"):
         raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
+    from edgeseq.export.kinds.trees.c_float import C_TREES
+    if c_trees not in C_TREES:
+        raise ExportError(f"C tree form {c_trees!r} is not one of {', '.join(map(repr, C_TREES))}")
+    if c_trees == "code" and c_dtype == "int16":
+        raise ExportError("the int16 C keeps its tree stages as tables; --c-trees code needs --c-dtype float32")
     check_labels(labels, form.link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
@@ -125,7 +135,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
     write = kind.writer(form, ExportRequest(model_name, c_prefix, seq, check_stats=check_stats, batch_size=batch_size,
                                             ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
-                                            tree_ops=tree_ops))
+                                            tree_ops=tree_ops, c_trees=c_trees))
     if stop_data is not None:  # per-input stopping is the spine's: calibrated on the written export
         write = _with_stopping(write, stop_data, max_disagreement, getattr(write, "int16", None), stop_rule)
     return _write_atomically(out, force, write)

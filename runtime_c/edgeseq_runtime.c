@@ -158,7 +158,8 @@ static es_status es_check_trees(const es_model *m)
     size_t b_len = 0u;
     if (t == NULL || m->coef != NULL || m->intercept != NULL || t->n_stages == 0u || t->n_state == 0u ||
         t->stage_tree == NULL || t->stage_depth == NULL || t->readout_w == NULL || t->readout_b == NULL ||
-        (t->n_trees != 0u && (t->tree_root == NULL || t->tree_target == NULL || t->node == NULL)) ||
+        (t->n_trees != 0u && t->node != NULL && (t->tree_root == NULL || t->tree_target == NULL)) ||
+        (t->node == NULL && (t->n_nodes != 0u || t->tree_root != NULL || t->tree_target != NULL)) ||
         (m->n_groups != 0u && t->group_stage == NULL)) {
         return ES_ERR_BAD_MODEL;
     }
@@ -187,7 +188,7 @@ static es_status es_check_trees(const es_model *m)
                                       !(m->cum_cost[k] == m->cum_cost[k - 1u]))) {
             return ES_ERR_BAD_MODEL;
         }
-        st = es_check_stage_trees(t, k, d);
+        st = t->node != NULL ? es_check_stage_trees(t, k, d) : ES_OK; /* no tables: the trees are code */
         if (st != ES_OK) {
             return st;
         }
@@ -503,6 +504,11 @@ static es_status es_tree_stage(es_state *s, uint32_t k)
     const uint32_t stop = t->stage_tree[k + 1u];
     const size_t P = m->n_outputs;
     uint32_t tr = t->stage_tree[k];
+    const es_tree_stage_fn code = s->tree_code != NULL ? s->tree_code->stage[k] : NULL;
+    if (code != NULL) { /* the stage's generated branch chains: the same additions in the same order */
+        code(x, state);
+        tr = stop;
+    }
 #if ES_TREE_LANES == 8
     for (; tr + 8u <= stop; tr += 8u) { /* eight trees in lockstep: eight independent load chains */
         const uint32_t *const root = t->tree_root + tr;
@@ -586,7 +592,28 @@ static es_status es_start(es_state *s)
     return st == ES_OK ? es_tree_advance(s) : st;
 }
 
-es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
+/* The stage functions of a code-form model (es_init_code): its own, one per stage, and a function for
+   every stage with trees when the model has no node tables. Without code the tables must be there. */
+static es_status es_check_code(const es_model *m, const es_tree_code *code)
+{
+    uint32_t k;
+    const es_trees *t = m->trees;
+    if (code == NULL) {
+        return !ES_IS_TREES(m) || t->n_trees == 0u || t->node != NULL ? ES_OK : ES_ERR_BAD_MODEL;
+    }
+    if (!ES_IS_TREES(m) || code->model != m || code->stage == NULL || code->n_stages != t->n_stages) {
+        return ES_ERR_BAD_MODEL;
+    }
+    for (k = 0u; k < t->n_stages; ++k) {
+        if (code->stage[k] == NULL && t->node == NULL && t->stage_tree[k + 1u] != t->stage_tree[k]) {
+            return ES_ERR_BAD_MODEL;
+        }
+    }
+    return ES_OK;
+}
+
+static es_status es_init_with(es_state *s, const es_model *m, const es_tree_code *code, float *work,
+                              size_t work_len)
 {
     es_status st;
     size_t st_i;
@@ -595,6 +622,9 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
     }
     s->magic = 0u;
     st = es_check_model(m);
+    if (st == ES_OK) {
+        st = es_check_code(m, code);
+    }
     if (st != ES_OK) {
         return st;
     }
@@ -613,11 +643,25 @@ es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
     s->stage = 0u;
     s->seq = 0u;
     s->stop_threshold = NULL;
+    s->tree_code = code;
     st = es_start(s);
     if (st == ES_OK) {
         s->magic = ES_STATE_MAGIC;
     }
     return st;
+}
+
+es_status es_init(es_state *s, const es_model *m, float *work, size_t work_len)
+{
+    return es_init_with(s, m, NULL, work, work_len);
+}
+
+es_status es_init_code(es_state *s, const es_tree_code *code, float *work, size_t work_len)
+{
+    if (code == NULL) {
+        return ES_ERR_NULL;
+    }
+    return es_init_with(s, code->model, code, work, work_len);
 }
 
 es_status es_reset(es_state *s)

@@ -200,6 +200,25 @@ typedef struct es_trees {
     const es_tree_node *node;      /* [n_nodes] */
 } es_trees;
 
+/* TREE STAGES AS CODE (export option c_trees="code"/"auto", CLI --c-trees). The generator may write
+   a model's trees as C instead of node tables: per stage one function whose trees are branch chains
+   comparing x[feature] <= threshold (thresholds as float literals that read back exactly), each leaf
+   added to the state entry of its tree, tree after tree -- the very float32 additions of the table
+   walk in the same order, so both forms give the same bits. Such a model's es_trees has node,
+   tree_root and tree_target NULL and n_nodes 0 (its stage ranges, depths and readouts as usual): es_init
+   refuses it (so neither this nor an older runtime can walk tables it does not have); start it with
+   es_init_code(&st, &<prefix>_tree_code, work, n), which validates the rest of the model as es_init
+   does and ties the functions to it. The code reads only features pushed by its stage and state
+   entries inside the state: the generator proves each index before writing it, and the generated
+   file asserts the largest of each against the model's sizes at compile time. */
+typedef void (*es_tree_stage_fn)(const float *x, float *state);
+
+typedef struct es_tree_code {
+    const struct es_model *model;  /* the model this code was generated with (es_init_code starts it) */
+    uint32_t n_stages;             /* must equal the model's */
+    const es_tree_stage_fn *stage; /* [n_stages] stage k's function, or NULL for the table walk */
+} es_tree_code;
+
 /*
  * A fitted anytime model, normally generated (static const, lives in flash). "Sequence order" is
  * the order in which groups are computed; position k (0-based) completes prefix k + 1.
@@ -245,6 +264,7 @@ typedef struct es_state {
     uint32_t magic;          /* ES_STATE_MAGIC after a successful es_init */
     const float *stop_threshold; /* [n_stages] es_set_stop's thresholds; NULL: no per-input stopping */
     uint32_t confident;      /* the committed stage passed its stop threshold */
+    const es_tree_code *tree_code; /* es_init_code's stage functions; NULL: every stage walks the tables */
 } es_state;
 
 typedef struct es_group_info {
@@ -296,6 +316,13 @@ es_status es_current(const es_state *state, float *out, uint32_t *prefix, int32_
  * early without changing shape, and a tree model runs no further stage in that push. es_reset keeps
  * the thresholds. Regression models never stop early. */
 es_status es_set_stop(es_state *state, const float *threshold);
+
+/* TREE STAGES AS CODE (see es_tree_code): es_init for a model exported with its tree stages as code
+ * (its header defines <prefix>_TREE_CODE 1 and declares <prefix>_tree_code): the model is code->model.
+ * ES_ERR_NULL for a NULL pointer, ES_ERR_BAD_MODEL when the table does not fit its model (another
+ * stage count, a stage with trees but neither a function nor node tables, not a tree model); otherwise
+ * as es_init. es_reset keeps the code; es_init of another model drops it. */
+es_status es_init_code(es_state *state, const es_tree_code *code, float *work, size_t work_len);
 
 /* 1 when the committed stage passed its stop threshold (the loop is over), else 0. */
 int es_confident(const es_state *state);

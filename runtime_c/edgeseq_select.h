@@ -24,5 +24,9 @@
 #define ES_N_PRED ES_CAT(ES_PREFIX, _N_PRED)
 #define ES_STATE_RAM_BYTES ES_CAT(ES_PREFIX, _STATE_RAM_BYTES)
 #define ES_MACS_PER_PUSH_MAX ES_CAT(ES_PREFIX, _MACS_PER_PUSH_MAX)
+/* 1 inside #if when the model was exported with its tree stages as code (it defines <prefix>_TREE_CODE 1
+   and the table <prefix>_tree_code for es_init_code), else 0 */
+#define ES_HAS_TREE_CODE ES_CAT(ES_PREFIX, _TREE_CODE)
+#define ES_TREE_CODE ES_CAT(ES_PREFIX, _tree_code)
 
 #endif /* EDGESEQ_SELECT_H */

@@ -168,7 +168,8 @@ def test_a_walk_comparing_less_than_is_caught(case, tmp_path):
     assert any(not np.array_equal(g.astype(np.float32), r) for g, r in zip(run.predictions, want))
 
 
-def test_lightgbm_both_walks_agree_with_lightgbm():
+def small_lightgbm():
+    """(LightGBM regressor, its edgeseq model, rows incl. each threshold's neighbours): 21 trees x 15 leaves."""
     lgb = pytest.importorskip("lightgbm")
     from edgeseq import from_lightgbm
     rng = np.random.default_rng(3)
@@ -177,7 +178,11 @@ def test_lightgbm_both_walks_agree_with_lightgbm():
     reg = lgb.LGBMRegressor(n_estimators=21, num_leaves=15, min_child_samples=3, verbose=-1, n_jobs=1,
                             deterministic=True).fit(X, y)
     model = from_lightgbm(reg, [[0, 1, 2, 3], [4, 5, 6, 7]], [1.0, 1.0])
-    rows = np.vstack([X[:60], boundary_rows(model, X[:60], limit=80)])
+    return reg, model, np.vstack([X[:60], boundary_rows(model, X[:60], limit=80)])
+
+
+def test_lightgbm_both_walks_agree_with_lightgbm():
+    reg, model, rows = small_lightgbm()
     runs = [run_c_trees(model, rows, extra=("-O2", f"-D{lanes}")) for lanes in LANES]
     assert all(np.array_equal(a, b) for a, b in zip(runs[0].predictions, runs[1].predictions))
     want = reg.predict(rows)

@@ -61,6 +61,9 @@ def bundles(tmp_path_factory, data):
     export_model(trees, root / "tree_export", c_prefix="fw_tree")
     write_firmware_bundle(root / "tree_export", root / "tree_bundle")
     out["tree"] = (root / "tree_export", root / "tree_bundle", trees)
+    export_model(trees, root / "tree_code_export", c_prefix="fw_tree_code", c_trees="code")  # es_init_code
+    write_firmware_bundle(root / "tree_code_export", root / "tree_code_bundle")
+    out["tree_code"] = (root / "tree_code_export", root / "tree_code_bundle", trees)
     return out
 
 
@@ -209,7 +212,7 @@ def test_cli_bundle(bundles, tmp_path):
 
 
 @needs_cmake
-@pytest.mark.parametrize("name", ["clf", "reg", "tree"])
+@pytest.mark.parametrize("name", ["clf", "reg", "tree", "tree_code"])
 def test_host_cmake_add_subdirectory_matches_python_runtime(bundles, tmp_path, name):
     export_dir, bundle, _ = bundles[name]
     src = _consumer(tmp_path / "consumer", bundle, f"fw_{name}")
@@ -218,7 +221,7 @@ def test_host_cmake_add_subdirectory_matches_python_runtime(bundles, tmp_path, n
     assert r.returncode == 0, r.stdout
     stages = _compare_float(r.stdout, export_dir)
     assert len({tuple(p) for _, _, p in stages}) > 1  # the row moves the prediction: not a vacuous match
-    if name == "tree":  # group 1 alone completes no stage: the committed stage stays 1 after its push
+    if name.startswith("tree"):  # group 1 alone completes no stage: the committed stage stays 1 after its push
         assert [s for s, _, _ in stages] == [0, 1, 1, 2]
 
 

@@ -41,12 +41,16 @@ from edgeseq.cli._main import main
 @click.option("--stop-data", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Classifiers: held-out rows (CSV with a header and --target, or .npz with X and y) with the model's raw columns on "
                    "which per-input stopping thresholds are calibrated (see docs/early-stopping.md).")
+@click.option("--c-trees", type=click.Choice(["table", "code", "auto"]), default="table", show_default=True,
+              help="Float tree-stage C: 'table' (node tables the runtime walks, es_init), 'code' (each stage a "
+                   "generated function, es_init_code: the same bits, faster on Cortex-M, more flash, slower to "
+                   "compile) or 'auto' (code for small models, tables beyond; docs/c-runtime.md).")
 @click.option("--max-disagreement", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.005,
               show_default=True, help="With --stop-data: the largest share of new rows whose early answer may "
                                       "differ from the full model's (held with 95 % confidence).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
 def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, c_dtype, calibration_data,
-                   target, tree_ops, stop_data, max_disagreement, quiet):
+                   target, tree_ops, stop_data, max_disagreement, quiet, c_trees):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -87,7 +91,8 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
     with progress.stage("export", f"{what} to {out_dir}"):
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
                          batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
-                         tree_ops=tree_ops, stop_data=stop_rows, max_disagreement=max_disagreement)
+                         tree_ops=tree_ops, stop_data=stop_rows, max_disagreement=max_disagreement,
+                         c_trees=c_trees)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())

@@ -76,6 +76,8 @@ class ExportRequest:
         ``(X, y)`` rows for the int16 quantisation.
     tree_ops : {"ai-onnx-ml", "core"}, default="ai-onnx-ml"
         The operator set of tree-stage graphs.
+    c_trees : {"table", "code", "auto"}, default="table"
+        The form of float C tree stages (`edgeseq.export.kinds.trees.c_float.resolve_c_trees`).
 
     Examples
     --------
@@ -93,6 +95,7 @@ class ExportRequest:
     c_dtype: str = "float32"
     calibration: object = None
     tree_ops: str = "ai-onnx-ml"
+    c_trees: str = "table"
 
     def calibration_rows(self):
         """``(X, y)`` of the int16 quantisation, or one clear line when none were given.

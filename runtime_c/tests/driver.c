@@ -75,7 +75,7 @@ static int dump_trees(const es_trees *t, uint32_t n_out)
         print_bits(t->readout_w + (size_t)k * per_stage, per_stage);
         printf("\n");
     }
-    for (k = 0; k < t->n_trees; ++k) {
+    for (k = 0; t->node != NULL && k < t->n_trees; ++k) { /* a code-form model has no node tables */
         printf("tree %u root %u target %u\n", (unsigned)k, (unsigned)t->tree_root[k], (unsigned)t->tree_target[k]);
     }
     for (k = 0; k < t->n_nodes; ++k) {
@@ -148,6 +148,16 @@ static void print_current(const es_state *st, unsigned long row, const char *tag
     printf("\n");
 }
 
+/* es_init, or es_init_code when the model carries its tree stages as code (ES_HAS_TREE_CODE) */
+static es_status driver_init(es_state *st, float *work)
+{
+#if ES_HAS_TREE_CODE
+    return es_init_code(st, &ES_TREE_CODE, work, ES_WORK_FLOATS);
+#else
+    return es_init(st, &ES_MODEL, work, ES_WORK_FLOATS);
+#endif
+}
+
 /* predict mode: the row being run, and whether commits are printed (not during es_init) */
 static unsigned long trace_row = 0;
 static int tracing = 0;
@@ -166,7 +176,7 @@ static int predict(const char *path)
     es_state st;
     unsigned long row = 0;
     FILE *f = fopen(path, "rb");
-    es_status s = es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS);
+    es_status s = driver_init(&st, work);
     if (f == NULL || s != ES_OK) {
         fprintf(stderr, "driver: cannot open %s or es_init failed (%d)\n", path, (int)s);
         return 2;
@@ -206,7 +216,7 @@ static int sweep(const char *rows_path, const char *budgets_path)
     es_state st;
     FILE *fb = fopen(budgets_path, "r");
     FILE *f = fopen(rows_path, "rb");
-    es_status s = es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS);
+    es_status s = driver_init(&st, work);
     if (f == NULL || fb == NULL || s != ES_OK) {
         fprintf(stderr, "driver: cannot open %s / %s or es_init failed (%d)\n", rows_path, budgets_path, (int)s);
         return 2;

@@ -25,7 +25,11 @@ int main(int argc, char **argv)
         return 2;
     }
     f = fopen(argv[1], "rb");
+#if ES_HAS_TREE_CODE
+    if (f == NULL || es_init_code(&st, &ES_TREE_CODE, work, ES_WORK_FLOATS) != ES_OK
+#else
     if (f == NULL || es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK
+#endif
         || es_set_stop(&st, ES_STOP_TABLE) != ES_OK) {
         fprintf(stderr, "cannot open the rows or set up the model\n");
         return 1;

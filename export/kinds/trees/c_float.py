@@ -193,7 +193,7 @@ def _work_per_push(layout: TreeLayout) -> list:
     return [(int(layout.node_visits[list(r)].sum()), int(layout.macs[list(r)].sum())) for r in layout.push_stages]
 
 
-def _header(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str) -> str:
+def _header(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str, code_header: str = "") -> str:
     ens, P = model.ensemble, model.n_outputs
     n_pred = 2 if model.link == "sigmoid" else P
     sizes = [int(model.group_columns[g].size) for g in layout.order]
@@ -216,7 +216,7 @@ def _header(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str) -
             f"#define {prefix}_WORK_PER_PUSH_MAX {sum(worst)}u\n"
             f"#define {prefix}_N_STATE {ens.n_targets}u\n"
             f"#define {prefix}_N_TREES {ens.n_trees}u\n"
-            f"#define {prefix}_N_NODES {ens.n_nodes}u")
+            f"#define {prefix}_N_NODES {ens.n_nodes}u" + (f"\n{code_header}" if code_header else ""))
     return c_header_text(prefix, name, generator="c_trees.py", summary=summary, group_names=model.group_names,
                          order=layout.order, sizes=sizes, n_outputs=P, n_pred=n_pred, n_stages=len(model.stages),
                          work_floats=f"({sum(sizes)}u + {P}u + 2u * {n_pred}u + {ens.n_targets}u)",
@@ -303,6 +303,131 @@ def _nodes(model: TreeStageModel, layout: TreeLayout, prefix: str) -> str:
     return f"static const es_tree_node {prefix}_node[] = {{\n" + "\n".join(lines) + "\n};\n"
 
 
+C_TREES = ("auto", "table", "code")
+# `auto` writes code up to this many nodes: gcc -O2 spends a near-constant CPU time per node of the
+# code form (bench/tree_code_compile.py, rendered in docs/c-runtime.md), so this cut keeps its compile
+# within about 2 s; beyond it the tables compile as data in a fraction of a second at any size
+CODE_AUTO_MAX_NODES = 2_000
+
+
+def resolve_c_trees(model: TreeStageModel, c_trees: str = "auto") -> str:
+    """The form of the float C tree stages: "table" (8-byte nodes walked by the runtime) or "code".
+
+    ``"auto"`` picks the code form for models of at most `CODE_AUTO_MAX_NODES` nodes and the tables
+    beyond: the code form is faster on Cortex-M cores (M4F and M0 measured) but its compile time grows
+    with the model, about a millisecond of gcc -O2 per node, while the tables compile as data.
+
+    Raises
+    ------
+    ExportError
+        `c_trees` is not one of `C_TREES`.
+
+    Examples
+    --------
+    >>> resolve_c_trees(_demo_model()), resolve_c_trees(_demo_model(), "table")
+    ('code', 'table')
+    """
+    if c_trees not in C_TREES:
+        raise ExportError(f"C tree form {c_trees!r} is not one of {', '.join(map(repr, C_TREES))}")
+    if c_trees != "auto":
+        return c_trees
+    return "code" if model.ensemble.n_nodes <= CODE_AUTO_MAX_NODES else "table"
+
+
+def _tree_chain(ens, layout: TreeLayout, t: int, order: np.ndarray, right: np.ndarray, acc: str) -> list[str]:
+    """Tree t as a branch chain in its C pre-order: a split falls through to its left child (the next
+    node) when ``x[f] <= t`` and jumps to its right child otherwise; a leaf sets ``leaf`` and jumps to
+    the tree's end (the last leaf of the pre-order falls through), where one addition adds it to
+    `acc` -- the walk's addition, written once per tree rather than once per leaf (less flash). Every
+    label is a right child, the target of exactly one jump, or the end, so no label is unused."""
+    a, b = ens.tree_range(t)
+    targets = {c + int(right[c]) for c in range(a, b) if right[c] != 0}
+    rows, end_used = [], False  # (label or "", statement)
+    for c in range(a, b):
+        i = int(order[c])
+        label = f"t{t}_{c - a}" if c in targets else ""
+        if ens.feature[i] >= 0:
+            rows.append((label, f"if (!(x[{int(layout.feature[i])}] <= {c_float(ens.threshold[i])})) "
+                                f"goto t{t}_{c - a + int(right[c])};"))
+        elif c == b - 1:
+            rows.append((label, f"leaf = {c_float(ens.value[i])};"))
+        else:
+            rows.append((label, f"leaf = {c_float(ens.value[i])}; goto t{t}_end;"))
+            end_used = True
+    rows.append((f"t{t}_end" if end_used else "", f"{acc} += leaf;"))
+    return [f"    /* tree {t} */"] + [f"{lab}: {st}" if lab else f"    {st}" for lab, st in rows]
+
+
+def _stage_trees(stage) -> range:
+    """The trees of a stage in the order the code form adds their leaves: tree order, as the walk."""
+    return range(stage.tree_start, stage.tree_stop)
+
+
+def tree_code(model: TreeStageModel, layout: TreeLayout, prefix: str) -> tuple[str, str]:
+    """(header text, source text) of the code form of the tree stages (see `resolve_c_trees`).
+
+    Per stage with trees a ``static`` function ``<prefix>_stage<k>(x, state)``: the state entries its
+    trees add to held in locals, then each tree as a branch chain (`_tree_chain`) adding its leaf
+    to its target's local -- tree after tree, the float32 additions of the runtime's table walk in
+    the same order, so the two forms give the same bits -- and the locals stored back. Then the table
+    ``<prefix>_tree_code`` for ``es_init_code``, tied to ``<prefix>_model`` (whose descriptor then has
+    no node tables, so no runtime can walk tables that are not there). Each feature and state
+    index read was proved in range by `tree_layout` (features pushed by the stage); the source also
+    asserts the largest of each against the model's sizes at compile time.
+
+    Examples
+    --------
+    >>> h, c = tree_code(_demo_model(), tree_layout(_demo_model()), "m")
+    >>> print(h.splitlines()[1])
+    #define m_TREE_CODE 1
+    >>> print(chr(10).join(c.splitlines()[4:15]))
+    static void m_stage1(const float *x, float *state)
+    {
+        float s0 = state[0];
+        float leaf = 0.0f; /* the leaf a tree reaches, added once at its end */
+        (void)x; /* a stage of leaves alone reads no feature */
+        /* tree 0 */
+        if (!(x[0] <= 0.5f)) goto t0_2;
+        leaf = 1.0f; goto t0_end;
+    t0_2: leaf = 2.0f;
+    t0_end: s0 += leaf;
+        state[0] = s0;
+    """
+    ens, stages = model.ensemble, model.stages
+    order, right = tree_preorder(model)
+    funcs, table = [], []
+    max_feature = int(layout.feature.max(initial=-1))
+    for k, st in enumerate(stages):
+        if st.tree_stop <= st.tree_start:
+            table.append("0")
+            continue
+        trees = _stage_trees(st)
+        used = sorted({int(ens.target[t]) for t in trees})
+        body = [f"static void {prefix}_stage{k}(const float *x, float *state)", "{"]
+        body += [f"    float s{i} = state[{i}];" for i in used]
+        body += ["    float leaf = 0.0f; /* the leaf a tree reaches, added once at its end */",
+                 "    (void)x; /* a stage of leaves alone reads no feature */"]
+        for t in trees:
+            body += _tree_chain(ens, layout, t, order, right, f"s{int(ens.target[t])}")
+        body += [f"    state[{i}] = s{i};" for i in used]
+        body.append("}")
+        funcs.append("\n".join(body))
+        table.append(f"{prefix}_stage{k}")
+    header = (f"/* the tree stages as code (no node tables): start with es_init_code(&st, &{prefix}_tree_code, ...) */\n"
+              f"#define {prefix}_TREE_CODE 1\n"
+              f"extern const es_tree_code {prefix}_tree_code;")
+    bound = f"{int(ens.target.max(initial=0))}u < {prefix}_N_STATE"
+    if max_feature >= 0:
+        bound = f"{max_feature}u < {prefix}_N_FEATURES && {bound}"
+    source = (f"/* TREE STAGES AS CODE (es_init_code): the same leaves added in the same order as the table walk;\n"
+              f"   the largest feature and state index the code reads, asserted at compile time */\n"
+              f"typedef char {prefix}_code_reads_in_range[{bound} ? 1 : -1];\n\n"
+              + "\n\n".join(funcs)
+              + f"\n\nstatic const es_tree_stage_fn {prefix}_stage_code[] = {{ {', '.join(table)} }};\n"
+              f"const es_tree_code {prefix}_tree_code = {{ &{prefix}_model, {len(stages)}u, {prefix}_stage_code }};\n")
+    return header, source
+
+
 def c_tree_tables(layout: TreeLayout, prefix: str, nodes: str) -> list[str]:
     """The index tables every tree C model carries (float and int16 alike): the node array text
     `nodes`, tree roots and targets (when there are trees) and the stage of each group position.
@@ -315,7 +440,7 @@ def c_tree_tables(layout: TreeLayout, prefix: str, nodes: str) -> list[str]:
     """
     ens = layout.model.ensemble
     parts = []
-    if ens.n_trees > 0:
+    if ens.n_trees > 0 and nodes:  # none for the code form (`tree_code`)
         parts.append(nodes)
         parts.append(f"static const uint32_t {prefix}_tree_root[] = {{ {c_u32_list(ens.roots)} }};\n"
                      f"static const uint32_t {prefix}_tree_target[] = {{ {c_u32_list(ens.target)} }};\n")
@@ -325,10 +450,10 @@ def c_tree_tables(layout: TreeLayout, prefix: str, nodes: str) -> list[str]:
     return parts
 
 
-def _source(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str) -> str:
+def _source(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str, code_source: str = "") -> str:
     ens, stages = model.ensemble, model.stages
     sizes = [int(model.group_columns[g].size) for g in layout.order]
-    have_trees, have_groups = ens.n_trees > 0, bool(layout.order)
+    have_trees, have_groups = ens.n_trees > 0 and not code_source, bool(layout.order)  # code: no node tables
     parts = [f"/* Generated by edgeseq (export/c_trees.py) -- do not edit. Model: {c_comment_text(name)} */\n"
              f"#include \"{C_HEADER}\"\n"]
     parts += c_tree_tables(layout, prefix, _nodes(model, layout, prefix) if have_trees else "")
@@ -350,7 +475,7 @@ static const es_trees {prefix}_trees = {{
     {len(stages)}u,
     {ens.n_targets}u,
     {ens.n_trees}u,
-    {ens.n_nodes}u,
+    {ens.n_nodes if have_trees else 0}u,
     {ptr(have_groups, "group_stage")},
     {prefix}_stage_tree,
     {prefix}_stage_depth,
@@ -362,10 +487,13 @@ static const es_trees {prefix}_trees = {{
 }};
 
 {c_descriptor(prefix, name, model.link, coef="0", intercept="0", kind="ES_KIND_TREES", trees=f"&{prefix}_trees")}""")
+    if code_source:
+        parts.append(code_source)
     return "\n".join(parts)
 
 
-def write_c_tree_model(model: TreeStageModel, out_dir, prefix: str, model_name: str | None = None) -> list[str]:
+def write_c_tree_model(model: TreeStageModel, out_dir, prefix: str, model_name: str | None = None,
+                       c_trees: str = "table") -> list[str]:
     """Write edgeseq_model.h/.c for a tree-stage model into out_dir; return the file names written.
 
     Same contract as `c_codegen.write_c_model`: `prefix` starts every C symbol and macro (validated),
@@ -399,10 +527,13 @@ def write_c_tree_model(model: TreeStageModel, out_dir, prefix: str, model_name: 
     validate_c_prefix(prefix)
     if not isinstance(model, TreeStageModel):
         raise ExportError(f"write_c_tree_model needs a TreeStageModel, got {type(model).__name__}")
+    form = resolve_c_trees(model, c_trees)
     layout = tree_layout(model)
     name = c_model_name(prefix, model_name)
     checked = layout.model
-    return write_c_files(out_dir, _header(checked, layout, prefix, name), _source(checked, layout, prefix, name))
+    code_h, code_c = tree_code(checked, layout, prefix) if form == "code" and checked.ensemble.n_trees else ("", "")
+    return write_c_files(out_dir, _header(checked, layout, prefix, name, code_h),
+                         _source(checked, layout, prefix, name, code_c))
 
 
 def _demo_model() -> TreeStageModel:

@@ -300,12 +300,28 @@ def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c
     from edgeseq.export.kinds.trees.c_float import tree_feature_order, write_c_tree_model
 
     write = lambda c_dir: write_c_tree_model(model, c_dir, manifest["c"]["prefix"],  # noqa: E731
-                                             model_name=manifest["model_name"])
+                                             model_name=manifest["model_name"], c_trees=c_trees_of(manifest))
     with _regenerated_c(out_dir, manifest, write, "C model") as c_dir:
         missing = _missing_compiler(compiler, require_c)
         if missing:
             return None, missing
         return run_c(c_dir, X32[:, tree_feature_order(model)], compiler=compiler), None
+
+
+def c_trees_of(manifest: dict) -> str:
+    """The form of a float tree export's C stages as recorded: ``c.trees`` ("table" or "code"), absent
+    in exports written before the code form existed (tables).
+
+    Examples
+    --------
+    >>> from edgeseq.export.kinds.trees.verify import c_trees_of
+    >>> c_trees_of({"c": {"prefix": "m"}}), c_trees_of({"c": {"prefix": "m", "trees": "code"}})
+    ('table', 'code')
+    """
+    form = (manifest.get("c") or {}).get("trees", "table")
+    if form not in ("table", "code"):  # the schema refuses it too; a clear line if the dict came another way
+        raise IntegrityError(f"manifest c.trees {str(form)[:40]!r} is not 'table' or 'code'")
+    return form
 
 
 @contextlib.contextmanager
@@ -488,7 +504,7 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
             from edgeseq.export.kinds.trees.c_float import write_c_tree_model
 
             write = lambda c_dir: write_c_tree_model(model, c_dir, m["c"]["prefix"],  # noqa: E731
-                                                     model_name=m["model_name"])
+                                                     model_name=m["model_name"], c_trees=c_trees_of(m))
             with _regenerated_c(out_dir, m, write, "C model") as c_dir:
                 check_stopping(report, c_dir, m, sess, X32.astype(np.float64), compiler)
         elif "stopping" in m and int16_diffs is not None:  # the int16 C against the integer simulation

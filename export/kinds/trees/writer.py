@@ -173,8 +173,9 @@ def float32_stage_diffs(model, X: np.ndarray) -> list[float]:
     return diffs
 
 
-def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str) -> list[str]:
-    """The C model of the tree stages (``edgeseq_model.h/.c`` for the C runtime), via `c_trees`.
+def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str, c_trees: str = "table") -> list[str]:
+    """The C model of the tree stages (``edgeseq_model.h/.c`` for the C runtime), via `c_trees`;
+    `c_trees` is the form of the stages ("table" or "code", see `c_float.resolve_c_trees`).
 
     Returns the names of the files written directly in `out_dir`, one ``.h`` and one ``.c``; the
     manifest's ``c`` entry is filled from them (see `c_entry`) and ``files`` lists them with their sha256.
@@ -187,9 +188,9 @@ def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str) -> 
     >>> sorted(write_c_tree_files(_demo_model(), tempfile.mkdtemp(), "demo", "demo"))
     ['edgeseq_model.c', 'edgeseq_model.h']
     """
-    from edgeseq.export.kinds.trees import c_float as c_trees
+    from edgeseq.export.kinds.trees import c_float
 
-    return [Path(f).name for f in c_trees.write_c_tree_model(model, out_dir, c_prefix, model_name)]
+    return [Path(f).name for f in c_float.write_c_tree_model(model, out_dir, c_prefix, model_name, c_trees)]
 
 
 def c_entry(c_files: list[dict], c_prefix: str) -> dict | None:
@@ -315,13 +316,15 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
 
 def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_size=None, ort=False,
                       source: str = "", classes=None, labels: str = "graph", c_int16=None,
-                      tree_ops: str = "ai-onnx-ml") -> dict:
+                      tree_ops: str = "ai-onnx-ml", c_trees: str = "table") -> dict:
     """Write every file of a tree export into the (fresh, temporary) directory `tmp`; return the manifest.
 
     `c_int16`: None (the float C of `c_trees`) or ``(TreeInt16Model, manifest entry)`` -- the integer C
     of `c_int16_trees` and its ``c.int16`` entry (`quantize_trees.tree_int16_manifest_entry`).
     `tree_ops`: "ai-onnx-ml" (one TreeEnsembleRegressor per stage) or "core" (core operators only,
     `onnx_trees_core`; recorded as the manifest's ``onnx.tree_ops``).
+    `c_trees`: the form of the float C tree stages, "table", "code" or "auto" (`c_float.resolve_c_trees`);
+    the code form is recorded as the manifest's ``c.trees`` ("code"; absent means tables).
 
     Raises
     ------
@@ -370,8 +373,10 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         atomic_write_bytes(tmp / fname, graph.SerializeToString())
         stage_files.append((fname, sha256_file(tmp / fname)))
     c_files = []
+    from edgeseq.export.kinds.trees.c_float import resolve_c_trees
+    form = resolve_c_trees(model, c_trees) if c_int16 is None else "table"
     if c_int16 is None:
-        written = write_c_tree_files(model, tmp, c_prefix, model_name)
+        written = write_c_tree_files(model, tmp, c_prefix, model_name, form)
     else:
         from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
         written = write_c_int16_tree_model(model, c_int16[0], tmp, c_prefix, model_name)
@@ -383,6 +388,8 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     c = c_entry(c_files, c_prefix)
     if c_int16 is not None:
         c = {**c, "dtype": "int16", "int16": c_int16[1]}
+    elif form == "code":
+        c = {**c, "trees": "code"}
     ort_entry = None
     if ort:
         from edgeseq.export.ort_format import write_ort_files
