@@ -35,13 +35,18 @@ file, so the docs' figures are drawn from it. Summaries are mean ± std over the
 ``--merge`` keeps the data sets and methods of the existing result file that this run does not
 compute (a slow data set can be run on its own); ``--methods`` limits the run to some methods (the
 CS-G-OMP reference curve is always fitted, since c_α needs it). The file is rewritten after every
-split, so an interrupted run keeps the splits it finished.
+split, so an interrupted run keeps the splits it finished. ``--note`` keeps a sentence with the
+run's records (what was left out, how loaded the machine was); every split records the load
+averages at its start and end (``load_start``, ``load_end``). ``--merge-from OTHER.json`` fits
+nothing: it copies the records of ``--datasets`` × ``--methods`` from another result file into this
+one and recomputes the summaries, so runs made on two branches join without hand editing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -192,7 +197,9 @@ def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
                         lambda: AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=seed, refit=True))):
         if name in wanted:
             t0, c0 = time.perf_counter(), time.process_time()
-            est = make().fit(Xa, ya)
+            est = make()
+            # the stagewise estimator prints a line per stage (its MNIST fit is long; the lines show where it is)
+            est = est.fit(Xa, ya, progress=_progress(name, seed)) if "AnytimeBoosting" in name else est.fit(Xa, ya)
             row[name] = (time.perf_counter() - t0, est.cum_cost_, estimator_curve(est, Xt, yt))
             cpu[name] = time.process_time() - c0
             if hasattr(est, "model_kind_"):
@@ -202,6 +209,13 @@ def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
                 "alpha": alpha, "c_alpha": c_alpha, "alpha_timeliness": step_curve_mean(cc, acc, c_alpha),
                 "cum_cost": [float(c) for c in cc], "accuracy": acc, **({"fit_cpu_s": cpu[m]} if m in cpu else {}), **extra.get(m, {})}
             for m, (t, cc, acc) in row.items() if m in wanted}
+
+
+def _progress(name: str, seed: int):
+    """A progress callback writing timestamped lines to stderr."""
+    t0 = time.perf_counter()
+    return lambda line: print(f"  [{time.perf_counter() - t0:7.1f} s] {name} split {seed}: {line}", file=sys.stderr,
+                              flush=True)
 
 
 def summary(runs: list[dict]) -> dict:
@@ -259,16 +273,30 @@ def main() -> None:
                     help="run splits (seeds) first-split .. first-split + splits - 1; with --merge the splits of "
                          "lower seeds already recorded for a method are kept in front of them (a slow data set can "
                          "be completed one split at a time)")
+    ap.add_argument("--note", default=None,
+                    help="a sentence kept with this run's records (what was left out or how the machine was loaded)")
+    ap.add_argument("--merge-from", default=None, metavar="JSON",
+                    help="copy the records of --datasets and --methods from another tree_orders.json into the result "
+                         "file (summaries and tables recomputed) and fit nothing: joins two branches' runs")
     args = ap.parse_args()
+    if args.merge_from:
+        other = json.loads(open(args.merge_from, encoding="utf-8").read()).get("runs", {})
+        picked = {n: {m: r for m, r in other.get(n, {}).items() if m in args.methods} for n in args.datasets}
+        save({n: v for n, v in picked.items() if v}, True, command_line())
+        print(f"merged {sum(len(v) for v in picked.values())} method records into {RESULTS / 'tree_orders.json'}")
+        return
     command, wanted = command_line(), set(args.methods)
     mine: dict = {}
     for name, (X, y, groups, costs) in datasets(args.datasets):
         fresh = {m: kept_splits(name, m, args.first_split) if args.merge else [] for m in METHODS if m in wanted}
         for seed in range(args.first_split, args.first_split + args.splits):
+            load_start = machine_info()["load_end"]  # the load when this split starts (1, 5, 15 minutes)
             for m, record in one_split(X, y, groups, costs, seed, wanted).items():
+                record.update(load_start=load_start, load_end=machine_info()["load_end"])
                 fresh[m].append(record)
                 mine.setdefault(name, {})[m] = {"splits": fresh[m], "command": command,
-                                                "load": machine_info()["load_end"]}
+                                                "load": machine_info()["load_end"],
+                                                **({"note": args.note} if args.note else {})}
             save(mine, args.merge, command)
             for m in fresh:
                 print(name, seed, m, {k: round(fresh[m][-1][k], 3) for k in SCORES}, flush=True)
