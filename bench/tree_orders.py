@@ -38,8 +38,8 @@ CS-G-OMP reference curve is always fitted, since c_α needs it). The file is rew
 split, so an interrupted run keeps the splits it finished. ``--note`` keeps a sentence with the
 run's records (what was left out, how loaded the machine was); every split records the load
 averages at its start and end (``load_start``, ``load_end``). ``--merge-from OTHER.json`` fits
-nothing: it copies the records of ``--datasets`` × ``--methods`` from another result file into this
-one and recomputes the summaries, so runs made on two branches join without hand editing.
+nothing: it copies the records (and stopped fits) of ``--datasets`` × ``--methods`` from another
+result file into this one and recomputes the summaries, so runs made on two branches join without hand editing.
 """
 
 from __future__ import annotations
@@ -331,10 +331,12 @@ def main() -> None:
                          "file (summaries and tables recomputed) and fit nothing: joins two branches' runs")
     args = ap.parse_args()
     if args.merge_from:
-        other = json.loads(open(args.merge_from, encoding="utf-8").read()).get("runs", {})
-        picked = {n: {m: r for m, r in other.get(n, {}).items() if m in args.methods} for n in args.datasets}
-        save({n: v for n, v in picked.items() if v}, True, command_line())
-        print(f"merged {sum(len(v) for v in picked.values())} method records into {RESULTS / 'tree_orders.json'}")
+        other = json.loads(open(args.merge_from, encoding="utf-8").read())
+        picked, stopped = ({n: {m: r for m, r in other.get(key, {}).get(n, {}).items() if m in args.methods}
+                            for n in args.datasets} for key in ("runs", "unfinished"))
+        save({n: v for n, v in picked.items() if v}, True, command_line(), {n: v for n, v in stopped.items() if v})
+        print(f"merged {sum(len(v) for v in picked.values())} method records and "
+              f"{sum(len(v) for v in stopped.values())} stopped fits into {RESULTS / 'tree_orders.json'}")
         return
     command, wanted = command_line(), set(args.methods)
     mine: dict = {}
