@@ -61,7 +61,7 @@ def test_int16_boosting_export_verifies_with_and_without_refit(refit, seed, tmp_
 
 def test_the_figures_still_refuse_coarser_recorded_scales(tmp_path):
     """Without the threshold rows the check must still catch scales coarser than the data: the
-    refit export resealed with scales calibrated on rows 64 times wider is refused."""
+    refit export resealed with scales calibrated on rows 16 times wider is refused (the docs say so)."""
     import json
 
     from edgeseq.export.kinds.trees.c_int16 import tree_int16_manifest_entry, write_c_int16_tree_model
@@ -74,7 +74,7 @@ def test_the_figures_still_refuse_coarser_recorded_scales(tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     model = tree_model_from_export(out)
     Xf, yf, Xv, yv = _tiny("multiclass", seed=0)
-    qm = quantize_trees(model, 64 * np.vstack([Xf, Xv]))
+    qm = quantize_trees(model, 16 * np.vstack([Xf, Xv]))
     entry = {**tree_int16_manifest_entry(qm, 240), "prefixes": m["c"]["int16"]["prefixes"]}  # the honest losses
     write_c_int16_tree_model(model, qm, out, m["c"]["prefix"], model_name=m["model_name"])
     reseal(out, lambda man: man["c"].update(int16=entry))
