@@ -35,13 +35,18 @@ file, so the docs' figures are drawn from it. Summaries are mean ± std over the
 ``--merge`` keeps the data sets and methods of the existing result file that this run does not
 compute (a slow data set can be run on its own); ``--methods`` limits the run to some methods (the
 CS-G-OMP reference curve is always fitted, since c_α needs it). The file is rewritten after every
-split, so an interrupted run keeps the splits it finished.
+split, so an interrupted run keeps the splits it finished. ``--note`` keeps a sentence with the
+run's records (what was left out, how loaded the machine was); every split records the load
+averages at its start and end (``load_start``, ``load_end``). ``--merge-from OTHER.json`` fits
+nothing: it copies the records (and stopped fits) of ``--datasets`` × ``--methods`` from another
+result file into this one and recomputes the summaries, so runs made on two branches join without hand editing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import numpy as np
@@ -173,8 +178,14 @@ def _tuned_cegb(X, Xf, yf, Xv, yv, groups, costs, extra: dict):
     return best[2], best[3]
 
 
-def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
-    """Every wanted method on one stratified split: per method the scores and the test anytime curve."""
+def one_split(X, y, groups, costs, seed: int, wanted: set, time_limit: float | None = None,
+              unfinished: dict | None = None) -> dict:
+    """Every wanted method on one stratified split: per method the scores and the test anytime curve.
+
+    A stagewise fit still running after `time_limit` wall seconds is stopped at its next stage line
+    and left out of the result; `unfinished` then receives its record (seed, wall and CPU seconds,
+    the stage lines with their wall and CPU times, the limit).
+    """
     Xa, Xt, ya, yt = train_test_split(X, y, test_size=0.3, random_state=seed, stratify=y)
     Xf, Xv, yf, yv = train_test_split(Xa, ya, test_size=0.25, random_state=seed, stratify=ya)
     extra: dict = {}  # per method, further measurements kept in its record
@@ -192,17 +203,52 @@ def one_split(X, y, groups, costs, seed: int, wanted: set) -> dict:
                         lambda: AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=seed, refit=True))):
         if name in wanted:
             t0, c0 = time.perf_counter(), time.process_time()
-            est = make().fit(Xa, ya)
+            est = make()
+            if "AnytimeBoosting" in name:  # a line per stage, kept with its wall and CPU time (the MNIST fit is long)
+                progress = StageProgress(name, seed, time_limit)
+                try:
+                    est = est.fit(Xa, ya, progress=progress)
+                except FitTimeLimit:
+                    if unfinished is not None:
+                        unfinished[name] = {"seed": seed, "wall_s": time.perf_counter() - t0,
+                                            "cpu_s": time.process_time() - c0, "time_limit_s": time_limit,
+                                            "stages": progress.lines}
+                    continue
+                extra[name] = {"stages": progress.lines}
+            else:
+                est = est.fit(Xa, ya)
             row[name] = (time.perf_counter() - t0, est.cum_cost_, estimator_curve(est, Xt, yt))
             cpu[name] = time.process_time() - c0
             if hasattr(est, "model_kind_"):
-                extra[name] = {"model_kind": est.model_kind_, "restarts": est.trace_["restarts"],
-                               **({"comparison": est.comparison_} if hasattr(est, "comparison_") else {})}
+                extra.setdefault(name, {}).update(
+                    {"model_kind": est.model_kind_, "restarts": est.trace_["restarts"],
+                     **({"comparison": est.comparison_} if hasattr(est, "comparison_") else {})})
     horizon = float(np.sum(costs))
     return {m: {"seed": seed, "fit_s": t, "final_accuracy": acc[-1], "step_timeliness": step_timeliness(cc, acc, horizon),
                 "alpha": alpha, "c_alpha": c_alpha, "alpha_timeliness": step_curve_mean(cc, acc, c_alpha),
                 "cum_cost": [float(c) for c in cc], "accuracy": acc, **({"fit_cpu_s": cpu[m]} if m in cpu else {}), **extra.get(m, {})}
             for m, (t, cc, acc) in row.items() if m in wanted}
+
+
+class FitTimeLimit(Exception):
+    """Raised from a stagewise fit's progress line once its wall time exceeds the run's --time-limit."""
+
+
+class StageProgress:
+    """A stagewise fit's progress callback: prints each line to stderr and keeps [wall s, CPU s, line];
+    past `limit` wall seconds it stops the fit (`FitTimeLimit`) at the line."""
+
+    def __init__(self, name: str, seed: int, limit: float | None = None):
+        self.name, self.seed, self.limit = name, seed, limit
+        self.t0, self.c0, self.lines = time.perf_counter(), time.process_time(), []
+
+    def __call__(self, line: str) -> None:
+        wall, cpu = time.perf_counter() - self.t0, time.process_time() - self.c0
+        self.lines.append([round(wall, 1), round(cpu, 1), line])
+        print(f"  [{wall:7.1f} s wall, {cpu:7.1f} s CPU] {self.name} split {self.seed}: {line}", file=sys.stderr,
+              flush=True)
+        if self.limit is not None and wall > self.limit:
+            raise FitTimeLimit(line)
 
 
 def summary(runs: list[dict]) -> dict:
@@ -229,16 +275,33 @@ def tables(runs: dict) -> list[dict]:
                          "final accuracy", "fit (s)", "fit CPU (s)"], "rows": rows}]
 
 
-def save(mine: dict, merge: bool, command: str) -> None:
+def save(mine: dict, merge: bool, command: str, unfinished: dict | None = None) -> None:
     """Write the result file: this run's records over those already in the file (re-read now, so two
-    merging runs on different data sets or methods do not undo each other)."""
+    merging runs on different data sets or methods do not undo each other).
+
+    ``unfinished`` (data set -> method -> record) holds fits stopped by --time-limit; they are kept
+    under the file's ``unfinished`` key (a later finished run of the same data set and method
+    replaces its entry) and listed in the table with their wall and CPU seconds as lower bounds."""
     path = RESULTS / "tree_orders.json"
-    runs = json.loads(path.read_text(encoding="utf-8")).get("runs", {}) if merge and path.exists() else {}
+    old = json.loads(path.read_text(encoding="utf-8")) if merge and path.exists() else {}
+    runs, stopped = old.get("runs", {}), old.get("unfinished", {})
     for name, by_method in mine.items():
         runs.setdefault(name, {}).update(by_method)
+        for m, record in by_method.items():  # a finished split replaces the stopped fit of its seed
+            if stopped.get(name, {}).get(m, {}).get("seed") in [r["seed"] for r in record["splits"]]:
+                stopped[name].pop(m)
+    for name, by_method in (unfinished or {}).items():
+        stopped.setdefault(name, {}).update(by_method)
     runs = {name: runs[name] for name in DATASETS if name in runs}
+    stopped = {name: stopped[name] for name in DATASETS if stopped.get(name)}
     results = {name: {m: summary(v["splits"]) for m, v in by_method.items()} for name, by_method in runs.items()}
-    write_result("tree_orders", {"results": results, "runs": runs, "tables": tables(runs)}, command)
+    table = tables(runs)
+    for name, by_method in stopped.items():
+        for m, r in by_method.items():
+            table[0]["rows"].append([name, m, f"0 (split {r['seed']} stopped at {len(r['stages'])} stage lines)", "—",
+                                     "—", "—", f"> {r['wall_s']:.0f}", f"> {r['cpu_s']:.0f}"])
+    write_result("tree_orders", {"results": results, "runs": runs, "tables": table,
+                                 **({"unfinished": stopped} if stopped else {})}, command)
 
 
 def kept_splits(name: str, method: str, below: int) -> list[dict]:
@@ -260,19 +323,44 @@ def main() -> None:
                     help="run splits (seeds) first-split .. first-split + splits - 1; with --merge the splits of "
                          "lower seeds already recorded for a method are kept in front of them (a slow data set can "
                          "be completed one split at a time)")
+    ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                    help="stop a stagewise boosting fit at its first stage line after this many wall seconds and "
+                         "record how far it got (the file's 'unfinished' key) instead of its scores")
+    ap.add_argument("--note", default=None,
+                    help="a sentence kept with this run's records (what was left out or how the machine was loaded)")
+    ap.add_argument("--merge-from", default=None, metavar="JSON",
+                    help="copy the records of --datasets and --methods from another tree_orders.json into the result "
+                         "file (summaries and tables recomputed) and fit nothing: joins two branches' runs")
     args = ap.parse_args()
+    if args.merge_from:
+        other = json.loads(open(args.merge_from, encoding="utf-8").read())
+        picked, stopped = ({n: {m: r for m, r in other.get(key, {}).get(n, {}).items() if m in args.methods}
+                            for n in args.datasets} for key in ("runs", "unfinished"))
+        save({n: v for n, v in picked.items() if v}, True, command_line(), {n: v for n, v in stopped.items() if v})
+        print(f"merged {sum(len(v) for v in picked.values())} method records and "
+              f"{sum(len(v) for v in stopped.values())} stopped fits into {RESULTS / 'tree_orders.json'}")
+        return
     command, wanted = command_line(), set(args.methods)
     mine: dict = {}
     for name, (X, y, groups, costs) in datasets(args.datasets):
         fresh = {m: kept_splits(name, m, args.first_split) if args.merge else [] for m in METHODS if m in wanted}
         for seed in range(args.first_split, args.first_split + args.splits):
-            for m, record in one_split(X, y, groups, costs, seed, wanted).items():
+            load_start = machine_info()["load_end"]  # the load when this split starts (1, 5, 15 minutes)
+            stopped: dict = {}
+            for m, record in one_split(X, y, groups, costs, seed, wanted, args.time_limit, stopped).items():
+                record.update(load_start=load_start, load_end=machine_info()["load_end"])
                 fresh[m].append(record)
                 mine.setdefault(name, {})[m] = {"splits": fresh[m], "command": command,
-                                                "load": machine_info()["load_end"]}
-            save(mine, args.merge, command)
+                                                "load": machine_info()["load_end"],
+                                                **({"note": args.note} if args.note else {})}
+            for m, r in stopped.items():
+                r.update(command=command, load_start=load_start, load_end=machine_info()["load_end"],
+                         **({"note": args.note} if args.note else {}))
+                print(name, seed, m, f"stopped after {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} s CPU", flush=True)
+            save(mine, args.merge, command, {name: stopped} if stopped else None)
             for m in fresh:
-                print(name, seed, m, {k: round(fresh[m][-1][k], 3) for k in SCORES}, flush=True)
+                if fresh[m] and fresh[m][-1]["seed"] == seed:
+                    print(name, seed, m, {k: round(fresh[m][-1][k], 3) for k in SCORES}, flush=True)
     print(f"wrote {RESULTS / 'tree_orders.json'}")
 
 

@@ -400,7 +400,9 @@ def render_tree_order_figures(markdown: str, path: Path) -> str:
     of the per-split records (``alpha_timeliness``, ``step_timeliness``, ``final_accuracy``, ``fit_s``);
     it becomes "mean ± std (n splits)", or with ``/ vs`` the method's comparison with the best linear
     model: "higher than", "lower than" or "within the spread of" (the rule of the verdict table). A
-    figure the file does not hold renders as "(not measured)", never as a guess.
+    figure the file does not hold renders as "(not measured)", never as a guess; a fit the benchmark
+    stopped at its time limit (the file's ``unfinished`` key) renders its ``fit_s`` / ``fit_cpu_s``
+    as a lower bound, "more than N (split s stopped after k stage lines)".
 
     Examples
     --------
@@ -413,11 +415,16 @@ def render_tree_order_figures(markdown: str, path: Path) -> str:
     ...                           "<!-- tree-orders: toy / AFR / fit_s / vs --> <!-- tree-orders: toy / best linear / fit_s -->; "
     ...                           "<!-- tree-orders: toy / nope / fit_s -->", path)
     'AFR took 2.000 ± 1.000 (2 splits) s, lower than 9.000 ± 0.000 (2 splits); (not measured)'
+    >>> _ = path.write_text(json.dumps({"runs": runs, "unfinished": {"toy": {"slow": {
+    ...     "seed": 0, "wall_s": 700.4, "cpu_s": 650.0, "stages": [[1.0, 1.0, "stage 1"]]}}}}))
+    >>> render_tree_order_figures("<!-- tree-orders: toy / slow / fit_s --> s", path)
+    'more than 700 (split 0 stopped after 1 stage line) s'
     """
     try:
-        runs = json.loads(Path(path).read_text(encoding="utf-8"))["runs"]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        runs = {}
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        runs, stopped = doc["runs"], doc.get("unfinished", {})
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        runs, stopped = {}, {}
 
     def stats(name: str, method: str, score: str):
         by_method = runs.get(name, {}) if isinstance(runs, dict) else {}
@@ -439,8 +446,15 @@ def render_tree_order_figures(markdown: str, path: Path) -> str:
                 return "(not measured)"
             return {"higher": "higher than", "lower": "lower than"}.get(verdict(mine[:2], ref[:2]),
                                                                         "within the spread of")
-        return "(not measured)" if mine is None else \
-            f"{mine[0]:.3f} ± {mine[1]:.3f} ({mine[2]} split{'s' if mine[2] != 1 else ''})"
+        if mine is None:
+            try:
+                r = stopped[name][method]
+                lines = len(r["stages"])
+                return (f"more than {r[{'fit_s': 'wall_s', 'fit_cpu_s': 'cpu_s'}[score]]:.0f} (split {r['seed']} "
+                        f"stopped after {lines} stage line{'s' if lines != 1 else ''})")
+            except (KeyError, TypeError, ValueError):
+                return "(not measured)"
+        return f"{mine[0]:.3f} ± {mine[1]:.3f} ({mine[2]} split{'s' if mine[2] != 1 else ''})"
 
     return FIGURE_MARKER.sub(figure, markdown)
 

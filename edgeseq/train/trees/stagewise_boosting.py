@@ -990,10 +990,8 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     refit : bool, default=False
         Regrow kept trees on all training rows (the groups and round counts the search chose, no
         early stopping), as a kept linear model is refitted on all rows: more rows for the trees,
-        a higher full-budget accuracy on digits in `bench/tree_orders.py`. Off by default because
-        on the test suite's small three-class problem the regrown trees' int16 C export fails
-        `verify`'s check that the recorded int16 loss is reproduced on rows drawn from the recorded
-        ranges (the search's own trees pass it); the float exports verify either way.
+        a higher full-budget accuracy on digits in `bench/tree_orders.py`. The regrown trees export
+        and verify (float32 and int16 C) like the search's own.
 
     Attributes
     ----------

@@ -388,10 +388,21 @@ def tree_int16_c_column(out_dir, manifest: dict, model, X32: np.ndarray, *, use_
                    f"(|C - simulation| in integer units); its largest distance from the float model is {far:.3g}")
 
 
-def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
-    """`verify_checks.check_int16_figures` for an int16 tree export: on verify's rows inside the recorded ranges,
-    and on rows drawn inside those ranges where the trees decide (between each feature's extreme
-    thresholds, widened by a tenth), where a scale coarser than the data shows as flipped branches.
+def tree_int16_figures(manifest: dict, model, X: np.ndarray | None) -> str:
+    """`verify_checks.check_int16_figures` for an int16 tree export: on the given rows `X` inside the recorded
+    ranges (None: none), and on rows drawn inside those ranges where the trees decide (between each
+    feature's extreme thresholds, widened by a tenth), where a scale coarser than the data shows as
+    flipped branches.
+
+    Why verify's own threshold rows are not passed here (`verify_tree_export` gives None unless the
+    user gave rows): they put every feature on a threshold, or within 1e-7 of it, far below any
+    int16 quantum. There the integer branch is not a measure of the scale's resolution but a coin
+    per distinct threshold: ``x == t`` goes right in int16 exactly when ``t * 2**s`` rounds up (a
+    fractional part above one half: the threshold rule in `quantize` floors it, the feature is rounded), so the recorded scales and the
+    scales recalibrated on those rows (one bit finer) flip different coins, and with the few
+    distinct thresholds LightGBM reuses the label disagreement of the two differed by more than the
+    check's factor on honest exports (0.19 against 0.06 on the boosting test problem). Rows spread
+    over the ranges, like the drawn ones and the calibration rows, measure the resolution.
 
     Examples
     --------
@@ -417,15 +428,61 @@ def tree_int16_figures(manifest: dict, model, X: np.ndarray) -> str:
         if t.size:
             pad = 0.1 * (max(float(t.max() - t.min()), float(np.abs(t).max())) or 10.0)
             lo[i], hi[i] = max(float(t.min()) - pad, -3e38), min(float(t.max()) + pad, 3e38)
-    own = X[inside_int16_ranges(X, cols, qm.feature_shift, qm.feature_offset)]
+    own = np.zeros((0, ens.n_features)) if X is None else X[inside_int16_ranges(X, cols, qm.feature_shift,
+                                                                                qm.feature_offset)]
     drawn = int16_range_rows(cols, qm.feature_shift, qm.feature_offset, ens.n_features,
                              check_row_count(model, N_SAMPLES),
                              span=(lo, hi))
+    near = np.zeros((0, ens.n_features))
+    if model.link != "identity":  # see `near_threshold_rows` for why classifiers only
+        near = near_threshold_rows(model, drawn, cols, hi - lo)
+        near = near[inside_int16_ranges(near, cols, qm.feature_shift, qm.feature_offset)]
     return check_int16_figures(entry["prefixes"], model.link == "identity",
                                lambda q, rows: tree_int16_staged(model, q, rows), qm,
                                lambda rows: quantize_trees(model, rows),
-                               [("of verify's rows inside the recorded ranges", own),
-                                ("rows drawn inside the recorded ranges around the thresholds", drawn)])
+                               [("of the given rows inside the recorded ranges", own),
+                                ("rows drawn inside the recorded ranges around the thresholds", drawn),
+                                ("rows drawn uniformly close to the thresholds", near)])
+
+
+NEAR_WIDTH = 2.0 ** -10  # half-width of the near-threshold rows, as a share of the span the trees decide in
+
+
+def near_threshold_rows(model, rows: np.ndarray, cols, width: np.ndarray, seed: int = 1) -> np.ndarray:
+    """`rows` with every split feature moved close to one of its thresholds: ``t + u * NEAR_WIDTH * width``,
+    u uniform in [-1, 1] (`width` per feature in the C order of `cols`).
+
+    Why: a scale coarser than the data flips branches only within a quantum of a threshold, which
+    rows spread over the whole range rarely reach; these rows are there, but spread continuously
+    over a window 64 int16 quanta of the span wide, so the share of flipped branches measures the
+    quantum (about a quarter of it over the window's width) instead of whether ``t * 2**s`` rounds up,
+    as rows exactly on the thresholds would. A scale 64 times coarser than the span's flips about a
+    quarter of the branches there, an honest one under one in a hundred. Classifiers only: their
+    figure is the share of rows whose label changes, which grows with the flipped branches, while a
+    regressor's is the 90 % quantile of the error, which jumps to a leaf's size once a tenth of the
+    rows have one flipped branch among their dozens of near-threshold decisions; an honest scale
+    several times coarser than the span (calibration rows wider than the thresholds) does that.
+    On the boosting tests' three-class problem an honest export loses at most 1.2 % of the labels
+    here, and scales 16 times coarser than the calibration rows' are refused.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.export.kinds.trees.c_float import _demo_model
+    >>> from edgeseq.export.kinds.trees.verify import near_threshold_rows
+    >>> X = near_threshold_rows(_demo_model(), np.zeros((200, 2)), np.array([0, 1]), np.array([1024.0, 1024.0]))
+    >>> bool(np.abs(X[:, 0] - 0.5).max() <= 1.0 and np.abs(X[:, 0] - 0.5).min() > 0)   # x0's split is at 0.5
+    True
+    """
+    ens = model.ensemble
+    rng = np.random.default_rng(seed)
+    X = np.array(rows, dtype=np.float64)
+    for i, c in enumerate(np.asarray(cols).tolist()):
+        t = ens.threshold[ens.feature == c].astype(np.float64)
+        if t.size and np.isfinite(width[i]):
+            pick = t[rng.integers(0, t.size, X.shape[0])]
+            X[:, c] = np.clip(pick + rng.uniform(-1.0, 1.0, X.shape[0]) * NEAR_WIDTH * width[i], -3e38, 3e38)
+    return X.astype(np.float32).astype(np.float64)
 
 
 def tree_int16_staged(model, qm, X: np.ndarray):
@@ -476,13 +533,14 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
     m = read_verified(out_dir)
     model = tree_model_from_export(out_dir)
     check_generated_stage_graphs(out_dir, m, model)  # before anything is loaded
+    given = X is not None  # the user's rows; verify's own threshold rows are not used for the int16 figures
     if X is None:
         X = threshold_rows(model, check_row_count(model, N_SAMPLES))
         source = f"{X.shape[0]} rows on and around the trees' thresholds"
     X32 = checked_rows(X, m, source)
     crun, int16_diffs = None, None
     if c_dtype(m) == "int16":  # integer predictions: bit-exact against simulate_trees, not numpy's bound
-        figures = tree_int16_figures(m, model, X32.astype(np.float64))
+        figures = tree_int16_figures(m, model, X32.astype(np.float64) if given else None)
         int16_diffs, note = tree_int16_c_column(out_dir, m, model, X32.astype(np.float64), use_c=use_c,
                                                 require_c=require_c, compiler=compiler)
         note = f"{note}; {figures}"
