@@ -29,12 +29,13 @@ from _results import command_line, write_result  # noqa: I001  (bench/ is on sys
 from sklearn.model_selection import train_test_split
 
 from edgeseq import AnytimeClassifier, from_lightgbm
-from edgeseq.export.stopping import c_stop_stages, group_features
+from edgeseq.export.stopping import c_stop_stages, calibrate_stopping, group_features, staged_outputs
 from edgeseq.export.writer import export_model
 from edgeseq.runtime.model import ExportedModel
+from edgeseq.runtime.stopping import STATISTICS, logit_gap, stop_stages, top2_margin
 
 DELTAS = (0.001, 0.005, 0.02)
-RULES = ("shared", "per-stage")
+RULES = ("auto", "shared", "per-stage")  # "auto" is "scaled" whenever the rows allow it
 
 
 def _data(name: str):
@@ -60,6 +61,12 @@ def _models(d):
 TEST_SHARE = 0.2
 
 
+def _stopped(stats, labels, thr):
+    """(stage, label index) per row under thresholds `thr`: what predict(stop="confident") returns."""
+    stages = stop_stages(stats, thr)
+    return stages, labels[stages, np.arange(labels.shape[1])]
+
+
 def one_split(d, make, seed: int, tmp: Path, cal_share: float = 0.5) -> dict:
     Xa, Xte, ya, yte = train_test_split(d.X, d.y, test_size=TEST_SHARE, random_state=seed, stratify=d.y)
     Xtr, Xcal, ytr, ycal = train_test_split(Xa, ya, test_size=cal_share / (1 - TEST_SHARE), random_state=seed,
@@ -67,25 +74,40 @@ def one_split(d, make, seed: int, tmp: Path, cal_share: float = 0.5) -> dict:
     t0 = time.perf_counter()
     model = make(Xtr, ytr)
     fit_s = time.perf_counter() - t0
+    base = tmp / f"s{seed}_base"
+    m = export_model(model, base, force=True)
+    em = ExportedModel(base)
+    cum = np.asarray(em.cum_cost, dtype=np.float64)
+    cal_p, cal_z = staged_outputs(em, Xcal)  # what add_stopping calibrates on
+    te_p, te_z = staged_outputs(em, Xte)
+    te_lab = np.stack([p.argmax(axis=1) for p in te_p])
+    te_stat = {"top2_margin": np.stack([top2_margin(p) for p in te_p]),
+               "logit_gap": np.stack([logit_gap(z) for z in te_z])}
+    closed = [not p.get("commit", True) for p in m["prefixes"]]
     out = {}
-    for rule, delta in [(r, d) for r in RULES for d in DELTAS]:
-        path = tmp / f"s{seed}_{delta}"
-        m = export_model(model, path, stop_data=(Xcal, ycal), max_disagreement=delta, force=True, stop_rule=rule)
-        em = ExportedModel(path)
-        feats = group_features(m, Xte)
-        stopped, full = em.predict(feats, stop="confident"), em.predict(feats)
-        cost = em.cum_cost[stopped.prefix]
-        stage, label = c_stop_stages(path, m, Xte)
-        st = m["stopping"]
-        out[f"{rule} {delta}"] = {"cost_ratio": float(cost.mean() / em.cum_cost[-1]),
-                      "test_disagreement": float(np.mean(stopped.label_index != full.label_index)),
-                      "test_accuracy_stopped": float(np.mean(stopped.label == yte)),
-                      "test_accuracy_full": float(np.mean(full.label == yte)),
-                      "calibration_disagreement": st["disagreement"], "calibration_bound": st["disagreement_bound"],
-                      "threshold": st["thresholds"][0],
-                      "stop_share_test": (np.bincount(stopped.prefix, minlength=em.n_prefixes) / len(Xte)).tolist(),
-                      "python_c_same_stage": float(np.mean((stage == stopped.prefix) & (label == stopped.label_index))),
-                      "n_calibration": int(len(Xcal)), "n_test": int(len(Xte))}
+    for stat, rule, delta in [(st, r, dl) for st in STATISTICS for r in RULES for dl in DELTAS]:
+        fitted = calibrate_stopping(cal_p, cum, delta, rule=rule, closed=closed, statistic=stat,
+                                    scores_by_stage=cal_z)
+        stage, lab = _stopped(te_stat[stat], te_lab, fitted.thresholds)
+        row = {"cost_ratio": float(cum[stage].mean() / cum[-1]),
+               "test_disagreement": float(np.mean(lab != te_lab[-1])),
+               "test_accuracy_stopped": float(np.mean(em.classes[lab] == yte)),
+               "test_accuracy_full": float(np.mean(em.classes[te_lab[-1]] == yte)),
+               "calibration_disagreement": fitted.disagreement, "calibration_bound": fitted.disagreement_bound,
+               "calibration_cost_ratio": fitted.mean_cost / fitted.full_cost, "rule_used": fitted.rule,
+               "n_scan": fitted.n_test,
+               "stop_share_test": (np.bincount(stage, minlength=len(cum)) / len(Xte)).tolist(),
+               "n_calibration": int(len(Xcal)), "n_test": int(len(Xte))}
+        if rule == "auto":  # the default export, end to end: Python runtime and compiled C on the test rows
+            path = tmp / f"s{seed}_{stat}_{delta}"
+            me = export_model(model, path, stop_data=(Xcal, ycal), max_disagreement=delta, force=True,
+                              stop_rule=rule, stop_statistic=stat)
+            assert me["stopping"]["thresholds"] == [float(t) for t in fitted.thresholds]
+            py = ExportedModel(path).predict(group_features(me, Xte), stop="confident")
+            assert np.array_equal(py.prefix, stage) and np.array_equal(py.label_index, lab)
+            cs, cl = c_stop_stages(path, me, Xte)
+            row["python_c_same_stage"] = float(np.mean((cs == py.prefix) & (cl == py.label_index)))
+        out[f"{stat} {rule} {delta}"] = row
     return {"fit_s": fit_s, "n_stages": len(m["prefixes"]), "by_delta": out}
 
 
@@ -103,7 +125,8 @@ def run(datasets, splits: int, cal_share: float = 0.5) -> dict:
                     r = [x["by_delta"][key] for x in runs]
                     print(name, mname, key, f"cost {np.mean([x['cost_ratio'] for x in r]):.3f}",
                           f"disagree {np.mean([x['test_disagreement'] for x in r]):.4f}",
-                          f"C same {min(x['python_c_same_stage'] for x in r):.4f}", flush=True)
+                          "C same " + (f"{min(x['python_c_same_stage'] for x in r):.4f}"
+                                       if "python_c_same_stage" in r[0] else "-"), flush=True)
     return res
 
 
@@ -111,31 +134,35 @@ def _tables(res: dict, splits: int) -> list[dict]:
     rows, shares = [], []
     for name, dres in res.items():
         for mname, runs in dres["models"].items():
-            for rule, delta in [(r, d) for r in RULES for d in DELTAS]:
-                r = [x["by_delta"][f"{rule} {delta}"] for x in runs]
+            for stat, rule, delta in [(st, r, dl) for st in STATISTICS for r in RULES for dl in DELTAS]:
+                r = [x["by_delta"][f"{stat} {rule} {delta}"] for x in runs]
 
                 def ms(key, fmt="{:.3f}"):
                     v = np.array([x[key] for x in r])
                     return f"{fmt.format(v.mean())} ± {fmt.format(v.std())}"
-                rows.append([name, mname, rule, f"{delta:g}", ms("cost_ratio"), ms("test_disagreement", "{:.4f}"),
+                used = sorted({x["rule_used"] for x in r})
+                rows.append([name, mname, stat, rule + ("" if used == [rule] else f" ({'/'.join(used)})"), f"{delta:g}",
+                             ms("cost_ratio"), ms("test_disagreement", "{:.4f}"),
                              f"{max(x['test_disagreement'] for x in r):.4f}", ms("calibration_bound", "{:.4f}"),
                              ms("test_accuracy_stopped"), ms("test_accuracy_full"),
-                             f"{100 * min(x['python_c_same_stage'] for x in r):.1f} %"])
-            r = [x["by_delta"]["shared 0.005"] for x in runs]
+                             f"{100 * min(x['python_c_same_stage'] for x in r):.1f} %" if "python_c_same_stage" in r[0]
+                             else "-"])
+            r = [x["by_delta"]["logit_gap auto 0.005"] for x in runs]
             width = max(len(x["stop_share_test"]) for x in r)  # an import's stage count may differ per split
             share = np.mean([np.pad(x["stop_share_test"], (0, width - len(x["stop_share_test"]))) for x in r], axis=0)
             shares.append([name, mname, " ".join(f"{s:.2f}" for s in share)
                            + ("" if all(len(x["stop_share_test"]) == width for x in r) else
                               " (stage counts differ per split: " + ", ".join(str(len(x["stop_share_test"])) for x in r) + ")")])
-    n_cal = {name: dres["models"][next(iter(dres["models"]))][0]["by_delta"]["shared 0.005"]["n_calibration"]
+    n_cal = {name: dres["models"][next(iter(dres["models"]))][0]["by_delta"]["logit_gap auto 0.005"]["n_calibration"]
              for name, dres in res.items()}
     return [
         {"title": f"Early stopping at δ (95 % Clopper-Pearson bound on the calibration rows; mean ± sd over "
                   f"{splits} splits; calibration rows: {', '.join(f'{k} {v}' for k, v in n_cal.items())})",
-         "columns": ["data", "model", "rule", "δ", "mean cost / full cost", "test disagreement", "worst split",
+         "columns": ["data", "model", "statistic", "rule (used)", "δ", "mean cost / full cost", "test disagreement", "worst split",
                      "calibration bound", "accuracy (stopped)", "accuracy (full)", "Python = C stage"],
          "rows": rows},
-        {"title": "Share of test rows stopping at each stage (stage 0 first), shared rule, δ = 0.005, mean over splits",
+        {"title": "Share of test rows stopping at each stage (stage 0 first), the default (logit gap, auto rule), "
+                  "δ = 0.005, mean over splits",
          "columns": ["data", "model", "share per stage"], "rows": shares},
     ]
 

@@ -245,6 +245,7 @@ typedef struct es_state {
     uint32_t magic;          /* ES_STATE_MAGIC after a successful es_init */
     const float *stop_threshold; /* [n_stages] es_set_stop's thresholds; NULL: no per-input stopping */
     uint32_t confident;      /* the committed stage passed its stop threshold */
+    uint32_t stop_statistic; /* es_set_stop_statistic's statistic: ES_STOP_MARGIN or ES_STOP_LOGIT_GAP */
 } es_state;
 
 typedef struct es_group_info {
@@ -296,6 +297,18 @@ es_status es_current(const es_state *state, float *out, uint32_t *prefix, int32_
  * early without changing shape, and a tree model runs no further stage in that push. es_reset keeps
  * the thresholds. Regression models never stop early. */
 es_status es_set_stop(es_state *state, const float *threshold);
+
+/* The statistics a stop threshold may apply to (the manifest's stopping.statistic; the generated
+ * <prefix>_stop_statistic says which one an export was calibrated on). */
+#define ES_STOP_MARGIN 0u    /* "top2_margin": top-two gap of the committed probabilities (es_set_stop) */
+#define ES_STOP_LOGIT_GAP 1u /* "logit_gap": top-two gap of the raw scores before the link (|z| for a
+                                sigmoid), float32, taken before the link; it does not saturate as a
+                                probability margin does near 1 */
+
+/* es_set_stop for either statistic: es_set_stop_statistic(&st, <prefix>_stop_threshold,
+ * <prefix>_stop_statistic). ES_ERR_BAD_MODEL for an unknown statistic (nothing changes). Same cost,
+ * same commit, same loop as es_set_stop. */
+es_status es_set_stop_statistic(es_state *state, const float *threshold, uint32_t statistic);
 
 /* 1 when the committed stage passed its stop threshold (the loop is over), else 0. */
 int es_confident(const es_state *state);
