@@ -117,10 +117,11 @@ def run(datasets, splits: int, cal_share: float = 0.5) -> dict:
         for name in datasets:
             d = _data(name)
             res[name] = {"n_rows": int(len(d.y)), "groups": len(d.columns), "costs_measured_on": d.measured_on,
-                         "models": {}}
+                         "splits": splits, "load_before": Path("/proc/loadavg").read_text().split()[:3], "models": {}}
             for mname, make in _models(d).items():
                 runs = [one_split(d, make, seed, Path(tmp), cal_share) for seed in range(splits)]
                 res[name]["models"][mname] = runs
+                res[name]["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
                 for key in runs[0]["by_delta"]:
                     r = [x["by_delta"][key] for x in runs]
                     print(name, mname, key, f"cost {np.mean([x['cost_ratio'] for x in r]):.3f}",
@@ -153,11 +154,13 @@ def _tables(res: dict, splits: int) -> list[dict]:
             shares.append([name, mname, " ".join(f"{s:.2f}" for s in share)
                            + ("" if all(len(x["stop_share_test"]) == width for x in r) else
                               " (stage counts differ per split: " + ", ".join(str(len(x["stop_share_test"])) for x in r) + ")")])
+    key = "splits"
     n_cal = {name: dres["models"][next(iter(dres["models"]))][0]["by_delta"]["logit_gap auto 0.005"]["n_calibration"]
              for name, dres in res.items()}
     return [
         {"title": f"Early stopping at δ (95 % Clopper-Pearson bound on the calibration rows; mean ± sd over "
-                  f"{splits} splits; calibration rows: {', '.join(f'{k} {v}' for k, v in n_cal.items())})",
+                  f"splits: {', '.join(f'{k} {v.get(key, splits)}' for k, v in res.items())}; calibration rows: "
+                  f"{', '.join(f'{k} {v}' for k, v in n_cal.items())}; Python = C: the default export, end to end)",
          "columns": ["data", "model", "statistic", "rule (used)", "δ", "mean cost / full cost", "test disagreement", "worst split",
                      "calibration bound", "accuracy (stopped)", "accuracy (full)", "Python = C stage"],
          "rows": rows},
@@ -173,12 +176,23 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["digits", "mnist"], choices=["digits", "mnist"])
     ap.add_argument("--calibration-share", type=float, default=0.5,
                     help="share of all rows held out for calibration (the test share is 0.2; training the rest)")
+    ap.add_argument("--raw", type=Path, default=Path(tempfile.gettempdir()) / "edgeseq_early_stopping_raw.json",
+                    help="where the raw results go (kept should rendering the tables fail)")
+    ap.add_argument("--raw-only", action="store_true", help="write only --raw, no results file (for --merge)")
+    ap.add_argument("--merge", nargs="+", type=Path, default=None,
+                    help="render the results file from raw files of earlier runs (data sets run in parallel)")
     args = ap.parse_args()
     if not 0.0 < args.calibration_share < 1.0 - TEST_SHARE:
         ap.error(f"--calibration-share must lie in (0, {1.0 - TEST_SHARE:g})")
-    res = run(args.datasets, args.splits, args.calibration_share)
-    raw = Path(tempfile.gettempdir()) / "edgeseq_early_stopping_raw.json"
-    raw.write_text(json.dumps(res))  # kept should rendering the tables fail
+    if args.merge:
+        res = {k: v for f in args.merge for k, v in json.loads(f.read_text()).items()}
+        args.splits = max(v.get("splits", args.splits) for v in res.values())
+    else:
+        res = run(args.datasets, args.splits, args.calibration_share)
+        args.raw.write_text(json.dumps(res))
+        if args.raw_only:
+            print(f"wrote {args.raw}")
+            return
     path = write_result("early_stopping", {"splits": args.splits, "deltas": list(DELTAS),
                                            "split_shares": {"train": round(1.0 - TEST_SHARE - args.calibration_share, 6),
                                                             "calibration": args.calibration_share, "test": TEST_SHARE},

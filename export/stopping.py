@@ -64,6 +64,7 @@ GUARD_ULPS = 4  # float32 steps between a threshold and the nearest calibration 
 GAP_GUARD_REL = 2.0 ** -10  # logit gap: distance to the nearest calibration gap, relative to max(gap, 1)
 MIN_SHAPE = 100  # "scaled": fewest shaping rows (below, "auto" falls back to "shared")
 SCAN_SHARE = 0.5  # "scaled": the scan part is at least this share of the rows (and >= rows_needed)
+SHAPE_QUANTILE = 0.95  # "scaled": s_k is this quantile of how far the remaining groups move stage k
 
 
 def clopper_pearson_upper(k: int, n: int, confidence: float = 0.95) -> float:
@@ -235,9 +236,9 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
         Each stage's answer when it is not the first largest probability (the int16 model picks its
         label from the integer scores before rounding); default the argmax of the probabilities.
     rule : {"auto", "scaled", "shared", "per-stage"}, default="auto"
-        "scaled": a threshold per stage, λ·s_k, whose shape s_k (the largest statistic among the
-        shaping rows whose stage-k answer differs from the full answer) is learned on a seeded part
-        of the rows (`scaled_split`) and whose one scalar λ is scanned on the rest. "shared": one
+        "scaled": a threshold per stage, λ·s_k, whose shape s_k (a high quantile of how far the
+        remaining groups move a stage-k answer, in the statistic's units) is learned on a seeded
+        part of the rows (`scaled_split`) and whose one scalar λ is scanned on the rest. "shared": one
         threshold for every stage, scanned on all rows. "per-stage": a threshold per stage, shaped on
         half of the rows and tested on the other half. "auto": "scaled" when `scaled_split` allows it
         (it depends on n, δ and `confidence` only, never on the rows' values), else "shared".
@@ -311,7 +312,11 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
         path = np.repeat(cands[:, None], K, axis=1)
     elif rule == "scaled":
         shape, test = np.sort(perm[:split[0]]), np.sort(perm[split[0]:])
-        path = _scaled_path(margins[:K], differs[:K, shape], shape, closed[:K], statistic, never_t)
+        raw = scores_by_stage if statistic == "logit_gap" else probas
+        vals = np.stack([np.asarray(v, np.float64)[shape] for v in raw])  # (K + 1, n_shape, P)
+        if vals.shape[2] == 1:  # a sigmoid's logits are (0, z)
+            vals = np.concatenate([np.zeros_like(vals), vals], axis=2)
+        path = _scaled_path(margins[:K], _change(vals, labels[:K, shape]), closed[:K], statistic, never_t)
     else:  # the shape from one half of the rows, the test on the other
         shape, test = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
         path = _per_stage_path(margins[:K, shape], differs[:K, shape], cands, confidence, never_t)
@@ -329,23 +334,37 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
                     float(cum_cost[-1]), np.bincount(stages, minlength=K + 1) / n, rule, int(test.size), statistic)
 
 
-def _scaled_path(values: np.ndarray, differs_shape: np.ndarray, shape: np.ndarray, closed: np.ndarray,
-                 statistic: str, never_t: float) -> np.ndarray:
+def _change(values: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """(K, n): how far the rest of the groups move each row's stage-k answer, in the statistic's units.
+
+    `values` (K + 1, n, P) are every stage's scores (logits, or probabilities), `top` (K, n) each
+    stage's answer. change_k = max over classes c of (v_final - v_k)[c] - (v_final - v_k)[top_k], at
+    least 0: the final answer differs from stage k's only if some class gains on top_k by more than
+    their gap at stage k, so a row is wrong at stage k only when change_k >= its top-two gap.
+    """
+    move = values[-1][None] - values[:-1]  # (K, n, P)
+    own = np.take_along_axis(move, top[..., None], axis=2)
+    return np.maximum((move - own).max(axis=2), 0.0)
+
+
+def _scaled_path(values: np.ndarray, change: np.ndarray, closed: np.ndarray, statistic: str,
+                 never_t: float) -> np.ndarray:
     """The "scaled" rule's path (P, K), cautious to bold: stage k's threshold is the smallest guarded
     candidate of stage k >= λ·s_k, for λ falling through every value where some stage's threshold
     changes (at most MAX_CANDIDATES of them, spread evenly).
 
-    s_k, the shape: the largest statistic of stage k among the shaping rows whose stage-k answer is not
-    the full answer (a stage must be more sure than its surest wrong answer to stop at λ = 1); a stage
-    never wrong there gets the smallest s of the stages that were. The candidates of stage k lie
-    between its distinct values on all calibration rows, guarded as in `_candidates`, so no row sits
-    on a threshold. The path is nested (every threshold falls or stays as λ falls).
+    s_k, the shape: the SHAPE_QUANTILE quantile of `change` (K, n_shape), how far the remaining
+    groups moved the shaping rows' stage-k answers (`_change`): a stage whose answers the last groups
+    still move a lot needs a larger gap to stop. It is learned from every shaping row (not only the
+    few that end wrong, whose largest gap is too noisy to shape on); a stage whose answers never
+    moved gets the smallest positive s of the others (1 when none moved). The candidates of stage k
+    lie between its distinct values on all calibration rows, guarded as in `_candidates`, so no row
+    sits on a threshold. The path is nested (every threshold falls or stays as λ falls).
     """
     K = values.shape[0]
-    sv = values[:, shape]
-    wrong = np.where(differs_shape, sv, -np.inf).max(axis=1, initial=-np.inf)  # (K,)
-    known = np.isfinite(wrong) & (wrong > 0) & ~closed  # none: every stage is right on the shaping rows,
-    s = np.where(known, wrong, wrong[known].min() if known.any() else 1.0).astype(np.float64)
+    s = np.quantile(change, SHAPE_QUANTILE, axis=1) if change.shape[1] else np.zeros(K)
+    pos = (s > 0) & ~closed
+    s = np.where(pos, s, s[pos].min() if pos.any() else 1.0).astype(np.float64)
     per_stage = [np.zeros(0, np.float32) if closed[k] else _candidates(values[k], statistic, limit=False)[::-1]
                  for k in range(K)]  # ascending
     lams = np.unique(np.concatenate([c.astype(np.float64) / s[k] for k, c in enumerate(per_stage)] + [np.zeros(0)]))
