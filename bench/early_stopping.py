@@ -111,7 +111,7 @@ def one_split(d, make, seed: int, tmp: Path, cal_share: float = 0.5) -> dict:
     return {"fit_s": fit_s, "n_stages": len(m["prefixes"]), "by_delta": out}
 
 
-def run(datasets, splits: int, cal_share: float = 0.5) -> dict:
+def run(datasets, splits: int, cal_share: float = 0.5, raw: Path | None = None) -> dict:
     res = {}
     with tempfile.TemporaryDirectory(prefix="edgeseq_stopbench_") as tmp:
         for name in datasets:
@@ -119,8 +119,12 @@ def run(datasets, splits: int, cal_share: float = 0.5) -> dict:
             res[name] = {"n_rows": int(len(d.y)), "groups": len(d.columns), "costs_measured_on": d.measured_on,
                          "splits": splits, "load_before": Path("/proc/loadavg").read_text().split()[:3], "models": {}}
             for mname, make in _models(d).items():
-                runs = [one_split(d, make, seed, Path(tmp), cal_share) for seed in range(splits)]
-                res[name]["models"][mname] = runs
+                runs = res[name]["models"][mname] = []
+                for seed in range(splits):
+                    runs.append(one_split(d, make, seed, Path(tmp), cal_share))
+                    res[name]["splits_done"] = min(len(r) for r in res[name]["models"].values())
+                    if raw is not None:  # after every split: a run cut short keeps what it measured
+                        raw.write_text(json.dumps(res))
                 res[name]["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
                 for key in runs[0]["by_delta"]:
                     r = [x["by_delta"][key] for x in runs]
@@ -135,6 +139,8 @@ def _tables(res: dict, splits: int) -> list[dict]:
     rows, shares = [], []
     for name, dres in res.items():
         for mname, runs in dres["models"].items():
+            if not runs:  # a run cut short before this model's first split
+                continue
             for stat, rule, delta in [(st, r, dl) for st in STATISTICS for r in RULES for dl in DELTAS]:
                 r = [x["by_delta"][f"{stat} {rule} {delta}"] for x in runs]
 
@@ -154,12 +160,12 @@ def _tables(res: dict, splits: int) -> list[dict]:
             shares.append([name, mname, " ".join(f"{s:.2f}" for s in share)
                            + ("" if all(len(x["stop_share_test"]) == width for x in r) else
                               " (stage counts differ per split: " + ", ".join(str(len(x["stop_share_test"])) for x in r) + ")")])
-    key = "splits"
+    done = {k: v.get("splits_done", v.get("splits", splits)) for k, v in res.items()}
     n_cal = {name: dres["models"][next(iter(dres["models"]))][0]["by_delta"]["logit_gap auto 0.005"]["n_calibration"]
              for name, dres in res.items()}
     return [
         {"title": f"Early stopping at δ (95 % Clopper-Pearson bound on the calibration rows; mean ± sd over "
-                  f"splits: {', '.join(f'{k} {v.get(key, splits)}' for k, v in res.items())}; calibration rows: "
+                  f"splits: {', '.join(f'{k} {done[k]}' for k in res)}; calibration rows: "
                   f"{', '.join(f'{k} {v}' for k, v in n_cal.items())}; Python = C: the default export, end to end)",
          "columns": ["data", "model", "statistic", "rule (used)", "δ", "mean cost / full cost", "test disagreement", "worst split",
                      "calibration bound", "accuracy (stopped)", "accuracy (full)", "Python = C stage"],
@@ -188,7 +194,7 @@ def main() -> None:
         res = {k: v for f in args.merge for k, v in json.loads(f.read_text()).items()}
         args.splits = max(v.get("splits", args.splits) for v in res.values())
     else:
-        res = run(args.datasets, args.splits, args.calibration_share)
+        res = run(args.datasets, args.splits, args.calibration_share, args.raw)
         args.raw.write_text(json.dumps(res))
         if args.raw_only:
             print(f"wrote {args.raw}")
