@@ -193,6 +193,40 @@ def test_python_and_c_stop_at_the_same_stage_on_every_row(which, request):
     assert len(set(stage.tolist())) > 2
 
 
+def test_c_refuses_an_unknown_statistic(digits_export, tmp_path):
+    """es_set_stop_statistic with a statistic that is neither ES_STOP_MARGIN nor ES_STOP_LOGIT_GAP
+    returns ES_ERR_BAD_MODEL and leaves stopping off; the two known ones are accepted."""
+    import re
+    import subprocess
+
+    from edgeseq.export.c_harness import compile_c, runtime_dir
+
+    _, out, _, _ = digits_export
+    prefix = re.search(r"extern const es_model (\w+)_model;", (out / "edgeseq_model.h").read_text()).group(1)
+    main_c = tmp_path / "main.c"
+    main_c.write_text(f"""#include <stdio.h>
+#include "edgeseq_model.h"
+static float work[{prefix}_WORK_FLOATS];
+int main(void)
+{{
+    es_state st;
+    int bad, off, gap, margin;
+    if (es_init(&st, &{prefix}_model, work, {prefix}_WORK_FLOATS) != ES_OK) return 1;
+    bad = (int)es_set_stop_statistic(&st, {prefix}_stop_threshold, 7u);
+    off = st.stop_threshold == NULL;
+    gap = (int)es_set_stop_statistic(&st, {prefix}_stop_threshold, ES_STOP_LOGIT_GAP);
+    margin = (int)es_set_stop_statistic(&st, {prefix}_stop_threshold, ES_STOP_MARGIN);
+    printf("%d %d %d %d\\n", bad, off, gap, margin);
+    return 0;
+}}
+""")
+    rdir = runtime_dir()
+    exe = compile_c([rdir / "edgeseq_runtime.c", out / "edgeseq_model.c", main_c], tmp_path / "m",
+                    include_dirs=[out, rdir], flags=STRICT_FLAGS, extra=("-O1",))
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["-6", "1", "0", "0"]
+
+
 def test_binary_logit_gap_stops_alike_in_python_and_c(tmp_path):
     """A binary (sigmoid) model: the logit gap is |z|, the C runtime's |z[0]| before its link; same
     stage and label on every row, under ASan/UBSan; rows stop at several stages."""
@@ -400,6 +434,16 @@ def test_cli_export_with_stop_data(digits_export, tmp_path):
     assert res.exit_code == 0, res.output
     st = read_verified(tmp_path / "out")["stopping"]
     assert st["max_disagreement"] == 0.01 and st["n_calibration"] == 750
+    from edgeseq.cli.export_cmd import manifest_table
+
+    line = next(x for x in manifest_table(read_verified(tmp_path / "out")) if x.startswith("early stopping"))
+    assert "scaled rule on the logit_gap" in line and "375 of them scanned" in line and "'never'" in line
+    res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out3"), "--quiet",
+                                    "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "0.01",
+                                    "--stop-statistic", "top2_margin", "--stop-rule", "shared"])
+    assert res.exit_code == 0, res.output
+    st = read_verified(tmp_path / "out3")["stopping"]
+    assert st["statistic"] == "top2_margin" and st["rule"] == "shared" and st["n_test"] == 750
     bad = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out2"),
                                     "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "1.5"])
     assert bad.exit_code == 2 and not (tmp_path / "out2").exists()
