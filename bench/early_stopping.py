@@ -1,19 +1,26 @@
 """Per-input early stopping: mean cost and disagreement with the full model at δ in {0.001, 0.005, 0.02}.
 
     python bench/early_stopping.py [--splits 3] [--datasets digits mnist]
+    # or one process per data set, then the results file from both:
+    python bench/early_stopping.py --datasets digits --raw d.json --raw-only
+    python bench/early_stopping.py --datasets mnist --raw m.json --raw-only
+    python bench/early_stopping.py --merge d.json m.json
 
 For each data set (the digits bank: 1,797 images, stored extractor costs; the MNIST bank: 5,000
 images, 48 extractor groups, costs measured on this machine when missing) and each model (the linear
 anytime classifier, CS-G-OMP at its defaults, and LightGBM imported as tree stages), over seeded
 stratified splits of 30 % training, 50 % calibration and 20 % test rows (``--calibration-share``; the
 calibration rows are held out from training, so the bound still holds: more of them lowers the
-Clopper-Pearson bound's price, at the cost of a model fitted on fewer rows): the model is exported with
-``stop_data`` = the calibration rows at each δ (95 % Clopper-Pearson bound) with each rule (one shared
-threshold, or per-stage thresholds shaped on half the calibration rows), and on the test rows the
-Python runtime's ``predict(stop="confident")`` is compared with the full model (disagreement) and
-with the compiled C runtime's stopping loop (``es_set_stop``: same stage and label on every row).
-Reported: mean cost of the stopping stage / full cost, test disagreement, the calibration bound, the
-share of rows stopping at each stage and the Python-vs-C agreement.
+Clopper-Pearson bound's price, at the cost of a model fitted on fewer rows): at each δ (95 %
+Clopper-Pearson bound), each stopping statistic (the logit gap, the probability margin) and each
+rule ("auto" -- "scaled" when the rows allow it --, "shared", "per-stage"), the thresholds are
+calibrated on the calibration rows' staged outputs exactly as ``export_model(stop_data=...)`` does,
+and the test rows' stopping stages are compared with the full model (disagreement). The default
+export (rule "auto", per statistic) is also written end to end: its manifest's thresholds must be the
+ones calibrated here, the Python runtime's ``predict(stop="confident")`` must give the same stages,
+and the compiled C runtime's stopping loop (``es_set_stop_statistic``) the same stage and label on
+every test row. Reported: mean cost of the stopping stage / full cost, test disagreement, the
+calibration bound, the share of rows stopping at each stage and the Python-vs-C agreement.
 """
 
 from __future__ import annotations
