@@ -1,15 +1,24 @@
 """Per-input early stopping: calibrate the stage thresholds on held-out rows, record them in an export.
 
 An anytime classifier can stop computing groups once the committed stage's answer is settled. The
-rule (`edgeseq.runtime.stopping`) is the same in every runtime: stage k stops a row when the float32
-margin between its two largest class probabilities reaches ``threshold[k]``. This module chooses the
-thresholds so that the stopped answer differs from the full-budget answer on at most a share δ
-(`max_disagreement`) of new rows, and records them (manifest ``stopping`` entry, C table
-``<prefix>_stop_threshold``).
+rule (`edgeseq.runtime.stopping`) is the same in every runtime: stage k stops a row when a float32
+statistic of its output -- the gap between its two largest raw scores (``"logit_gap"``, the default
+for float C models) or between its two largest probabilities (``"top2_margin"``) -- reaches
+``threshold[k]``. This module chooses the thresholds so that the stopped answer differs from the
+full-budget answer on at most a share δ (`max_disagreement`) of new rows, and records them (manifest
+``stopping`` entry, C tables ``<prefix>_stop_threshold`` and ``<prefix>_stop_statistic``).
 
 How the thresholds are chosen (and why)
 ---------------------------------------
-* **One shared threshold t, scanned from cautious to bold** (``rule="shared"``, the default). Every
+* **Per-stage thresholds λ·s_k with one scanned scalar** (``rule="scaled"``, what the default
+  ``"auto"`` picks when `scaled_split` leaves enough rows to shape). The shape s_k (how far the
+  remaining groups move a stage-k answer, `_change`) is learned on a seeded shaping part; λ is
+  scanned, as below, on the scan part only, which holds at least `rows_needed` (δ) rows. Shaping
+  and scan rows never mix, so the test below holds for the scanned λ exactly as for one threshold.
+  Early stages that are confidently wrong on a few rows are what defeats the shared threshold; a
+  stage whose answers the last groups still move a lot here needs a proportionally larger gap.
+* **One shared threshold t, scanned from cautious to bold** (``rule="shared"``; "auto" falls back to
+  it when the rows are too few to shape). Every
   stage gets the same t; candidate values run from "never stop" down through the margins seen on
   the calibration rows. One scalar keeps the search a *fixed sequence* of nested rules (a bolder
   rule stops every row at the same stage or earlier), for which the test below needs no
