@@ -210,7 +210,11 @@ def main() -> None:
                                            "split_shares": {"train": round(1.0 - TEST_SHARE - args.calibration_share, 6),
                                                             "calibration": args.calibration_share, "test": TEST_SHARE},
                                            "results": res,
-                                           "tables": _tables(res, args.splits)}, command_line())
+                                           "tables": _tables(res, args.splits)},
+                        command_line() if not args.merge else "; ".join(
+                            [f"OMP_NUM_THREADS=1 nice -n 10 python bench/early_stopping.py --splits {v['splits']} "
+                             f"--datasets {k} --raw {k}.json --raw-only" for k, v in res.items()]
+                            + [f"python bench/early_stopping.py --merge {' '.join(f'{k}.json' for k in res)}"]))
     print(f"wrote {path}")
 
 
