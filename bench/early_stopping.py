@@ -155,7 +155,8 @@ def _tables(res: dict, splits: int) -> list[dict]:
                     v = np.array([x[key] for x in r])
                     return f"{fmt.format(v.mean())} ± {fmt.format(v.std())}"
                 used = sorted({x["rule_used"] for x in r})
-                rows.append([name, mname, stat, rule + ("" if used == [rule] else f" ({'/'.join(used)})"), f"{delta:g}",
+                shown = rule + ("" if used == [rule] else f" ({'/'.join(used)})")
+                rows.append([name, mname, stat, shown, f"{delta:g}",
                              ms("cost_ratio"), ms("test_disagreement", "{:.4f}"),
                              f"{max(x['test_disagreement'] for x in r):.4f}", ms("calibration_bound", "{:.4f}"),
                              ms("test_accuracy_stopped"), ms("test_accuracy_full"),

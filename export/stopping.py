@@ -65,7 +65,8 @@ from edgeseq.errors import ExportError
 from edgeseq.runtime.stopping import NEVER, STATISTICS, logit_gap, never, stop_stages, top2_margin
 
 __all__ = ["StopRule", "clopper_pearson_upper", "rows_needed", "scaled_split", "calibrate_stopping",
-           "stopping_entry", "stop_c_text", "append_stop_c", "staged_proba", "staged_outputs", "int16_staged", "add_stopping", "c_stop_stages", "c_stop_stages_i16"]
+           "stopping_entry", "stop_c_text", "append_stop_c", "staged_proba", "staged_outputs", "int16_staged",
+           "add_stopping", "c_stop_stages", "c_stop_stages_i16"]
 
 RULES = ("auto", "scaled", "shared", "per-stage")
 MAX_CANDIDATES = 2000  # thresholds tried at most (quantiles of the distinct margins beyond that)
@@ -376,7 +377,8 @@ def _scaled_path(values: np.ndarray, change: np.ndarray, closed: np.ndarray, sta
     s = np.where(pos, s, s[pos].min() if pos.any() else 1.0).astype(np.float64)
     per_stage = [np.zeros(0, np.float32) if closed[k] else _candidates(values[k], statistic, limit=False)[::-1]
                  for k in range(K)]  # ascending
-    lams = np.unique(np.concatenate([c.astype(np.float64) / s[k] for k, c in enumerate(per_stage)] + [np.zeros(0)]))
+    lams = np.unique(np.concatenate([c.astype(np.float64) / s[k] for k, c in enumerate(per_stage)]
+                                    + [np.zeros(0)]))
     lams = lams[::-1]  # descending: cautious to bold
     if lams.size > MAX_CANDIDATES:
         lams = lams[np.linspace(0, lams.size - 1, MAX_CANDIDATES).round().astype(int)]

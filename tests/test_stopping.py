@@ -233,7 +233,8 @@ def test_binary_logit_gap_stops_alike_in_python_and_c(tmp_path):
     X, y = load_digits(return_X_y=True)
     y = (y >= 5).astype(int)
     idx = np.random.default_rng(1).permutation(len(X))
-    est = AnytimeClassifier([list(range(8 * i, 8 * i + 8)) for i in range(8)], [1.0] * 8).fit(X[idx[:600]], y[idx[:600]])
+    groups = [list(range(8 * i, 8 * i + 8)) for i in range(8)]
+    est = AnytimeClassifier(groups, [1.0] * 8).fit(X[idx[:600]], y[idx[:600]])
     m = export_model(est.fitted_sequence_, tmp_path / "b", stop_data=X[idx[600:1400]], max_disagreement=0.02)
     assert m["stopping"]["statistic"] == "logit_gap"
     py = ExportedModel(tmp_path / "b").predict(group_features(m, X[idx[1400:]]), stop="confident")
