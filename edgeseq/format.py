@@ -327,6 +327,9 @@ def _check_stopping(m: dict) -> None:
         raise _bad("stopping.thresholds", f"must be float32 values (the runtimes compare in float32), got {brief(bad[0])}")
     if abs(sum(st["stop_share"]) - 1.0) > 1e-6 or st["mean_cost"] > st["full_cost"] * (1 + 1e-9) + 1e-12:
         raise _bad("stopping", "has stop shares that do not sum to 1 or a mean cost above the full cost")
+    if st.get("statistic") == "logit_gap" and m.get("c") and c_dtype(m) == "int16":
+        raise _bad("stopping.statistic", "logit_gap needs a float C model (the int16 runtime compares the "
+                                         "probability margin)")
 
 
 def _check_prefixes(m: dict) -> None:

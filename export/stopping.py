@@ -1,15 +1,24 @@
 """Per-input early stopping: calibrate the stage thresholds on held-out rows, record them in an export.
 
 An anytime classifier can stop computing groups once the committed stage's answer is settled. The
-rule (`edgeseq.runtime.stopping`) is the same in every runtime: stage k stops a row when the float32
-margin between its two largest class probabilities reaches ``threshold[k]``. This module chooses the
-thresholds so that the stopped answer differs from the full-budget answer on at most a share δ
-(`max_disagreement`) of new rows, and records them (manifest ``stopping`` entry, C table
-``<prefix>_stop_threshold``).
+rule (`edgeseq.runtime.stopping`) is the same in every runtime: stage k stops a row when a float32
+statistic of its output -- the gap between its two largest raw scores (``"logit_gap"``, the default
+for float C models) or between its two largest probabilities (``"top2_margin"``) -- reaches
+``threshold[k]``. This module chooses the thresholds so that the stopped answer differs from the
+full-budget answer on at most a share δ (`max_disagreement`) of new rows, and records them (manifest
+``stopping`` entry, C tables ``<prefix>_stop_threshold`` and ``<prefix>_stop_statistic``).
 
 How the thresholds are chosen (and why)
 ---------------------------------------
-* **One shared threshold t, scanned from cautious to bold** (``rule="shared"``, the default). Every
+* **Per-stage thresholds λ·s_k with one scanned scalar** (``rule="scaled"``, what the default
+  ``"auto"`` picks when `scaled_split` leaves enough rows to shape). The shape s_k (how far the
+  remaining groups move a stage-k answer, `_change`) is learned on a seeded shaping part; λ is
+  scanned, as below, on the scan part only, which holds at least `rows_needed` (δ) rows. Shaping
+  and scan rows never mix, so the test below holds for the scanned λ exactly as for one threshold.
+  Early stages that are confidently wrong on a few rows are what defeats the shared threshold; a
+  stage whose answers the last groups still move a lot here needs a proportionally larger gap.
+* **One shared threshold t, scanned from cautious to bold** (``rule="shared"``; "auto" falls back to
+  it when the rows are too few to shape). Every
   stage gets the same t; candidate values run from "never stop" down through the margins seen on
   the calibration rows. One scalar keeps the search a *fixed sequence* of nested rules (a bolder
   rule stops every row at the same stage or earlier), for which the test below needs no
@@ -53,14 +62,19 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import ExportError
-from edgeseq.runtime.stopping import NEVER, stop_stages, top2_margin
+from edgeseq.runtime.stopping import NEVER, STATISTICS, logit_gap, never, stop_stages, top2_margin
 
-__all__ = ["StopRule", "clopper_pearson_upper", "calibrate_stopping", "stopping_entry", "stop_c_text",
-           "append_stop_c", "staged_proba", "int16_staged", "add_stopping", "c_stop_stages", "c_stop_stages_i16"]
+__all__ = ["StopRule", "clopper_pearson_upper", "rows_needed", "scaled_split", "calibrate_stopping",
+           "stopping_entry", "stop_c_text", "append_stop_c", "staged_proba", "staged_outputs", "int16_staged",
+           "add_stopping", "c_stop_stages", "c_stop_stages_i16"]
 
-RULES = ("shared", "per-stage")
+RULES = ("auto", "scaled", "shared", "per-stage")
 MAX_CANDIDATES = 2000  # thresholds tried at most (quantiles of the distinct margins beyond that)
 GUARD_ULPS = 4  # float32 steps between a threshold and the nearest calibration margin
+GAP_GUARD_REL = 2.0 ** -10  # logit gap: distance to the nearest calibration gap, relative to max(gap, 1)
+MIN_SHAPE = 100  # "scaled": fewest shaping rows (below, "auto" falls back to "shared")
+SCAN_SHARE = 0.5  # "scaled": the scan part is at least this share of the rows (and >= rows_needed)
+SHAPE_QUANTILE = 0.95  # "scaled": s_k is this quantile of how far the remaining groups move stage k
 
 
 def clopper_pearson_upper(k: int, n: int, confidence: float = 0.95) -> float:
@@ -111,10 +125,13 @@ class StopRule:
         Mean cumulative cost of the stopping stage on the calibration rows, and the full cost.
     stop_share : ndarray of shape (n_stages,)
         Share of calibration rows stopping at each stage.
-    rule : {"shared", "per-stage"}
+    rule : {"scaled", "shared", "per-stage"}
         Which family of rules was scanned.
     n_test : int
-        Calibration rows the rule was tested on (all of them for "shared", half for "per-stage").
+        Calibration rows the rule was tested on (all of them for "shared", half for "per-stage", the
+        scan part of `scaled_split` for "scaled").
+    statistic : {"top2_margin", "logit_gap"}
+        What the thresholds are compared with.
 
     Examples
     --------
@@ -139,29 +156,78 @@ class StopRule:
     stop_share: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rule: str = "shared"
     n_test: int = 0
+    statistic: str = "top2_margin"
 
 
-def _candidates(margins: np.ndarray) -> np.ndarray:
-    """Float32 thresholds between distinct margins (descending), each GUARD_ULPS steps clear of both."""
+def _guard(v: np.ndarray, statistic: str) -> np.ndarray:
+    """How far (float64) a threshold must stay from a calibration value `v` of `statistic`: GUARD_ULPS
+    float32 steps of a probability margin; for a logit gap GAP_GUARD_REL of max(v, 1), because a gap is
+    the difference of two scores whose last bits differ between runtimes (onnxruntime's summation
+    order vs the C loop's), an error on the scale of the scores rather than of the gap."""
+    step = np.spacing(np.abs(v).astype(np.float32)).astype(np.float64) * GUARD_ULPS
+    if statistic == "logit_gap":
+        step = np.maximum(step, GAP_GUARD_REL * np.maximum(np.abs(v).astype(np.float64), 1.0))
+    return step
+
+
+def _candidates(margins: np.ndarray, statistic: str = "top2_margin", limit: bool = True) -> np.ndarray:
+    """Float32 thresholds between distinct values (descending), each `_guard` clear of both."""
     vals = np.unique(margins.astype(np.float32))[::-1]  # descending
+    vals = vals[vals >= 0]  # closed stages hold -1
     if vals.size == 0:
         return np.zeros(0, np.float32)
     hi, lo = vals[:-1], vals[1:]
     lo = np.append(lo, np.float32(0.0)) if vals[-1] > 0 else lo
     hi = vals[:lo.size]
     mid = ((hi.astype(np.float64) + lo.astype(np.float64)) / 2).astype(np.float32)
-    step = np.spacing(hi).astype(np.float64) * GUARD_ULPS
-    ok = (mid.astype(np.float64) - lo >= step) & (hi - mid.astype(np.float64) >= step)
+    m64 = mid.astype(np.float64)
+    ok = (m64 - lo >= _guard(lo, statistic)) & (hi - m64 >= _guard(hi, statistic))
     cand = mid[ok]
-    if cand.size > MAX_CANDIDATES:
+    if limit and cand.size > MAX_CANDIDATES:
         cand = cand[np.linspace(0, cand.size - 1, MAX_CANDIDATES).round().astype(int)]
     return cand
 
 
+def rows_needed(max_disagreement: float, confidence: float = 0.95) -> int:
+    """Fewest rows on which 0 disagreements give a Clopper-Pearson bound <= δ: ceil(ln(1-c) / ln(1-δ)).
+
+    A rule can stop rows only if the rows it is tested on number at least this many.
+
+    Examples
+    --------
+    >>> from edgeseq.export.stopping import rows_needed
+    >>> rows_needed(0.005), rows_needed(0.001), rows_needed(0.02)
+    (598, 2995, 149)
+    """
+    n = int(np.ceil(np.log1p(-confidence) / np.log1p(-max_disagreement)))
+    while n > 1 and clopper_pearson_upper(0, n - 1, confidence) <= max_disagreement:
+        n -= 1
+    while clopper_pearson_upper(0, n, confidence) > max_disagreement:
+        n += 1
+    return n
+
+
+def scaled_split(n: int, max_disagreement: float, confidence: float = 0.95) -> tuple[int, int] | None:
+    """(shaping rows, scan rows) of the "scaled" rule for `n` calibration rows, or None when too few.
+
+    The scan part gets max(`rows_needed`(δ), ceil(SCAN_SHARE * n)) rows: enough that a rule with no
+    disagreement can pass, and half of a large set, so that each disagreement costs the bound little;
+    the shaping part gets the rest and must hold at least MIN_SHAPE rows.
+
+    Examples
+    --------
+    >>> from edgeseq.export.stopping import scaled_split
+    >>> scaled_split(899, 0.005), scaled_split(2500, 0.005), scaled_split(650, 0.005)
+    ((301, 598), (1250, 1250), None)
+    """
+    n_scan = max(rows_needed(max_disagreement, confidence), int(np.ceil(SCAN_SHARE * n)))
+    return None if n - n_scan < MIN_SHAPE else (n - n_scan, n_scan)
+
+
 def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005, *, confidence: float = 0.95,
-                       corrected: bool = True, labels_by_stage=None, rule: str = "shared",
-                       closed=None) -> StopRule:
-    """Choose the stopping thresholds from every stage's probabilities on calibration rows.
+                       corrected: bool = True, labels_by_stage=None, rule: str = "auto",
+                       closed=None, statistic: str = "top2_margin", scores_by_stage=None) -> StopRule:
+    """Choose the stopping thresholds from every stage's outputs on calibration rows.
 
     Parameters
     ----------
@@ -179,14 +245,20 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
     labels_by_stage : list of array-like of shape (n_samples,), optional
         Each stage's answer when it is not the first largest probability (the int16 model picks its
         label from the integer scores before rounding); default the argmax of the probabilities.
-    rule : {"shared", "per-stage"}, default="shared"
-        "shared": one threshold for every stage, scanned and tested on all rows. "per-stage": a
-        threshold per stage, shaped on half of the rows and tested on the other half (it lets a
-        stage whose confident answers are often wrong stay closed, but its bound rests on half the
-        rows).
+    rule : {"auto", "scaled", "shared", "per-stage"}, default="auto"
+        "scaled": a threshold per stage, λ·s_k, whose shape s_k (a high quantile of how far the
+        remaining groups move a stage-k answer, in the statistic's units) is learned on a seeded
+        part of the rows (`scaled_split`) and whose one scalar λ is scanned on the rest. "shared": one
+        threshold for every stage, scanned on all rows. "per-stage": a threshold per stage, shaped on
+        half of the rows and tested on the other half. "auto": "scaled" when `scaled_split` allows it
+        (it depends on n, δ and `confidence` only, never on the rows' values), else "shared".
     closed : array-like of bool of shape (n_stages,), optional
         Stages that may never stop a row: a layer-block stage with ``commit: false`` publishes no
-        answer, so no runtime can stop there; its threshold is `NEVER` and its margins are ignored.
+        answer, so no runtime can stop there; its threshold is `never` and its values are ignored.
+    statistic : {"top2_margin", "logit_gap"}, default="top2_margin"
+        What a threshold is compared with (`edgeseq.runtime.stopping`).
+    scores_by_stage : list of array-like of shape (n_samples, n_outputs), optional
+        Each stage's raw scores before the link; required for ``statistic="logit_gap"``.
 
     Returns
     -------
@@ -195,7 +267,8 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
     Raises
     ------
     ExportError
-        For δ or `confidence` outside (0, 1) or stages of different shapes.
+        For δ or `confidence` outside (0, 1), an unknown rule or statistic, or stages of different
+        shapes.
 
     Examples
     --------
@@ -212,6 +285,10 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
     for name, v in (("max_disagreement", max_disagreement), ("confidence", confidence)):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not 0.0 < float(v) < 1.0:
             raise ExportError(f"{name} must be a number in (0, 1), got {v!r:.40}")
+    if statistic not in STATISTICS:
+        raise ExportError(f"statistic must be one of {', '.join(map(repr, STATISTICS))}, got {statistic!r:.40}")
+    if rule not in RULES:
+        raise ExportError(f"rule must be one of {', '.join(map(repr, RULES))}, got {rule!r:.40}")
     probas = [np.asarray(p, dtype=np.float32) for p in proba_by_stage]
     cum_cost = np.asarray(cum_cost, dtype=np.float64)
     if not probas or len(probas) != cum_cost.size or any(p.shape != probas[0].shape for p in probas):
@@ -219,7 +296,13 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
     n = probas[0].shape[0]
     if n == 0:
         raise ExportError("stopping needs at least one calibration row")
-    margins = np.stack([top2_margin(p) for p in probas])
+    if statistic == "logit_gap":
+        if scores_by_stage is None or len(scores_by_stage) != len(probas) or any(
+                np.shape(z)[:1] != (n,) or np.ndim(z) != 2 for z in scores_by_stage):
+            raise ExportError("the logit-gap statistic needs one (n, n_outputs) score array per stage")
+        margins = np.stack([logit_gap(z) for z in scores_by_stage])
+    else:
+        margins = np.stack([top2_margin(p) for p in probas])
     closed = np.zeros(len(probas), bool) if closed is None else np.asarray(closed, bool)
     if closed.shape != (len(probas),):
         raise ExportError("closed must hold one flag per stage")
@@ -228,31 +311,91 @@ def calibrate_stopping(proba_by_stage, cum_cost, max_disagreement: float = 0.005
                       [np.asarray(lab) for lab in labels_by_stage])
     differs = labels != labels[-1]  # (n_stages, n): stage k's answer is not the full answer
     K = len(probas) - 1
-    if rule not in RULES:
-        raise ExportError(f"rule must be one of {', '.join(map(repr, RULES))}, got {rule!r:.40}")
-    cands = _candidates(margins[:K][~closed[:K]]) if K else np.zeros(0, np.float32)
+    split = scaled_split(n, max_disagreement, confidence)
+    if rule in ("auto", "scaled"):
+        rule = "scaled" if split is not None and K else "shared"  # too few rows to shape: the shared rule
+    never_t = never(statistic)
+    cands = _candidates(margins[:K][~closed[:K]], statistic) if K else np.zeros(0, np.float32)
     test = np.arange(n)
+    perm = np.random.default_rng(0).permutation(n)  # seeded, so exports are reproducible
     if rule == "shared":
         path = np.repeat(cands[:, None], K, axis=1)
-    else:  # the shape from one half of the rows, the test on the other (seeded, so exports are reproducible)
-        perm = np.random.default_rng(0).permutation(n)
+    elif rule == "scaled":
+        shape, test = np.sort(perm[:split[0]]), np.sort(perm[split[0]:])
+        raw = scores_by_stage if statistic == "logit_gap" else probas
+        vals = np.stack([np.asarray(v, np.float64)[shape] for v in raw])  # (K + 1, n_shape, P)
+        if vals.shape[2] == 1:  # a sigmoid's logits are (0, z)
+            vals = np.concatenate([np.zeros_like(vals), vals], axis=2)
+        path = _scaled_path(margins[:K], _change(vals, labels[:K, shape]), closed[:K], statistic, never_t)
+    else:  # the shape from one half of the rows, the test on the other
         shape, test = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
-        path = _per_stage_path(margins[:K, shape], differs[:K, shape], cands, confidence)
+        path = _per_stage_path(margins[:K, shape], differs[:K, shape], cands, confidence, never_t)
     chosen = _scan(margins[:, test], differs[:, test], path, max_disagreement, confidence, corrected,
                    shared=rule == "shared")
-    thr = np.full(K + 1, NEVER, np.float32)
+    thr = np.full(K + 1, never_t, np.float32)
     if chosen >= 0:
-        thr[:K] = np.where(closed[:K], NEVER, path[chosen])
-        thr[K] = path[chosen].min(initial=NEVER)  # the last stage ends the loop anyway; kept informative
+        thr[:K] = np.where(closed[:K], np.float32(never_t), path[chosen])
+        thr[K] = path[chosen].min(initial=never_t)  # the last stage ends the loop anyway; kept informative
     stages = stop_stages(margins, thr)
     d_test = int(np.count_nonzero(differs[stages[test], test]))
     d = int(np.count_nonzero(differs[stages, np.arange(n)]))
     return StopRule(thr, float(max_disagreement), float(confidence), bool(corrected), int(n), d / n,
                     clopper_pearson_upper(d_test, test.size, confidence), float(cum_cost[stages].mean()),
-                    float(cum_cost[-1]), np.bincount(stages, minlength=K + 1) / n, rule, int(test.size))
+                    float(cum_cost[-1]), np.bincount(stages, minlength=K + 1) / n, rule, int(test.size), statistic)
 
 
-def _per_stage_path(margins: np.ndarray, differs: np.ndarray, cands: np.ndarray, confidence: float) -> np.ndarray:
+def _change(values: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """(K, n): how far the rest of the groups move each row's stage-k answer, in the statistic's units.
+
+    `values` (K + 1, n, P) are every stage's scores (logits, or probabilities), `top` (K, n) each
+    stage's answer. change_k = max over classes c of (v_final - v_k)[c] - (v_final - v_k)[top_k], at
+    least 0: the final answer differs from stage k's only if some class gains on top_k by more than
+    their gap at stage k, so a row is wrong at stage k only when change_k >= its top-two gap.
+    """
+    move = values[-1][None] - values[:-1]  # (K, n, P)
+    own = np.take_along_axis(move, top[..., None], axis=2)
+    return np.maximum((move - own).max(axis=2), 0.0)
+
+
+def _scaled_path(values: np.ndarray, change: np.ndarray, closed: np.ndarray, statistic: str,
+                 never_t: float) -> np.ndarray:
+    """The "scaled" rule's path (P, K), cautious to bold: stage k's threshold is the smallest guarded
+    candidate of stage k >= λ·s_k, for λ falling through every value where some stage's threshold
+    changes (at most MAX_CANDIDATES of them, spread evenly).
+
+    s_k, the shape: the SHAPE_QUANTILE quantile of `change` (K, n_shape), how far the remaining
+    groups moved the shaping rows' stage-k answers (`_change`): a stage whose answers the last groups
+    still move a lot needs a larger gap to stop. It is learned from every shaping row (not only the
+    few that end wrong, whose largest gap is too noisy to shape on); a stage whose answers never
+    moved gets the smallest positive s of the others (1 when none moved). The candidates of stage k
+    lie between its distinct values on all calibration rows, guarded as in `_candidates`, so no row
+    sits on a threshold. The path is nested (every threshold falls or stays as λ falls).
+    """
+    K = values.shape[0]
+    s = np.quantile(change, SHAPE_QUANTILE, axis=1) if change.shape[1] else np.zeros(K)
+    pos = (s > 0) & ~closed
+    s = np.where(pos, s, s[pos].min() if pos.any() else 1.0).astype(np.float64)
+    per_stage = [np.zeros(0, np.float32) if closed[k] else _candidates(values[k], statistic, limit=False)[::-1]
+                 for k in range(K)]  # ascending
+    lams = np.unique(np.concatenate([c.astype(np.float64) / s[k] for k, c in enumerate(per_stage)]
+                                    + [np.zeros(0)]))
+    lams = lams[::-1]  # descending: cautious to bold
+    if lams.size > MAX_CANDIDATES:
+        lams = lams[np.linspace(0, lams.size - 1, MAX_CANDIDATES).round().astype(int)]
+    path = np.full((lams.size, K), never_t, np.float32)
+    for k, c in enumerate(per_stage):
+        if c.size == 0:
+            continue
+        # the smallest candidate >= λ s_k (candidates are exact float32 values; compare in float64 with
+        # a relative tolerance so that λ = c / s_k maps back to c)
+        idx = np.searchsorted(c.astype(np.float64), lams * s[k] * (1 - 1e-12), side="left")
+        ok = idx < c.size
+        path[ok, k] = c[idx[ok]]
+    return path
+
+
+def _per_stage_path(margins: np.ndarray, differs: np.ndarray, cands: np.ndarray, confidence: float,
+                    never_t: float = NEVER) -> np.ndarray:
     """Per-stage thresholds (P, K), conservative to bold, from the shape rows: at level λ, stage k admits
     its j rows of largest margin for the largest j whose Clopper-Pearson bound on their disagreement
     rate is <= λ (a stage where few rows are sure opens late, and only as far as its rows support).
@@ -270,7 +413,7 @@ def _per_stage_path(margins: np.ndarray, differs: np.ndarray, cands: np.ndarray,
     best = np.minimum.accumulate(ucb[:, ::-1], axis=1)[:, ::-1]  # the lowest bound from j rows on
     levels = np.unique(best)
     asc = cands[::-1]  # ascending
-    path = np.full((levels.size, K), NEVER, np.float32)
+    path = np.full((levels.size, K), never_t, np.float32)
     for k in range(K):
         j = np.searchsorted(best[k], levels, side="right")  # rows admitted: largest j with bound <= level
         m = m_sorted[k, np.maximum(j - 1, 0)]  # the smallest admitted margin
@@ -336,7 +479,7 @@ def stopping_entry(rule: StopRule) -> dict:
     >>> e["statistic"], e["n_calibration"], e["thresholds"][0] == float(np.float32(e["thresholds"][0]))
     ('top2_margin', 100, True)
     """
-    return {"statistic": "top2_margin", "bound": "clopper-pearson" if rule.corrected else "empirical",
+    return {"statistic": rule.statistic, "bound": "clopper-pearson" if rule.corrected else "empirical",
             "max_disagreement": rule.max_disagreement, "confidence": rule.confidence,
             "n_calibration": rule.n_calibration, "disagreement": rule.disagreement,
             "disagreement_bound": rule.disagreement_bound, "rule": rule.rule, "n_test": rule.n_test,
@@ -345,8 +488,11 @@ def stopping_entry(rule: StopRule) -> dict:
             "stop_share": [float(s) for s in rule.stop_share]}
 
 
-def stop_c_text(prefix: str, thresholds, int16: bool = False) -> tuple[str, str]:
+def stop_c_text(prefix: str, thresholds, int16: bool = False, statistic: str = "top2_margin") -> tuple[str, str]:
     """(header lines, source lines) declaring and defining the table ``<prefix>_stop_threshold``.
+
+    The float model also gets ``<prefix>_stop_statistic`` (ES_STOP_MARGIN or ES_STOP_LOGIT_GAP), the
+    statistic the thresholds apply to: firmware passes both to `es_set_stop_statistic`.
 
     The float model's table holds the float32 thresholds (C99 hexadecimal constants, exact); the
     int16 model's (`int16`) the same thresholds in units of 2^-15, its probabilities' unit, rounded
@@ -357,8 +503,8 @@ def stop_c_text(prefix: str, thresholds, int16: bool = False) -> tuple[str, str]
     --------
     >>> from edgeseq.export.stopping import stop_c_text
     >>> h, c = stop_c_text("m", [2.0, 0.5])
-    >>> h.strip()
-    'extern const float m_stop_threshold[2];'
+    >>> h.splitlines()
+    ['extern const float m_stop_threshold[2];', 'extern const uint32_t m_stop_statistic;']
     >>> "0x1.0000000000000p-1f" in c
     True
     >>> stop_c_text("m", [2.0, 0.50001], int16=True)[1].splitlines()[-1]
@@ -370,13 +516,20 @@ def stop_c_text(prefix: str, thresholds, int16: bool = False) -> tuple[str, str]
         ctype, unit, call = "int32_t", "units of 2^-15", "es16_set_stop"
         body = ", ".join(str(int(v)) for v in q)
     else:
-        ctype, unit, call = "float", "float32", "es_set_stop"
+        ctype, unit, call = "float", "float32", "es_set_stop_statistic"
         body = ", ".join(f"{float(v).hex()}f" for v in thr)  # C99 hexadecimal constants: exact float32 values
     n = thr.size
+    gap = statistic == "logit_gap"
+    what = ("gap between its two largest raw scores (before the link; |z| for a sigmoid)" if gap else
+            "margin between its\n   two largest probabilities")
     header = f"extern const {ctype} {prefix}_stop_threshold[{n}];\n"
-    source = (f"\n/* per-input stopping (edgeseq export --stop-data): stage k is confident when the margin between its\n"
-              f"   two largest probabilities is >= {prefix}_stop_threshold[k] ({unit}); pass the table to {call} */\n"
+    source = (f"\n/* per-input stopping (edgeseq export --stop-data): stage k is confident when the {what} is\n"
+              f"   >= {prefix}_stop_threshold[k] ({unit}); pass the table to {call} */\n"
               f"const {ctype} {prefix}_stop_threshold[{n}] = {{ {body} }};\n")
+    if not int16:
+        header += f"extern const uint32_t {prefix}_stop_statistic;\n"
+        source += (f"const uint32_t {prefix}_stop_statistic = {1 if gap else 0}u; /* "
+                   f"{'ES_STOP_LOGIT_GAP' if gap else 'ES_STOP_MARGIN'} */\n")
     return header, source
 
 
@@ -405,32 +558,48 @@ def append_stop_c(c_dir, manifest: dict) -> None:
     if entry is None or not manifest.get("c"):
         return
     c_dir = Path(c_dir)
-    header, source = stop_c_text(manifest["c"]["prefix"], entry["thresholds"], c_dtype(manifest) == "int16")
+    header, source = stop_c_text(manifest["c"]["prefix"], entry["thresholds"], c_dtype(manifest) == "int16",
+                                 entry.get("statistic", "top2_margin"))
     h = (c_dir / C_HEADER).read_text(encoding="ascii")
     cut = h.rindex("#endif")
     atomic_write_text(c_dir / C_HEADER, h[:cut] + header + "\n" + h[cut:], encoding="ascii")
     atomic_write_text(c_dir / C_SOURCE, (c_dir / C_SOURCE).read_text(encoding="ascii") + source, encoding="ascii")
 
 
-def staged_proba(exported, X) -> list[np.ndarray]:
-    """Every stage's float32 probabilities on raw rows `X` (n, n_features_in), from an `ExportedModel`:
-    exactly what the Python runtime commits.
+def staged_outputs(exported, X) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(probabilities, raw scores) of every stage on raw rows `X` (n, n_features_in), float32, from an
+    `ExportedModel`: exactly what the Python runtime commits, and the scores before the link that
+    the ``logit_gap`` statistic reads.
 
     Examples
     --------
     >>> import numpy as np, tempfile
     >>> from edgeseq import AnytimeClassifier
-    >>> from edgeseq.export.stopping import staged_proba
+    >>> from edgeseq.export.stopping import staged_outputs
     >>> from edgeseq.export.writer import export_model
     >>> from edgeseq.runtime.model import ExportedModel
     >>> X = np.random.default_rng(0).normal(size=(60, 2)); y = X[:, 1] > 0
     >>> out = tempfile.mkdtemp() + "/out"
     >>> _ = export_model(AnytimeClassifier([[0], [1]], [1.0, 1.0]).fit(X, y).fitted_sequence_, out)
-    >>> [p.shape for p in staged_proba(ExportedModel(out), X[:5])]
-    [(5, 2), (5, 2), (5, 2)]
+    >>> p, z = staged_outputs(ExportedModel(out), X[:5])
+    >>> [a.shape for a in p], [a.shape for a in z]
+    ([(5, 2), (5, 2), (5, 2)], [(5, 1), (5, 1), (5, 1)])
     """
     feats = group_features(exported.manifest, X)
-    return [exported.predict(feats, prefix=k).proba for k in range(exported.n_prefixes)]
+    preds = [exported.predict(feats, prefix=k) for k in range(exported.n_prefixes)]
+    return [p.proba for p in preds], [np.asarray(p.score, np.float32) for p in preds]
+
+
+def staged_proba(exported, X) -> list[np.ndarray]:
+    """Every stage's float32 probabilities on raw rows `X`: the first half of `staged_outputs`.
+
+    Examples
+    --------
+    >>> from edgeseq.export.stopping import staged_outputs, staged_proba
+    >>> staged_proba.__doc__.split(":")[1].strip().startswith("the first half")
+    True
+    """
+    return staged_outputs(exported, X)[0]
 
 
 def group_features(manifest: dict, X) -> dict:
@@ -499,13 +668,15 @@ def int16_rows(model, qm, X) -> np.ndarray:
 
 
 def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confidence: float = 0.95,
-                 int16=None, rule: str = "shared") -> dict:
+                 int16=None, rule: str = "auto", statistic: str = "auto") -> dict:
     """Calibrate on `stop_data` with the export just written in `tmp`, add the C table and the
     manifest entry, rewrite the manifest; returns it. Runs before the export becomes visible.
 
     `stop_data` is X or (X, y) (y is not needed: disagreement is measured against the full model).
     `int16` = (model, quantised model) for an int16 C model: the thresholds are then chosen on the
     integer model's own probabilities (`int16_staged`), which that C runtime reproduces bit for bit.
+    `statistic`: "auto" is "logit_gap" for a float C model and "top2_margin" for an int16 one (whose C
+    runtime compares the probability margin only).
 
     Examples
     --------
@@ -535,9 +706,17 @@ def add_stopping(tmp, manifest: dict, stop_data, max_disagreement: float, confid
     tmp = Path(tmp)
     cum_cost = [p["cum_cost"] for p in manifest["prefixes"]]
     closed = [not p.get("commit", True) for p in manifest["prefixes"]]  # layer blocks: unpublished stages
+    if statistic == "auto":
+        statistic = "logit_gap" if int16 is None else "top2_margin"
+    if statistic not in ("top2_margin", "logit_gap"):
+        raise ExportError(f"stop statistic must be 'auto', 'logit_gap' or 'top2_margin', got {statistic!r:.40}")
     if int16 is None:
-        fitted = calibrate_stopping(staged_proba(ExportedModel(tmp), X), cum_cost, max_disagreement,
-                                  confidence=confidence, rule=rule, closed=closed)
+        probas, scores = staged_outputs(ExportedModel(tmp), X)
+        fitted = calibrate_stopping(probas, cum_cost, max_disagreement, confidence=confidence, rule=rule,
+                                    closed=closed, statistic=statistic, scores_by_stage=scores)
+    elif statistic != "top2_margin":
+        raise ExportError("an int16 C model stops on the probability margin only; export it with "
+                          "stop statistic 'top2_margin' (or 'auto')")
     else:
         group_features(manifest, X)  # the same checks of the rows
         staged = int16_staged(*int16, X)

@@ -39,7 +39,8 @@ def _c_generator():
 def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                  check_stats=None, batch_size=None, ort=False, labels: str = "graph", c_dtype: str = "float32",
                  calibration=None, tree_ops: str = "ai-onnx-ml", stop_data=None,
-                 max_disagreement: float = 0.005, stop_rule: str = "shared", c_trees: str = "table") -> dict:
+                 max_disagreement: float = 0.005, stop_rule: str = "auto", stop_statistic: str = "auto",
+                 c_trees: str = "table") -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -68,7 +69,10 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     raw columns on which per-input stopping thresholds are calibrated (`edgeseq.export.stopping`) so
     that at most `max_disagreement` of new rows stop with another answer than the full model; the
     thresholds go into the manifest's ``stopping`` entry and the C table ``<prefix>_stop_threshold``.
-    `stop_rule`: "shared" (one threshold for every stage) or "per-stage" (see `calibrate_stopping`).
+    `stop_rule`: "auto" (default: "scaled" when the stop data are enough to shape it, else "shared"),
+    "scaled", "shared" (one threshold for every stage) or "per-stage" (see `calibrate_stopping`).
+    `stop_statistic`: "auto" (default: "logit_gap" for a float C model, "top2_margin" for an int16
+    one), "logit_gap" (top-two gap of the raw scores) or "top2_margin" (of the probabilities).
     `c_trees`: float tree stages only -- "table" (default: node tables the runtime walks, started by
     ``es_init``), "code" (each stage a generated C function, started by ``es_init_code``; the same
     bits, fewer instructions on Cortex-M, more flash and a compile time that grows with the model) or
@@ -137,16 +141,18 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                                             ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
                                             tree_ops=tree_ops, c_trees=c_trees))
     if stop_data is not None:  # per-input stopping is the spine's: calibrated on the written export
-        write = _with_stopping(write, stop_data, max_disagreement, getattr(write, "int16", None), stop_rule)
+        write = _with_stopping(write, stop_data, max_disagreement, getattr(write, "int16", None), stop_rule,
+                               stop_statistic)
     return _write_atomically(out, force, write)
 
 
-def _with_stopping(write, stop_data, max_disagreement, int16=None, rule: str = "shared"):
+def _with_stopping(write, stop_data, max_disagreement, int16=None, rule: str = "auto", statistic: str = "auto"):
     """`write`, followed by the stopping calibration on the written export (on the integer model's own
     outputs when `int16` = (model, quantised model) is given)."""
     from edgeseq.export.stopping import add_stopping
 
-    return lambda tmp: add_stopping(tmp, write(tmp), stop_data, max_disagreement, int16=int16, rule=rule)
+    return lambda tmp: add_stopping(tmp, write(tmp), stop_data, max_disagreement, int16=int16, rule=rule,
+                                    statistic=statistic)
 
 
 def check_labels(labels, link: str) -> None:

@@ -396,33 +396,51 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 #define ES_ON_COMMIT(s) ((void)(s))
 #endif
 
+/* The float32 top-two gap of `v` (n values; 1 for a single value): t1 - t2, the first maximum kept. */
+static float es_top2_gap(const volatile float *v, uint32_t n, float floor_value)
+{
+    uint32_t p;
+    float t1 = v[0];
+    float t2 = floor_value;
+    for (p = 1u; p < n; ++p) {
+        const float x = v[p];
+        if (x > t1) {
+            t2 = t1;
+            t1 = x;
+        } else if (x > t2) {
+            t2 = x;
+        }
+    }
+    return n > 1u ? t1 - t2 : 1.0f;
+}
+
 /*
- * Per-input stopping: is the prediction `pred` of stage j confident under the thresholds of es_set_stop?
- * The float32 margin between the two largest values (1 for a single value) >= threshold[j]; never for
- * a regression. O(n_pred), the comparison edgeseq.runtime.stopping makes in Python.
+ * Per-input stopping, the logit gap: the float32 top-two gap of the raw scores z (before the link,
+ * which overwrites them), |z[0]| for a sigmoid. Computed only when es_set_stop_statistic asked for it.
  */
-static uint32_t es_stop_check(const es_state *s, uint32_t j, const volatile float *pred)
+static float es_score_gap(const es_model *m, const float *z)
+{
+    if (m->link == ES_LINK_SIGMOID) {
+        return z[0] < 0.0f ? -z[0] : z[0]; /* no fabsf: an identity-only build has no math.h */
+    }
+    return es_top2_gap(z, m->n_outputs, -FLT_MAX); /* z is finite: every score is >= -FLT_MAX */
+}
+
+/*
+ * Per-input stopping: is stage j confident under the thresholds of es_set_stop(_statistic)? The
+ * statistic (the probability margin of the prediction `pred`, 1 for a single value, or the logit gap
+ * `gap` taken before the link) >= threshold[j]; never for a regression. O(n_pred), the comparison
+ * edgeseq.runtime.stopping makes in Python.
+ */
+static uint32_t es_stop_check(const es_state *s, uint32_t j, const volatile float *pred, float gap)
 {
     const es_model *m = s->model;
-    uint32_t p;
-    float t1;
-    float t2 = -1.0f; /* probabilities are >= 0 */
-    float margin;
+    float stat;
     if (s->stop_threshold == NULL || m->link == ES_LINK_IDENTITY) {
         return 0u;
     }
-    t1 = pred[0];
-    for (p = 1u; p < m->n_pred; ++p) {
-        const float v = pred[p];
-        if (v > t1) {
-            t2 = t1;
-            t1 = v;
-        } else if (v > t2) {
-            t2 = v;
-        }
-    }
-    margin = m->n_pred > 1u ? t1 - t2 : 1.0f;
-    return margin >= s->stop_threshold[j] ? 1u : 0u;
+    stat = s->stop_statistic == ES_STOP_LOGIT_GAP ? gap : es_top2_gap(pred, m->n_pred, -1.0f);
+    return stat >= s->stop_threshold[j] ? 1u : 0u;
 }
 
 /*
@@ -433,12 +451,14 @@ static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
 {
     const es_model *m = s->model;
     const uint32_t target = (s->seq + 1u) & 1u;
+    const float gap = s->stop_threshold != NULL && s->stop_statistic == ES_STOP_LOGIT_GAP
+                      && m->link != ES_LINK_IDENTITY ? es_score_gap(m, s->z) : 0.0f; /* before the link */
     const int32_t label = es_link_into(m, s->z, s->slot + (size_t)target * m->n_pred);
     if (label == -2) {
         return ES_ERR_OVERFLOW;
     }
     s->filled += n_new;
-    s->confident = es_stop_check(s, j, s->slot + (size_t)target * m->n_pred);
+    s->confident = es_stop_check(s, j, s->slot + (size_t)target * m->n_pred, gap);
     s->slot_prefix[target] = j;
     s->slot_label[target] = label;
     ES_SEQLOCK_PUBLISH(s->seq); /* see edgeseq_seqlock.h */
@@ -644,6 +664,7 @@ static es_status es_init_with(es_state *s, const es_model *m, const es_tree_code
     s->seq = 0u;
     s->stop_threshold = NULL;
     s->tree_code = code;
+    s->stop_statistic = ES_STOP_MARGIN;
     st = es_start(s);
     if (st == ES_OK) {
         s->magic = ES_STATE_MAGIC;
@@ -754,13 +775,22 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
 
 es_status es_set_stop(es_state *s, const float *threshold)
 {
+    return es_set_stop_statistic(s, threshold, ES_STOP_MARGIN);
+}
+
+es_status es_set_stop_statistic(es_state *s, const float *threshold, uint32_t statistic)
+{
     if (s == NULL) {
         return ES_ERR_NULL;
     }
     if (!es_state_ok(s)) {
         return ES_ERR_NOT_INIT;
     }
+    if (statistic != ES_STOP_MARGIN && statistic != ES_STOP_LOGIT_GAP) {
+        return ES_ERR_BAD_MODEL;
+    }
     s->stop_threshold = threshold;
+    s->stop_statistic = statistic;
     return es_start(s);
 }
 

@@ -265,6 +265,7 @@ typedef struct es_state {
     const float *stop_threshold; /* [n_stages] es_set_stop's thresholds; NULL: no per-input stopping */
     uint32_t confident;      /* the committed stage passed its stop threshold */
     const es_tree_code *tree_code; /* es_init_code's stage functions; NULL: every stage walks the tables */
+    uint32_t stop_statistic; /* es_set_stop_statistic's statistic: ES_STOP_MARGIN or ES_STOP_LOGIT_GAP */
 } es_state;
 
 typedef struct es_group_info {
@@ -323,6 +324,17 @@ es_status es_set_stop(es_state *state, const float *threshold);
  * stage count, a stage with trees but neither a function nor node tables, not a tree model); otherwise
  * as es_init. es_reset keeps the code; es_init of another model drops it. */
 es_status es_init_code(es_state *state, const es_tree_code *code, float *work, size_t work_len);
+/* The statistics a stop threshold may apply to (the manifest's stopping.statistic; the generated
+ * <prefix>_stop_statistic says which one an export was calibrated on). */
+#define ES_STOP_MARGIN 0u    /* "top2_margin": top-two gap of the committed probabilities (es_set_stop) */
+#define ES_STOP_LOGIT_GAP 1u /* "logit_gap": top-two gap of the raw scores before the link (|z| for a
+                                sigmoid), float32, taken before the link; it does not saturate as a
+                                probability margin does near 1 */
+
+/* es_set_stop for either statistic: es_set_stop_statistic(&st, <prefix>_stop_threshold,
+ * <prefix>_stop_statistic). ES_ERR_BAD_MODEL for an unknown statistic (nothing changes). Same cost,
+ * same commit, same loop as es_set_stop. */
+es_status es_set_stop_statistic(es_state *state, const float *threshold, uint32_t statistic);
 
 /* 1 when the committed stage passed its stop threshold (the loop is over), else 0. */
 int es_confident(const es_state *state);

@@ -21,12 +21,12 @@ from edgeseq import AnytimeClassifier, AnytimeRegressor
 from edgeseq.errors import ExportError, IntegrityError, RuntimeInputError
 from edgeseq.export.c_harness import SANITIZE_FLAGS, STRICT_FLAGS, find_c_compiler
 from edgeseq.export.stopping import (c_stop_stages, calibrate_stopping, clopper_pearson_upper, group_features,
-                                     staged_proba)
+                                     rows_needed, scaled_split, staged_outputs, staged_proba)
 from edgeseq.export.writer import export_model
 from edgeseq.format import MANIFEST, dump_manifest, manifest_checksum, read_verified
 from edgeseq.runtime.model import ExportedModel
 from edgeseq.runtime.session import AnytimeSession
-from edgeseq.runtime.stopping import NEVER, stop_stages, top2_margin
+from edgeseq.runtime.stopping import NEVER, NEVER_GAP, logit_gap, stop_stages, top2_margin
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -36,16 +36,19 @@ def _softmax(z):
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
-def random_walk_stages(rng, n, n_stages=5, n_classes=3, step=1.2):
-    """Per stage (n, n_classes) probabilities of logits that are a random walk over the stages."""
+def random_walk_stages(rng, n, n_stages=5, n_classes=3, step=1.2, logits=False):
+    """Per stage (n, n_classes) probabilities of logits that are a random walk over the stages (and,
+    with `logits`, the logits too)."""
     drift = np.zeros(n_classes)
     drift[0] = 0.3
     walk = np.cumsum(rng.normal(size=(n_stages, n, n_classes)) * step + drift, axis=0)
-    return [np.full((n, n_classes), 1.0 / n_classes, np.float32)] + [_softmax(z) for z in walk]
+    z = [np.zeros((n, n_classes), np.float32)] + [w.astype(np.float32) for w in walk]
+    probas = [np.full((n, n_classes), 1.0 / n_classes, np.float32)] + [_softmax(w) for w in walk]
+    return (probas, z) if logits else probas
 
 
-def fresh_disagreement(rule, probas):
-    margins = np.stack([top2_margin(p) for p in probas])
+def fresh_disagreement(rule, probas, scores=None):
+    margins = np.stack([top2_margin(p) for p in probas] if scores is None else [logit_gap(z) for z in scores])
     labels = np.stack([p.argmax(axis=1) for p in probas])
     stages = stop_stages(margins, rule.thresholds)
     return float(np.mean(labels[stages, np.arange(labels.shape[1])] != labels[-1]))
@@ -83,6 +86,49 @@ def test_bound_holds_on_fresh_rows_and_the_uncorrected_rule_breaks_it():
     assert np.mean(saved) < 0.9            # and the corrected rule still stops early
 
 
+def test_scaled_logit_gap_rule_holds_on_fresh_rows_and_the_uncorrected_one_breaks_it():
+    """The default rule and statistic ("scaled" thresholds on the logit gap, shaped on a seeded part and
+    λ scanned on the rest): over 40 calibrations its disagreement on fresh rows exceeds δ at most as
+    often as the 5 % error allows; the same rule without the correction exceeds it far more often."""
+    delta, reps, n_cal, n_fresh = 0.05, 40, 1500, 20000
+    rng = np.random.default_rng(7)
+    fresh, fresh_z = random_walk_stages(rng, n_fresh, logits=True)
+    cost = np.arange(len(fresh), dtype=float)
+    over = {True: 0, False: 0}
+    saved = []
+    for _ in range(reps):
+        cal, cal_z = random_walk_stages(rng, n_cal, logits=True)
+        for corrected in (True, False):
+            rule = calibrate_stopping(cal, cost, delta, corrected=corrected, statistic="logit_gap",
+                                      scores_by_stage=cal_z)
+            assert rule.rule == "scaled" and rule.n_test == 750 and rule.statistic == "logit_gap"
+            over[corrected] += fresh_disagreement(rule, fresh, fresh_z) > delta
+            if corrected:
+                saved.append(rule.mean_cost / rule.full_cost)
+    assert over[True] <= 4, over           # expected <= 2 of 40 at 95 % confidence
+    assert over[False] >= 8, over          # negative control: without the correction the bound fails
+    assert np.mean(saved) < 0.9
+
+
+def test_scaled_split_sizes_follow_delta_and_n():
+    """The scan part holds at least the rows δ needs at d = 0 (598 at δ = 0.005), else half; below
+    MIN_SHAPE shaping rows the "auto" rule falls back to "shared" (and says so)."""
+    assert rows_needed(0.005) == 598 and clopper_pearson_upper(0, 598) <= 0.005 < clopper_pearson_upper(0, 597)
+    assert scaled_split(899, 0.005) == (301, 598) and scaled_split(4000, 0.005) == (2000, 2000)
+    assert scaled_split(650, 0.005) is None
+    p, z = random_walk_stages(np.random.default_rng(1), 650, logits=True)
+    rule = calibrate_stopping(p, np.arange(6.0), 0.005, statistic="logit_gap", scores_by_stage=z)
+    assert rule.rule == "shared" and rule.n_test == 650
+
+
+def test_logit_gap_does_not_saturate_where_the_margin_does():
+    """Scores 20 and 40 apart: both probability margins round to 1 in float32, the gaps stay apart;
+    the logit gap of a sigmoid score is its absolute value."""
+    z = np.array([[20.0, 0.0], [40.0, 0.0]], np.float32)
+    assert top2_margin(_softmax(z)).tolist() == [1.0, 1.0]
+    assert logit_gap(z).tolist() == [20.0, 40.0] and logit_gap(np.array([[-3.0]])).tolist() == [3.0]
+
+
 def test_too_few_rows_never_stop():
     """With fewer rows than the bound needs at d = 0 (598 for δ = 0.005), every threshold is NEVER."""
     rule = calibrate_stopping(random_walk_stages(np.random.default_rng(0), 500), np.arange(6.0), 0.005)
@@ -110,22 +156,91 @@ def digits_export(tmp_path_factory):
     return est, out, m, X[te]
 
 
+@pytest.fixture(scope="module")
+def digits_margin_export(digits_export, tmp_path_factory):
+    """The digits model exported with the probability-margin statistic and the shared rule (the
+    earlier defaults, still selectable)."""
+    est, _, _, Xte = digits_export
+    X, y = load_digits(return_X_y=True)
+    cal = np.random.default_rng(0).permutation(len(X))[700:1450]
+    out = tmp_path_factory.mktemp("stop") / "margin"
+    m = export_model(est.fitted_sequence_, out, stop_data=(X[cal], y[cal]), max_disagreement=0.01,
+                     stop_rule="shared", stop_statistic="top2_margin")
+    return est, out, m, Xte
+
+
 def test_manifest_records_the_rule(digits_export):
     _, out, m, _ = digits_export
     st = m["stopping"]
-    assert st["rule"] == "shared" and st["n_test"] == 750
+    assert st["rule"] == "scaled" and st["n_test"] == 375 and st["statistic"] == "logit_gap"
+    assert st["thresholds"][0] == NEVER_GAP  # stage 0 (the prior) is the same for every row: never
     assert st["n_calibration"] == 750 and st["max_disagreement"] == 0.01 and st["bound"] == "clopper-pearson"
     assert st["disagreement_bound"] <= 0.01 and st["mean_cost"] < st["full_cost"]
     assert len(st["thresholds"]) == len(m["prefixes"]) and all(float(np.float32(t)) == t for t in st["thresholds"])
     assert "_stop_threshold[9]" in (out / "edgeseq_model.h").read_text()
+    assert "_stop_statistic = 1u; /* ES_STOP_LOGIT_GAP */" in (out / "edgeseq_model.c").read_text()
 
 
-def test_python_and_c_stop_at_the_same_stage_on_every_row(digits_export):
-    """100 % of the test rows, compiled with ASan/UBSan: same stage, same label; stages vary."""
-    _, out, m, Xte = digits_export
+@pytest.mark.parametrize("which", ["digits_export", "digits_margin_export"])
+def test_python_and_c_stop_at_the_same_stage_on_every_row(which, request):
+    """100 % of the test rows, compiled with ASan/UBSan: same stage, same label; stages vary -- with
+    the logit gap (the default) and with the probability margin."""
+    _, out, m, Xte = request.getfixturevalue(which)
     py = ExportedModel(out).predict(group_features(m, Xte), stop="confident")
     cc = find_c_compiler("clang")
     stage, label = c_stop_stages(out, m, Xte, compiler=cc, flags=STRICT_FLAGS + SANITIZE_FLAGS, extra=("-O1",))
+    assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
+    assert len(set(stage.tolist())) > 2
+
+
+def test_c_refuses_an_unknown_statistic(digits_export, tmp_path):
+    """es_set_stop_statistic with a statistic that is neither ES_STOP_MARGIN nor ES_STOP_LOGIT_GAP
+    returns ES_ERR_BAD_MODEL and leaves stopping off; the two known ones are accepted."""
+    import re
+    import subprocess
+
+    from edgeseq.export.c_harness import compile_c, runtime_dir
+
+    _, out, _, _ = digits_export
+    prefix = re.search(r"extern const es_model (\w+)_model;", (out / "edgeseq_model.h").read_text()).group(1)
+    main_c = tmp_path / "main.c"
+    main_c.write_text(f"""#include <stdio.h>
+#include "edgeseq_model.h"
+static float work[{prefix}_WORK_FLOATS];
+int main(void)
+{{
+    es_state st;
+    int bad, off, gap, margin;
+    if (es_init(&st, &{prefix}_model, work, {prefix}_WORK_FLOATS) != ES_OK) return 1;
+    bad = (int)es_set_stop_statistic(&st, {prefix}_stop_threshold, 7u);
+    off = st.stop_threshold == NULL;
+    gap = (int)es_set_stop_statistic(&st, {prefix}_stop_threshold, ES_STOP_LOGIT_GAP);
+    margin = (int)es_set_stop_statistic(&st, {prefix}_stop_threshold, ES_STOP_MARGIN);
+    printf("%d %d %d %d\\n", bad, off, gap, margin);
+    return 0;
+}}
+""")
+    rdir = runtime_dir()
+    exe = compile_c([rdir / "edgeseq_runtime.c", out / "edgeseq_model.c", main_c], tmp_path / "m",
+                    include_dirs=[out, rdir], flags=STRICT_FLAGS, extra=("-O1",))
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["-6", "1", "0", "0"]
+
+
+def test_binary_logit_gap_stops_alike_in_python_and_c(tmp_path):
+    """A binary (sigmoid) model: the logit gap is |z|, the C runtime's |z[0]| before its link; same
+    stage and label on every row, under ASan/UBSan; rows stop at several stages."""
+    X, y = load_digits(return_X_y=True)
+    y = (y >= 5).astype(int)
+    idx = np.random.default_rng(1).permutation(len(X))
+    groups = [list(range(8 * i, 8 * i + 8)) for i in range(8)]
+    est = AnytimeClassifier(groups, [1.0] * 8).fit(X[idx[:600]], y[idx[:600]])
+    m = export_model(est.fitted_sequence_, tmp_path / "b", stop_data=X[idx[600:1400]], max_disagreement=0.02)
+    assert m["stopping"]["statistic"] == "logit_gap"
+    py = ExportedModel(tmp_path / "b").predict(group_features(m, X[idx[1400:]]), stop="confident")
+    cc = find_c_compiler("clang")
+    stage, label = c_stop_stages(tmp_path / "b", m, X[idx[1400:]], compiler=cc, flags=STRICT_FLAGS + SANITIZE_FLAGS,
+                                 extra=("-O1",))
     assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
     assert len(set(stage.tolist())) > 2
 
@@ -134,9 +249,10 @@ def test_predict_stop_matches_the_rule_and_the_budget(digits_export):
     _, out, m, Xte = digits_export
     model = ExportedModel(out)
     feats = group_features(m, Xte)
-    probas = staged_proba(model, Xte)
+    probas, scores = staged_outputs(model, Xte)
+    assert all(np.array_equal(p, q) for p, q in zip(probas, staged_proba(model, Xte)))
     thr = np.asarray(m["stopping"]["thresholds"], np.float32)
-    want = stop_stages(np.stack([top2_margin(p) for p in probas]), thr)
+    want = stop_stages(np.stack([logit_gap(z) for z in scores]), thr)
     got = model.predict(feats, stop="confident")
     assert np.array_equal(got.prefix, want)
     assert np.array_equal(got.label_index, np.stack([p.argmax(1) for p in probas])[want, np.arange(len(Xte))])
@@ -187,7 +303,8 @@ def _rewrite(out, change):
 
 @pytest.mark.parametrize("change, message", [
     (lambda st: st["thresholds"].__setitem__(1, 0.1), "float32"),
-    (lambda st: st["thresholds"].__setitem__(1, 3.0), "schema"),
+    (lambda st: (st.__setitem__("statistic", "top2_margin"), st["thresholds"].__setitem__(1, 3.0)), "schema"),
+    (lambda st: st.__setitem__("statistic", "p_value"), "schema"),
     (lambda st: st["thresholds"].__setitem__(1, float("nan")), "non-finite"),
     (lambda st: st["thresholds"].pop(), "stages"),
     (lambda st: st.__setitem__("max_disagreement", 1.5), "schema"),
@@ -203,6 +320,26 @@ def test_bad_stopping_entries_are_refused_in_one_line(digits_export, tmp_path, c
     with pytest.raises(IntegrityError, match=message) as info:
         read_verified(bad)
     assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_a_stopping_entry_without_a_statistic_means_the_margin(digits_margin_export, tmp_path):
+    """Entries written before the statistic was recorded meant the probability margin: without the
+    field, an export still verifies (Python and the regenerated C agree) and stops as the margin says."""
+    import shutil
+
+    from edgeseq.evaluate.verify import verify_export
+
+    _, out, m, Xte = digits_margin_export
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    _rewrite(old, lambda mm: mm["stopping"].pop("statistic"))
+    assert "statistic" not in read_verified(old)["stopping"]
+    rep = verify_export(old, Xte[:60])
+    assert rep.ok and rep.stop_mismatches == 0
+    model = ExportedModel(old)
+    want = stop_stages(np.stack([top2_margin(p) for p in staged_proba(model, Xte)]),
+                       np.asarray(m["stopping"]["thresholds"], np.float32))
+    assert np.array_equal(model.predict(group_features(m, Xte), stop="confident").prefix, want)
 
 
 def test_old_manifests_load_and_refuse_stop():
@@ -244,7 +381,11 @@ def test_int16_c_stops_as_the_integer_simulation(digits_export, tmp_path):
     check_stopping_i16(rep, tmp_path / "q", m, seq, qm, Xte, compiler=find_c_compiler("clang"))
     assert rep.stop_mismatches == 0 and f"{len(Xte)}/{len(Xte)} rows" in rep.stop_note
     assert np.count_nonzero(m["stopping"]["stop_share"][:-1]) >= 2  # rows do stop early, at several stages
+    assert m["stopping"]["statistic"] == "top2_margin"  # "auto": the int16 runtime compares the margin
     assert verify_export(tmp_path / "q", Xte[:40]).ok
+    with pytest.raises(ExportError, match="int16"):
+        export_model(seq, tmp_path / "q2", c_dtype="int16", calibration=(X[idx[:700]], y[idx[:700]]),
+                     stop_data=X[idx[700:1450]], max_disagreement=0.01, stop_statistic="logit_gap")
 
 
 def test_tree_export_stops_alike_in_python_and_c(tmp_path):
@@ -294,6 +435,16 @@ def test_cli_export_with_stop_data(digits_export, tmp_path):
     assert res.exit_code == 0, res.output
     st = read_verified(tmp_path / "out")["stopping"]
     assert st["max_disagreement"] == 0.01 and st["n_calibration"] == 750
+    from edgeseq.cli.export_cmd import manifest_table
+
+    line = next(x for x in manifest_table(read_verified(tmp_path / "out")) if x.startswith("early stopping"))
+    assert "scaled rule on the logit_gap" in line and "375 of them scanned" in line and "'never'" in line
+    res = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out3"), "--quiet",
+                                    "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "0.01",
+                                    "--stop-statistic", "top2_margin", "--stop-rule", "shared"])
+    assert res.exit_code == 0, res.output
+    st = read_verified(tmp_path / "out3")["stopping"]
+    assert st["statistic"] == "top2_margin" and st["rule"] == "shared" and st["n_test"] == 750
     bad = CliRunner().invoke(main, ["export", str(tmp_path / "m.pkl"), str(tmp_path / "out2"),
                                     "--stop-data", str(tmp_path / "stop.npz"), "--max-disagreement", "1.5"])
     assert bad.exit_code == 2 and not (tmp_path / "out2").exists()
@@ -323,7 +474,8 @@ def test_layer_block_export_stops_alike_in_python_and_c(tmp_path):
     stage, label = c_stop_stages(out, m, X[1500:], order=layer_block_feature_order(model))
     assert np.array_equal(stage, py.prefix) and np.array_equal(label, py.label_index)
     assert len(set(stage.tolist())) >= 3
-    assert all(t == NEVER for t, c in zip(m["stopping"]["thresholds"], closed) if c)
+    assert m["stopping"]["statistic"] == "logit_gap"
+    assert all(t == NEVER_GAP for t, c in zip(m["stopping"]["thresholds"], closed) if c)
     assert not np.any(np.asarray(closed)[stage])
     wrong = c_stop_stages(out, m, X[1500:], order=np.concatenate([model.group_columns[g] for g in range(4)]))
     assert not (np.array_equal(wrong[0], py.prefix) and np.array_equal(wrong[1], py.label_index))

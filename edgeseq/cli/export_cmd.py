@@ -48,9 +48,15 @@ from edgeseq.cli._main import main
 @click.option("--max-disagreement", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.005,
               show_default=True, help="With --stop-data: the largest share of new rows whose early answer may "
                                       "differ from the full model's (held with 95 % confidence).")
+@click.option("--stop-statistic", type=click.Choice(["auto", "logit_gap", "top2_margin"]), default="auto",
+              show_default=True, help="With --stop-data: what the thresholds compare. 'logit_gap': the gap between "
+                                      "the two largest raw scores (the float C default); 'top2_margin': between the "
+                                      "two largest probabilities (int16 C models compare only this).")
+@click.option("--stop-rule", type=click.Choice(["auto", "scaled", "shared", "per-stage"]), default="auto",
+              show_default=True, help="With --stop-data: how the thresholds are chosen (see docs/early-stopping.md).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
 def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, c_dtype, calibration_data,
-                   target, tree_ops, stop_data, max_disagreement, quiet, c_trees):
+                   target, tree_ops, stop_data, max_disagreement, stop_statistic, stop_rule, quiet, c_trees):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -92,7 +98,7 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
                          batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
                          tree_ops=tree_ops, stop_data=stop_rows, max_disagreement=max_disagreement,
-                         c_trees=c_trees)
+                         stop_rule=stop_rule, stop_statistic=stop_statistic, c_trees=c_trees)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())
@@ -130,8 +136,12 @@ def manifest_table(m: dict) -> list[str]:
         lines += _int16_rows(m["c"]["int16"])
     if "stopping" in m:
         st = m["stopping"]
-        lines.append(f"early stopping ({st['rule']} rule): δ {st['max_disagreement']:g} at {st['confidence']:g} "
-                     f"confidence from {st['n_calibration']} rows; thresholds {[round(t, 6) for t in st['thresholds']]}; "
+        stat = st.get("statistic", "top2_margin")
+        never = 3e38 if stat == "logit_gap" else 1.5
+        lines.append(f"early stopping ({st.get('rule', 'shared')} rule on the {stat}): δ {st['max_disagreement']:g} at "
+                     f"{st['confidence']:g} confidence from {st['n_calibration']} rows"
+                     + (f" ({st['n_test']} of them scanned)" if "n_test" in st else "")
+                     + f"; thresholds {[round(t, 6) if t < never else 'never' for t in st['thresholds']]}; "
                      f"calibration mean cost {st['mean_cost']:.4g} of {st['full_cost']:.4g}")
     from edgeseq.export.kinds import kind_of_manifest
 

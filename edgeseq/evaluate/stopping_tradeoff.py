@@ -17,7 +17,7 @@ from edgeseq.errors import InputError
 from edgeseq.evaluate.anytime import _check_X, _steps
 from edgeseq.export.stopping import calibrate_stopping
 from edgeseq.io.atomic import atomic_output, atomic_write_text
-from edgeseq.runtime.stopping import stop_stages, top2_margin
+from edgeseq.runtime.stopping import logit_gap, stop_stages, top2_margin
 from edgeseq.forms.linear import apply_link
 
 DELTAS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
@@ -25,7 +25,7 @@ DELTAS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 __all__ = ["DELTAS", "stopping_tradeoff", "write_stopping_section"]
 
 
-def stopping_tradeoff(model, X, deltas=DELTAS, seed: int = 0) -> list[dict]:
+def stopping_tradeoff(model, X, deltas=DELTAS, seed: int = 0, statistic: str = "logit_gap") -> list[dict]:
     """Per δ: mean cost / full cost and disagreement with the full model on held-out half of `X`.
 
     Parameters
@@ -36,6 +36,8 @@ def stopping_tradeoff(model, X, deltas=DELTAS, seed: int = 0) -> list[dict]:
     deltas : sequence of float, default=DELTAS
     seed : int, default=0
         Seeds the split.
+    statistic : {"logit_gap", "top2_margin"}, default="logit_gap"
+        The stopping statistic (`edgeseq.runtime.stopping`), the export's default for a float model.
 
     Returns
     -------
@@ -65,15 +67,18 @@ def stopping_tradeoff(model, X, deltas=DELTAS, seed: int = 0) -> list[dict]:
     n = X.shape[0]
     if n < 4:
         raise InputError("the stopping trade-off needs at least 4 rows (half calibrate, half measure)")
-    probas = [np.asarray(apply_link(steps.link, z), dtype=np.float32) for z in steps.readouts(X)]
+    scores = [np.asarray(z, dtype=np.float32).reshape(n, -1) for z in steps.readouts(X)]
+    probas = [np.asarray(apply_link(steps.link, z), dtype=np.float32) for z in scores]
     perm = np.random.default_rng(seed).permutation(n)
     cal, ev = np.sort(perm[: n // 2]), np.sort(perm[n // 2:])
-    margins = np.stack([top2_margin(p[ev]) for p in probas])
+    margins = np.stack([logit_gap(z[ev]) if statistic == "logit_gap" else top2_margin(p[ev])
+                        for z, p in zip(scores, probas)])
     labels = np.stack([p[ev].argmax(axis=1) for p in probas])
     costs = np.asarray(steps.costs, dtype=np.float64)
     rows = []
     for delta in deltas:
-        rule = calibrate_stopping([p[cal] for p in probas], costs, float(delta))
+        rule = calibrate_stopping([p[cal] for p in probas], costs, float(delta), statistic=statistic,
+                                  scores_by_stage=[z[cal] for z in scores])
         stages = stop_stages(margins, rule.thresholds)
         rows.append({"delta": float(delta), "cost_ratio": float(costs[stages].mean() / costs[-1]),
                      "disagreement": float(np.mean(labels[stages, np.arange(ev.size)] != labels[-1])),

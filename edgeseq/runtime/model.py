@@ -40,6 +40,9 @@ class ClassifierPrediction:
         Index of the predicted class into ``classes`` (the argmax of `proba`).
     prefix : int
         The prefix that produced the prediction.
+    score : float32 ndarray of shape (N, n_outputs) or None, default=None
+        The raw scores before the link (logits), as the graph computes them: what the ``logit_gap``
+        stopping statistic reads (`edgeseq.runtime.stopping.logit_gap`). None where unknown.
 
     Examples
     --------
@@ -63,6 +66,7 @@ class ClassifierPrediction:
     proba: np.ndarray        # (N, n_classes) float32
     label_index: np.ndarray  # (N,) int64 index into `classes`
     prefix: int
+    score: np.ndarray | None = None  # (N, n_outputs) float32 raw scores before the link
 
 
 @dataclass(frozen=True)
@@ -411,4 +415,4 @@ class ExportedModel:
         proba = outs[1]  # (the label, then a tree stage's state, follow it)
         # the first most probable class, as ONNX ArgMax (select_last_index=0) and the C runtime pick it
         idx = outs[2] if self._label_in_graph else np.argmax(proba, axis=1).astype(np.int64)
-        return ClassifierPrediction(self.classes[idx], proba, idx, j)
+        return ClassifierPrediction(self.classes[idx], proba, idx, j, outs[0])

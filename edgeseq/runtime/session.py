@@ -33,7 +33,7 @@ from edgeseq.errors import EdgeseqError, RuntimeInputError, SessionBusyError
 from edgeseq.runtime.inputs import check_deadline, check_group_keys
 from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, WrapUp, _Clock, anytime_loop
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
-from edgeseq.runtime.stopping import check_stop, top2_margin
+from edgeseq.runtime.stopping import check_stop, stage_statistic, statistic_of
 from edgeseq.runtime.worker import ExtractorWorker, PausedGC, ShortSwitchInterval
 from edgeseq.budget import check_budget
 
@@ -171,7 +171,8 @@ class AnytimeSession(ExportedModel):
         budget = None if budget is None else check_budget(budget)
         deadline_s = check_deadline(deadline_s)
         thr = check_stop(stop, self.manifest)
-        stop = None if thr is None else (lambda j, pred: bool(top2_margin(pred.proba)[0] >= thr[j]))
+        stat = statistic_of(self.manifest)
+        stop = None if thr is None else (lambda j, pred: bool(stage_statistic(pred, stat)[0] >= thr[j]))
         if self._closed:
             raise EdgeseqError("this AnytimeSession is closed; create a new one to run the anytime loop")
         if deadline_s is None:

@@ -1,11 +1,21 @@
 """The per-input stopping rule both runtimes apply: stop once the committed stage is confident enough.
 
-A classifier's stage k is *confident* for a row when the margin between its two largest class
-probabilities reaches the stage's threshold, both in float32: ``top1 - top2 >= threshold[k]``. The
-C runtime (`es_set_stop` / `es16_set_stop`) computes the same float32 difference from the prediction
-it commits and compares it with the same float32 threshold, so the two runtimes stop at the same
-stage whenever their probabilities agree to the last bit (and the calibration keeps every threshold
-away from the margins it saw, see `edgeseq.export.stopping`). A threshold above 1 never stops.
+A classifier's stage k is *confident* for a row when a statistic of its output reaches the stage's
+threshold, both in float32: ``statistic >= threshold[k]``. The export records which statistic
+(manifest ``stopping.statistic``):
+
+* ``"top2_margin"``: the margin between the two largest class probabilities, ``top1 - top2``, in
+  [0, 1]. It saturates: once the runner-up's probability is below float32's resolution near 1 (a
+  logit gap of about 17), every such row has margin exactly 1, confidently wrong ones included.
+* ``"logit_gap"``: the gap between the two largest raw scores before the link (the logits; ``|z|``
+  for a binary sigmoid model, its distance to the decision boundary), in [0, inf). It does not
+  saturate, so a stage's very confident rows stay ordered by how confident they are.
+
+The C runtime (`es_set_stop_statistic` / `es16_set_stop`) computes the same float32 difference from
+the values it commits (the logit gap before applying the link) and compares it with the same float32
+threshold, so the two runtimes stop at the same stage whenever their values agree to the last bit
+(and the calibration keeps every threshold away from the values it saw, see
+`edgeseq.export.stopping`). `never` is a threshold no value reaches.
 
 This module is numpy-only: the Python runtime, the calibration and `verify` share it.
 """
@@ -16,10 +26,93 @@ import numpy as np
 
 from edgeseq.errors import RuntimeInputError
 
-__all__ = ["STOP_MODES", "NEVER", "top2_margin", "stop_stages", "stop_thresholds", "check_stop"]
+__all__ = ["STOP_MODES", "STATISTICS", "NEVER", "NEVER_GAP", "never", "top2_margin", "logit_gap", "statistic_of",
+           "stage_statistic", "stop_stages", "stop_thresholds", "check_stop"]
 
 STOP_MODES = (None, "confident")
+STATISTICS = ("top2_margin", "logit_gap")
 NEVER = 2.0  # a threshold no margin (at most 1) reaches: the stage never stops
+NEVER_GAP = float(np.finfo(np.float32).max)  # the logit gap's "never" (a finite gap never exceeds it)
+
+
+def never(statistic: str = "top2_margin") -> float:
+    """The threshold that never stops a row under `statistic` (`NEVER` or `NEVER_GAP`).
+
+    Examples
+    --------
+    >>> from edgeseq.runtime.stopping import never
+    >>> never("top2_margin"), never("logit_gap") > 1e38
+    (2.0, True)
+    """
+    return NEVER_GAP if statistic == "logit_gap" else NEVER
+
+
+def logit_gap(score) -> np.ndarray:
+    """Float32 gap between the two largest raw scores of each row (``|z|`` for one score: a sigmoid).
+
+    The scores are the stage's outputs before the link (`ClassifierPrediction.score`). A binary
+    sigmoid model's logits are (0, z), so its gap is ``|z|``; a softmax model's is ``z_top1 - z_top2``,
+    the log of the ratio of its two largest probabilities, computed without the link's rounding.
+
+    Parameters
+    ----------
+    score : array-like of shape (n_samples, n_outputs)
+        Raw scores (converted to float32).
+
+    Returns
+    -------
+    float32 ndarray of shape (n_samples,)
+        In [0, inf).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.runtime.stopping import logit_gap
+    >>> logit_gap(np.array([[3.0, 1.0, 2.5], [0.0, 40.0, -1.0]], np.float32)).tolist()
+    [0.5, 40.0]
+    >>> logit_gap(np.array([[-2.0], [0.5]], np.float32)).tolist()
+    [2.0, 0.5]
+    """
+    z = np.asarray(score, dtype=np.float32)
+    if z.ndim != 2 or z.shape[1] == 0:
+        raise RuntimeInputError(f"scores must be a 2-D (n, n_outputs) array, got shape {z.shape}")
+    if z.shape[1] == 1:
+        return np.abs(z[:, 0])
+    top = np.sort(z, axis=1)
+    return (top[:, -1] - top[:, -2]).astype(np.float32)
+
+
+def statistic_of(manifest: dict) -> str:
+    """The stopping statistic of an export (``"top2_margin"`` for an entry that does not name one).
+
+    Examples
+    --------
+    >>> from edgeseq.runtime.stopping import statistic_of
+    >>> statistic_of({"stopping": {"statistic": "logit_gap"}}), statistic_of({"stopping": {}})
+    ('logit_gap', 'top2_margin')
+    """
+    return (manifest.get("stopping") or {}).get("statistic", "top2_margin")
+
+
+def stage_statistic(pred, statistic: str) -> np.ndarray:
+    """The stopping statistic of a `ClassifierPrediction`: `top2_margin` of its probabilities or
+    `logit_gap` of its scores.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.runtime.model import ClassifierPrediction
+    >>> from edgeseq.runtime.stopping import stage_statistic
+    >>> z = np.array([[0.0, 30.0]], np.float32)
+    >>> p = ClassifierPrediction(np.array([1]), np.array([[0.0, 1.0]], np.float32), np.array([1]), 1, z)
+    >>> stage_statistic(p, "top2_margin").tolist(), stage_statistic(p, "logit_gap").tolist()
+    ([1.0], [30.0])
+    """
+    if statistic == "logit_gap":
+        if pred.score is None:
+            raise RuntimeInputError("the logit-gap stopping statistic needs the stage's raw scores")
+        return logit_gap(pred.score)
+    return top2_margin(pred.proba)
 
 
 def top2_margin(proba) -> np.ndarray:
@@ -156,8 +249,11 @@ def predict_stopped(model, features_by_group: dict, thresholds: np.ndarray, last
     if preds[0].proba.shape[0] != n:  # prefix 0 counts rows from any group given
         preds[0] = replace(preds[0], proba=np.broadcast_to(preds[0].proba[:1], (n, preds[0].proba.shape[1])),
                           label=np.broadcast_to(preds[0].label[:1], (n,)),
-                          label_index=np.broadcast_to(preds[0].label_index[:1], (n,)))
-    stages = stop_stages(np.stack([top2_margin(p.proba) for p in preds]), thresholds, last)
+                          label_index=np.broadcast_to(preds[0].label_index[:1], (n,)),
+                          score=None if preds[0].score is None else
+                          np.broadcast_to(preds[0].score[:1], (n, preds[0].score.shape[1])))
+    statistic = statistic_of(model.manifest)
+    stages = stop_stages(np.stack([stage_statistic(p, statistic) for p in preds]), thresholds, last)
     rows = np.arange(n)
     proba = np.stack([p.proba for p in preds])[stages, rows]
     idx = np.stack([p.label_index for p in preds])[stages, rows].astype(np.int64)

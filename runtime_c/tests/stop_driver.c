@@ -1,5 +1,5 @@
 /*
- * Stopping driver: runs the firmware loop with per-input stopping (es_set_stop) over feature rows and
+ * Stopping driver: runs the firmware loop with per-input stopping (es_set_stop_statistic) over feature rows and
  * prints, per row, "row stage label confident", then "done".
  *
  * Build with -DES_PREFIX=<c prefix> -I<model dir> -I<runtime dir>, edgeseq_model.c (exported with
@@ -12,6 +12,7 @@
 #include "edgeseq_select.h"
 
 #define ES_STOP_TABLE ES_CAT(ES_PREFIX, _stop_threshold)
+#define ES_STOP_STATISTIC ES_CAT(ES_PREFIX, _stop_statistic)
 
 int main(int argc, char **argv)
 {
@@ -30,7 +31,7 @@ int main(int argc, char **argv)
 #else
     if (f == NULL || es_init(&st, &ES_MODEL, work, ES_WORK_FLOATS) != ES_OK
 #endif
-        || es_set_stop(&st, ES_STOP_TABLE) != ES_OK) {
+        || es_set_stop_statistic(&st, ES_STOP_TABLE, ES_STOP_STATISTIC) != ES_OK) {
         fprintf(stderr, "cannot open the rows or set up the model\n");
         return 1;
     }
