@@ -5,10 +5,13 @@
     python bench/early_stopping.py --datasets digits --raw d.json --raw-only
     python bench/early_stopping.py --datasets mnist --raw m.json --raw-only
     python bench/early_stopping.py --merge d.json m.json
+    # or one model added to the existing results file (its other records kept):
+    python bench/early_stopping.py --datasets digits --models "neural (AnytimeNetClassifier)" --add
 
 For each data set (the digits bank: 1,797 images, stored extractor costs; the MNIST bank: 5,000
 images, 48 extractor groups, costs measured on this machine when missing) and each model (the linear
-anytime classifier, CS-G-OMP at its defaults, and LightGBM imported as tree stages), over seeded
+anytime classifier, CS-G-OMP at its defaults, LightGBM imported as tree stages, and the anytime
+neural network at its defaults, one dense block per group in the linear order), over seeded
 stratified splits of 30 % training, 50 % calibration and 20 % test rows (``--calibration-share``; the
 calibration rows are held out from training, so the bound still holds: more of them lowers the
 Clopper-Pearson bound's price, at the cost of a model fitted on fewer rows): at each δ (95 %
@@ -35,7 +38,7 @@ import numpy as np
 from _results import command_line, write_result  # noqa: I001  (bench/ is on sys.path)
 from sklearn.model_selection import train_test_split
 
-from edgeseq import AnytimeClassifier, from_lightgbm
+from edgeseq import AnytimeClassifier, AnytimeNetClassifier, from_lightgbm
 from edgeseq.export.stopping import c_stop_stages, calibrate_stopping, group_features, staged_outputs
 from edgeseq.export.writer import export_model
 from edgeseq.runtime.model import ExportedModel
@@ -62,7 +65,13 @@ def _models(d):
                                       n_jobs=1).fit(X, y)
         return from_lightgbm(lgb, d.columns, d.costs, group_names=d.names)
 
-    return {"linear (CS-G-OMP)": linear, "LightGBM trees": trees}
+    def neural(X, y):
+        return AnytimeNetClassifier(d.columns, d.costs, group_names=d.names, random_state=0).fit(X, y).stage_model_
+
+    return {"linear (CS-G-OMP)": linear, "LightGBM trees": trees, "neural (AnytimeNetClassifier)": neural}
+
+
+MODEL_NAMES = ("linear (CS-G-OMP)", "LightGBM trees", "neural (AnytimeNetClassifier)")
 
 
 TEST_SHARE = 0.2
@@ -118,7 +127,7 @@ def one_split(d, make, seed: int, tmp: Path, cal_share: float = 0.5) -> dict:
     return {"fit_s": fit_s, "n_stages": len(m["prefixes"]), "by_delta": out}
 
 
-def run(datasets, splits: int, cal_share: float = 0.5, raw: Path | None = None) -> dict:
+def run(datasets, splits: int, cal_share: float = 0.5, raw: Path | None = None, models=MODEL_NAMES) -> dict:
     res = {}
     with tempfile.TemporaryDirectory(prefix="edgeseq_stopbench_") as tmp:
         for name in datasets:
@@ -126,6 +135,8 @@ def run(datasets, splits: int, cal_share: float = 0.5, raw: Path | None = None) 
             res[name] = {"n_rows": int(len(d.y)), "groups": len(d.columns), "costs_measured_on": d.measured_on,
                          "splits": splits, "load_before": Path("/proc/loadavg").read_text().split()[:3], "models": {}}
             for mname, make in _models(d).items():
+                if mname not in models:
+                    continue
                 runs = res[name]["models"][mname] = []
                 for seed in range(splits):
                     runs.append(one_split(d, make, seed, Path(tmp), cal_share))
@@ -193,6 +204,9 @@ def main() -> None:
     ap.add_argument("--raw", type=Path, default=Path(tempfile.gettempdir()) / "edgeseq_early_stopping_raw.json",
                     help="where the raw results go (kept should rendering the tables fail)")
     ap.add_argument("--raw-only", action="store_true", help="write only --raw, no results file (for --merge)")
+    ap.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=MODEL_NAMES)
+    ap.add_argument("--add", action="store_true",
+                    help="add this run's models to the existing results file, keeping its other models' records")
     ap.add_argument("--merge", nargs="+", type=Path, default=None,
                     help="render the results file from raw files of earlier runs (data sets run in parallel)")
     args = ap.parse_args()
@@ -202,20 +216,31 @@ def main() -> None:
         res = {k: v for f in args.merge for k, v in json.loads(f.read_text()).items()}
         args.splits = max(v.get("splits", args.splits) for v in res.values())
     else:
-        res = run(args.datasets, args.splits, args.calibration_share, args.raw)
+        res = run(args.datasets, args.splits, args.calibration_share, args.raw, args.models)
         args.raw.write_text(json.dumps(res))
         if args.raw_only:
             print(f"wrote {args.raw}")
             return
+        if args.add:  # model by model into what the results file already holds
+            from _results import RESULTS
+            old = json.loads((RESULTS / "early_stopping.json").read_text(encoding="utf-8"))
+            merged = old["results"]
+            for name, dres in res.items():
+                merged.setdefault(name, dres)["models"].update(dres["models"])
+                merged[name].setdefault("added", []).append({"models": list(dres["models"]), "command": command_line(),
+                                                             "load_before": dres["load_before"],
+                                                             "load_after": dres.get("load_after")})
+            res = merged
     path = write_result("early_stopping", {"splits": args.splits, "deltas": list(DELTAS),
                                            "split_shares": {"train": round(1.0 - TEST_SHARE - args.calibration_share, 6),
                                                             "calibration": args.calibration_share, "test": TEST_SHARE},
                                            "results": res,
                                            "tables": _tables(res, args.splits)},
-                        command_line() if not args.merge else "; ".join(
+                        command_line() if not (args.merge or args.add) else "; ".join(
                             [f"OMP_NUM_THREADS=1 nice -n 10 python bench/early_stopping.py --splits {v['splits']} "
                              f"--datasets {k} --raw {k}.json --raw-only" for k, v in res.items()]
-                            + [f"python bench/early_stopping.py --merge {' '.join(f'{k}.json' for k in res)}"]))
+                            + [f"python bench/early_stopping.py --merge {' '.join(f'{k}.json' for k in res)}"]
+                            + [a["command"] for v in res.values() for a in v.get("added", [])]))
     print(f"wrote {path}")
 
 
