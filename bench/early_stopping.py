@@ -237,7 +237,7 @@ def main() -> None:
                                            "results": res,
                                            "tables": _tables(res, args.splits)},
                         command_line() if not (args.merge or args.add) else "; ".join(
-                            [f"OMP_NUM_THREADS=1 nice -n 10 python bench/early_stopping.py --splits {v['splits']} "
+                            [f"python bench/early_stopping.py --splits {v['splits']} "
                              f"--datasets {k} --raw {k}.json --raw-only" for k, v in res.items()]
                             + [f"python bench/early_stopping.py --merge {' '.join(f'{k}.json' for k in res)}"]
                             + [a["command"] for v in res.values() for a in v.get("added", [])]))
