@@ -232,7 +232,7 @@ def main():
                   f"{cpu[ck]:.3g}" if ck in cpu else "", f"{cpu[ck] / cpu['gram']:.2f}" if ck in cpu else ""]
                  for name, key, ck in (("bare X.T @ X", "gram", "gram"),
                                        ("statistics pass", "statistics_pass", "stats"),
-                                       ("previous centred-copy pass", "statistics_pass_centred_copy", "copy"),
+                                       ("previous centred-copy pass", "statistics_pass_centred_copy", "stats_centred_copy"),
                                        ("CS-G-OMP whole fit", "omp_fit", "omp_fit"),
                                        ("CS-G-FR whole fit", "fr_fit", "fr_fit"),
                                        ("CS-G-OMP whole fit, l2 and whiten fixed", "omp_fit_fixed", "omp_fit_fixed"),

@@ -168,16 +168,28 @@ def merge_folds(folds) -> SufficientStats:
 
 def _basis_map(prob):
     """The working basis as one map of the raw columns: (columns, scales) when it only standardises,
-    else the block-diagonal (d, k) matrix of the group transforms, so a projection is a few array
-    operations instead of one small product per group."""
-    d = sum(rs.stop - rs.start for rs in prob.raw_slices)
-    T = np.zeros((d, prob.n_working))
+    else None: the group transforms are then applied block by block (`_times_basis`)."""
+    if all(np.all(np.count_nonzero(Tg, axis=0) == 1) for Tg in prob.transforms):  # one raw column each
+        rows = [np.argmax(Tg != 0, axis=0) for Tg in prob.transforms]
+        cols = [rs.start + r for r, rs in zip(rows, prob.raw_slices)]
+        scales = [Tg[r, np.arange(r.size)] for Tg, r in zip(prob.transforms, rows)]
+        if not cols:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return np.concatenate(cols).astype(np.int64), np.concatenate(scales)
+    return None
+
+
+def _times_basis(prob, A: np.ndarray) -> np.ndarray:
+    """A @ T for the block-diagonal (d, k) basis map T, one small product per group.
+
+    Why not one product with T formed densely: T is all zeros outside its diagonal blocks, and the
+    two d x d x k products per fold of the dense form were a fifth of the cross-validated choice
+    (D = 500, 100 groups); the blocks give the same sums without the zero terms.
+    """
+    out = np.zeros((A.shape[0], prob.n_working))
     for Tg, rs, sl in zip(prob.transforms, prob.raw_slices, prob.slices):
-        T[rs, sl] = Tg
-    if np.count_nonzero(T) == prob.n_working and np.all(np.count_nonzero(T, axis=0) == 1):
-        cols = np.argmax(T != 0, axis=0)
-        return cols, T[cols, np.arange(prob.n_working)]
-    return T
+        out[:, sl] = A[:, rs] @ Tg
+    return out
 
 
 def _project(prob, stats: SufficientStats, tmap=None):
@@ -190,9 +202,9 @@ def _project(prob, stats: SufficientStats, tmap=None):
         K = stats.xx[np.ix_(cols, cols)] * np.outer(sc, sc)
         q, zbar = xy[cols] * sc[:, None], dx[cols] * sc
     else:
-        K = tmap.T @ (stats.xx @ tmap)
+        K = _times_basis(prob, _times_basis(prob, stats.xx).T)  # Tᵀ xx T (xx is symmetric)
         K = (K + K.T) / 2  # exactly symmetric for eigh, as the rounding of the two products is not
-        q, zbar = tmap.T @ xy, tmap.T @ dx
+        q, zbar = _times_basis(prob, xy.T).T, _times_basis(prob, dx[None, :])[0]
     return stats.n, K, q, np.diag(stats.yy) / prob.y_scale ** 2, zbar, (stats.y_mean - prob.y_mean) / prob.y_scale
 
 
@@ -204,6 +216,48 @@ def _without(total, part):
     zr, yr = (n * z - m * zf) / r, (n * y - m * yf) / r
     dz, dy, f = zf - zr, yf - yr, r * m / n
     return r, S - Sf - f * np.outer(dz, dz), C - Cf - f * np.outer(dz, dy), Y2 - Y2f - f * dy ** 2, zr, yr
+
+
+def _ridge_path(S: np.ndarray, C: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """(S + λ I)⁻¹ C for every λ, side by side: column l·P + p is output p at penalty lam[l].
+
+    One reduction of S serves the whole grid. Why a tridiagonal reduction (S = Q T Qᵀ, LAPACK
+    ``sytrd``) rather than an eigendecomposition: the eigenvectors cost three times the reduction
+    (0.04 s against 0.011 s at k = 500, ten times per cross-validated fit), and the penalties only need
+    a tridiagonal solve each plus Q applied to k × L·P numbers. Falls back to the eigendecomposition
+    (negative rounding-level eigenvalues clipped at zero) when a shifted T is singular.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.random.default_rng(0).normal(size=(20, 4)); S = A.T @ A; C = A.T @ np.ones((20, 2))
+    >>> W = _ridge_path(S, C, np.array([0.1, 10.0]))
+    >>> bool(np.allclose(W[:, 2:], np.linalg.solve(S + 10.0 * np.eye(4), C)))
+    True
+    """
+    from scipy.linalg import lapack
+
+    k, P = C.shape
+    L = lam.size
+    if k >= 2:
+        a, d, e, tau, info = lapack.dsytrd(S, lower=1, lwork=max(1, 32 * k))
+        if info == 0:
+            def apply_q(B, trans):  # Q = diag(1, Q'), Q' the QR-type reflectors below the subdiagonal
+                out = B.copy()
+                out[1:] = lapack.dormqr("L", trans, a[1:, :-1], tau, B[1:], max(1, 64 * B.shape[1]))[0]
+                return out
+            b = apply_q(C, "T")
+            X = np.empty((k, L * P))
+            for j, lj in enumerate(lam):
+                x, info = lapack.dgtsv(e, d + lj, e, b)[3:]
+                if info != 0:
+                    break
+                X[:, j * P:(j + 1) * P] = x
+            else:
+                return apply_q(X, "N")
+    s, V = np.linalg.eigh(S) if S.size else (np.zeros(0), np.zeros((0, 0)))
+    Vq = V.T @ C  # (k, P)
+    return V @ (Vq[:, None, :] / (np.maximum(s, 0.0)[:, None, None] + lam[None, :, None])).reshape(k, L * P)
 
 
 def ridge_cv_losses(folds, prob, grid, total: SufficientStats | None = None) -> np.ndarray:
@@ -237,11 +291,9 @@ def ridge_cv_losses(folds, prob, grid, total: SufficientStats | None = None) -> 
         n_tr, S, C, _, zt, yt = _without(total, held)
         n_f, Sf, Cf, Y2f, zv, yv = held
         k, P = C.shape
-        s, V = np.linalg.eigh(S / n_tr) if S.size else (np.zeros(0), np.zeros((0, 0)))
-        Vq = V.T @ (C / n_tr)  # (k, P)
         lam = grid * n / n_tr  # the same sum-form penalty in every fit
         # every penalty's weights side by side: column l·P + p of W is output p at penalty l
-        W = V @ (Vq[:, None, :] / (np.maximum(s, 0.0)[:, None, None] + lam[None, :, None])).reshape(k, L * P)
+        W = _ridge_path(S / n_tr, C / n_tr, lam)
         # held-out rows centred on their own mean (Sf, Cf, Y2f) plus the shift between the two means
         fit = (W.reshape(k, L, P) * (Cf / n_f)[:, None, :]).sum(axis=0)
         quad = (W * ((Sf / n_f) @ W)).sum(axis=0).reshape(L, P)

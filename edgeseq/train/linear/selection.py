@@ -138,7 +138,7 @@ def _finish(prob, factor, order, scores, violations, unusable, l2) -> SelectionR
         rows = factor.blocks[j - 1][3].stop if j else 0
         u = factor.u[:rows]
         objective[j] = 0.5 * float(np.sum(u ** 2))
-        wsq = sum((np.sum(w ** 2, axis=0) for w in ws), np.zeros(P))
+        wsq = np.sum(np.vstack(ws) ** 2, axis=0) if ws else np.zeros(P)  # one reduction, not one per group
         explained[j] = np.sum(u ** 2, axis=0) + l2 * wsq
     return SelectionResult(order=order, prefix_weights=weights, objective=objective, explained=explained,
                            scores=scores, doubling_violations=violations, unusable=unusable)
