@@ -336,10 +336,11 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
 }
 
 /*
- * Apply the sigmoid or softmax link to z and write the prediction into slot `dst` (es_publish copies an
- * identity link's values itself); returns the label or -2 when the result is not finite (overflow). The label is the FIRST index of the
- * largest probability written to dst -- taken on the float32 probabilities, not on z, so it agrees
- * with the prediction returned beside it and with ONNX ArgMax (select_last_index = 0) on a tie.
+ * Apply the sigmoid or softmax link to z and write the prediction into slot `dst` (es_publish copies
+ * an identity link's values itself); returns the label or -2 when the result is not finite
+ * (overflow). The label is the FIRST index of the largest probability written to dst -- taken on
+ * the float32 probabilities, not on z, so it agrees with the prediction returned beside it and with
+ * ONNX ArgMax (select_last_index = 0) on a tie.
  */
 static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 {
