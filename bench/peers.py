@@ -1,7 +1,7 @@
 """edgeseq against the code generators users pick instead: m2cgen, emlearn (inline), tl2cgen.
 
 Usage: python bench/peers.py [--quick] [--rounds 5] [--passes 2] [--no-arm] [--arm-all] [--only NAME ...]
-       [--python-only]
+       [--python-only | --c-only]
 
 Writes bench/results/peers.json. Contenders are optional extras of this benchmark only (the
 ``bench`` section of constraints.txt); one that is not installed is reported as such, not measured.
@@ -579,6 +579,9 @@ def main(argv=None) -> None:
     ap.add_argument("--calls", type=int, default=40, help="Python: calls per block at N = 1")
     ap.add_argument("--python-only", action="store_true",
                     help="measure the Python table alone and merge it into the existing bench/results/peers.json")
+    ap.add_argument("--c-only", action="store_true",
+                    help="the C tables alone: the Python table and its python_table record are kept from the "
+                         "existing bench/results/peers.json")
     args = ap.parse_args(argv)
     if args.python_only:
         return python_only(args)
@@ -623,7 +626,16 @@ def main(argv=None) -> None:
             init_models.append((title, model, tables[-1]["rows"][0][1]))
         tables.append(init_vs_reset(init_models, tmp))
         m0 = m0_table(m0_models, args, tmp) if not args.no_arm and (args.only is None or CODE_ROW in args.only) else None
-    tables.append(python_table(python_cases, args))
+    if args.c_only:  # keep the Python table (and its python_table record) of the existing results file
+        import json
+
+        from _results import RESULTS
+        old = json.loads((RESULTS / "peers.json").read_text(encoding="utf-8"))
+        kept = {"python_table": old["python_table"]} if "python_table" in old else {}
+        tables += [t for t in old["tables"] if t["title"].startswith("Python, µs per call")]
+    else:
+        kept = {}
+        tables.append(python_table(python_cases, args))
     for t in tables:
         t["title"] = t["title"] if "µs" in t["title"] or "es_init" in t["title"] else (
             f"{t['title']}: per full prediction (edgeseq: es_reset + every push + es_current; its tree walk is "
@@ -631,14 +643,14 @@ def main(argv=None) -> None:
             "emulated Cortex-M4F (qemu -icount, SysTick ticks = instruction-counted time), M4F flash of the "
             "-Os objects, gcc -O2 compile time of the model's C, max |error| vs the model's own predict; "
             "m2cgen and tl2cgen are not built for the M4F at 1,000 trees without --arm-all (minutes each)")
-    init = tables[-2]["rows"]
+    init = next(t for t in tables if t["title"].startswith("es_init vs"))["rows"]
     if m0 is not None:
         tables.append(m0)
     write_result("peers", {"rounds": args.rounds, "passes": args.passes, "quick": args.quick,
                            "init_instead_of_reset": [r[4] for r in init],
                            "versions": {m: _version(m) for m in ("m2cgen", "emlearn", "tl2cgen", "treelite", "lleaves")}
                            | {m: _version(m) for m in PYTHON_PEERS},
-                           "run_as": "OMP_NUM_THREADS=1 nice -n 10", "tables": tables},
+                           "run_as": "OMP_NUM_THREADS=1 nice -n 10", "tables": tables, **kept},
                  command_line(), machine_info(info["load_start"]))
 
 

@@ -31,6 +31,14 @@
 #define ES_RESTRICT
 #endif
 
+/* Keeps a cold path (a link, the table walk) out of its hot caller, so the caller's prologue saves
+   only the registers of the hot path (a code-form tree stage, an identity publish). Speed only. */
+#if defined(__GNUC__)
+#define ES_NOINLINE __attribute__((noinline))
+#else
+#define ES_NOINLINE
+#endif
+
 /* Finite check on the bit pattern: immune to -ffast-math, needs no libm. */
 static int es_is_finite(float v)
 {
@@ -328,31 +336,32 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
 }
 
 /*
- * Apply the link to z and write the prediction into slot `dst`; returns the label (-1 for
- * regression) or -2 when the result is not finite (overflow). The label is the FIRST index of the
- * largest probability written to dst -- taken on the float32 probabilities, not on z, so it agrees
- * with the prediction returned beside it and with ONNX ArgMax (select_last_index = 0) on a tie.
+ * Apply the sigmoid or softmax link to z and write the prediction into slot `dst` (es_publish copies
+ * an identity link's values itself); returns the label or -2 when the result is not finite
+ * (overflow). The label is the FIRST index of the largest probability written to dst -- taken on
+ * the float32 probabilities, not on z, so it agrees with the prediction returned beside it and with
+ * ONNX ArgMax (select_last_index = 0) on a tie.
  */
 static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 {
     uint32_t p;
     uint32_t best = 0;
     const uint32_t n = m->n_outputs;
+    float zmax = z[0]; /* z[best], kept in a register */
     for (p = 0; p < n; ++p) {
-        if (!es_is_finite(z[p])) {
+        const float zp = z[p];
+        if (!es_is_finite(zp)) {
             return -2;
         }
-        if (z[p] > z[best]) {
+        if (zp > zmax) {
             best = p;
+            zmax = zp;
         }
-    }
-    if (m->link == ES_LINK_IDENTITY) {
-        for (p = 0; p < n; ++p) {
-            dst[p] = z[p];
-        }
-        return -1;
     }
 #ifdef ES_IDENTITY_ONLY
+    (void)dst;
+    (void)best;
+    (void)zmax;
     return -2; /* unreachable: es_init rejects other links in this build */
 #else
     if (m->link == ES_LINK_SIGMOID) {
@@ -372,7 +381,6 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
            every exit, a third of the link's time with two or three classes). */
         float sum = 0.0f;
         float top = -1.0f;
-        const float zmax = z[best];
         for (p = 0; p < n; ++p) {
             z[p] = p == best ? 1.0f : expf(z[p] - zmax);
             sum += z[p];
@@ -443,6 +451,20 @@ static uint32_t es_stop_check(const es_state *s, uint32_t j, const volatile floa
     return stat >= s->stop_threshold[j] ? 1u : 0u;
 }
 
+/* A sigmoid or softmax stage: the link into `dst` (es_link_into) and the stop test of stage j
+   (s->confident); -2 on overflow (then s->confident is unchanged). */
+static ES_NOINLINE int32_t es_link_stop(es_state *s, uint32_t j, volatile float *dst)
+{
+    const es_model *m = s->model;
+    const float gap = s->stop_threshold != NULL && s->stop_statistic == ES_STOP_LOGIT_GAP
+                      ? es_score_gap(m, s->z) : 0.0f; /* before the link */
+    const int32_t label = es_link_into(m, s->z, dst);
+    if (label != -2) {
+        s->confident = es_stop_check(s, j, dst, gap);
+    }
+    return label;
+}
+
 /*
  * Apply the link to s->z into the unpublished slot and publish it as stage j. On overflow nothing is
  * published. `n_new` (the features of a linear push) joins s->filled only once the stage publishes.
@@ -451,14 +473,31 @@ static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
 {
     const es_model *m = s->model;
     const uint32_t target = (s->seq + 1u) & 1u;
-    const float gap = s->stop_threshold != NULL && s->stop_statistic == ES_STOP_LOGIT_GAP
-                      && m->link != ES_LINK_IDENTITY ? es_score_gap(m, s->z) : 0.0f; /* before the link */
-    const int32_t label = es_link_into(m, s->z, s->slot + (size_t)target * m->n_pred);
-    if (label == -2) {
-        return ES_ERR_OVERFLOW;
+    volatile float *const dst = s->slot + (size_t)target * m->n_pred;
+    int32_t label = -1;
+    if (m->link == ES_LINK_IDENTITY) {
+        /* regression: the values as they are, no label, never confident (es_stop_check's answer) --
+           one pass that copies and tests; the slot is the unpublished one, so an overflow that
+           leaves it half written is never seen */
+        const float *const z = s->z;
+        uint32_t p;
+        uint32_t over = 0u; /* bit 31: an output overflowed */
+        for (p = 0u; p < m->n_outputs; ++p) {
+            dst[p] = z[p];
+            over |= es_nonfinite_bit(z[p]);
+        }
+        if ((over & 0x80000000u) != 0u) {
+            return ES_ERR_OVERFLOW;
+        }
+        s->filled += n_new;
+        s->confident = 0u;
+    } else {
+        label = es_link_stop(s, j, dst);
+        if (label == -2) {
+            return ES_ERR_OVERFLOW;
+        }
+        s->filled += n_new;
     }
-    s->filled += n_new;
-    s->confident = es_stop_check(s, j, s->slot + (size_t)target * m->n_pred, gap);
     s->slot_prefix[target] = j;
     s->slot_label[target] = label;
     ES_SEQLOCK_PUBLISH(s->seq); /* see edgeseq_seqlock.h */
@@ -511,10 +550,10 @@ static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_n
     } while (0)
 
 /*
- * Tree model: run stage k -- add each of its trees' leaf to the state (tree order, float32), read
+ * Tree model, the table walk of stage k: add each of its trees' leaf to the state (tree order, float32), read
  * out z = b_k + s W_k -- and publish it.
  */
-static es_status es_tree_stage(es_state *s, uint32_t k)
+static ES_NOINLINE es_status es_tree_stage_tables(es_state *s, uint32_t k)
 {
     const es_model *m = s->model;
     const es_trees *t = m->trees;
@@ -524,11 +563,6 @@ static es_status es_tree_stage(es_state *s, uint32_t k)
     const uint32_t stop = t->stage_tree[k + 1u];
     const size_t P = m->n_outputs;
     uint32_t tr = t->stage_tree[k];
-    const es_tree_stage_fn code = s->tree_code != NULL ? s->tree_code->stage[k] : NULL;
-    if (code != NULL) { /* the stage's generated branch chains: the same additions in the same order */
-        code(x, state);
-        tr = stop;
-    }
 #if ES_TREE_LANES == 8
     for (; tr + 8u <= stop; tr += 8u) { /* eight trees in lockstep: eight independent load chains */
         const uint32_t *const root = t->tree_root + tr;
@@ -567,6 +601,19 @@ static es_status es_tree_stage(es_state *s, uint32_t k)
     (void)es_affine(state, t->n_state, t->readout_b, 0u, t->readout_w + (size_t)k * t->n_state * P,
                     t->readout_b + (size_t)k * P, m->n_outputs, s->z);
     return es_publish(s, k, 0u);
+}
+
+/* Tree model: run stage k -- its generated code (es_init_code) when it has some, else the table walk
+   -- and publish it. */
+static es_status es_tree_stage(es_state *s, uint32_t k)
+{
+    const es_tree_code *const code = s->tree_code;
+    if (code != NULL && code->stage[k] != NULL) { /* the same additions and readout: the same bits */
+        code->stage[k](s->x, s->tstate, s->z);
+        s->stage = k;
+        return es_publish(s, k, 0u);
+    }
+    return es_tree_stage_tables(s, k);
 }
 
 /*

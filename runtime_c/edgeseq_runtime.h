@@ -137,7 +137,7 @@ extern "C" {
 #endif
 
 /* Bumped when es_model's layout changes; a generated model records the version it was made for. */
-#define ES_ABI_VERSION 5u
+#define ES_ABI_VERSION 6u
 
 #include "edgeseq_seqlock.h" /* ES_FENCE_RELEASE/ACQUIRE (overridable), the shared commit and budget rule */
 #include "edgeseq_layers.h"  /* the layer-block stage descriptor (ES_KIND_LAYERS) */
@@ -204,14 +204,20 @@ typedef struct es_trees {
    a model's trees as C instead of node tables: per stage one function whose trees are branch chains
    comparing x[feature] <= threshold (thresholds as float literals that read back exactly), each leaf
    added to the state entry of its tree, tree after tree -- the very float32 additions of the table
-   walk in the same order, so both forms give the same bits. Such a model's es_trees has node,
+   walk in the same order, so both forms give the same bits -- then the stage's readout into z, with
+   the terms of zero weight left out and weights of one not multiplied (the same bits as the runtime's
+   readout; the generator writes every term where that would not hold). A split compares the bit
+   pattern of x with the threshold's as one integer compare, which orders finite floats exactly as
+   <= does (pushed values are finite). Such a model's es_trees has node,
    tree_root and tree_target NULL and n_nodes 0 (its stage ranges, depths and readouts as usual): es_init
    refuses it (so neither this nor an older runtime can walk tables it does not have); start it with
    es_init_code(&st, &<prefix>_tree_code, work, n), which validates the rest of the model as es_init
    does and ties the functions to it. The code reads only features pushed by its stage and state
    entries inside the state: the generator proves each index before writing it, and the generated
    file asserts the largest of each against the model's sizes at compile time. */
-typedef void (*es_tree_stage_fn)(const float *x, float *state);
+/* stage k's code: adds its trees' leaves to state and writes its readout z = b_k + state W_k (n_outputs
+   floats) */
+typedef void (*es_tree_stage_fn)(const float *x, float *state, float *z);
 
 typedef struct es_tree_code {
     const struct es_model *model;  /* the model this code was generated with (es_init_code starts it) */

@@ -113,8 +113,9 @@ def test_code_comparing_less_than_is_caught(case, tmp_path):
     d.mkdir()
     write_c_tree_model(model, d, "chk", c_trees="code")
     src = (d / "edgeseq_model.c").read_text()
-    assert src.count(" <= ") > 20
-    (d / "edgeseq_model.c").write_text(src.replace(" <= ", " < "))
+    assert src.count(") > ") + src.count(") < 0x") > 20  # the integer compares of "not x <= t"
+    # "x < t" instead: not (x < t) is "pattern >= t's" for t >= 0, "pattern <= t's" (unsigned) for t < 0
+    (d / "edgeseq_model.c").write_text(src.replace(") > ", ") >= ").replace(") < 0x", ") <= 0x"))
     run = run_c_model(d, X[:, tree_feature_order(model)], extra=("-O1",))
     assert not _same(run, want)
 
@@ -131,7 +132,7 @@ INIT_CODE_PROGRAM = r"""
 #include <stdio.h>
 #include "a/edgeseq_model.h"
 #include "b/edgeseq_model.h"
-static void nothing(const float *x, float *state) { (void)x; (void)state; }
+static void nothing(const float *x, float *state, float *z) { (void)x; (void)state; (void)z; }
 int main(void)
 {
     static float wa[a_WORK_FLOATS];
@@ -262,3 +263,43 @@ def test_cli_export_c_trees_code(tmp_path):
                                     "--quiet"])
     assert res.exit_code == 0, res.output
     assert "m_TREE_CODE 1" in (tmp_path / "out" / "edgeseq_model.h").read_text()
+
+
+ABOVE_PROGRAM = r"""
+#include <stdint.h>
+#include <stdio.h>
+static int32_t bits(const float *p) { union { float f; int32_t i; } b; b.f = *p; return b.i; }
+static const float xs[] = { %(xs)s };
+int main(void)
+{
+    unsigned j;
+    for (j = 0u; j < sizeof xs / sizeof xs[0]; ++j) {
+        const float *x = xs + j;
+        %(rows)s
+    }
+    return 0;
+}
+"""
+
+
+def test_the_integer_compare_of_a_split_is_x_greater_than_t_on_every_finite_pair(tmp_path):
+    """`_c_above` (the split's integer compare on bit patterns) against numpy's float32 ``not x <= t``
+    on every pair of signed zeros, subnormals, FLT_MIN, +-FLT_MAX, +-1 and their float32 neighbours,
+    and random values: compiled by a real C compiler, one output line per pair."""
+    rng = np.random.default_rng(7)
+    f32 = np.finfo(np.float32)
+    base = np.array([0.0, -0.0, 1.4e-45, -1.4e-45, f32.tiny, -f32.tiny, f32.max, -f32.max, 1.0, -1.0, 0.5, -0.25],
+                    np.float32)
+    near = np.concatenate([base, np.nextafter(base, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))])
+    t = np.concatenate([near, (rng.standard_normal(20) * 10.0 ** rng.uniform(-30, 30, 20)).astype(np.float32)])
+    t = t[np.isfinite(t)]
+    x = np.concatenate([t, rng.standard_normal(20).astype(np.float32)])
+    rows = "\n        ".join(f'putchar(({c_float._c_above(0, v, "bits")}) ? 49 : 48);' for v in t)
+    (tmp_path / "above.c").write_text(ABOVE_PROGRAM % {
+        "xs": ", ".join(c_float.c_float(v) for v in x), "rows": rows + '\n        putchar(10);'})
+    exe = compile_c([tmp_path / "above.c"], tmp_path / "above", flags=STRICT_FLAGS, extra=("-O1",))
+    got = np.array([[c == "1" for c in line] for line in
+                    subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()])
+    want = ~(x[:, None] <= t[None, :])
+    assert got.shape == want.shape and want.any() and (~want).any()
+    np.testing.assert_array_equal(got, want)
