@@ -150,6 +150,8 @@ def _aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
     return raw[start:start + n].view(dtype).reshape(shape)
 
 
+_concat = np.concatenate  # (a local name: one attribute lookup less per call)
+
 _SUM_MAX = 8  # up to this many values a Python float sum is the cheapest finiteness test
 
 
@@ -215,6 +217,12 @@ class _Binding:
         self.finite = _finite_test(self.outputs[0])
         self.only = self.views[0] if len(self.views) == 1 else None  # the common single-output case
 
+    def result(self) -> tuple[list[np.ndarray], bool]:
+        """Copies of the outputs of the run just made, and whether the first is all finite."""
+        if self.only is not None:
+            return [self.only.copy()], self.finite()
+        return [v.copy() for v in self.views], self.finite()
+
 
 class PrefixRunner:
     """One prefix graph: its session, its input order and the outputs we read (`y` always first).
@@ -241,6 +249,8 @@ class PrefixRunner:
     >>> finite, bool(np.allclose(y, est.predict(X[:5]), atol=1e-4))
     (True, True)
     """
+
+    joined = False  # True for a joined graph (`edgeseq.runtime.fuse`): called by `call_joined`
 
     def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str,
                  squeeze: bool = False):
@@ -299,9 +309,7 @@ class PrefixRunner:
                     for buf, a in zip(b.inputs, arrays):
                         buf[...] = a  # same shape and dtype (the caller checked): a plain copy
                     self._run_io(b.arg, None)
-                    if b.only is not None:
-                        return [b.only.copy()], b.finite()
-                    return [v.copy() for v in b.views], b.finite()
+                    return b.result()
                 finally:
                     self._lock.release()
             outs = self._squeezed(self._run(self.outputs, dict(zip(self.inputs, map(np.ascontiguousarray, arrays))),
@@ -311,6 +319,34 @@ class PrefixRunner:
         except Exception as exc:  # a verified graph that onnxruntime still fails on (e.g. a crafted feature id)
             raise ort_error(self._where, "run", exc) from None
         return outs, all_finite(outs[0])
+
+    def call_joined(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
+        """`call` for a graph of one input that is `arrays` side by side (`edgeseq.runtime.fuse`'s
+        joined graphs): they are written straight into the bound input buffer, so joining costs one
+        copy, as feeding them separately would.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.runtime.fuse import joined_prefix
+        >>> est, X, out, p = toy_prefix(2)  # toy_export() (float32 rows) and prefix 2's manifest entry
+        >>> model, name = joined_prefix(load_verified_bytes(out / p["file"], p["sha256"]))
+        >>> runner = PrefixRunner(model, [name], ["y"], p["file"], squeeze=True)
+        >>> (y,), finite = runner.call_joined([X[:3, [0]], X[:3, 1:]], 3)
+        >>> finite, bool(np.allclose(y, est.predict(X[:3]), atol=1e-4))
+        (True, True)
+        """
+        if n <= BIND_MAX_ROWS and self.batch is None and self._lock.acquire(False):
+            try:
+                b = self._bindings.get(n) or self._bind(n)
+                _concat(arrays, 1, b.inputs[0])
+                self._run_io(b.arg, None)
+                return b.result()
+            except Exception as exc:
+                raise ort_error(self._where, "run", exc) from None
+            finally:
+                self._lock.release()
+        return self.call([_concat(arrays, 1)], n)
 
     def run(self, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], bool]:
         """`call` for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list).
