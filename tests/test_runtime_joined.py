@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from edgeseq import AnytimeClassifier, AnytimeRegressor
+from edgeseq.errors import RuntimeInputError
 from edgeseq.export.writer import export_model
 from edgeseq.runtime.fuse import FuseError, joined_prefix, joined_tree_stages
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
@@ -153,3 +154,19 @@ def test_layer_block_exports_keep_their_stage_chain(tmp_path):
     feats = {name: X[:, cols] for name, cols in zip(model.group_names, model.group_columns)}
     sess.predict(feats)
     assert sess._fused == {}
+
+
+@pytest.mark.parametrize("n", [1, 200])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_non_finite_feature_is_refused_on_the_joined_path(exported, n, bad):
+    """Joined tree graphs drop the stage's guard (x @ 0 added to y): the runtime checks the joined
+    input instead, in the bound and plain paths; a tree would otherwise route NaN to a finite answer."""
+    model, out = exported
+    sess = ExportedModel(out)
+    feats = features(model, data(n, seed=5)[0])
+    j = sess.n_prefixes - 1
+    name = sess._plan[j][-1][0]  # the last group: read by the last stage only
+    feats[name][n - 1, -1] = bad
+    with pytest.raises(RuntimeInputError, match=repr(name)):
+        sess.predict(feats, prefix=j)
+    assert sess._fused[j].joined or not sess._trees

@@ -41,7 +41,7 @@ _N_INPUT, _N_OUTPUT, _N_NAME, _N_OP, _N_ATTR, _N_DOMAIN = 1, 2, 3, 4, 5, 7
 _V_TYPE, _TY_TENSOR, _TT_ELEM, _TT_SHAPE, _SH_DIM, _DIM_VALUE = 2, 1, 1, 2, 1, 1
 # TensorProto: dims, data_type, float_data, raw_data; AttributeProto: name, floats, ints, strings
 _T_DIMS, _T_TYPE, _T_FLOATS, _T_RAW, _FLOAT = 1, 2, 4, 9, 1
-_A_NAME, _A_FLOATS, _A_INTS, _A_STRINGS = 1, 7, 8, 9
+_A_NAME, _A_I, _A_FLOATS, _A_INTS, _A_STRINGS, _A_TYPE, _A_INT = 1, 3, 7, 8, 9, 20, 2
 _A_G, _A_GRAPHS = 6, 11
 _T_NAME, _V_NAME = 8, 1
 STATE_IN, STATE_OUT = "state_in", "state_out"
@@ -325,7 +325,7 @@ def _model_with(mf: list, gf: list, nodes: list[bytes], inits: list[bytes], inpu
     return b"".join(raw for f, _, _, raw in mf if f != _M_GRAPH) + _field(_M_GRAPH, graph)
 
 
-def joined_prefix(model: bytes, joined: str = "joined/x") -> tuple[bytes, str]:
+def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = False) -> tuple[bytes, str]:
     """An affine prefix graph with one input `joined`: its groups side by side, times one weight matrix.
 
     A prefix graph multiplies each group's input by its own weight block and adds the products
@@ -338,6 +338,10 @@ def joined_prefix(model: bytes, joined: str = "joined/x") -> tuple[bytes, str]:
         A serialized affine prefix graph of two or more groups (`export/kinds/affine/onnx.py`).
     joined : str, default="joined/x"
         Name of the new input (the groups' arrays concatenated along columns, in input order).
+    transposed : bool, default=False
+        Take that input transposed, [d, N] (each group's columns as rows, which numpy fills from
+        (N, d_g) arrays several times faster than it concatenates narrow columns), computed as one
+        ``Gemm`` with ``transA`` (the product and the bias in one node).
 
     Returns
     -------
@@ -392,8 +396,19 @@ def joined_prefix(model: bytes, joined: str = "joined/x") -> tuple[bytes, str]:
     matmul = _field(_N_INPUT, joined.encode()) + _field(_N_INPUT, w_name.encode()) + _field(_N_OUTPUT, acc.encode()) \
         + _field(_N_OP, b"MatMul")
     kept = [p for name, p in inits.items() if name not in blocks] + [tensor]
-    return _model_with(mf, gf, [matmul] + nodes[2 * len(names) - 1:], kept,
-                       [_matrix_input(joined, first, weights.shape[0])]), joined
+    rest = nodes[2 * len(names) - 1:]
+    if not transposed:
+        return _model_with(mf, gf, [matmul] + rest, kept, [_matrix_input(joined, first, weights.shape[0])]), joined
+    op, ins, outs = _node_parts(rest[0]) if rest else ("", [], [])
+    if op != "Add" or len(ins) != 2 or ins[0] != acc or ins[1] not in inits:
+        raise FuseError("the products are not followed by the bias")
+    trans_a = _field(_A_NAME, b"transA") + _varint_field(_A_I, 1) + _varint_field(_A_TYPE, _A_INT)
+    gemm = b"".join(_field(_N_INPUT, i.encode()) for i in (joined, w_name, ins[1])) \
+        + _field(_N_OUTPUT, outs[0].encode()) + _field(_N_OP, b"Gemm") + _field(_N_ATTR, trans_a)
+    shape = _field(_SH_DIM, _varint_field(_DIM_VALUE, weights.shape[0])) + first
+    tensor_type = _varint_field(_TT_ELEM, _FLOAT) + _field(_TT_SHAPE, shape)
+    info = _field(_V_NAME, joined.encode()) + _field(_V_TYPE, _field(_TY_TENSOR, tensor_type))
+    return _model_with(mf, gf, [gemm] + rest[1:], kept, [info]), joined
 
 
 _TREE_OP = "TreeEnsembleRegressor"
@@ -445,8 +460,9 @@ def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
     Stage i's trees read the concatenation of the groups stages 1..i require, a prefix of stage j's
     (the export remaps every split into it), so every stage's trees can read stage j's concatenation
     unchanged; their node lists are joined with tree ids renumbered, and the node writes
-    ``state_out`` from a zero start (what stage 1 is fed). Stage j's readout, guard and link follow.
-    The input is stage j's concatenation (named as stage j names it), and ``state_in`` is gone.
+    ``state_out`` from a zero start (what stage 1 is fed). Stage j's readout and link follow, without
+    its guard (`_without_guard`: the caller checks that the input is finite). The input is stage j's
+    concatenation (named as stage j names it), and ``state_in`` is gone.
 
     Parameters
     ----------
@@ -523,5 +539,25 @@ def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
     inputs = {_name_of(p, _V_NAME): p for f, _, p, _ in gf if f == _G_INPUT}
     first = _input_shape(inputs[groups[0]])[0]
     width = sum(_input_shape(inputs[g])[1] for g in groups)
-    inits = [p for f, _, p, _ in gf if f == _G_INIT]
+    rest = _without_guard(rest, joined)
+    read = {i for n in rest for i in _node_parts(n)[1]}
+    inits = [p for f, _, p, _ in gf if f == _G_INIT and _name_of(p, _T_NAME) in read]
     return _model_with(mf, gf, [node] + rest, inits, [_matrix_input(joined, first, width)]), joined
+
+
+def _without_guard(nodes: list[bytes], x: str) -> list[bytes]:
+    """`nodes` without the guard ``g = x @ 0`` and the ``Add`` of it to the readout, whose readers
+    read the readout instead. The guard makes a stage's ``y`` NaN for a non-finite input (a tree
+    routes NaN silently); the runtime checks the joined input buffer itself, for less than two
+    nodes cost in onnxruntime (`PrefixRunner.call_joined` with ``check_inputs``)."""
+    parts = [_node_parts(n) for n in nodes]
+    guard = [k for k, (op, ins, _) in enumerate(parts) if op == "MatMul" and ins[:1] == [x]]
+    if len(guard) != 1:
+        raise FuseError("the last stage has no guard on its input")
+    g = parts[guard[0]][2][0]
+    add = [k for k, (op, ins, _) in enumerate(parts) if op == "Add" and g in ins and len(ins) == 2]
+    if len(add) != 1 or any(g in ins for k, (_, ins, _) in enumerate(parts) if k not in add):
+        raise FuseError("the guard is not added once to the readout")
+    (other,), added = [i for i in parts[add[0]][1] if i != g], parts[add[0]][2][0]
+    return [_node(n, lambda name: other if name == added else name, "")[0]
+            for k, n in enumerate(nodes) if k not in (guard[0], add[0])]

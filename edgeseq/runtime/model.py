@@ -358,7 +358,11 @@ class ExportedModel:
             else:
                 model, name = joined_prefix(load_verified_bytes(self.out_dir / ps[-1]["file"], ps[-1]["sha256"]))
             runner = PrefixRunner(model, [name], outputs, where, self._squeeze)
-            runner.joined = True
+            runner.joined, runner.check_inputs = True, self._trees  # joined tree stages have no guard
+            if not self._trees and runner.batch is None:  # large batches: the input transposed (one Gemm)
+                runner.wide = PrefixRunner(joined_prefix(load_verified_bytes(self.out_dir / ps[-1]["file"],
+                                                                             ps[-1]["sha256"]), transposed=True)[0],
+                                           [name], outputs, where, self._squeeze, transposed=True)
         except (FuseError, IntegrityError):
             runner = None if self._trees and j > 1 else self._runners[j]
         if runner is None:
