@@ -121,6 +121,9 @@ def test_the_joined_graphs_are_as_small_as_one_model(exported):
         joined, name = joined_tree_stages([(out / p["file"]).read_bytes() for p in ps[1:]])
         ops = [n.op_type for n in onnx.load_from_string(joined).graph.node]
         assert ops.count("TreeEnsembleRegressor") == 1 and "Concat" not in ops[:1]
+        W = np.asarray(model.stages[-1].W, np.float32)  # an identity readout (LightGBM) folds into the node
+        folded = W.shape[0] == W.shape[1] and np.array_equal(W, np.eye(W.shape[0], dtype=np.float32))
+        assert ("MatMul" not in ops) == folded and ops[0] == "TreeEnsembleRegressor"
     else:
         joined, name = joined_prefix((out / ps[-1]["file"]).read_bytes())
         ops = [n.op_type for n in onnx.load_from_string(joined).graph.node]

@@ -298,14 +298,18 @@ def _repeated_ints(parts: list, field: int) -> list[int]:
     return values
 
 
-def _float_tensor(msg: bytes) -> np.ndarray:
-    """A float32 TensorProto's values as a (rows, cols) array (raw or packed float data)."""
+def _float_tensor(msg: bytes, ndim: int = 2) -> np.ndarray:
+    """A float32 TensorProto's values as an array of `ndim` dimensions (raw or packed float data)."""
     parts = _fields(msg)
     dims, kind = _repeated_ints(parts, _T_DIMS), _repeated_ints(parts, _T_TYPE)
     values = np.frombuffer(b"".join(p for f, w, p, _ in parts if f in (_T_RAW, _T_FLOATS) and w == _LEN), "<f4")
-    if kind != [_FLOAT] or len(dims) != 2 or values.size != dims[0] * dims[1]:
-        raise FuseError("a weight is not an inline float32 matrix")
+    if kind != [_FLOAT] or len(dims) != ndim or values.size != int(np.prod(dims)):
+        raise FuseError("a weight is not an inline float32 tensor of the expected rank")
     return values.reshape(dims)
+
+
+def _float_tensor_1d(msg: bytes) -> np.ndarray:
+    return _float_tensor(msg, 1)
 
 
 def _graph_of(model: bytes) -> tuple[list, list]:
@@ -317,9 +321,12 @@ def _graph_of(model: bytes) -> tuple[list, list]:
     return mf, _fields(g[0])
 
 
-def _model_with(mf: list, gf: list, nodes: list[bytes], inits: list[bytes], inputs: list[bytes]) -> bytes:
-    """`mf` with its graph's nodes, initializers and inputs replaced (value infos dropped: optional)."""
-    rest = [raw for f, _, _, raw in gf if f not in (_G_NODE, _G_INIT, _G_INPUT, _G_VALUE_INFO)]
+def _model_with(mf: list, gf: list, nodes: list[bytes], inits: list[bytes], inputs: list[bytes],
+                drop_outputs: tuple = ()) -> bytes:
+    """`mf` with its graph's nodes, initializers and inputs replaced (value infos dropped: optional),
+    and the outputs named in `drop_outputs` left out."""
+    rest = [raw for f, _, p, raw in gf if f not in (_G_NODE, _G_INIT, _G_INPUT, _G_VALUE_INFO)
+            and not (f == _G_OUTPUT and _name_of(p, _V_NAME) in drop_outputs)]
     graph = b"".join([*(_field(_G_NODE, n) for n in nodes), *(_field(_G_INIT, t) for t in inits),
                       *(_field(_G_INPUT, i) for i in inputs), *rest])
     return b"".join(raw for f, _, _, raw in mf if f != _M_GRAPH) + _field(_M_GRAPH, graph)
@@ -533,16 +540,43 @@ def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
     attrs = [_field(_N_ATTR, _field(_A_NAME, k.encode()) + b"".join(v)) for k, v in scalars.items()]
     attrs += [_field(_N_ATTR, _field(_A_NAME, k.encode()) + b"".join(merged[k]) + b"".join(merged[f"{k}/type"]))
               for k in _TREE_LISTS if k in merged]
-    node = _field(_N_INPUT, joined.encode()) + _field(_N_OUTPUT, STATE_OUT.encode()) \
+    rest = _without_guard(rest, joined)
+    out, rest, base = _folded_readout(rest, {_name_of(p, _T_NAME): p for f, _, p, _ in gf if f == _G_INIT})
+    if base is not None:  # the bias, added after the trees' sum as the Add did (FLOATS = 6)
+        attrs.append(_field(_N_ATTR, _field(_A_NAME, b"base_values") + b"".join(
+            _enc_varint(_A_FLOATS << 3 | 5) + v.tobytes() for v in base.astype("<f4")) + _varint_field(_A_TYPE, 6)))
+    node = _field(_N_INPUT, joined.encode()) + _field(_N_OUTPUT, out.encode()) \
         + _field(_N_NAME, b"trees") + _field(_N_OP, _TREE_OP.encode()) + b"".join(attrs) \
         + _field(_N_DOMAIN, b"ai.onnx.ml")
     inputs = {_name_of(p, _V_NAME): p for f, _, p, _ in gf if f == _G_INPUT}
     first = _input_shape(inputs[groups[0]])[0]
     width = sum(_input_shape(inputs[g])[1] for g in groups)
-    rest = _without_guard(rest, joined)
     read = {i for n in rest for i in _node_parts(n)[1]}
     inits = [p for f, _, p, _ in gf if f == _G_INIT and _name_of(p, _T_NAME) in read]
-    return _model_with(mf, gf, [node] + rest, inits, [_matrix_input(joined, first, width)]), joined
+    return _model_with(mf, gf, [node] + rest, inits, [_matrix_input(joined, first, width)],
+                       drop_outputs=() if out == STATE_OUT else (STATE_OUT,)), joined
+
+
+def _folded_readout(nodes: list[bytes], inits: dict) -> tuple[str, list[bytes], np.ndarray | None]:
+    """(what the tree node writes, the nodes left, the bias to add in it or None).
+
+    ``y = state_out @ W + b`` with W the identity (a LightGBM import: one state column per output)
+    is the trees' sum plus b, which the tree node adds itself (``base_values``, after the sum): then
+    the node writes ``y`` and the readout's two nodes go, and so does the ``state_out`` output,
+    which a batch prediction does not read. Otherwise nothing changes."""
+    parts = [_node_parts(n) for n in nodes]
+    if len(parts) < 2 or parts[0][0] != "MatMul" or parts[0][1][0] != STATE_OUT or parts[1][0] != "Add" \
+            or parts[1][1] != [parts[0][2][0], parts[1][1][1]] or parts[0][1][1] not in inits \
+            or parts[1][1][1] not in inits or any(STATE_OUT in ins for _, ins, _ in parts[1:]):
+        return STATE_OUT, nodes, None
+    try:
+        w, b = _float_tensor(inits[parts[0][1][1]]), _float_tensor_1d(inits[parts[1][1][1]])
+    except FuseError:
+        return STATE_OUT, nodes, None
+    if w.shape[0] != w.shape[1] or not np.array_equal(w, np.eye(w.shape[0], dtype=np.float32)) \
+            or b.shape != (w.shape[0],):
+        return STATE_OUT, nodes, None
+    return parts[1][2][0], nodes[2:], b
 
 
 def _without_guard(nodes: list[bytes], x: str) -> list[bytes]:

@@ -350,7 +350,7 @@ class ExportedModel:
         loop keeps the stage graphs: it commits each stage as its groups come in."""
         ps = self.manifest["prefixes"][1:j + 1]
         where = f"{self.out_dir / ps[-1]['file']} (prefix {j}, joined)"
-        outputs = self._runners[j].outputs
+        outputs = [o for o in self._runners[j].outputs if o != STATE_OUT]  # (a batch reads no state)
         try:
             if self._trees:
                 model, name = joined_tree_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"])
@@ -368,7 +368,7 @@ class ExportedModel:
         if runner is None:
             try:
                 model = fuse_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"]) for p in ps])
-                runner = PrefixRunner(model, ps[-1]["inputs"], outputs,
+                runner = PrefixRunner(model, ps[-1]["inputs"], self._runners[j].outputs,
                                       f"{self.out_dir / ps[-1]['file']} (stages 1-{j} fused)", self._squeeze)
             except (FuseError, IntegrityError):
                 runner = None
