@@ -173,3 +173,23 @@ def test_a_non_finite_feature_is_refused_on_the_joined_path(exported, n, bad):
     with pytest.raises(RuntimeInputError, match=repr(name)):
         sess.predict(feats, prefix=j)
     assert sess._fused[j].joined or not sess._trees
+
+
+def test_a_graph_missing_a_part_is_a_fuse_error_and_predict_keeps_the_exported_graphs(exported):
+    """A node without its inputs (hand-edited, checksums recomputed) is refused with FuseError, not
+    an IndexError, so `_fuse` falls back to the exported graphs."""
+    onnx = pytest.importorskip("onnx")
+    model, out = exported
+    ps = ExportedModel(out).manifest["prefixes"]
+    files = [out / p["file"] for p in ps[1:]]
+    first = [n for n in onnx.load(files[-1]).graph.node if n.op_type in ("MatMul", "TreeEnsembleRegressor")]
+    assert first
+    broken = onnx.load(files[-1])
+    node = next(n for n in broken.graph.node if n.name == first[0].name and n.op_type == first[0].op_type)
+    del node.input[:]
+    blob = broken.SerializeToString()
+    with pytest.raises(FuseError):
+        if "state_width" in ExportedModel(out).manifest:
+            joined_tree_stages([f.read_bytes() for f in files[:-1]] + [blob])
+        else:
+            joined_prefix(blob)

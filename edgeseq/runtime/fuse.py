@@ -26,6 +26,8 @@ stage graphs to rounding (tests/test_runtime_joined.py checks 1e-6 relative), no
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["FuseError", "fuse_stages", "joined_prefix", "joined_tree_stages"]
@@ -332,6 +334,19 @@ def _model_with(mf: list, gf: list, nodes: list[bytes], inits: list[bytes], inpu
     return b"".join(raw for f, _, _, raw in mf if f != _M_GRAPH) + _field(_M_GRAPH, graph)
 
 
+def _malformed_is_a_fuse_error(fn):
+    """`fn` with an index or key error on a graph missing a part (an input, an output) raised as a
+    FuseError, so a caller keeps the exported graphs instead of failing."""
+    @functools.wraps(fn)
+    def refusing(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (IndexError, KeyError) as exc:
+            raise FuseError(f"a graph lacks a part the joiner reads ({type(exc).__name__})") from None
+    return refusing
+
+
+@_malformed_is_a_fuse_error
 def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = False) -> tuple[bytes, str]:
     """An affine prefix graph with one input `joined`: its groups side by side, times one weight matrix.
 
@@ -461,6 +476,7 @@ def _stage_increment(gf: list) -> tuple[list[str], bytes | None, str | None, lis
     return groups, tree, concat, rest
 
 
+@_malformed_is_a_fuse_error
 def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
     """Tree stages 1..j (serialized, in order) as one graph of one input and one TreeEnsembleRegressor.
 
