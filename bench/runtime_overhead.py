@@ -2,12 +2,12 @@
 
 Usage: python bench/runtime_overhead.py [--reps 30] [--calls 50] [--quick]
 
-Writes bench/results/runtime_overhead.json. For tree exports, predict at the last stage runs stages
-1..K fused into one graph (edgeseq.runtime.fuse); before that it chained K onnxruntime calls (the
-"stage chain" column, still measured through ``run_stages``). The single graph is that fused graph
-in a plain ``InferenceSession`` with the same single-threaded options, called with pre-built feeds:
-the best a caller of onnxruntime could do with this model. For a linear export the last prefix's
-graph is already one graph. onnxmltools (a plain LightGBM conversion) and lleaves are used when
+Writes bench/results/runtime_overhead.json. predict at the last stage runs one joined graph
+(edgeseq.runtime.fuse: one input, the groups side by side; stages 1..K's trees in one tree node, or
+a linear prefix's one MatMul); the "stage chain" column is K onnxruntime calls, one per stage
+graph, through ``run_stages``. The single graph is that joined graph in a plain
+``InferenceSession`` with the same single-threaded options, called with pre-built feeds (the groups
+already concatenated): the best a caller of onnxruntime could do with this model. onnxmltools (a plain LightGBM conversion) and lleaves are used when
 installed and skipped otherwise. Models: the digits LightGBM classifier of
 bench/tree_runtime_speed.py (100 rounds x 10 classes = 1,000 trees; boosting order, and
 cost-sequenced), a 100-tree LightGBM regression on 20 columns in 5 groups, and a 30-column logistic
@@ -28,7 +28,7 @@ from tree_runtime_speed import models as digits_models
 
 from edgeseq import AnytimeClassifier, from_lightgbm
 from edgeseq.export.writer import export_model
-from edgeseq.runtime.fuse import fuse_stages
+from edgeseq.runtime.fuse import joined_prefix, joined_tree_stages
 from edgeseq.runtime.model import ExportedModel
 from edgeseq.runtime.ort import session_options
 
@@ -52,17 +52,16 @@ def linear_model():
 
 
 def single_graph(out: Path, manifest: dict, feats: dict, trees: bool):
+    """The joined graph predict runs (edgeseq.runtime.fuse) in a plain session, fed the groups
+    already side by side."""
     ps = manifest["prefixes"]
     if trees:
-        model = fuse_stages([(out / p["file"]).read_bytes() for p in ps[1:]])
+        model, name = joined_tree_stages([(out / p["file"]).read_bytes() for p in ps[1:]])
     else:
-        model = (out / ps[-1]["file"]).read_bytes()
+        model, name = joined_prefix((out / ps[-1]["file"]).read_bytes())
     sess = ort.InferenceSession(model, sess_options=session_options(), providers=["CPUExecutionProvider"])
     by_input = {g["input_name"]: feats[g["name"]] for g in manifest["groups"] if g["name"] in feats}
-    n = next(iter(feats.values())).shape[0]
-    feed = {i: by_input[i] for i in ps[-1]["inputs"] if i != "state_in"}
-    if trees:
-        feed["state_in"] = np.zeros((n, manifest["state_width"]), np.float32)
+    feed = {name: np.concatenate([by_input[i] for i in ps[-1]["inputs"] if i != "state_in"], axis=1)}
     names = [sess.get_outputs()[0].name] if manifest["task"] == "regression" else ["proba"]
     return lambda: sess.run(names, feed)
 
@@ -110,9 +109,9 @@ def main(argv=None) -> None:
             rows.append(bench(name, model, data, n_rows, calls, args.reps, trees))
     worst = max(r[-1] for r in rows)
     table = {"title": "µs per call at the last stage (fastest of interleaved blocks): ExportedModel.predict, one "
-                      "onnxruntime session on the equivalent single graph (the fused stage graphs, or a linear "
-                      "export's last prefix graph) with pre-built feeds, and the stage chain predict ran before "
-                      "(one onnxruntime call per stage); goal predict/single <= 1.2. onnxmltools and lleaves "
+                      "onnxruntime session on the equivalent single graph (the joined graph predict runs: one "
+                      "input, one tree node or one MatMul) with pre-built feeds, and the stage chain (one "
+                      "onnxruntime call per stage); goal predict/single <= 1.2. onnxmltools and lleaves "
                       "were not installed: not measured",
              "columns": ["model", "rows", "stages", "predict µs", "single graph µs", "stage chain µs",
                          "predict / single"],

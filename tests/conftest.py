@@ -49,7 +49,25 @@ def toy_prefix(j: int):
     return est, X.astype(np.float32), Path(out), entry
 
 
-DOCTEST_NAMESPACE = {"toy_export": toy_export, "toy_prefix": toy_prefix}
+def toy_tree_export():
+    """``(model, X, out, manifest)``: a LightGBM regression of 6 trees (y = x0 + 2 x2 on 200 seeded
+    normal rows) imported with one group per column (costs 1), exported to a fresh temporary Path."""
+    import tempfile
+    from pathlib import Path
+
+    import lightgbm
+    import numpy as np
+
+    from edgeseq import export_model, from_lightgbm
+
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    est = lightgbm.LGBMRegressor(n_estimators=6, num_leaves=4, verbose=-1).fit(X, X[:, 0] + 2 * X[:, 2])
+    model = from_lightgbm(est, groups=[[0], [1], [2]], costs=[1.0, 1.0, 1.0])
+    out = Path(tempfile.mkdtemp(prefix="edgeseq_doctest_")) / "out"
+    return model, X, out, export_model(model, out)
+
+
+DOCTEST_NAMESPACE = {"toy_export": toy_export, "toy_prefix": toy_prefix, "toy_tree_export": toy_tree_export}
 
 import pytest  # noqa: E402
 

@@ -12,7 +12,7 @@ from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 from edgeseq import AnytimeClassifier, AnytimeRegressor
 from edgeseq.cli import main
 from edgeseq.runtime.session import AnytimeSession
-from test_runtime_support import assert_matches_reference, exported, group_features
+from test_runtime_support import agrees, assert_matches_reference, exported, group_features
 
 HAVE_CC = any(shutil.which(c) for c in ("gcc", "cc", "clang"))
 
@@ -75,10 +75,10 @@ def test_anytime_loop_with_per_group_extractors(fitted):
             assert r.prefix == 2 and r.stopped_by == "budget"
             want = sess.predict(group_features(seq, X[i:i + 1]), prefix=2)
             if seq.task == "classification":
-                assert np.array_equal(r.prediction.proba, want.proba)
+                assert agrees(r.prediction.proba, want.proba)  # stage graph vs joined graph
                 assert r.prediction.label[0] == want.label[0]
             else:
-                assert np.array_equal(r.prediction, want)
+                assert agrees(r.prediction, want)
 
 
 @pytest.mark.skipif(not HAVE_CC, reason="no C compiler installed")

@@ -1,6 +1,8 @@
-"""Batch `predict` on tree exports runs stages 1..j as one fused graph (one onnxruntime call): its
-outputs must equal the stage chain's bit for bit, at every stage, in the bound (small batches) and
-plain (large batches) paths; a graph it cannot fuse falls back to the chain."""
+"""Batch `predict` on tree exports runs stages 1..j as one graph (one onnxruntime call): the joined
+graph (one input, one tree node; tests/test_runtime_joined.py) agrees with the stage chain to float32
+rounding, and the stage graphs chained into one (`fuse_stages`, the fallback) equal it bit for bit,
+at every stage, in the bound (small batches) and plain (large batches) paths; a graph neither can
+rewrite falls back to the chain."""
 
 from __future__ import annotations
 
@@ -42,16 +44,21 @@ def _chain(sess, feats, j):
     return outs
 
 
+def _refuse(*_):
+    raise FuseError("a node has a subgraph attribute")
+
+
 @pytest.mark.parametrize("n", [1, 7, 300])
-def test_fused_predict_equals_the_stage_chain_bit_for_bit(exported, n):
+def test_fused_predict_equals_the_stage_chain_bit_for_bit(exported, n, monkeypatch):
     model, out = exported
+    monkeypatch.setattr("edgeseq.runtime.model.joined_tree_stages", _refuse)  # the chained graph
     sess = ExportedModel(out)
     X, _ = data(n, seed=n)
     feats = features(model, X)
     for j in range(1, sess.n_prefixes):
         got = sess.predict(feats, prefix=j)
         chain = _chain(sess, feats, j)
-        assert sess._fused[j] is not None  # the fused graph was built and used
+        assert sess._fused[j] is not None and not sess._fused[j].joined  # the fused graph was built and used
         y = chain[0] if not isinstance(got, ClassifierPrediction) else chain[1]
         want = y[:, 0] if sess._squeeze and y.ndim == 2 else y
         assert np.array_equal(outputs(got)[0], want), j
@@ -96,10 +103,8 @@ def test_negative_control_a_broken_wiring_disagrees(exported):
 def test_a_graph_that_cannot_be_fused_falls_back_to_the_chain(exported, monkeypatch):
     model, out = exported
     sess = ExportedModel(out)
-
-    def refuse(_):
-        raise FuseError("a node has a subgraph attribute")
-    monkeypatch.setattr("edgeseq.runtime.model.fuse_stages", refuse)
+    monkeypatch.setattr("edgeseq.runtime.model.joined_tree_stages", _refuse)
+    monkeypatch.setattr("edgeseq.runtime.model.fuse_stages", _refuse)
     feats = features(model, data(9, seed=2)[0])
     j = sess.n_prefixes - 1
     got = outputs(sess.predict(feats, prefix=j))[0]

@@ -239,9 +239,11 @@ def test_prefix0_takes_the_number_of_rows_from_any_group(reg):
 
 
 def _bare(sess, j, feats):
-    """The same graph through the public onnxruntime API, for comparison with the bound path."""
-    r = sess._runners[j]
-    feeds = {g.input_name: np.ascontiguousarray(feats[g.name], dtype=np.float32) for g in sess.groups[:j]}
+    """The graph predict ran (the joined one: tests/test_runtime_joined.py) through the public
+    onnxruntime API, for comparison with the bound path."""
+    r = sess._fused.get(j) or sess._runners[j]
+    arrays = [np.ascontiguousarray(feats[g.name], dtype=np.float32) for g in sess.groups[:j]]
+    feeds = {r.inputs[0]: np.concatenate(arrays, axis=1)} if r.joined else dict(zip(r.inputs, arrays))
     return r.session.run(r.outputs, feeds)
 
 

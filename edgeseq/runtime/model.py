@@ -15,13 +15,15 @@ import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
 from edgeseq.format import STATE_IN, STATE_OUT, labels_of, read_verified, stage_group_counts
-from edgeseq.runtime.fuse import FuseError, fuse_stages
+from edgeseq.runtime.fuse import FuseError, fuse_stages, joined_prefix, joined_tree_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from edgeseq.runtime.stopping import check_stop, predict_stopped
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
 
 _F32 = np.dtype(np.float32)
+_PLAIN_BUDGETS = (type(None), float, int, np.float64)  # budgets whose prefix `predict` keeps (hashable, exact)
+_BUDGETS_KEPT = 64  # distinct budgets kept per model
 
 __all__ = ["ClassifierPrediction", "ExportedModel"]
 
@@ -97,7 +99,9 @@ class ExportedModel:
     """A verified export directory, ready to predict in batches.
 
     Loading verifies the directory (schema, manifest checksum, sha256 of every file) and creates one
-    single-threaded onnxruntime session per prefix, once. `AnytimeSession` adds the anytime loop.
+    single-threaded onnxruntime session per prefix, once. `predict` runs, per prefix, one joined
+    graph built on its first call (one input, one MatMul or one tree node: `edgeseq.runtime.fuse`);
+    `AnytimeSession` adds the anytime loop, which runs the prefix graphs.
 
     Examples
     --------
@@ -158,7 +162,8 @@ class ExportedModel:
                 raise IntegrityError(f"{out / p['file']}: state_in has {r._dims[-1]} columns, the manifest's "
                                      f"state_width is {self._state_width}")
         self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
-        self._fused: dict[int, PrefixRunner | None] = {}  # tree stage j -> stages 1..j as one graph
+        self._by_budget: dict = {}  # budget -> its prefix, for the budgets predict has resolved
+        self._fused: dict[int, PrefixRunner | None] = {}  # prefix j -> the one graph predict runs (`_fuse`)
 
     # ------------------------------------------------------------------ structure
     @property
@@ -241,7 +246,13 @@ class ExportedModel:
         if stop is not None:
             thr = check_stop(stop, self.manifest)
             return predict_stopped(self, features_by_group, thr, self._resolve_prefix(budget, prefix))
-        if budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
+        if prefix is None and type(budget) in _PLAIN_BUDGETS:
+            j = self._by_budget.get(budget)  # a budget seen before (None: every group)
+            if j is None:
+                j = self._resolve_prefix(budget, None)
+                if j and len(self._by_budget) < _BUDGETS_KEPT:  # (prefix 0 warns, so it is never kept)
+                    self._by_budget[budget] = j
+        elif budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
             j = prefix  # the common case, without the general checks
         else:
             j = self._resolve_prefix(budget, prefix)
@@ -270,15 +281,17 @@ class ExportedModel:
             check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
         if self._layers:
             outs, finite = self.run_layer_stages(arrays, j)
-        elif self._trees:
+        else:
             fused = self._fused[j] if j in self._fused else self._fuse(j)
+            n = arrays[0].shape[0]
             if fused is None:
                 outs, finite = self.run_stages(arrays, j)
-            else:
-                n = arrays[0].shape[0]
+            elif fused.joined:
+                outs, finite = fused.call_joined(arrays, n)
+            elif self._trees:
                 outs, finite = fused.call(arrays + [np.zeros((n, self._state_width), np.float32)], n)
-        else:
-            outs, finite = self._runners[j].call(arrays, arrays[0].shape[0])
+            else:
+                outs, finite = fused.call(arrays, n)
         if not finite:
             self._explain_nonfinite(features_by_group, j, outs[0])
         return outs[0] if self._regression else self._format(outs, j)
@@ -327,20 +340,38 @@ class ExportedModel:
             f"model's weights); rescale the features as in training")
 
     def _fuse(self, j: int) -> PrefixRunner | None:
-        """Tree stages 1..j as one graph (built on first use of stage j, then kept): one onnxruntime
-        call per batch instead of j. Its inputs and outputs are stage j's, so it is called as stage
-        j's runner is, with a zero state. Stage 1 is its own fused graph. None when the graphs use
-        something `fuse_stages` does not rewrite: `run_stages` chains them then."""
-        if j == 1:
-            self._fused[j] = self._runners[1]
-            return self._runners[1]
+        """The graph `predict` runs for prefix j (built on first use, then kept): one onnxruntime call.
+
+        First choice, a joined graph (`edgeseq.runtime.fuse`): one input, the groups side by side, and
+        for an affine prefix one MatMul by its weight matrix, for tree stages 1..j one tree node; its
+        runner has ``joined`` set. A graph the joiner does not rewrite keeps, for an affine prefix, its
+        own graph, and for trees the stage graphs chained into one (`fuse_stages`, fed stage j's inputs
+        and a zero state), or None when that fails too: `run_stages` chains them then. The anytime
+        loop keeps the stage graphs: it commits each stage as its groups come in."""
         ps = self.manifest["prefixes"][1:j + 1]
+        where = f"{self.out_dir / ps[-1]['file']} (prefix {j}, joined)"
+        outputs = [o for o in self._runners[j].outputs if o != STATE_OUT]  # (a batch reads no state)
         try:
-            model = fuse_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"]) for p in ps])
-            runner = PrefixRunner(model, ps[-1]["inputs"], self._runners[j].outputs,
-                                  f"{self.out_dir / ps[-1]['file']} (stages 1-{j} fused)", self._squeeze)
+            if self._trees:
+                model, name = joined_tree_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"])
+                                                  for p in ps])
+            else:
+                model, name = joined_prefix(load_verified_bytes(self.out_dir / ps[-1]["file"], ps[-1]["sha256"]))
+            runner = PrefixRunner(model, [name], outputs, where, self._squeeze)
+            runner.joined, runner.check_inputs = True, self._trees  # joined tree stages have no guard
+            if not self._trees and runner.batch is None:  # large batches: the input transposed (one Gemm)
+                runner.wide = PrefixRunner(joined_prefix(load_verified_bytes(self.out_dir / ps[-1]["file"],
+                                                                             ps[-1]["sha256"]), transposed=True)[0],
+                                           [name], outputs, where, self._squeeze, transposed=True)
         except (FuseError, IntegrityError):
-            runner = None
+            runner = None if self._trees and j > 1 else self._runners[j]
+        if runner is None:
+            try:
+                model = fuse_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"]) for p in ps])
+                runner = PrefixRunner(model, ps[-1]["inputs"], self._runners[j].outputs,
+                                      f"{self.out_dir / ps[-1]['file']} (stages 1-{j} fused)", self._squeeze)
+            except (FuseError, IntegrityError):
+                runner = None
         self._fused[j] = runner
         return runner
 

@@ -150,6 +150,8 @@ def _aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
     return raw[start:start + n].view(dtype).reshape(shape)
 
 
+_concat = np.concatenate  # (a local name: one attribute lookup less per call)
+
 _SUM_MAX = 8  # up to this many values a Python float sum is the cheapest finiteness test
 
 
@@ -213,7 +215,14 @@ class _Binding:
             self.io.bind_output(name, "cpu", 0, buf.dtype.type, list(buf.shape), buf.ctypes.data)
         self.views = [self.outputs[0][:, 0] if squeeze else self.outputs[0], *self.outputs[1:]]
         self.finite = _finite_test(self.outputs[0])
+        self.input_finite = _finite_test(self.inputs[0])
         self.only = self.views[0] if len(self.views) == 1 else None  # the common single-output case
+
+    def result(self) -> tuple[list[np.ndarray], bool]:
+        """Copies of the outputs of the run just made, and whether the first is all finite."""
+        if self.only is not None:
+            return [self.only.copy()], self.finite()
+        return [v.copy() for v in self.views], self.finite()
 
 
 class PrefixRunner:
@@ -224,7 +233,8 @@ class PrefixRunner:
     measured faster than `run` even with both copies (bench/python_runtime_speed.py), because `run`
     wraps every input and output in new OrtValues on every call. The buffers make a runner stateful,
     so they are guarded by a lock; a call that finds it taken (another thread) takes `run` instead
-    of waiting. With `squeeze`, the first output (one column) is returned as (N,).
+    of waiting. With `squeeze`, the first output (one column) is returned as (N,). With `transposed`,
+    the graph's one input is [d, N] and the runner is called by `call_transposed` only.
 
     Raises
     ------
@@ -242,8 +252,12 @@ class PrefixRunner:
     (True, True)
     """
 
+    joined = False  # True for a joined graph (`edgeseq.runtime.fuse`): called by `call_joined`
+    check_inputs = False  # `call_joined` also reports a non-finite input (a graph without a guard)
+    wide = None  # a runner of the same graph taking its input transposed, for batches above BIND_MAX_ROWS
+
     def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str,
-                 squeeze: bool = False):
+                 squeeze: bool = False, transposed: bool = False):
         try:
             self.session = ort.InferenceSession(model_bytes, sess_options=session_options(),
                                                 providers=["CPUExecutionProvider"])
@@ -258,8 +272,8 @@ class PrefixRunner:
             raise IntegrityError(f"{where}: graph lacks output(s) {sorted(set(outputs) - set(have))}")
         self.inputs = list(inputs)
         self.outputs = list(outputs)
-        self._dims = [int(got[n].shape[1]) for n in inputs]
-        first = got[inputs[0]].shape[0]
+        self._dims = [int(got[n].shape[0 if transposed else 1]) for n in inputs]  # (transposed: `call_transposed`)
+        first = got[inputs[0]].shape[1 if transposed else 0]
         self.batch = first if isinstance(first, int) else None  # an export with --batch-size: fixed rows
         self._out_spec = [(n, tuple(int(d) for d in have[n].shape[1:]),
                            np.int64 if have[n].type == "tensor(int64)" else np.float32) for n in outputs]
@@ -299,7 +313,7 @@ class PrefixRunner:
                     for buf, a in zip(b.inputs, arrays):
                         buf[...] = a  # same shape and dtype (the caller checked): a plain copy
                     self._run_io(b.arg, None)
-                    if b.only is not None:
+                    if b.only is not None:  # (inline, not `b.result()`: the anytime loop's hot path)
                         return [b.only.copy()], b.finite()
                     return [v.copy() for v in b.views], b.finite()
                 finally:
@@ -311,6 +325,66 @@ class PrefixRunner:
         except Exception as exc:  # a verified graph that onnxruntime still fails on (e.g. a crafted feature id)
             raise ort_error(self._where, "run", exc) from None
         return outs, all_finite(outs[0])
+
+    def call_joined(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
+        """`call` for a graph of one input that is `arrays` side by side (`edgeseq.runtime.fuse`'s
+        joined graphs): they are written straight into the bound input buffer, so joining costs one
+        copy, as feeding them separately would. With `check_inputs` (a graph whose ``y`` need not be
+        NaN for a NaN input: joined tree stages), a non-finite input also makes the flag False.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.runtime.fuse import joined_prefix
+        >>> est, X, out, p = toy_prefix(2)  # toy_export() (float32 rows) and prefix 2's manifest entry
+        >>> model, name = joined_prefix(load_verified_bytes(out / p["file"], p["sha256"]))
+        >>> runner = PrefixRunner(model, [name], ["y"], p["file"], squeeze=True)
+        >>> (y,), finite = runner.call_joined([X[:3, [0]], X[:3, 1:]], 3)
+        >>> finite, bool(np.allclose(y, est.predict(X[:3]), atol=1e-4))
+        (True, True)
+        """
+        if n <= BIND_MAX_ROWS and self.batch is None and self._lock.acquire(False):
+            try:
+                b = self._bindings.get(n) or self._bind(n)
+                _concat(arrays, 1, b.inputs[0])
+                self._run_io(b.arg, None)
+                outs, finite = b.result()
+                return outs, finite and (not self.check_inputs or b.input_finite())
+            except Exception as exc:
+                raise ort_error(self._where, "run", exc) from None
+            finally:
+                self._lock.release()
+        if self.wide is not None and self.batch is None:
+            return self.wide.call_transposed(arrays, n)
+        x = _concat(arrays, 1)
+        outs, finite = self.call([x], n)
+        return outs, finite and (not self.check_inputs or all_finite(x))
+
+    def call_transposed(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
+        """`call_joined` for a graph that takes the joined input transposed, [d, N]
+        (`joined_prefix(..., transposed=True)`): each (n, d_g) array is written as d_g rows, a
+        copy numpy does several times faster than placing narrow columns side by side.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.runtime.fuse import joined_prefix
+        >>> est, X, out, p = toy_prefix(2)  # toy_export() (float32 rows) and prefix 2's manifest entry
+        >>> model, name = joined_prefix(load_verified_bytes(out / p["file"], p["sha256"]), transposed=True)
+        >>> runner = PrefixRunner(model, [name], ["y"], p["file"], squeeze=True, transposed=True)
+        >>> (y,), finite = runner.call_transposed([X[:, [0]], X[:, 1:]], len(X))
+        >>> finite, bool(np.allclose(y, est.predict(X), atol=1e-4))
+        (True, True)
+        """
+        x, start = np.empty((self._dims[0], n), np.float32), 0
+        for a in arrays:
+            x[start:start + a.shape[1]] = a.T
+            start += a.shape[1]
+        try:
+            outs = self._squeezed(self._run(self.outputs, {self.inputs[0]: x}, None))
+        except Exception as exc:
+            raise ort_error(self._where, "run", exc) from None
+        return outs, all_finite(outs[0]) and (not self.check_inputs or all_finite(x))
 
     def run(self, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], bool]:
         """`call` for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list).
