@@ -170,7 +170,7 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
     numpy and scipy each bundle their own OpenBLAS, each with its own pool of threads, and a pool
     keeps its threads spinning for a while after a call; alternating numpy's product with y and
     scipy's syrk chunk by chunk left one pool spinning while the other worked, and with two threads
-    the statistics pass took 2.3x a bare Gram (CPU time as well as wall) instead of 1.2x. With
+    the statistics pass took 2.3x a bare Gram (wall and CPU, idle machine), against 1.2x on one. With
     one library there is one pool. numpy also reads a chunk of strided rows (every K-th row of X: a
     cross-validation fold) in place, where the scipy wrapper would first copy it. Wider chunks keep
     the in-place syrk: their product takes seconds, so a pool's spinning is lost in it.
@@ -212,13 +212,17 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
         mx, my = sums / n, y_sums / n
         yc0 = ys[:, :P] - my
         yy = yc0.T @ yc0
-        if _drifted(total, xc, mx, my, yy, n):
+        # narrow: numpy's syrk (both triangles), in numpy's thread pool like the products above; its
+        # diagonal is the first chunk's sums of squares for the drift test (no extra pass over the chunk)
+        gram = xc.T @ xc if xc.shape[1] <= CHUNK_GRAM_MAX_COLUMNS else None
+        if _drifted(total, xc, mx, my, yy, n, None if gram is None else np.diag(gram)):
             return False
         N = total.n + n
         f = total.n * n / N
         dx, dy = mx - total.x_mean, my - total.y_mean
-        if xc.shape[1] <= CHUNK_GRAM_MAX_COLUMNS:
-            total.xx += xc.T @ xc  # numpy's syrk (both triangles), in numpy's thread pool like the products above
+        if gram is not None:
+            total.xx += gram
+            del gram
         else:
             dsyrk(1.0, xc.T, beta=1.0, c=total.xx.T, lower=0, overwrite_c=1)  # total.xx's lower triangle += xcᵀxc
         add_outer(total.xx, sums, mx, -1.0)  # the chunk's centring: − s sᵀ/n
@@ -233,18 +237,20 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
     return True
 
 
-def _drifted(total, xc, mx, my, yy, n) -> bool:
+def _drifted(total, xc, mx, my, yy, n, squares=None) -> bool:
     """Whether the chunk's mean sits more than DRIFT_RATIO standard deviations from the reference.
 
     The spread is the running one of the rows merged so far (the diagonal of the sums: exact, and
     free), so a chunk costs no extra pass; the first chunk has none yet and uses its own sums of
-    squares. Bounding the chunk's mean by the running spread bounds the rounding of its raw products
+    squares (`squares`, the diagonal of its Gram when that was formed; else one pass). Bounding the chunk's mean by the running spread bounds the rounding of its raw products
     the same way (eps · DRIFT_RATIO² · n · var per entry), which is what the test is for.
     """
     if total.n:
         var_x, var_y = np.diag(total.xx) / total.n, np.diag(total.yy) / total.n
     else:
-        var_x, var_y = (np.einsum("ij,ij->j", xc, xc) - n * mx * mx) / n, np.diag(yy) / n
+        if squares is None:
+            squares = np.einsum("ij,ij->j", xc, xc)
+        var_x, var_y = (squares - n * mx * mx) / n, np.diag(yy) / n
     return bool((mx * mx > DRIFT_RATIO**2 * var_x).any() or (my * my > DRIFT_RATIO**2 * var_y).any())
 
 
