@@ -3,12 +3,14 @@
 
     python bench/train_speed.py                 # n = 500,000, D = 500, 100 groups of 5
     python bench/train_speed.py --n 50000       # quicker
+    python bench/train_speed.py --n 300000 --threads 2 --result train_speed_threads2   # two BLAS threads
 
 Ratios are what to compare across machines; absolute seconds depend on the BLAS and the load. On a
 shared machine the load moves while the benchmark runs, so the timed steps are interleaved in rounds
 (Gram, statistics pass, the previous centred-copy pass, OMP fit, FR fit, then again) and each keeps
 its fastest round: every ratio compares figures measured side by side under the same load. Results
-go to bench/results/train_speed.json with n, D, the machine and the load average at start and end.
+go to bench/results/<name>.json (``--result``, train_speed by default) with n, D, the machine and the
+load average at start and end.
 """
 
 from __future__ import annotations
@@ -145,6 +147,9 @@ def main():
                     help="limit BLAS to this many threads for every step (default: BLAS's own choice). On a "
                          "machine whose load exceeds its cores, threaded BLAS timings swing by 2x from run "
                          "to run; --threads 1 gives ratios that do not")
+    ap.add_argument("--result", default="train_speed",
+                    help="name of the results file (bench/results/<name>.json): one per thread count, so the "
+                         "one-thread and the two-thread runs are both kept")
     ap.add_argument("--naive-rows", type=int, default=20_000)
     ap.add_argument("--naive-steps", type=int, default=8)
     ap.add_argument("--quiet", action="store_true")
@@ -238,7 +243,7 @@ def main():
                                        ("CS-G-OMP whole fit, l2 and whiten fixed", "omp_fit_fixed", "omp_fit_fixed"),
                                        ("CS-G-FR whole fit, l2 and whiten fixed", "fr_fit_fixed", "fr_fit_fixed"))]}]
     machine = bench_machine() | {"blas_threads": args.threads or "default (all cores)"}
-    say(f"wrote {write_result('train_speed', result, command_line(), machine=machine)}")
+    say(f"wrote {write_result(args.result, result, command_line(), machine=machine)}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ the new defaults generalise where the old ones (exact whitening, a tiny fixed pe
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge, RidgeCV
@@ -243,3 +245,28 @@ def test_wider_than_the_cross_validation_bound_falls_back_with_one_warning(make,
     with warnings.catch_warnings():
         warnings.simplefilter("error", EdgeseqWarning)
         make().set_params(l2=0.1, whiten=True).fit(X, y)
+
+
+def test_the_cross_validated_choice_runs_blas_on_one_thread(monkeypatch):
+    """The choice's D x D work (small products, LAPACK's tridiagonal reduction) ran several times slower
+    on two BLAS threads than on one; it runs on one whatever the caller allows (as the selection does)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import edgeseq.train.linear.auto as auto
+
+    seen = []
+    real = auto._ridge_path
+
+    def spy(*args):
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return real(*args)
+
+    monkeypatch.setattr(auto, "_ridge_path", spy)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6)); y = X[:, 0] + rng.normal(size=200)
+    with threadpool_limits(limits=2, user_api="blas"):
+        outside = max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+        AnytimeRegressor([[0, 1, 2], [3, 4, 5]], [1.0, 2.0]).fit(X, y)
+    assert seen and set(seen) == {1}, seen
+    if (os.cpu_count() or 1) >= 2:  # (OpenBLAS caps its threads at the cores it found)
+        assert outside == 2  # control: the limit inside the choice is the choice's own, not the caller's

@@ -228,3 +228,29 @@ def test_progress_by_tenth_of_the_rows_and_by_chunk():
     lines.clear()
     sufficient_statistics([(X[:600], Y[:600]), (X[600:], Y[600:])], progress=lines.append)
     assert lines == ["statistics: 600 rows", "statistics: 1,000 rows"]
+
+
+@pytest.mark.parametrize("d", [300, 2049])
+def test_narrow_chunks_keep_to_numpys_blas_and_wide_ones_sum_in_place(d, monkeypatch):
+    """numpy and scipy each bring an OpenBLAS with its own thread pool: alternating them chunk by chunk
+    left one pool spinning while the other worked. Up to 2,048 columns the pass calls numpy only
+    (scipy's in-place syrk must not run); wider, it sums in place with scipy's syrk (the control:
+    the same spy sees it), and both give numpy's own moments."""
+    import scipy.linalg.blas
+
+    from edgeseq.train.linear.chunk_moments import CHUNK_GRAM_MAX_COLUMNS
+
+    assert 300 <= CHUNK_GRAM_MAX_COLUMNS < 2049
+    calls = []
+    real = scipy.linalg.blas.dsyrk
+
+    def spy(*args, **kwargs):
+        calls.append(args[1].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.linalg.blas, "dsyrk", spy)
+    rng = np.random.default_rng(5)
+    X, Y = rng.normal(size=(60, d)) + 3.0, rng.normal(size=(60, 1))
+    s = sufficient_statistics(X, Y, chunk_rows=20)
+    assert bool(calls) == (d > CHUNK_GRAM_MAX_COLUMNS), calls
+    _check_against_numpy(s, X, Y)

@@ -35,7 +35,9 @@ import numpy as np
 SHIFT_RATIO = 8.0  # |mean| / std above which a column is shifted in a copy (error eps·64 otherwise)
 DRIFT_RATIO = 32.0  # |chunk mean - reference| / std above which a chunk is centred in a full copy
 PROBE_ROWS = 1024  # rows of the first chunk used to choose the reference
-STRIDED_GRAM_MAX_COLUMNS = 2048  # a strided chunk's own Gram (at most 32 MiB) is formed in place of a copy
+# up to this width a chunk's own Gram (at most 32 MiB) is formed by numpy and added to the sums; above
+# it scipy's syrk sums in place (no second d x d array: 970 MB at 11,016 columns)
+CHUNK_GRAM_MAX_COLUMNS = 2048
 
 
 @dataclass(frozen=True)
@@ -149,23 +151,29 @@ def chunk_moments(xc: np.ndarray, yc: np.ndarray, ref: Reference, *, fast: bool 
 
 
 def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
-    """Merge one chunk into `total` (statistics in `ref`'s shifted frame) without forming its d × d Gram.
+    """Merge one chunk into `total` (statistics in `ref`'s shifted frame) in place; a wide chunk without its Gram.
 
-    Why: the chunk's own Gram is a second d × d array beside the running sums -- at ten thousand
+    Why: a wide chunk's own Gram is a second d × d array beside the running sums -- at ten thousand
     columns the statistics pass held two gigabytes for one. Here the chunk's products go straight
-    into the sums (one BLAS ``syrk`` with beta = 1, updating the lower triangle of ``total.xx``), and
-    the chunk's centring and Chan's merge term are added as rank-one updates in place; the caller
-    mirrors the lower triangle once at the end of the pass (`mirror_lower`). The arithmetic is the
+    into the sums (wide chunks: one BLAS ``syrk`` with beta = 1, updating the lower triangle of
+    ``total.xx``), and the chunk's centring and Chan's merge term are added as rank-one updates in
+    place; the caller mirrors the lower triangle once at the end of the pass (`mirror_lower`). The arithmetic is the
     fast path's (`chunk_moments`): same products, same corrections, the cancellation between the raw
     products and the chunk's mean bounded the same way, summed in another order.
 
     Only for chunks the fast path takes as they are: no offset columns in `ref` and no drift of the
     chunk's mean (checked first, against the running spread of the rows merged so far); returns
     False, touching nothing, otherwise -- the caller then takes `chunk_moments` and `absorb`.
-    Also False for a chunk whose rows are strided (every K-th row of X: a cross-validation fold) when
-    it has at most ``STRIDED_GRAM_MAX_COLUMNS`` columns: the BLAS wrapper would first copy such a
-    chunk into contiguous memory (a second pass over its rows), whereas numpy's product in
-    `chunk_moments` reads it in place, and a Gram that small costs less than the copy.
+
+    Up to ``CHUNK_GRAM_MAX_COLUMNS`` columns the chunk's Gram is formed by numpy (its syrk) and
+    added to the sums: a d × d temporary of at most 32 MiB. Why not scipy's in-place syrk there too:
+    numpy and scipy each bundle their own OpenBLAS, each with its own pool of threads, and a pool
+    keeps its threads spinning for a while after a call; alternating numpy's product with y and
+    scipy's syrk chunk by chunk left one pool spinning while the other worked, and with two threads
+    the statistics pass took 2.3x a bare Gram (wall and CPU, idle machine), against 1.2x on one. With
+    one library there is one pool. numpy also reads a chunk of strided rows (every K-th row of X: a
+    cross-validation fold) in place, where the scipy wrapper would first copy it. Wider chunks keep
+    the in-place syrk: their product takes seconds, so a pool's spinning is lost in it.
 
     Parameters
     ----------
@@ -197,8 +205,6 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
 
     if ref.cols.size or not (total.xx.flags.c_contiguous and total.xx.dtype == np.float64):
         return False  # (a non-contiguous total would be copied by the BLAS wrapper, not updated in place)
-    if not xc.T.flags.f_contiguous and xc.shape[1] <= STRIDED_GRAM_MAX_COLUMNS:
-        return False
     n, P = xc.shape[0], yc.shape[1]
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite input is reported at the end of the pass
         ys, XY = _target_products(xc, yc, ref)
@@ -206,12 +212,19 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
         mx, my = sums / n, y_sums / n
         yc0 = ys[:, :P] - my
         yy = yc0.T @ yc0
-        if _drifted(total, xc, mx, my, yy, n):
+        # narrow: numpy's syrk (both triangles), in numpy's thread pool like the products above; its
+        # diagonal is the first chunk's sums of squares for the drift test (no extra pass over the chunk)
+        gram = xc.T @ xc if xc.shape[1] <= CHUNK_GRAM_MAX_COLUMNS else None
+        if _drifted(total, xc, mx, my, yy, n, None if gram is None else np.diag(gram)):
             return False
         N = total.n + n
         f = total.n * n / N
         dx, dy = mx - total.x_mean, my - total.y_mean
-        dsyrk(1.0, xc.T, beta=1.0, c=total.xx.T, lower=0, overwrite_c=1)  # total.xx's lower triangle += xcᵀxc
+        if gram is not None:
+            total.xx += gram
+            del gram
+        else:
+            dsyrk(1.0, xc.T, beta=1.0, c=total.xx.T, lower=0, overwrite_c=1)  # total.xx's lower triangle += xcᵀxc
         add_outer(total.xx, sums, mx, -1.0)  # the chunk's centring: − s sᵀ/n
         add_outer(total.xx, dx, dx, f)  # Chan's merge term
         total.xy += XY[:, :P] - np.outer(sums, my)
@@ -224,18 +237,20 @@ def absorb_chunk(total, xc: np.ndarray, yc: np.ndarray, ref: Reference) -> bool:
     return True
 
 
-def _drifted(total, xc, mx, my, yy, n) -> bool:
+def _drifted(total, xc, mx, my, yy, n, squares=None) -> bool:
     """Whether the chunk's mean sits more than DRIFT_RATIO standard deviations from the reference.
 
     The spread is the running one of the rows merged so far (the diagonal of the sums: exact, and
     free), so a chunk costs no extra pass; the first chunk has none yet and uses its own sums of
-    squares. Bounding the chunk's mean by the running spread bounds the rounding of its raw products
+    squares (`squares`, the diagonal of its Gram when that was formed; else one pass). Bounding the chunk's mean by the running spread bounds the rounding of its raw products
     the same way (eps · DRIFT_RATIO² · n · var per entry), which is what the test is for.
     """
     if total.n:
         var_x, var_y = np.diag(total.xx) / total.n, np.diag(total.yy) / total.n
     else:
-        var_x, var_y = (np.einsum("ij,ij->j", xc, xc) - n * mx * mx) / n, np.diag(yy) / n
+        if squares is None:
+            squares = np.einsum("ij,ij->j", xc, xc)
+        var_x, var_y = (squares - n * mx * mx) / n, np.diag(yy) / n
     return bool((mx * mx > DRIFT_RATIO**2 * var_x).any() or (my * my > DRIFT_RATIO**2 * var_y).any())
 
 
