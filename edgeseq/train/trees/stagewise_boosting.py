@@ -77,6 +77,8 @@ from edgeseq.train.trees.lightgbm_import import _read_tree
 from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 TASKS = ("regression", "binary", "multiclass")
+PROBE_ROUNDS = 10  # boosting rounds of a candidate's probe (see the module notes); None: the full search
+PROBE_TOP = 8  # at most this many candidates probed at an earlier stage are probed again per stage; None: all
 MAX_PAIR_GROUPS = 8  # pairs are tried among this many cheapest unpaid groups (at most 28 candidates)
 # the trees are kept when their mean per-row area beats the linear one by more than this many standard
 # errors of the paired difference; 0, 0.5 and 1 were tried on validation rows of the benchmark's splits
@@ -300,7 +302,8 @@ def _raw_increment(booster, X, cols, rounds: int, F):
 
 def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_classes: int = 1,
                  params: dict | None = None, max_rounds: int = 100, stopping_rounds: int = 10,
-                 final_rounds: bool = True, min_gain: float = 1e-4, restart: bool = True, progress=None):
+                 final_rounds: bool = True, min_gain: float = 1e-4, restart: bool = True,
+                 probe_rounds: int | None = PROBE_ROUNDS, probe_top: int | None = PROBE_TOP, progress=None):
     """The functional core: the greedy stagewise boosting search, returning its stages.
 
     Parameters
@@ -363,6 +366,8 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     ([(1,)], [(1,)])
     """
     params = dict(params or {})
+    probing = probe_rounds is not None
+    probe = int(probe_rounds) if probing else max_rounds
     prior = prior_scores(task, np.asarray(y_fit), n_classes)  # a dask y: its n labels are gathered
     Ff = _start_scores(prior, X_fit)
     Fv = np.tile(prior, (X_val.shape[0], 1))
@@ -371,6 +376,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     paid: list[int] = []
     stages: list = []
     J = len(spec.columns)
+    last: dict = {}  # each candidate's latest probe score
     while len(paid) < J:
         before = trace.loss[-1]
         unpaid = [g for g in range(J) if g not in paid]
@@ -379,14 +385,24 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         for candidates in ([(g,) for g in unpaid],
                            [p for p in combinations(sorted(unpaid, key=lambda g: (spec.costs[g], g))[:MAX_PAIR_GROUPS],
                                                     2)]):
-            scores, fits = {}, {}
-            for cand in candidates:
-                cols = np.sort(np.concatenate([spec.columns[h] for h in paid + list(cand)]))
+            scores, fits, again = {}, {}, 0
+            for cand in _probe_order(candidates, last, probe_top if probing else None):
+                if probing and probe_top is not None and cand in last:  # the lazy screen (module notes)
+                    if again >= probe_top or (scores and max(scores.values()) >= last[cand]):
+                        break
+                    again += 1
+                # a probe reads the candidate's own columns; the full search, the paid ones too
+                cols = np.sort(np.concatenate([spec.columns[h] for h in (list(cand) if probing else paid + list(cand))]))
                 booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val,
-                                                                   y_val, Fv, cols, max_rounds, stopping_rounds)
+                                                                   y_val, Fv, cols, probe, stopping_rounds)
                 scores[cand] = (before - after) / float(sum(spec.costs[g] for g in cand))
                 fits[cand] = (booster, rounds, inc_v, after, cols)
+            last.update(scores)
             best = max(scores, key=lambda c: (scores[c], [-g for g in c])) if scores else None
+            if best is not None and probing:  # grow the chosen candidate on every paid column, early-stopped
+                cols = np.sort(np.concatenate([spec.columns[h] for h in paid + list(best)]))
+                fits[best] = (*_continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val, Fv, cols,
+                                                  max_rounds, stopping_rounds), cols)
             if best is not None and before - fits[best][3] > floor:
                 break
         else:
@@ -451,6 +467,22 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                 progress(f"final stage on all groups (pays {len(rest)} more): {rounds} rounds, validation loss "
                          f"{before:.4g} -> {after:.4g}")
     return stages, prior, trace
+
+
+def _probe_order(candidates, last: dict, probe_top) -> list:
+    """Candidates in probing order: never probed first (in their given order), then by their latest
+    probe score, highest first; with no screen (``probe_top=None`` or no scores), the given order.
+
+    Examples
+    --------
+    >>> from edgeseq.train.trees.stagewise_boosting import _probe_order
+    >>> _probe_order([(0,), (1,), (2,)], {(0,): 0.1, (1,): 0.3}, 8)
+    [(2,), (1,), (0,)]
+    """
+    if probe_top is None or not last:
+        return list(candidates)
+    new = [c for c in candidates if c not in last]
+    return new + sorted((c for c in candidates if c in last), key=lambda c: -last[c])
 
 
 def _trees(booster, rounds: int, cols: np.ndarray) -> list[dict]:
@@ -750,7 +782,8 @@ class _AnytimeBoostingBase(BaseEstimator):
 
     def __init__(self, groups=None, costs=None, *, group_names=None, learning_rate=0.1, num_leaves=15,
                  max_rounds=200, stopping_rounds=10, min_child_samples=20, validation_fraction=0.25,
-                 compare_linear=True, n_jobs=None, random_state=None, feature_names=None, refit=False):
+                 compare_linear=True, n_jobs=None, random_state=None, feature_names=None, refit=False,
+                 probe_rounds=PROBE_ROUNDS, probe_top=PROBE_TOP):
         self.groups = groups
         self.costs = costs
         self.group_names = group_names
@@ -765,6 +798,8 @@ class _AnytimeBoostingBase(BaseEstimator):
         self.random_state = random_state
         self.feature_names = feature_names
         self.refit = refit
+        self.probe_rounds = probe_rounds
+        self.probe_top = probe_top
 
     def _check_params(self) -> None:
         _check_int("num_leaves", self.num_leaves, 2, 131072)
@@ -780,6 +815,10 @@ class _AnytimeBoostingBase(BaseEstimator):
             raise InputError(f"compare_linear must be True or False, got {self.compare_linear!r}")
         if not isinstance(self.refit, (bool, np.bool_)):
             raise InputError(f"refit must be True or False, got {self.refit!r}")
+        if self.probe_rounds is not None:
+            _check_int("probe_rounds", self.probe_rounds, 1, 100_000)
+        if self.probe_top is not None:
+            _check_int("probe_top", self.probe_top, 1)
         if self.n_jobs is not None:
             _check_int("n_jobs", self.n_jobs, -1)
         if self.random_state is not None:
@@ -824,7 +863,9 @@ class _AnytimeBoostingBase(BaseEstimator):
         y_fit = _dask_like(y_idx[i_fit], X_fit) if dask else y_idx[i_fit]
         stages, prior, trace = boost_stages(
             X_fit, y_fit, X_val, y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
-            max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds), progress=progress)
+            max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds),
+            probe_rounds=None if self.probe_rounds is None else int(self.probe_rounds),
+            probe_top=None if self.probe_top is None else int(self.probe_top), progress=progress)
         trees = replace(stage_model(stages, prior, spec, X.shape[1], task, output_names, trace.restarts),
                         feature_names=names)
         if task != "regression":  # the stage model carries its labels: a saved model is evaluated alone
