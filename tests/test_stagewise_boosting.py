@@ -34,9 +34,10 @@ def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, st
     """The greedy search written out plainly: LightGBM from the current scores per candidate group,
     scored with scikit-learn's log-loss; returns (scores per stage, choices, final validation scores).
 
-    With `probe` rounds: each candidate is scored by `probe` rounds on its own columns (the lowest
-    validation loss over those rounds, read round by round), and only the best one is grown on the
-    paid columns plus its own with early stopping; without, every candidate is grown in full."""
+    With `probe` rounds: each candidate is scored by `probe` rounds on the paid columns plus its own
+    (the lowest validation loss over those rounds, read round by round), and only the best one is
+    grown with early stopping; without, every candidate is grown in full. With `top` as well, the
+    candidates probed at an earlier stage are probed again only if among the `top` best by their latest score."""
     freq = np.bincount(yf, minlength=n_classes) / yf.size
     prior = np.log(freq[1] / freq[0])[None] if task == "binary" else np.log(freq)
     Ff, Fv = np.tile(prior, (len(yf), 1)), np.tile(prior, (len(yv), 1))
@@ -74,15 +75,14 @@ def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, st
         again = 0
         for g in order:
             if probe is not None and top is not None and g in last:
-                # lazy: stop at `top` re-probes, or once a fresh score beats every older one left
-                if again == top or (scores and max(scores.values()) >= last[g]):
+                if again == top:  # only the `top` best by their latest probe are probed again
                     break
                 again += 1
             if probe is None:
                 fits[g] = grow(sorted(c for h in paid + [g] for c in groups[h]))
                 scores[(g,)] = (before - loss(Fv + fits[g][1])) / costs[g]
             else:
-                scores[(g,)] = (before - probe_loss(sorted(groups[g]))) / costs[g]
+                scores[(g,)] = (before - probe_loss(sorted(c for h in paid + [g] for c in groups[h]))) / costs[g]
         last.update({c[0]: v for c, v in scores.items()})
         best = max(scores, key=scores.get)
         if probe is not None:
@@ -438,7 +438,7 @@ def test_the_cross_validated_comparison_written_plainly(monkeypatch):
 def test_the_probe_picks_the_informative_group_over_cheaper_noise():
     """Negative control of the probe: the signal is a symmetric interaction inside the most expensive
     group (no single column, so no one-split screen, sees it); three cheaper groups hold noise. A few
-    probe rounds on each group's own columns must rank that group first and its stage must be grown
+    probe rounds on each group's columns must rank that group first and its stage must be grown
     past the probe (early stopping keeps more rounds than the probe had), with a score far above the
     noise groups'; the full search (``probe_rounds=None``) makes the same choice."""
     rng = np.random.default_rng(5)
