@@ -354,12 +354,6 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     not fitted (their loss is +inf): they are the slowest fits (nearly separable data) and a loss
     that rises while the penalty shrinks is overfitting, which a weaker penalty only makes worse.
 
-    Each fit's preconditioner is the factor of s·K + λ·I (`BoundFactor`); it sets how fast L-BFGS
-    converges, not the optimum, so one factor of all rows' Gram K per penalty serves every fold
-    (a fold's Gram is that of most of the same rows). Factoring per fold and penalty cost k times as
-    many Cholesky factorisations of a width x width matrix, the largest share of the path on wide
-    data (3,130 columns on the MNIST bank).
-
     Examples
     --------
     >>> import numpy as np
@@ -368,7 +362,7 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     >>> glm_cv_losses(Z, Y, "sigmoid", (1e-3, 100.0), 5).round(2).tolist()
     [0.58, 0.67]
     """
-    from edgeseq.train.glm.fit import BoundFactor, data_loss, prior_intercept, refit
+    from edgeseq.train.glm.fit import data_loss, prior_intercept, refit
 
     grid = np.asarray(grid, dtype=np.float64)
     n = Z.shape[0]
@@ -377,20 +371,14 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     for f in range(n_folds):
         tr = fold != f
         Zt, Yt = Z[tr], Y[tr]
-        parts.append({"Z": Zt, "Y": Yt, "va": fold == f, "W": np.zeros((Z.shape[1], Y.shape[1])),
-                      "b": prior_intercept(Yt, link)})
-    # the refits' preconditioner: one factor of all rows' Gram per penalty, shared by the folds (each
-    # fold's Gram is that of 1 - 1/k of the same rows); it changes how fast a fit converges, not where
-    K = Z.T @ Z / n if Z.shape[1] else np.zeros((0, 0))
-    n_tr = n - -(-n // n_folds)  # rows of the largest fold's complement (the smallest training part)
+        parts.append({"Z": Zt, "Y": Yt, "K": Zt.T @ Zt / Zt.shape[0], "va": fold == f,  # K: the refit's preconditioner
+                      "W": np.zeros((Z.shape[1], Y.shape[1])), "b": prior_intercept(Yt, link)})
     out = np.full(grid.size, np.inf)
     best, rising = np.inf, 0
     for i in np.argsort(-grid):
         loss = 0.0
-        factor = BoundFactor.of(K, link, float(grid[i]) * n / n_tr) if Z.shape[1] else None
         for p in parts:
-            fit = refit(p["Z"], p["Y"], None, p["W"], p["b"], link, l2=float(grid[i]) * n / p["Z"].shape[0],
-                        factor=factor)
+            fit = refit(p["Z"], p["Y"], p["K"], p["W"], p["b"], link, l2=float(grid[i]) * n / p["Z"].shape[0])
             p["W"], p["b"] = fit.W, fit.b
             loss += data_loss(Z[p["va"]] @ fit.W + fit.b, Y[p["va"]], link)
         out[i] = loss / n_folds
