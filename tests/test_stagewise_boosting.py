@@ -30,9 +30,14 @@ def _tiny(task: str, n: int = 240, seed: int = 0):
     return X[:160], y[:160], X[160:], y[160:]
 
 
-def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, stopping=5):
+def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, stopping=5, probe=None, top=None):
     """The greedy search written out plainly: LightGBM from the current scores per candidate group,
-    scored with scikit-learn's log-loss; returns (scores per stage, choices, final validation scores)."""
+    scored with scikit-learn's log-loss; returns (scores per stage, choices, final validation scores).
+
+    With `probe` rounds: each candidate is scored by `probe` rounds on the paid columns plus its own
+    (the lowest validation loss over those rounds, read round by round), and only the best one is
+    grown with early stopping; without, every candidate is grown in full. With `top` as well, the
+    candidates probed at an earlier stage are probed again only if among the `top` best by their latest score."""
     freq = np.bincount(yf, minlength=n_classes) / yf.size
     prior = np.log(freq[1] / freq[0])[None] if task == "binary" else np.log(freq)
     Ff, Fv = np.tile(prior, (len(yf), 1)), np.tile(prior, (len(yv), 1))
@@ -45,25 +50,44 @@ def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, st
               "verbose": -1, "deterministic": True, "force_row_wise": True, **PARAMS}
     if task == "multiclass":
         params["num_class"] = n_classes
-    paid, all_scores, chosen = [], [], []
+    def grow(cols):
+        init_f = Ff[:, 0] if task == "binary" else Ff  # a 2-D init_score: LightGBM's own layout rule
+        init_v = Fv[:, 0] if task == "binary" else Fv
+        dtr = lgb.Dataset(Xf[:, cols], yf, init_score=init_f, params=params)
+        dva = lgb.Dataset(Xv[:, cols], yv, init_score=init_v, reference=dtr, params=params)
+        b = lgb.train(params, dtr, max_rounds, valid_sets=[dva], callbacks=[lgb.early_stopping(stopping, verbose=False)])
+        it = b.best_iteration
+        return (b.predict(Xf[:, cols], raw_score=True, num_iteration=it).reshape(len(yf), -1),
+                b.predict(Xv[:, cols], raw_score=True, num_iteration=it).reshape(len(yv), -1))
+
+    def probe_loss(cols):  # `probe` rounds, no early stopping; the best validation loss among them
+        init_f = Ff[:, 0] if task == "binary" else Ff
+        b = lgb.train(params, lgb.Dataset(Xf[:, cols], yf, init_score=init_f, params=params), probe)
+        return min(loss(Fv + b.predict(Xv[:, cols], raw_score=True, num_iteration=r).reshape(len(yv), -1))
+                   for r in range(1, b.current_iteration() + 1))
+
+    paid, all_scores, chosen, last = [], [], [], {}
     while len(paid) < len(groups):
         before, scores, fits = loss(Fv), {}, {}
-        for g in range(len(groups)):
-            if g in paid:
-                continue
-            cols = sorted(c for h in paid + [g] for c in groups[h])
-            init_f = Ff[:, 0] if task == "binary" else Ff  # a 2-D init_score: LightGBM's own layout rule
-            init_v = Fv[:, 0] if task == "binary" else Fv
-            dtr = lgb.Dataset(Xf[:, cols], yf, init_score=init_f, params=params)
-            dva = lgb.Dataset(Xv[:, cols], yv, init_score=init_v, reference=dtr, params=params)
-            b = lgb.train(params, dtr, max_rounds, valid_sets=[dva], callbacks=[lgb.early_stopping(stopping, verbose=False)])
-            it = b.best_iteration
-            inc_f = b.predict(Xf[:, cols], raw_score=True, num_iteration=it).reshape(len(yf), -1)
-            inc_v = b.predict(Xv[:, cols], raw_score=True, num_iteration=it).reshape(len(yv), -1)
-            scores[(g,)] = (before - loss(Fv + inc_v)) / costs[g]
-            fits[g] = (inc_f, inc_v)
+        order = [g for g in range(len(groups)) if g not in paid]
+        if probe is not None and top is not None:  # never probed first, then by the latest probe score
+            order = [g for g in order if g not in last] + sorted((g for g in order if g in last), key=lambda g: -last[g])
+        again = 0
+        for g in order:
+            if probe is not None and top is not None and g in last:
+                if again == top:  # only the `top` best by their latest probe are probed again
+                    break
+                again += 1
+            if probe is None:
+                fits[g] = grow(sorted(c for h in paid + [g] for c in groups[h]))
+                scores[(g,)] = (before - loss(Fv + fits[g][1])) / costs[g]
+            else:
+                scores[(g,)] = (before - probe_loss(sorted(c for h in paid + [g] for c in groups[h]))) / costs[g]
+        last.update({c[0]: v for c, v in scores.items()})
         best = max(scores, key=scores.get)
-        if scores[best] <= 0:
+        if probe is not None:
+            fits[best[0]] = grow(sorted(c for h in paid + [best[0]] for c in groups[h]))
+        if before - loss(Fv + fits[best[0]][1]) <= 0:
             break
         all_scores.append(scores)
         chosen.append(best)
@@ -72,15 +96,19 @@ def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, st
     return all_scores, chosen, Fv
 
 
-@pytest.mark.parametrize("task", ["binary", "multiclass"])
-def test_stages_match_a_plainly_written_reference_loop(task):
+@pytest.mark.parametrize("task,probe,top", [("binary", None, None), ("multiclass", None, None), ("binary", 3, None),
+                                            ("multiclass", 3, 1)])
+def test_stages_match_a_plainly_written_reference_loop(task, probe, top):
     Xf, yf, Xv, yv = _tiny(task)
     n_classes = int(yf.max()) + 1
     spec = check_groups(GROUPS, COSTS, None, 6)
     stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=PARAMS,
-                                        max_rounds=30, stopping_rounds=5, final_rounds=False, restart=False)
-    ref_scores, ref_chosen, ref_Fv = _reference(task, n_classes, Xf, yf, Xv, yv, GROUPS, COSTS)
+                                        max_rounds=30, stopping_rounds=5, final_rounds=False, restart=False,
+                                        probe_rounds=probe, probe_top=top)
+    ref_scores, ref_chosen, ref_Fv = _reference(task, n_classes, Xf, yf, Xv, yv, GROUPS, COSTS, probe=probe, top=top)
     assert trace.chosen == ref_chosen and len(ref_chosen) >= 2  # not vacuous: at least two stages chosen
+    if top is not None:  # not vacuous: the lazy screen left a candidate unprobed at some stage
+        assert any(len(got) < len(GROUPS) - k for k, got in enumerate(trace.scores))
     for got, want in zip(trace.scores, ref_scores):
         assert got.keys() == want.keys()
         np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=1e-6, atol=1e-9)
@@ -405,3 +433,22 @@ def test_the_cross_validated_comparison_written_plainly(monkeypatch):
                                                                            ("0", "1"), trace.restarts)
     assert not np.allclose(curve[-1], [-((own.apply_link(z) - np.eye(2)[y]) ** 2).sum(axis=1)
                                        for z in own.staged_decision(X)][-1])
+
+
+def test_the_probe_picks_the_informative_group_over_cheaper_noise():
+    """Negative control of the probe: the signal is a symmetric interaction inside the most expensive
+    group (no single column, so no one-split screen, sees it); three cheaper groups hold noise. A few
+    probe rounds on each group's columns must rank that group first and its stage must be grown
+    past the probe (early stopping keeps more rounds than the probe had), with a score far above the
+    noise groups'; the full search (``probe_rounds=None``) makes the same choice."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(500, 8))
+    y = (X[:, 6] * X[:, 7] > 0).astype(int)
+    spec = check_groups([[0, 1], [2, 3], [4, 5], [6, 7]], [1.0, 1.0, 1.0, 3.0], None, 8)
+    kw = dict(n_classes=2, params=PARAMS, max_rounds=40, stopping_rounds=5, final_rounds=False, restart=False)
+    _, _, trace = boost_stages(X[:350], y[:350], X[350:], y[350:], spec, "binary", probe_rounds=5, **kw)
+    first = trace.scores[0]
+    assert trace.chosen[0] == (3,) and trace.rounds[0] > 5
+    assert first[(3,)] > 0.02 and all(first[(g,)] < first[(3,)] / 10 for g in range(3))
+    _, _, full = boost_stages(X[:350], y[:350], X[350:], y[350:], spec, "binary", probe_rounds=None, **kw)
+    assert full.chosen[0] == (3,)

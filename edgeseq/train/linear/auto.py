@@ -358,6 +358,13 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     not fitted (their loss is +inf): they are the slowest fits (nearly separable data) and a loss
     that rises while the penalty shrinks is overfitting, which a weaker penalty only makes worse.
 
+    A fold with fewer training rows m than columns d is fitted in the span of its rows: the penalty
+    is λ‖W‖² and the loss reads W only through Zₜ W, so the optimal W lies in the row space of Zₜ
+    (the representer theorem; the intercept is not penalised). With Zₜᵀ = Q R (Q of shape (d, m)),
+    W = Q β gives Zₜ W = Rᵀ β and ‖W‖ = ‖β‖: the same optimum and held-out scores from an m-column
+    fit, whose preconditioner factor costs m³ instead of d³ per penalty (on the MNIST bank, 2,100
+    rows per fold against 3,130 columns: the factorisations were the largest share of the path).
+
     Examples
     --------
     >>> import numpy as np
@@ -374,9 +381,12 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
     parts = []
     for f in range(n_folds):
         tr = fold != f
-        Zt, Yt = Z[tr], Y[tr]
-        parts.append({"Z": Zt, "Y": Yt, "K": Zt.T @ Zt / Zt.shape[0], "va": fold == f,  # K: the refit's preconditioner
-                      "W": np.zeros((Z.shape[1], Y.shape[1])), "b": prior_intercept(Yt, link)})
+        Zt, Yt, Zv = Z[tr], Y[tr], Z[fold == f]
+        if 0 < Zt.shape[0] < Zt.shape[1]:  # wider than its rows: fit in the rows' span (see above)
+            Q, R = np.linalg.qr(Zt.T)  # Zt = Rᵀ Qᵀ, Q (d, m) orthonormal columns
+            Zt, Zv = np.ascontiguousarray(R.T), Zv @ Q
+        parts.append({"Z": Zt, "Y": Yt, "K": Zt.T @ Zt / Zt.shape[0], "Zv": Zv, "va": fold == f,  # K: the refit's preconditioner
+                      "W": np.zeros((Zt.shape[1], Y.shape[1])), "b": prior_intercept(Yt, link)})
     out = np.full(grid.size, np.inf)
     best, rising = np.inf, 0
     for i in np.argsort(-grid):
@@ -384,7 +394,7 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int) -
         for p in parts:
             fit = refit(p["Z"], p["Y"], p["K"], p["W"], p["b"], link, l2=float(grid[i]) * n / p["Z"].shape[0])
             p["W"], p["b"] = fit.W, fit.b
-            loss += data_loss(Z[p["va"]] @ fit.W + fit.b, Y[p["va"]], link)
+            loss += data_loss(p["Zv"] @ fit.W + fit.b, Y[p["va"]], link)
         out[i] = loss / n_folds
         best, rising = (out[i], 0) if out[i] < best else (best, rising + 1)
         if rising >= PATH_PATIENCE:

@@ -5,9 +5,31 @@ yet paid, LightGBM continues boosting (``init_score`` = F) on the columns of the
 g, with early stopping on the validation rows; the candidate's score is the validation loss it
 removes per unit of cost, ``(loss before - loss after) / c_g`` (the gain-per-cost rule of CS-G-FR,
 measured on held-out rows). The best candidate's trees are committed as the stage; the search
-stops when every group is paid or no candidate lowers the validation loss. After each committed
-stage the search also boosts afresh from the prior on every paid column and takes those trees
-instead when their validation loss is lower (a *restart*): continued boosting can only fit what
+stops when every group is paid or no candidate lowers the validation loss.
+
+Probe, then grow (``probe_rounds``, default `PROBE_ROUNDS`): growing every candidate to its
+early-stopped length costs a full LightGBM fit per candidate and stage (on the MNIST bank, 48
+candidates of about 2.5 CPU-s each at stage 1 alone). Each candidate is therefore scored by a
+*probe*: ``probe_rounds`` rounds from the current scores on the same columns (paid plus its own),
+its score the same gain per cost with the lowest validation loss among those rounds. Only the best
+candidate is then grown to its early-stopped length, and that grown loss must clear the
+`min_gain` floor. The probe reads the paid columns too, so a group whose signal is an interaction
+with a paid group (x0·x2 with group 0 paid) is seen by its probe. ``probe_rounds=None`` is the full
+search (every candidate grown in full).
+
+Candidates probed at an earlier stage are screened by that probe (``probe_top``, default
+`PROBE_TOP`): only the ``probe_top`` with the highest latest probe score are probed again; groups
+never probed are always probed, so every group is probed at stage 1 and a data set with at most
+``probe_top`` + 1 groups is never screened. Paying for more groups usually lowers every group's
+gain, so a group far down at its last probe rarely comes first later; the exception is a group
+whose signal is an interaction with a group paid since (its gain rises), which the screen sees only
+if its last score kept it among the top ``probe_top``. (A lazy rule, stopping once a fresh score
+beats the next older one, missed exactly that case: x0·x2 with group 0 just paid.)
+``probe_top=None`` probes every candidate at every stage.
+
+For the chosen candidate (from stage 2 on) the search also boosts afresh from the prior on every
+column paid with it and takes those trees instead when their validation loss is lower (a
+*restart*; the stage's floor is checked on the better of the two): continued boosting can only fit what
 the earlier stages left of the training rows' residuals, and after a few stages that is little,
 so a newly paid group may add nothing on training rows although it would on new ones. Finally LightGBM adds
 rounds on all paid groups, appended to the last stage when they lower the validation loss; and
@@ -77,6 +99,8 @@ from edgeseq.train.trees.lightgbm_import import _read_tree
 from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 TASKS = ("regression", "binary", "multiclass")
+PROBE_ROUNDS = 10  # boosting rounds of a candidate's probe (see the module notes); None: the full search
+PROBE_TOP = 8  # at most this many candidates probed at an earlier stage are probed again per stage; None: all
 MAX_PAIR_GROUPS = 8  # pairs are tried among this many cheapest unpaid groups (at most 28 candidates)
 # the trees are kept when their mean per-row area beats the linear one by more than this many standard
 # errors of the paired difference; 0, 0.5 and 1 were tried on validation rows of the benchmark's splits
@@ -144,8 +168,8 @@ def prior_scores(task: str, y: np.ndarray, n_classes: int) -> np.ndarray:
 class BoostingTrace:
     """What the greedy search saw: per stage, the candidates' scores and the choice.
 
-    ``scores[k]`` maps each candidate (a tuple of groups: one, or two when no single group lowered
-    the loss) to its validation loss decrease per unit cost at stage k+1; ``chosen[k]`` is the
+    ``scores[k]`` maps each candidate probed at stage k+1 (a tuple of groups: one, or two when no single
+    group lowered the loss) to its validation loss decrease per unit cost there (of its probe); ``chosen[k]`` is the
     committed candidate; ``rounds[k]`` the boosting rounds kept;
     ``loss`` the validation loss after stage 0, 1, ... (and after the final rounds, if any);
     ``final_stage_rounds`` the rounds of the last stage that pays every group left unpaid (0: none);
@@ -300,7 +324,8 @@ def _raw_increment(booster, X, cols, rounds: int, F):
 
 def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_classes: int = 1,
                  params: dict | None = None, max_rounds: int = 100, stopping_rounds: int = 10,
-                 final_rounds: bool = True, min_gain: float = 1e-4, restart: bool = True, progress=None):
+                 final_rounds: bool = True, min_gain: float = 1e-4, restart: bool = True,
+                 probe_rounds: int | None = PROBE_ROUNDS, probe_top: int | None = PROBE_TOP, progress=None):
     """The functional core: the greedy stagewise boosting search, returning its stages.
 
     Parameters
@@ -329,14 +354,21 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         A candidate must lower the validation loss by more than this fraction of stage 0's (the
         prior's) loss to be committed, so a group that buys nothing measurable is not paid for.
     restart : bool, default=True
-        After each committed stage (and for a last stage on all groups), also boost afresh from the
-        prior on every column paid so far, and take those trees instead when their validation loss
-        is lower by more than the `min_gain` floor (`trace.restarts`). Continued boosting fits the
+        For each chosen candidate from stage 2 on (and for a last stage on all groups), also boost
+        afresh from the prior on every column paid with it, and take those trees instead when their
+        validation loss is lower by more than the `min_gain` floor (`trace.restarts`); the stage's
+        own floor is then checked on the better of the two. Continued boosting fits the
         residuals the earlier stages left on the *training* rows, and once those are near zero (a
         few stages of 15-leaf trees memorise a thousand rows) a newly paid group has nothing left
         to fit there, however much it would add on new rows; trees grown from the prior see it
         afresh. A restarted stage's trees write to a state block of their own and its readout reads
         only that block (`stage_model`), so the stages before it are unchanged.
+    probe_rounds : int or None, default=PROBE_ROUNDS
+        Rounds of each candidate's probe (paid columns plus its own); the best is then grown,
+        early-stopped. ``None``: every candidate is grown in full.
+    probe_top : int or None, default=PROBE_TOP
+        Of the candidates probed at an earlier stage, only this many with the highest latest probe
+        score are probed again at each stage. ``None``: all.
     progress : callable or None, default=None
         Receives one line of text per stage.
 
@@ -363,6 +395,8 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     ([(1,)], [(1,)])
     """
     params = dict(params or {})
+    probing = probe_rounds is not None
+    probe = int(probe_rounds) if probing else max_rounds
     prior = prior_scores(task, np.asarray(y_fit), n_classes)  # a dask y: its n labels are gathered
     Ff = _start_scores(prior, X_fit)
     Fv = np.tile(prior, (X_val.shape[0], 1))
@@ -371,6 +405,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     paid: list[int] = []
     stages: list = []
     J = len(spec.columns)
+    last: dict = {}  # each candidate's latest probe score
     while len(paid) < J:
         before = trace.loss[-1]
         unpaid = [g for g in range(J) if g not in paid]
@@ -379,15 +414,36 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         for candidates in ([(g,) for g in unpaid],
                            [p for p in combinations(sorted(unpaid, key=lambda g: (spec.costs[g], g))[:MAX_PAIR_GROUPS],
                                                     2)]):
-            scores, fits = {}, {}
-            for cand in candidates:
+            scores, fits, reprobed = {}, {}, 0
+            for cand in _probe_order(candidates, last, probe_top if probing else None):
+                if probing and probe_top is not None and cand in last:  # the screen (module notes)
+                    if reprobed >= probe_top:
+                        break
+                    reprobed += 1
                 cols = np.sort(np.concatenate([spec.columns[h] for h in paid + list(cand)]))
                 booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val,
-                                                                   y_val, Fv, cols, max_rounds, stopping_rounds)
+                                                                   y_val, Fv, cols, probe, stopping_rounds)
                 scores[cand] = (before - after) / float(sum(spec.costs[g] for g in cand))
                 fits[cand] = (booster, rounds, inc_v, after, cols)
+            last.update(scores)
             best = max(scores, key=lambda c: (scores[c], [-g for g in c])) if scores else None
-            if best is not None and before - fits[best][3] > floor:
+            if best is None:
+                continue
+            if probing:  # grow the chosen candidate to its early-stopped length
+                cols = fits[best][4]
+                fits[best] = (*_continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val, Fv, cols,
+                                                  max_rounds, stopping_rounds), cols)
+            booster, rounds, inc_v, after, cols = fits[best]
+            base_f, base_v, fresh = Ff, Fv, False
+            if restart and stages:  # stage 1 starts from the prior anyway
+                # tried before the floor: once the training residuals are fitted, continued boosting may
+                # not clear it although trees grown afresh on the same columns would
+                again = _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols, max_rounds,
+                                   stopping_rounds, after, floor)
+                if again is not None:
+                    booster, rounds, inc_v, after, base_f, base_v = again
+                    fresh = True
+            if before - after > floor:
                 break
         else:
             best = None
@@ -395,16 +451,9 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
             if progress is not None:
                 progress(f"stage {len(stages) + 1}: no group lowers the validation loss; stopping")
             break
-        booster, rounds, inc_v, after, cols = fits[best]
         trace.scores.append(scores)
-        base_f, base_v, fresh = Ff, Fv, ""
-        if restart and stages:  # stage 1 starts from the prior anyway
-            again = _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols, max_rounds,
-                               stopping_rounds, after, floor)
-            if again is not None:
-                booster, rounds, inc_v, after, base_f, base_v = again
-                trace.restarts.append(len(stages) + 1)
-                fresh = ", afresh from the prior"
+        if fresh:
+            trace.restarts.append(len(stages) + 1)
         trees = _trees(booster, rounds, cols)
         stages.append((best, trees))
         paid.extend(best)
@@ -414,7 +463,8 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         trace.rounds.append(rounds)
         trace.loss.append(after)
         if progress is not None:
-            progress(f"stage {len(stages)}: {' + '.join(spec.names[g] for g in best)} ({rounds} rounds{fresh}, validation "
+            progress(f"stage {len(stages)}: {' + '.join(spec.names[g] for g in best)} ({rounds} rounds"
+                     f"{', afresh from the prior' if fresh else ''}, validation "
                      f"loss {before:.4g} -> {after:.4g}, {len(scores)} candidates)")
     if final_rounds and stages:
         cols = np.sort(np.concatenate([spec.columns[h] for h in paid]))
@@ -451,6 +501,22 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                 progress(f"final stage on all groups (pays {len(rest)} more): {rounds} rounds, validation loss "
                          f"{before:.4g} -> {after:.4g}")
     return stages, prior, trace
+
+
+def _probe_order(candidates, last: dict, probe_top) -> list:
+    """Candidates in probing order: never probed first (in their given order), then by their latest
+    probe score, highest first; with no screen (``probe_top=None`` or no scores), the given order.
+
+    Examples
+    --------
+    >>> from edgeseq.train.trees.stagewise_boosting import _probe_order
+    >>> _probe_order([(0,), (1,), (2,)], {(0,): 0.1, (1,): 0.3}, 8)
+    [(2,), (1,), (0,)]
+    """
+    if probe_top is None or not last:
+        return list(candidates)
+    new = [c for c in candidates if c not in last]
+    return new + sorted((c for c in candidates if c in last), key=lambda c: -last[c])
 
 
 def _trees(booster, rounds: int, cols: np.ndarray) -> list[dict]:
@@ -750,7 +816,8 @@ class _AnytimeBoostingBase(BaseEstimator):
 
     def __init__(self, groups=None, costs=None, *, group_names=None, learning_rate=0.1, num_leaves=15,
                  max_rounds=200, stopping_rounds=10, min_child_samples=20, validation_fraction=0.25,
-                 compare_linear=True, n_jobs=None, random_state=None, feature_names=None, refit=False):
+                 compare_linear=True, n_jobs=None, random_state=None, feature_names=None, refit=False,
+                 probe_rounds=PROBE_ROUNDS, probe_top=PROBE_TOP):
         self.groups = groups
         self.costs = costs
         self.group_names = group_names
@@ -765,6 +832,8 @@ class _AnytimeBoostingBase(BaseEstimator):
         self.random_state = random_state
         self.feature_names = feature_names
         self.refit = refit
+        self.probe_rounds = probe_rounds
+        self.probe_top = probe_top
 
     def _check_params(self) -> None:
         _check_int("num_leaves", self.num_leaves, 2, 131072)
@@ -780,6 +849,10 @@ class _AnytimeBoostingBase(BaseEstimator):
             raise InputError(f"compare_linear must be True or False, got {self.compare_linear!r}")
         if not isinstance(self.refit, (bool, np.bool_)):
             raise InputError(f"refit must be True or False, got {self.refit!r}")
+        if self.probe_rounds is not None:
+            _check_int("probe_rounds", self.probe_rounds, 1, 100_000)
+        if self.probe_top is not None:
+            _check_int("probe_top", self.probe_top, 1)
         if self.n_jobs is not None:
             _check_int("n_jobs", self.n_jobs, -1)
         if self.random_state is not None:
@@ -824,7 +897,9 @@ class _AnytimeBoostingBase(BaseEstimator):
         y_fit = _dask_like(y_idx[i_fit], X_fit) if dask else y_idx[i_fit]
         stages, prior, trace = boost_stages(
             X_fit, y_fit, X_val, y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
-            max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds), progress=progress)
+            max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds),
+            probe_rounds=None if self.probe_rounds is None else int(self.probe_rounds),
+            probe_top=None if self.probe_top is None else int(self.probe_top), progress=progress)
         trees = replace(stage_model(stages, prior, spec, X.shape[1], task, output_names, trace.restarts),
                         feature_names=names)
         if task != "regression":  # the stage model carries its labels: a saved model is evaluated alone
@@ -992,6 +1067,15 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         early stopping), as a kept linear model is refitted on all rows: more rows for the trees,
         a higher full-budget accuracy on digits in `bench/tree_orders.py`. The regrown trees export
         and verify (float32 and int16 C) like the search's own.
+    probe_rounds : int or None, default=10
+        Boosting rounds of each candidate's probe (on the paid columns plus its own, as the full
+        fit); only the best candidate is then grown with early stopping (see the module notes).
+        ``None``: the full search, every candidate grown to its early-stopped length (slow with many
+        groups or wide ones).
+    probe_top : int or None, default=8
+        Of the candidates probed at an earlier stage, only this many, those with the highest latest
+        probe score, are probed again at each stage; never-probed groups are always probed.
+        ``None``: every candidate is probed at every stage.
 
     Attributes
     ----------
@@ -1172,7 +1256,7 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
 
     Parameters
     ----------
-    groups, costs, group_names, learning_rate, num_leaves, max_rounds, stopping_rounds, min_child_samples, validation_fraction, compare_linear, n_jobs, random_state, feature_names, refit
+    groups, costs, group_names, learning_rate, num_leaves, max_rounds, stopping_rounds, min_child_samples, validation_fraction, compare_linear, n_jobs, random_state, feature_names, refit, probe_rounds, probe_top
         As in `AnytimeBoostingClassifier`.
 
     Attributes
