@@ -340,38 +340,3 @@ def test_clock_spare_is_what_half_the_deadline_leaves_after_the_tail():
     assert _Clock(1.0, 0.2).spare == pytest.approx(0.3)
     assert _Clock(1.0, 5.0).spare == 0.0
     assert _Clock(None, 1.0).spare == 0.0
-
-
-@pytest.mark.parametrize("window", [0.0, 0.02])
-def test_a_polled_wait_never_gives_up_before_its_timeout(window):
-    """The polled end of a timed wait must not turn into an early return: a job that never ends is
-    abandoned only once the whole timeout has passed, with or without a poll window."""
-    w = ExtractorWorker("poll-test", poll_window_s=window)
-    release = threading.Event()
-    try:
-        t0 = time.perf_counter()
-        out = w.wait(w.submit(lambda _: release.wait(5), None, "slow"), 0.05)
-        assert out == "abandoned" and time.perf_counter() - t0 >= 0.05
-    finally:
-        release.set()
-        w.close()
-
-
-def test_a_result_arriving_inside_the_poll_window_is_taken():
-    """A job finishing inside the polled stretch (after the 50 ms slept, within the 100 ms polled
-    of a 150 ms wait) is received. Negative control: the same job with a 50 ms wait is abandoned,
-    so the job does outlast the slept part."""
-    w = ExtractorWorker("poll-test", poll_window_s=0.1)
-    try:
-        out = w.wait(w.submit(lambda _: time.sleep(0.08) or 7, None, "in-window"), 0.15)
-        assert out != "abandoned" and out.value == 7
-        assert w.wait(w.submit(lambda _: time.sleep(0.08) or 7, None, "late"), 0.05) == "abandoned"
-    finally:
-        w.wait_idle(5)
-        w.close()
-
-
-@pytest.mark.parametrize("bad", [-1e-3, 0.5, "1", None])
-def test_poll_window_is_checked(bad):
-    with pytest.raises(RuntimeInputError, match="poll_window_s"):
-        ExtractorWorker("poll-test", poll_window_s=bad)

@@ -16,19 +16,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from edgeseq.errors import RuntimeInputError
-
 # what `wait` returns when the timeout passed first
 ABANDONED = "abandoned"  # the job was running: it finishes in the background, its result is dropped
 WITHDRAWN = "withdrawn"  # the job had not started: it was removed and will never run
-
-# The last stretch of a timed wait is polled instead of slept. A thread blocked on a timed wait is
-# woken by the kernel's timer and then has to be scheduled: measured on a virtual machine that costs
-# 0.1-0.5 ms past the timeout, and its tail is what makes a deadline run late. Polling (a zero sleep
-# that hands the GIL to the worker and comes straight back) ends the wait within a GIL hand-off of
-# the timeout. Half a millisecond of polling per timed-out wait is the price; a job that finishes
-# before the window never sees it.
-POLL_WINDOW_S = 5e-4
 
 
 def clamp_timeout(timeout: float | None) -> float | None:
@@ -163,15 +153,6 @@ class JobOutcome:
 class ExtractorWorker:
     """A daemon thread that runs one callable at a time on behalf of a session.
 
-    Parameters
-    ----------
-    name : str, default="edgeseq-extractor"
-        The thread's name (it shows in debuggers and ``threading.enumerate()``).
-    poll_window_s : float, default=POLL_WINDOW_S
-        How much of the end of every timed `wait` is polled rather than slept, in seconds: the
-        kernel's wake-up after a timed sleep comes late by a scheduling delay, polling by at most
-        one GIL hand-off. 0 sleeps the whole wait.
-
     Examples
     --------
     >>> import threading
@@ -191,10 +172,7 @@ class ExtractorWorker:
     False
     """
 
-    def __init__(self, name: str = "edgeseq-extractor", *, poll_window_s: float = POLL_WINDOW_S):
-        if not (isinstance(poll_window_s, (int, float)) and 0.0 <= poll_window_s <= 0.1):
-            raise RuntimeInputError(f"poll_window_s must be a number of seconds in [0, 0.1], got {poll_window_s!r:.40}")
-        self.poll_window_s = float(poll_window_s)
+    def __init__(self, name: str = "edgeseq-extractor"):
         self._cv = threading.Condition()
         self._job = None  # (ticket, fn, arg, label)
         self._outcome: tuple[int, JobOutcome] | None = None
@@ -307,23 +285,9 @@ class ExtractorWorker:
         (True, 'abandoned')
         >>> release.set(); w.close()
         """
-        def finished():
-            return self._outcome is not None and self._outcome[0] == ticket
-
         with self._cv:
-            if timeout is None or timeout <= self.poll_window_s:
-                done = self._cv.wait_for(finished, clamp_timeout(timeout))
-                end = None
-            else:
-                end = time.perf_counter() + timeout
-                done = self._cv.wait_for(finished, clamp_timeout(timeout - self.poll_window_s))
-            while not done and end is not None and time.perf_counter() < end:
-                self._cv.release()  # the thread posts its outcome under this lock
-                try:
-                    time.sleep(0)  # hands the GIL to the worker, returns at once
-                finally:
-                    self._cv.acquire()
-                done = finished()
+            done = self._cv.wait_for(
+                lambda: self._outcome is not None and self._outcome[0] == ticket, clamp_timeout(timeout))
             if not done:
                 # decided under the lock, so the thread cannot pick the job up in between
                 if self._job is not None and self._job[0] == ticket:
