@@ -356,13 +356,13 @@ class ExportedModel:
                 model, name = joined_tree_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"])
                                                   for p in ps])
             else:
-                model, name = joined_prefix(load_verified_bytes(self.out_dir / ps[-1]["file"], ps[-1]["sha256"]))
+                graph = load_verified_bytes(self.out_dir / ps[-1]["file"], ps[-1]["sha256"])
+                model, name = joined_prefix(graph)
             runner = PrefixRunner(model, [name], outputs, where, self._squeeze)
             runner.joined, runner.check_inputs = True, self._trees  # joined tree stages have no guard
             if not self._trees and runner.batch is None:  # large batches: the input transposed (one Gemm)
-                runner.wide = PrefixRunner(joined_prefix(load_verified_bytes(self.out_dir / ps[-1]["file"],
-                                                                             ps[-1]["sha256"]), transposed=True)[0],
-                                           [name], outputs, where, self._squeeze, transposed=True)
+                runner.wide = PrefixRunner(joined_prefix(graph, transposed=True)[0], [name], outputs, where,
+                                           self._squeeze, transposed=True)
         except (FuseError, IntegrityError):
             runner = None if self._trees and j > 1 else self._runners[j]
         if runner is None:
