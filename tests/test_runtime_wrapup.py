@@ -340,3 +340,75 @@ def test_clock_spare_is_what_half_the_deadline_leaves_after_the_tail():
     assert _Clock(1.0, 0.2).spare == pytest.approx(0.3)
     assert _Clock(1.0, 5.0).spare == 0.0
     assert _Clock(None, 1.0).spare == 0.0
+
+
+# ------------------------------------------------------------------ timer slack of the waiting thread
+
+def _slack_ns() -> int:
+    """The calling thread's timer slack, asked of the kernel independently of the runtime's code."""
+    import ctypes
+    return ctypes.CDLL(None).prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK
+
+
+def _leader_slack_ns() -> int:
+    """The main thread's timer slack, readable from any thread of the process."""
+    with open("/proc/self/timerslack_ns") as f:
+        return int(f.read())
+
+
+needs_slack = pytest.mark.skipif(not (sys.platform.startswith("linux")
+                                      and __import__("os").path.exists("/proc/self/timerslack_ns")),
+                                 reason="the timer slack is a Linux setting")
+
+
+@needs_slack
+def test_tight_timer_slack_is_the_calling_threads_only_and_restored():
+    from edgeseq.runtime.worker import TightTimerSlack
+    before = _slack_ns()
+    ask, answered, seen = threading.Event(), threading.Event(), []
+
+    def other_thread():  # started before the change: keeps its own slack
+        ask.wait(5)
+        seen.append(_slack_ns())
+        answered.set()
+
+    other = threading.Thread(target=other_thread)
+    other.start()
+    with TightTimerSlack(2e-6) as slack:
+        assert slack.applied
+        assert _slack_ns() == 2000
+        ask.set()
+        answered.wait(5)
+    other.join()
+    assert seen == [before]
+    assert _slack_ns() == before
+    with TightTimerSlack(None) as slack:  # negative control: nothing changes
+        assert not slack.applied and _slack_ns() == before
+
+
+@needs_slack
+@pytest.mark.parametrize("slack_s", [1e-6, None])
+def test_a_deadline_run_waits_with_a_tight_timer_slack(model, slack_s):
+    """The extractor (on the session's worker) reads the slack of the thread that called `run` (the
+    main thread here) and its own: only the caller's is tight, and only during the run."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("reads the caller's slack as the main thread's")
+    seq, out = model
+    before = _slack_ns()
+    seen = []
+    sess = AnytimeSession(out, timer_slack_s=slack_s)
+    try:
+        ex = {seq.group_names[g]: (lambda x, c=seq.group_columns[g]: seen.append((_leader_slack_ns(), _slack_ns()))
+                                   or x[c]) for g in range(seq.n_groups)}
+        sess.run(ex, deadline_s=5.0, inputs=np.zeros(seq.n_features_in))
+        assert seen and set(seen) == {(1000 if slack_s else before, before)}
+        assert _slack_ns() == before  # restored after the run
+    finally:
+        sess.wait_idle(5)
+        sess.close()
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-6, 0.5, "fast", float("nan")])
+def test_timer_slack_is_checked(model, bad):
+    with pytest.raises(RuntimeInputError, match="timer_slack_s"):
+        AnytimeSession(model[1], timer_slack_s=bad)
