@@ -15,7 +15,7 @@ import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
 from edgeseq.format import STATE_IN, STATE_OUT, labels_of, read_verified, stage_group_counts
-from edgeseq.runtime.fuse import FuseError, fuse_stages, joined_prefix, joined_tree_stages
+from edgeseq.runtime.fuse import SIGNED_LOGITS, FuseError, fuse_stages, joined_prefix, joined_tree_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from edgeseq.runtime.stopping import check_stop, predict_stopped
@@ -343,7 +343,8 @@ class ExportedModel:
         """The graph `predict` runs for prefix j (built on first use, then kept): one onnxruntime call.
 
         First choice, a joined graph (`edgeseq.runtime.fuse`): one input, the groups side by side, and
-        for an affine prefix one MatMul by its weight matrix, for tree stages 1..j one tree node; its
+        for an affine prefix one Gemm by its weight matrix and a one-node link, for tree stages 1..j
+        one tree node; its
         runner has ``joined`` set. A graph the joiner does not rewrite keeps, for an affine prefix, its
         own graph, and for trees the stage graphs chained into one (`fuse_stages`, fed stage j's inputs
         and a zero state), or None when that fails too: `run_stages` chains them then. The anytime
@@ -358,11 +359,14 @@ class ExportedModel:
             else:
                 graph = load_verified_bytes(self.out_dir / ps[-1]["file"], ps[-1]["sha256"])
                 model, name = joined_prefix(graph)
-            runner = PrefixRunner(model, [name], outputs, where, self._squeeze)
+            signed = not self._trees and self.link == "sigmoid"  # the joined graph outputs [-y, y]
+            if signed:
+                outputs = [SIGNED_LOGITS if o == "y" else o for o in outputs]
+            runner = PrefixRunner(model, [name], outputs, where, self._squeeze, signed=signed)
             runner.joined, runner.check_inputs = True, self._trees  # joined tree stages have no guard
-            if not self._trees and runner.batch is None:  # large batches: the input transposed (one Gemm)
+            if not self._trees and runner.batch is None:  # large batches: the input transposed
                 runner.wide = PrefixRunner(joined_prefix(graph, transposed=True)[0], [name], outputs, where,
-                                           self._squeeze, transposed=True)
+                                           self._squeeze, transposed=True, signed=signed)
         except (FuseError, IntegrityError):
             runner = None if self._trees and j > 1 else self._runners[j]
         if runner is None:
