@@ -161,6 +161,9 @@ class ExportedModel:
             if r._dims[-1] != self._state_width:
                 raise IntegrityError(f"{out / p['file']}: state_in has {r._dims[-1]} columns, the manifest's "
                                      f"state_width is {self._state_width}")
+        # prefix 0 answers the same for every row (its graph reads no feature): its one-row outputs,
+        # repeated, are what the graph returns for n rows, without an onnxruntime call
+        self._prior_row = [o.copy() for o in self._runners[0].run_rows(1)]
         self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
         self._by_budget: dict = {}  # budget -> its prefix, for the budgets predict has resolved
         self._fused: dict[int, PrefixRunner | None] = {}  # prefix j -> the one graph predict runs (`_fuse`)
@@ -259,7 +262,8 @@ class ExportedModel:
         if j == 0:  # no features needed; any given only tell the number of rows
             check_group_keys(features_by_group, self._by_name, ())
             rows = {name: np.shape(v)[0] if np.ndim(v) == 2 else 1 for name, v in features_by_group.items()}
-            return self._format(self._runners[0].run_rows(_same_rows(rows)), 0)
+            n = _same_rows(rows)
+            return self._format([np.repeat(o, n, axis=0) for o in self._prior_row], 0)
         # fast path: float32 arrays of exactly the shapes expected for the first group's number of
         # rows (cached per prefix and shape); finiteness is checked once, on the output, below
         arrays = []
