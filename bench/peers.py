@@ -516,7 +516,7 @@ def python_table(cases, args) -> dict:
     note = "".join(f"; {m}" for m in dict.fromkeys(skipped)) if available("lleaves") else \
         "; lleaves was not installed: not measured"
     return {"title": "Python, µs per call at the last stage (fastest of interleaved blocks, one thread): edgeseq "
-                     "ExportedModel.predict (one joined graph in onnxruntime: one input, one tree node or one MatMul) vs the model's own predict, "
+                     "ExportedModel.predict (one joined graph in onnxruntime: one input, one tree node or one Gemm and a one-node link) vs the model's own predict, "
                      "treelite's, lleaves' (LLVM-compiled trees) and one onnxruntime session on a plain conversion "
                      f"(onnxmltools / skl2onnx); max |error| vs the model's own predict{note}",
             "columns": ["model", "rows", "contender", "µs per call", "÷ edgeseq", "max |error|"], "rows": rows}

@@ -18,10 +18,11 @@ understand (subgraph attributes, sparse initializers, differing opsets) is refus
 the concatenation of the groups' arrays (the runtime writes them side by side into one buffer), so
 onnxruntime wraps one input instead of one per group, and no Concat node runs. For an affine prefix
 the per-group MatMul/Add chain and the bias become one Gemm by the stacked weight blocks (the
-prefix's weight matrix over its columns, as the export wrote it), and a sigmoid link one node; for tree stages 1..j, their TreeEnsembleRegressor
-nodes become one (their trees, renumbered, summed in one pass), which onnxruntime runs at the cost
-of one stage instead of j. Both change only the order of float32 additions, so they agree with the
-stage graphs to rounding (tests/test_runtime_joined.py checks 1e-6 relative), not bit for bit.
+prefix's weight matrix over its columns, as the export wrote it), and a sigmoid link one node; for
+tree stages 1..j, their TreeEnsembleRegressor nodes become one (their trees, renumbered, summed in
+one pass), which onnxruntime runs at the cost of one stage instead of j. Both change only the order
+of float32 operations, so they agree with the stage graphs to rounding (tests/test_runtime_joined.py
+and tests/test_runtime_joined_linear.py check 1e-6 relative), not bit for bit.
 """
 
 from __future__ import annotations

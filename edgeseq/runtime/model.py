@@ -100,7 +100,7 @@ class ExportedModel:
 
     Loading verifies the directory (schema, manifest checksum, sha256 of every file) and creates one
     single-threaded onnxruntime session per prefix, once. `predict` runs, per prefix, one joined
-    graph built on its first call (one input, one MatMul or one tree node: `edgeseq.runtime.fuse`);
+    graph built on its first call (one input, one Gemm and its link or one tree node: `edgeseq.runtime.fuse`);
     `AnytimeSession` adds the anytime loop, which runs the prefix graphs.
 
     Examples
