@@ -178,15 +178,26 @@ def test_a_non_finite_value_in_an_unpaid_group_cannot_reach_the_answer(exported,
         sess.predict(feats, prefix=j)
 
 
-def test_an_unknown_link_is_a_fuse_error(tmp_path):
-    """A sigmoid link edited into another op is refused (FuseError: `_fuse` then keeps the prefix
-    graph, as tests/test_runtime_joined.py checks for a graph missing a part)."""
+def _tanh(m):
+    next(n for n in m.graph.node if n.op_type == "Sigmoid").op_type = "Tanh"
+
+
+def _rows(m):
+    next(a for n in m.graph.node if n.op_type == "Concat" for a in n.attribute if a.name == "axis").i = 0
+
+
+@pytest.mark.parametrize("edit", [_tanh, _rows], ids=["tanh", "concat-rows"])
+def test_an_unknown_link_is_a_fuse_error(tmp_path, edit):
+    """A sigmoid link edited into another function (another op, probabilities stacked as rows) is
+    refused with FuseError, so `_fuse` keeps the prefix graph (tests/test_runtime_joined.py checks
+    that fallback for a graph missing a part); the unedited graph joins."""
     onnx = pytest.importorskip("onnx")
-    seq, rng = _model("binary", 3)
+    seq, _ = _model("binary", 3)
     out = tmp_path / "out"
     export_model(seq, out)
     p = ExportedModel(out).manifest["prefixes"][-1]
     m = onnx.load(out / p["file"])
-    next(n for n in m.graph.node if n.op_type == "Sigmoid").op_type = "Tanh"
+    joined_prefix(m.SerializeToString())
+    edit(m)
     with pytest.raises(FuseError, match="link"):
         joined_prefix(m.SerializeToString())

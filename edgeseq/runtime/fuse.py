@@ -362,23 +362,24 @@ def _node_of(op: str, ins: list[str], outs: list[str], attrs: bytes = b"") -> by
         + b"".join(_field(_N_OUTPUT, o.encode("utf-8")) for o in outs) + _field(_N_OP, op.encode()) + attrs
 
 
-def _int_attr(name: str, value: int) -> bytes:
-    return _field(_N_ATTR, _field(_A_NAME, name.encode()) + _varint_field(_A_I, value) + _varint_field(_A_TYPE, _A_INT))
-
-
 def _ints_attr(name: str, values: list[int]) -> bytes:
+    """A node's integer-list attribute (AttributeProto INTS, unpacked as onnx writes it)."""
     return _field(_N_ATTR, _field(_A_NAME, name.encode()) + b"".join(_varint_field(_A_INTS, v) for v in values)
                   + _varint_field(_A_TYPE, 7))  # INTS
 
 
-def _sigmoid_tail(parts: list, inits: dict) -> bool:
-    """True when `parts` (op, inputs, outputs of the nodes after ``y``) start with the export's
-    sigmoid link: ``p1 = Sigmoid(y)``, ``p0 = Sub(1, p1)``, ``proba = Concat(p0, p1)`` (columns)."""
+def _sigmoid_tail(nodes: list[bytes], parts: list, inits: dict) -> bool:
+    """True when `nodes` (after ``y``; `parts` their op, inputs and outputs) start with the export's
+    sigmoid link: ``p1 = Sigmoid(y)``, ``p0 = Sub(1, p1)``, ``proba = Concat(p0, p1)`` along columns."""
     if [op for op, _, _ in parts[:3]] != ["Sigmoid", "Sub", "Concat"]:
         return False
-    (_, s_in, (p1,)), (_, (one, p1_), (p0,)), (_, c_in, c_out) = parts[:3]
+    try:
+        (_, s_in, (p1,)), (_, (one, p1_), (p0,)), (_, c_in, c_out) = parts[:3]
+    except ValueError:
+        raise FuseError("a link node has an unexpected number of inputs or outputs") from None
+    axis = _repeated_ints(_attributes(nodes[2]).get("axis", []), _A_I)
     return s_in == ["y"] and p1_ == p1 and one in inits and c_in == [p0, p1] and c_out == ["proba"] \
-        and _float_tensor(inits[one], 1).tolist() == [1.0]
+        and axis in ([1], [-1]) and _float_tensor(inits[one], 1).tolist() == [1.0]
 
 
 @_malformed_is_a_fuse_error
@@ -465,7 +466,7 @@ def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = Fal
     tail = nodes[2 * len(names):]
     parts = [_node_parts(n) for n in tail]
     out, drop, add = "y", (), []
-    if _sigmoid_tail(parts, inits):
+    if _sigmoid_tail(tail, parts, inits):
         W, b = np.concatenate([-W, W], axis=1), np.concatenate([-b, b])  # negation is exact
         out, drop, add = SIGNED_LOGITS, ("y",), [_matrix_input(SIGNED_LOGITS, first, 2)]
         tail, after = [_node_of("Sigmoid", [out], ["proba"])] + tail[3:], parts[3:]
