@@ -138,6 +138,7 @@ def session_calls(session, private: bool = True) -> tuple:
 
 BIND_MAX_ROWS = 64  # IO binding for batches up to this size (the latency regime); plain run above
 _BIND_CACHE = 4     # batch sizes kept bound per prefix
+_BIND_MAX_FLOATS = 1 << 20  # `call_transposed` binds inputs up to this size (4 MB), whatever the rows
 
 
 def _aligned_empty(shape, dtype, align: int = 64) -> np.ndarray:
@@ -201,13 +202,14 @@ class _Binding:
     """One prefix's IO binding for one batch size: our own input and output buffers, bound once.
 
     `views` are what a call returns copies of (the first output as (n,) when squeezed, its second
-    column when `signed`); `finite` tests the first output buffer."""
+    column when `signed`); `finite` tests the first output buffer. A `transposed` graph's input
+    buffer is (d, n)."""
 
     def __init__(self, session, inputs: list[str], dims: list[int], outputs: list, n: int,
-                 inner: bool, squeeze: bool, signed: bool = False):
+                 inner: bool, squeeze: bool, signed: bool = False, transposed: bool = False):
         self.io = session.io_binding()
         self.arg = self.io._iobinding if inner else self.io  # what the run call takes
-        self.inputs = [_aligned_empty((n, d), np.float32) for d in dims]
+        self.inputs = [_aligned_empty((d, n) if transposed else (n, d), np.float32) for d in dims]
         for name, buf in zip(inputs, self.inputs):
             self.io.bind_cpu_input(name, buf)
         self.outputs = [_aligned_empty((n, *shape), dtype) for _, shape, dtype in outputs]
@@ -285,6 +287,7 @@ class PrefixRunner:
                                  f"not one column as the manifest's 1-D target says")
         self._squeeze = squeeze
         self._signed = signed
+        self._transposed = transposed
         self._run, self._run_io, self._inner = session_calls(self.session)
         self._bindings: dict[int, _Binding] = {}
         self._lock = threading.Lock()
@@ -368,7 +371,9 @@ class PrefixRunner:
         """`call_joined` for a graph that takes the joined input transposed, [d, N]
         (`joined_prefix(..., transposed=True)`): each (n, d_g) array is written as d_g rows, in one
         `np.concatenate` of the transposed views, a copy numpy does several times faster than
-        placing narrow columns side by side.
+        placing narrow columns side by side. Up to `_BIND_MAX_FLOATS` input values it is IO-bound
+        like a small batch in `call` (buffers kept per batch size, outputs copied out): onnxruntime
+        then allocates nothing per call, which measured faster at 1,000 rows too.
 
         Examples
         --------
@@ -381,6 +386,17 @@ class PrefixRunner:
         >>> finite, bool(np.allclose(y, est.predict(X), atol=1e-4))
         (True, True)
         """
+        if n * self._dims[0] <= _BIND_MAX_FLOATS and self.batch is None and self._lock.acquire(False):
+            try:  # bound buffers, kept per batch size: no input or output allocated per call
+                b = self._bindings.get(n) or self._bind(n)
+                _concat([a.T for a in arrays], 0, b.inputs[0])
+                self._run_io(b.arg, None)
+                outs, finite = b.result()
+                return outs, finite and (not self.check_inputs or b.input_finite())
+            except Exception as exc:
+                raise ort_error(self._where, "run", exc) from None
+            finally:
+                self._lock.release()
         x = _concat([a.T for a in arrays], 0, np.empty((self._dims[0], n), np.float32))
         try:
             outs = self._run(self.outputs, {self.inputs[0]: x}, None)
@@ -453,5 +469,5 @@ class PrefixRunner:
         if len(self._bindings) >= _BIND_CACHE:
             self._bindings.pop(next(iter(self._bindings)))
         b = self._bindings[n] = _Binding(self.session, self.inputs, self._dims, self._out_spec, n,
-                                         self._inner, self._squeeze, self._signed)
+                                         self._inner, self._squeeze, self._signed, self._transposed)
         return b
