@@ -350,17 +350,10 @@ class PrefixRunner:
         >>> finite, bool(np.allclose(y, est.predict(X[:3]), atol=1e-4))
         (True, True)
         """
-        if n <= BIND_MAX_ROWS and self.batch is None and self._lock.acquire(False):
-            try:
-                b = self._bindings.get(n) or self._bind(n)
-                _concat(arrays, 1, b.inputs[0])
-                self._run_io(b.arg, None)
-                outs, finite = b.result()
-                return outs, finite and (not self.check_inputs or b.input_finite())
-            except Exception as exc:
-                raise ort_error(self._where, "run", exc) from None
-            finally:
-                self._lock.release()
+        if n <= BIND_MAX_ROWS and self.batch is None:
+            got = self._joined_bound(arrays, 1, n)
+            if got is not None:
+                return got
         if self.wide is not None and self.batch is None and n > BIND_MAX_ROWS:  # (a small batch whose
             return self.wide.call_transposed(arrays, n)  # binding is busy: this graph, as rounded alone)
         x = _concat(arrays, 1)
@@ -386,17 +379,10 @@ class PrefixRunner:
         >>> finite, bool(np.allclose(y, est.predict(X), atol=1e-4))
         (True, True)
         """
-        if n * self._dims[0] <= _BIND_MAX_FLOATS and self.batch is None and self._lock.acquire(False):
-            try:  # bound buffers, kept per batch size: no input or output allocated per call
-                b = self._bindings.get(n) or self._bind(n)
-                _concat([a.T for a in arrays], 0, b.inputs[0])
-                self._run_io(b.arg, None)
-                outs, finite = b.result()
-                return outs, finite and (not self.check_inputs or b.input_finite())
-            except Exception as exc:
-                raise ort_error(self._where, "run", exc) from None
-            finally:
-                self._lock.release()
+        if n * self._dims[0] <= _BIND_MAX_FLOATS and self.batch is None:
+            got = self._joined_bound([a.T for a in arrays], 0, n)
+            if got is not None:
+                return got
         x = _concat([a.T for a in arrays], 0, np.empty((self._dims[0], n), np.float32))
         try:
             outs = self._run(self.outputs, {self.inputs[0]: x}, None)
@@ -404,6 +390,23 @@ class PrefixRunner:
             raise ort_error(self._where, "run", exc) from None
         finite = all_finite(outs[0]) and (not self.check_inputs or all_finite(x))  # (contiguous: before squeezing)
         return self._squeezed(outs), finite
+
+    def _joined_bound(self, parts: list[np.ndarray], axis: int, n: int):
+        """(outputs, finite) of one run on the bound buffers for n rows, `parts` written side by side
+        along `axis` of the one input buffer (kept per batch size: nothing is allocated per call), or
+        None when another thread holds the buffers."""
+        if not self._lock.acquire(False):
+            return None
+        try:
+            b = self._bindings.get(n) or self._bind(n)
+            _concat(parts, axis, b.inputs[0])
+            self._run_io(b.arg, None)
+            outs, finite = b.result()
+            return outs, finite and (not self.check_inputs or b.input_finite())
+        except Exception as exc:
+            raise ort_error(self._where, "run", exc) from None
+        finally:
+            self._lock.release()
 
     def run(self, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], bool]:
         """`call` for float32 (N, d_g) arrays in input order (prefix 0: pass an empty list).
