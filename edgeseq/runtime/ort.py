@@ -3,7 +3,8 @@
 Latency on a device matters more than throughput, and a runtime that spins up thread pools per
 session competes with the feature extractors for the cores. So every session is single-threaded
 (intra/inter-op threads 1, sequential execution, no spinning). The call path is
-IO binding for small batches (see `PrefixRunner`), and otherwise the compiled session's `run` (what
+IO binding for small batches and for a joined linear graph's transposed input up to 4 MB (see
+`PrefixRunner`), and otherwise the compiled session's `run` (what
 `InferenceSession.run` calls after re-validating its arguments, which we validated once at load
 time) with a pre-built output-name list. The compiled session is onnxruntime's private attribute, so
 it is reached in one place, `session_calls`, which falls back to the public methods; what it saves
