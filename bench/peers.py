@@ -122,6 +122,37 @@ def logistic():
     return X, LogisticRegression(max_iter=1000).fit(X, y), est.fitted_sequence_
 
 
+def softmax_linear():
+    """(X, scikit-learn LogisticRegression, edgeseq FittedSequence): 4 classes, 30 columns, 10 groups of 3
+    (the Python table only: a softmax link)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from edgeseq import AnytimeClassifier
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(2000, 30)).astype(np.float32).astype(np.float64)
+    y = np.digitize(X @ rng.normal(size=30) + rng.normal(size=2000), [-2.0, 0.0, 2.0])
+    est = AnytimeClassifier(groups=[list(range(3 * g, 3 * g + 3)) for g in range(10)], costs=np.ones(10)).fit(X, y)
+    return X, LogisticRegression(max_iter=1000).fit(X, y), est.fitted_sequence_
+
+
+def linear_regression():
+    """(X, scikit-learn LinearRegression, edgeseq FittedSequence): 30 columns, 10 groups of 3 (the
+    Python table only: an identity link)."""
+    from sklearn.linear_model import LinearRegression
+
+    from edgeseq import AnytimeRegressor
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 30)).astype(np.float32).astype(np.float64)
+    y = X @ rng.normal(size=30) + rng.normal(size=2000)
+    est = AnytimeRegressor(groups=[list(range(3 * g, 3 * g + 3)) for g in range(10)], costs=np.ones(10)).fit(X, y)
+    return X, LinearRegression().fit(X, y), est.fitted_sequence_
+
+
+# linear models measured in the Python table only (no C contender is built for them)
+PYTHON_ONLY_CASES = (("softmax linear, 4 classes, 30 columns in 10 groups", softmax_linear),
+                     ("linear regression, 30 columns in 10 groups", linear_regression))
+
+
 # ------------------------------------------------------------------------------------------ contenders
 
 def edgeseq_source(model, d: Path, lanes: int | None = None, c_trees: str = "table"):
@@ -453,8 +484,9 @@ def plain_onnx(est, n_feat: int):
         name = "onnxruntime (onnxmltools)"
     else:
         from skl2onnx import to_onnx
-        classifier = True
-        onx = to_onnx(est, np.zeros((1, n_feat), np.float32), options={id(est): {"zipmap": False}},
+        classifier = hasattr(est, "predict_proba")
+        onx = to_onnx(est, np.zeros((1, n_feat), np.float32),
+                      options={id(est): {"zipmap": False}} if classifier else None,
                       target_opset={"": 17, "ai.onnx.ml": 3})
         name = "onnxruntime (skl2onnx)"
     sess = ort.InferenceSession(onx.SerializeToString(), sess_options=session_options(),
@@ -500,7 +532,7 @@ def python_table(cases, args) -> dict:
                 feats = {g: np.ascontiguousarray(Xn[:, c]) for g, c in zip(model.group_names, model.group_columns)}
                 Xd = Xn.astype(np.float64)
                 lgb_fn = est.predict_proba if hasattr(est, "predict_proba") else est.predict
-                own = "LightGBM predict" if lgbm else "scikit-learn predict_proba"
+                own = "LightGBM predict" if lgbm else "scikit-learn " + lgb_fn.__name__
                 fns = {"edgeseq ExportedModel": lambda: em.predict(feats, prefix=j),
                        own: lambda: lgb_fn(Xd)}
                 fns.update({k: (lambda f=f: f(Xd)) for k, f in trees.items()})
@@ -516,7 +548,7 @@ def python_table(cases, args) -> dict:
     note = "".join(f"; {m}" for m in dict.fromkeys(skipped)) if available("lleaves") else \
         "; lleaves was not installed: not measured"
     return {"title": "Python, µs per call at the last stage (fastest of interleaved blocks, one thread): edgeseq "
-                     "ExportedModel.predict (one joined graph in onnxruntime: one input, one tree node or one MatMul) vs the model's own predict, "
+                     "ExportedModel.predict (one joined graph in onnxruntime: one input, one tree node or one Gemm and a one-node link) vs the model's own predict, "
                      "treelite's, lleaves' (LLVM-compiled trees) and one onnxruntime session on a plain conversion "
                      f"(onnxmltools / skl2onnx); max |error| vs the model's own predict{note}",
             "columns": ["model", "rows", "contender", "µs per call", "÷ edgeseq", "max |error|"], "rows": rows}
@@ -547,7 +579,7 @@ def python_only(args) -> None:
     cases = [("regression, LightGBM 100 trees x 31 leaves", regression)]
     if not args.quick:
         cases += [("multiclass digits, LightGBM 1,000 trees x 15 leaves", digits),
-                  ("logistic, 30 columns in 10 groups", logistic)]
+                  ("logistic, 30 columns in 10 groups", logistic), *PYTHON_ONLY_CASES]
     table = python_table([(title, *make()) for title, make in cases], args)
     table["title"] += (f" (measured on its own with --python-only, load average {info['load_start']} at the start "
                        f"and {machine_info()['load_end']} at the end)")
@@ -635,6 +667,7 @@ def main(argv=None) -> None:
         tables += [t for t in old["tables"] if t["title"].startswith("Python, µs per call")]
     else:
         kept = {}
+        python_cases += [(title, *make()) for title, make in (PYTHON_ONLY_CASES if not args.quick else ())]
         tables.append(python_table(python_cases, args))
     for t in tables:
         t["title"] = t["title"] if "µs" in t["title"] or "es_init" in t["title"] else (

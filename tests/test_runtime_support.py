@@ -22,7 +22,7 @@ def group_features(seq, X):
 def agrees(got, want, rtol: float = 1e-6) -> bool:
     """`got` equals `want` to float32 rounding (relative to the largest |want|, at least 1).
 
-    Batch `predict` runs a joined graph (one MatMul, one tree node: edgeseq.runtime.fuse), the
+    Batch `predict` runs a joined graph (one Gemm, one tree node: edgeseq.runtime.fuse), the
     anytime loop the stage graphs, so the same sums are added in another order."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     return got.shape == want.shape and bool(np.all(np.abs(got - want) <= rtol * max(1.0, np.abs(want).max())))

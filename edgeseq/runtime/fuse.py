@@ -17,11 +17,12 @@ understand (subgraph attributes, sparse initializers, differing opsets) is refus
 `joined_prefix` and `joined_tree_stages` go further for a batch prediction: one float32 input ``x``,
 the concatenation of the groups' arrays (the runtime writes them side by side into one buffer), so
 onnxruntime wraps one input instead of one per group, and no Concat node runs. For an affine prefix
-the per-group MatMul/Add chain becomes one MatMul by the stacked weight blocks (the prefix's weight
-matrix over its columns, as the export wrote it); for tree stages 1..j, their TreeEnsembleRegressor
-nodes become one (their trees, renumbered, summed in one pass), which onnxruntime runs at the cost
-of one stage instead of j. Both change only the order of float32 additions, so they agree with the
-stage graphs to rounding (tests/test_runtime_joined.py checks 1e-6 relative), not bit for bit.
+the per-group MatMul/Add chain and the bias become one Gemm by the stacked weight blocks (the
+prefix's weight matrix over its columns, as the export wrote it), and a sigmoid link one node; for
+tree stages 1..j, their TreeEnsembleRegressor nodes become one (their trees, renumbered, summed in
+one pass), which onnxruntime runs at the cost of one stage instead of j. Both change only the order
+of float32 operations, so they agree with the stage graphs to rounding (tests/test_runtime_joined.py
+and tests/test_runtime_joined_linear.py check 1e-6 relative), not bit for bit.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["FuseError", "fuse_stages", "joined_prefix", "joined_tree_stages"]
+__all__ = ["SIGNED_LOGITS", "FuseError", "fuse_stages", "joined_prefix", "joined_tree_stages"]
 
 _LEN = 2  # wire type of length-delimited fields
 # ModelProto
@@ -324,13 +325,13 @@ def _graph_of(model: bytes) -> tuple[list, list]:
 
 
 def _model_with(mf: list, gf: list, nodes: list[bytes], inits: list[bytes], inputs: list[bytes],
-                drop_outputs: tuple = ()) -> bytes:
+                drop_outputs: tuple = (), add_outputs: list[bytes] = ()) -> bytes:
     """`mf` with its graph's nodes, initializers and inputs replaced (value infos dropped: optional),
-    and the outputs named in `drop_outputs` left out."""
+    the outputs named in `drop_outputs` left out and the ValueInfoProtos `add_outputs` added."""
     rest = [raw for f, _, p, raw in gf if f not in (_G_NODE, _G_INIT, _G_INPUT, _G_VALUE_INFO)
             and not (f == _G_OUTPUT and _name_of(p, _V_NAME) in drop_outputs)]
     graph = b"".join([*(_field(_G_NODE, n) for n in nodes), *(_field(_G_INIT, t) for t in inits),
-                      *(_field(_G_INPUT, i) for i in inputs), *rest])
+                      *(_field(_G_INPUT, i) for i in inputs), *rest, *(_field(_G_OUTPUT, o) for o in add_outputs)])
     return b"".join(raw for f, _, _, raw in mf if f != _M_GRAPH) + _field(_M_GRAPH, graph)
 
 
@@ -346,36 +347,81 @@ def _malformed_is_a_fuse_error(fn):
     return refusing
 
 
+SIGNED_LOGITS = "joined/z"  # a sigmoid prefix's joined graph outputs [-y, y] under this name (not y)
+
+
+def _float_init(name: str, values: np.ndarray) -> bytes:
+    """A TensorProto: float32 initializer `name` holding `values` (raw little-endian data)."""
+    return b"".join(_varint_field(_T_DIMS, d) for d in values.shape) + _varint_field(_T_TYPE, _FLOAT) \
+        + _field(_T_NAME, name.encode("utf-8")) + _field(_T_RAW, np.ascontiguousarray(values, "<f4").tobytes())
+
+
+def _node_of(op: str, ins: list[str], outs: list[str], attrs: bytes = b"") -> bytes:
+    """A NodeProto of the default domain."""
+    return b"".join(_field(_N_INPUT, i.encode("utf-8")) for i in ins) \
+        + b"".join(_field(_N_OUTPUT, o.encode("utf-8")) for o in outs) + _field(_N_OP, op.encode()) + attrs
+
+
+def _ints_attr(name: str, values: list[int]) -> bytes:
+    """A node's integer-list attribute (AttributeProto INTS, unpacked as onnx writes it)."""
+    return _field(_N_ATTR, _field(_A_NAME, name.encode()) + b"".join(_varint_field(_A_INTS, v) for v in values)
+                  + _varint_field(_A_TYPE, 7))  # INTS
+
+
+def _sigmoid_tail(nodes: list[bytes], parts: list, inits: dict) -> bool:
+    """True when `nodes` (after ``y``; `parts` their op, inputs and outputs) start with the export's
+    sigmoid link: ``p1 = Sigmoid(y)``, ``p0 = Sub(1, p1)``, ``proba = Concat(p0, p1)`` along columns."""
+    if [op for op, _, _ in parts[:3]] != ["Sigmoid", "Sub", "Concat"]:
+        return False
+    try:
+        (_, s_in, (p1,)), (_, (one, p1_), (p0,)), (_, c_in, c_out) = parts[:3]
+    except ValueError:
+        raise FuseError("a link node has an unexpected number of inputs or outputs") from None
+    axis = _repeated_ints(_attributes(nodes[2]).get("axis", []), _A_I)
+    return s_in == ["y"] and p1_ == p1 and one in inits and c_in == [p0, p1] and c_out == ["proba"] \
+        and axis in ([1], [-1]) and _float_tensor(inits[one], 1).tolist() == [1.0]
+
+
 @_malformed_is_a_fuse_error
 def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = False) -> tuple[bytes, str]:
-    """An affine prefix graph with one input `joined`: its groups side by side, times one weight matrix.
+    """An affine prefix graph with one input `joined`: its groups side by side, one ``Gemm`` and the link.
 
     A prefix graph multiplies each group's input by its own weight block and adds the products
-    (so a device can feed groups as they come); for a batch whose groups are all at hand, one MatMul
-    by the stacked blocks does the same work as one plain model, with one input to wrap.
+    (so a device can feed groups as they come); for a batch whose groups are all at hand, one
+    ``Gemm`` by the stacked blocks and the bias does that work in one kernel, with one input to
+    wrap. onnxruntime pays a few microseconds per node at one row, so the link is cut to one node as
+    well: a sigmoid link (``Sigmoid``, ``Sub``, ``Concat`` in the prefix graph) becomes one
+    ``Sigmoid`` of the two columns ``[-y, y]``, which the ``Gemm`` computes with the weights and the
+    bias negated beside themselves: that is ``[sigmoid(-y), sigmoid(y)]`` = ``[1 - p, p]`` to float32
+    rounding. That graph outputs ``[-y, y]`` as `SIGNED_LOGITS` in place of ``y`` (the runner takes
+    its second column). A softmax link, the label's ``ArgMax`` and the identity are kept as exported.
+    Every weight is read from the graph; nothing is recomputed.
 
     Parameters
     ----------
     model : bytes
-        A serialized affine prefix graph of two or more groups (`export/kinds/affine/onnx.py`).
+        A serialized affine prefix graph of one or more groups (`export/kinds/affine/onnx.py`).
     joined : str, default="joined/x"
         Name of the new input (the groups' arrays concatenated along columns, in input order).
     transposed : bool, default=False
         Take that input transposed, [d, N] (each group's columns as rows, which numpy fills from
-        (N, d_g) arrays several times faster than it concatenates narrow columns), computed as one
-        ``Gemm`` with ``transA`` (the product and the bias in one node).
+        (N, d_g) arrays several times faster than it concatenates narrow columns): the ``Gemm``
+        then multiplies the transposed weights by it, [P, d] x [d, N] (the fast shape for onnxruntime's
+        kernel; ``transA`` on the input is not), and one ``Transpose`` gives the rows back.
 
     Returns
     -------
     model : bytes
-        A serialized ModelProto with the same outputs, computed from the one input.
+        A serialized ModelProto with the same outputs (``y`` as `SIGNED_LOGITS` for a sigmoid link),
+        computed from the one input.
     name : str
         The input's name, `joined`.
 
     Raises
     ------
     FuseError
-        When the graph does not start with the per-group MatMul/Add chain over inline float32 weights.
+        When the graph is not the per-group MatMul/Add chain over inline float32 weights, the bias
+        and one of the export's links.
 
     Examples
     --------
@@ -394,8 +440,8 @@ def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = Fal
     names = [_name_of(p, _V_NAME) for p in inputs]
     nodes = [p for f, _, p, _ in gf if f == _G_NODE]
     inits = {_name_of(p, _T_NAME): p for f, _, p, _ in gf if f == _G_INIT}
-    if len(names) < 2 or joined in names or len(nodes) < 2 * len(names) - 1:
-        raise FuseError("not an affine prefix graph of two or more groups")
+    if not names or joined in names or len(nodes) < 2 * len(names):
+        raise FuseError("not an affine prefix graph of one or more groups")
     blocks, acc = [], None
     for k, name in enumerate(names):  # MatMul(in_0, W_0); then MatMul(in_k, W_k), Add(acc, that)
         op, ins, outs = _node_parts(nodes[max(2 * k - 1, 0)])
@@ -408,29 +454,42 @@ def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = Fal
             if op != "Add" or sorted(add_in) != sorted([acc, outs[0]]):
                 raise FuseError("the group products are not summed in a chain")
             acc = add_out[0]
+    op, ins, outs = _node_parts(nodes[2 * len(names) - 1])
+    if op != "Add" or len(ins) != 2 or ins[0] != acc or ins[1] not in inits or outs != ["y"]:
+        raise FuseError("the products are not followed by the bias, giving y")
     weights = [_float_tensor(inits[b]) for b in blocks]
     if [w.shape[0] for w in weights] != [_input_shape(i)[1] for i in inputs] or len({w.shape[1] for w in weights}) != 1:
         raise FuseError("the weight blocks do not match the inputs' widths")
-    weights, first = np.concatenate(weights), _input_shape(inputs[0])[0]
-    w_name = "joined/W"
-    tensor = b"".join([_varint_field(_T_DIMS, d) for d in weights.shape]) + _varint_field(_T_TYPE, _FLOAT) \
-        + _field(_T_NAME, w_name.encode("utf-8")) + _field(_T_RAW, weights.astype("<f4").tobytes())
-    matmul = _field(_N_INPUT, joined.encode()) + _field(_N_INPUT, w_name.encode()) + _field(_N_OUTPUT, acc.encode()) \
-        + _field(_N_OP, b"MatMul")
-    kept = [p for name, p in inits.items() if name not in blocks] + [tensor]
-    rest = nodes[2 * len(names) - 1:]
+    W, b, first = np.concatenate(weights), _float_tensor(inits[ins[1]], 1), _input_shape(inputs[0])[0]
+    if b.shape != (W.shape[1],):
+        raise FuseError("the bias does not match the weights")
+    tail = nodes[2 * len(names):]
+    parts = [_node_parts(n) for n in tail]
+    out, drop, add = "y", (), []
+    if _sigmoid_tail(tail, parts, inits):
+        W, b = np.concatenate([-W, W], axis=1), np.concatenate([-b, b])  # negation is exact
+        out, drop, add = SIGNED_LOGITS, ("y",), [_matrix_input(SIGNED_LOGITS, first, 2)]
+        tail, after = [_node_of("Sigmoid", [out], ["proba"])] + tail[3:], parts[3:]
+    elif not parts or (parts[0][0] == "Softmax" and parts[0][1] == ["y"]):
+        after = parts[1:]
+    else:
+        raise FuseError("the link is not one the joiner knows")
+    if any(set(ins) & {"y", *names} for _, ins, _ in after):
+        raise FuseError("a node after the link reads y or an input")
     if not transposed:
-        return _model_with(mf, gf, [matmul] + rest, kept, [_matrix_input(joined, first, weights.shape[0])]), joined
-    op, ins, outs = _node_parts(rest[0]) if rest else ("", [], [])
-    if op != "Add" or len(ins) != 2 or ins[0] != acc or ins[1] not in inits:
-        raise FuseError("the products are not followed by the bias")
-    trans_a = _field(_A_NAME, b"transA") + _varint_field(_A_I, 1) + _varint_field(_A_TYPE, _A_INT)
-    gemm = b"".join(_field(_N_INPUT, i.encode()) for i in (joined, w_name, ins[1])) \
-        + _field(_N_OUTPUT, outs[0].encode()) + _field(_N_OP, b"Gemm") + _field(_N_ATTR, trans_a)
-    shape = _field(_SH_DIM, _varint_field(_DIM_VALUE, weights.shape[0])) + first
-    tensor_type = _varint_field(_TT_ELEM, _FLOAT) + _field(_TT_SHAPE, shape)
-    info = _field(_V_NAME, joined.encode()) + _field(_V_TYPE, _field(_TY_TENSOR, tensor_type))
-    return _model_with(mf, gf, [gemm] + rest[1:], kept, [info]), joined
+        head = [_node_of("Gemm", [joined, "joined/W", "joined/b"], [out])]
+        tensors = [_float_init("joined/W", W), _float_init("joined/b", b)]
+        info = _matrix_input(joined, first, W.shape[0])
+    else:
+        head = [_node_of("Gemm", ["joined/W", joined, "joined/b"], [out + "/T"]),
+                _node_of("Transpose", [out + "/T"], [out], _ints_attr("perm", [1, 0]))]
+        tensors = [_float_init("joined/W", W.T), _float_init("joined/b", b[:, None])]
+        shape = _field(_SH_DIM, _varint_field(_DIM_VALUE, W.shape[0])) + first
+        tensor_type = _varint_field(_TT_ELEM, _FLOAT) + _field(_TT_SHAPE, shape)
+        info = _field(_V_NAME, joined.encode()) + _field(_V_TYPE, _field(_TY_TENSOR, tensor_type))
+    read = {i for n in tail for i in _node_parts(n)[1]}
+    kept = [p for name, p in inits.items() if name in read and name not in blocks] + tensors
+    return _model_with(mf, gf, head + tail, kept, [info], drop_outputs=drop, add_outputs=add), joined
 
 
 _TREE_OP = "TreeEnsembleRegressor"

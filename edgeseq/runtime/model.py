@@ -15,7 +15,7 @@ import numpy as np
 
 from edgeseq.errors import IntegrityError, RuntimeInputError
 from edgeseq.format import STATE_IN, STATE_OUT, labels_of, read_verified, stage_group_counts
-from edgeseq.runtime.fuse import FuseError, fuse_stages, joined_prefix, joined_tree_stages
+from edgeseq.runtime.fuse import SIGNED_LOGITS, FuseError, fuse_stages, joined_prefix, joined_tree_stages
 from edgeseq.runtime.inputs import as_group_array, check_group_keys
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from edgeseq.runtime.stopping import check_stop, predict_stopped
@@ -100,7 +100,7 @@ class ExportedModel:
 
     Loading verifies the directory (schema, manifest checksum, sha256 of every file) and creates one
     single-threaded onnxruntime session per prefix, once. `predict` runs, per prefix, one joined
-    graph built on its first call (one input, one MatMul or one tree node: `edgeseq.runtime.fuse`);
+    graph built on its first call (one input, one Gemm and its link or one tree node: `edgeseq.runtime.fuse`);
     `AnytimeSession` adds the anytime loop, which runs the prefix graphs.
 
     Examples
@@ -161,6 +161,9 @@ class ExportedModel:
             if r._dims[-1] != self._state_width:
                 raise IntegrityError(f"{out / p['file']}: state_in has {r._dims[-1]} columns, the manifest's "
                                      f"state_width is {self._state_width}")
+        # prefix 0 answers the same for every row (its graph reads no feature): its one-row outputs,
+        # repeated, are what the graph returns for n rows, without an onnxruntime call
+        self._prior_row = [o.copy() for o in self._runners[0].run_rows(1)]
         self._prefix0 = _read_only(self._format(self._runners[0].run_rows(1), 0))  # shared by results
         self._by_budget: dict = {}  # budget -> its prefix, for the budgets predict has resolved
         self._fused: dict[int, PrefixRunner | None] = {}  # prefix j -> the one graph predict runs (`_fuse`)
@@ -259,7 +262,8 @@ class ExportedModel:
         if j == 0:  # no features needed; any given only tell the number of rows
             check_group_keys(features_by_group, self._by_name, ())
             rows = {name: np.shape(v)[0] if np.ndim(v) == 2 else 1 for name, v in features_by_group.items()}
-            return self._format(self._runners[0].run_rows(_same_rows(rows)), 0)
+            n = _same_rows(rows)
+            return self._format([np.repeat(o, n, axis=0) for o in self._prior_row], 0)
         # fast path: float32 arrays of exactly the shapes expected for the first group's number of
         # rows (cached per prefix and shape); finiteness is checked once, on the output, below
         arrays = []
@@ -343,7 +347,8 @@ class ExportedModel:
         """The graph `predict` runs for prefix j (built on first use, then kept): one onnxruntime call.
 
         First choice, a joined graph (`edgeseq.runtime.fuse`): one input, the groups side by side, and
-        for an affine prefix one MatMul by its weight matrix, for tree stages 1..j one tree node; its
+        for an affine prefix one Gemm by its weight matrix and a one-node link, for tree stages 1..j
+        one tree node; its
         runner has ``joined`` set. A graph the joiner does not rewrite keeps, for an affine prefix, its
         own graph, and for trees the stage graphs chained into one (`fuse_stages`, fed stage j's inputs
         and a zero state), or None when that fails too: `run_stages` chains them then. The anytime
@@ -358,11 +363,14 @@ class ExportedModel:
             else:
                 graph = load_verified_bytes(self.out_dir / ps[-1]["file"], ps[-1]["sha256"])
                 model, name = joined_prefix(graph)
-            runner = PrefixRunner(model, [name], outputs, where, self._squeeze)
+            signed = not self._trees and self.link == "sigmoid"  # the joined graph outputs [-y, y]
+            if signed:
+                outputs = [SIGNED_LOGITS if o == "y" else o for o in outputs]
+            runner = PrefixRunner(model, [name], outputs, where, self._squeeze, signed=signed)
             runner.joined, runner.check_inputs = True, self._trees  # joined tree stages have no guard
-            if not self._trees and runner.batch is None:  # large batches: the input transposed (one Gemm)
+            if not self._trees and runner.batch is None:  # large batches: the input transposed
                 runner.wide = PrefixRunner(joined_prefix(graph, transposed=True)[0], [name], outputs, where,
-                                           self._squeeze, transposed=True)
+                                           self._squeeze, transposed=True, signed=signed)
         except (FuseError, IntegrityError):
             runner = None if self._trees and j > 1 else self._runners[j]
         if runner is None:
