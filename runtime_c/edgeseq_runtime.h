@@ -11,9 +11,10 @@
  *     static es_state st;
  *     es_init(&st, &mymodel_model, work, mymodel_WORK_FLOATS);
  *     es_group_info g;
- *     while (es_next_group(&st, &g) == ES_OK) {
+ *     es_status r = es_next_group(&st, &g);
+ *     while (r == ES_OK) {
  *         compute_group(g.group, feats);              // g.dim floats
- *         if (es_push(&st, g.group, feats, g.dim) != ES_OK) break;
+ *         r = es_push_next(&st, g.group, feats, g.dim, &g);   // push, then name the next group
  *     }
  *     // elsewhere, e.g. in a timer ISR:  es_current(&st, out, &prefix, &label);
  *
@@ -329,7 +330,8 @@ es_status es_push(es_state *state, uint32_t group, const float *values, size_t n
  * It checks and pushes exactly as es_push (the same errors; on an error the state and *next are
  * unchanged). Once the push succeeded it returns what es_next_group would now: ES_OK with *next the
  * next group, or ES_DONE when none is left (every group pushed, or a confident stage after es_set_stop).
- * ES_ERR_NULL when next is NULL (nothing pushed). */
+ * ES_ERR_NULL when next is NULL (nothing pushed). Cost: es_push's (the copy and bit test of the group's
+ * values, the stages it completes, see COST OF A PUSH) plus the five stores of *next. */
 es_status es_push_next(es_state *state, uint32_t group, const float *values, size_t n, es_group_info *next);
 
 /* Copy the last committed prediction (n_pred floats) into out (a model with its link on read: the

@@ -113,11 +113,11 @@ def test_a_runtime_that_forgets_the_link_on_read_is_caught(tmp_path):
     _, model, X = _lightgbm(4)
     rows = _rows(model, X, "code")
     src = (runtime_dir() / "edgeseq_runtime.c").read_text()
-    line = "lab = es_link_into(s->model, out, out);"
+    line = "const int32_t lab = es_link_into(s->model, out, out);"
     assert src.count(line) == 1
     broken = tmp_path / "rt"
     shutil.copytree(runtime_dir(), broken)
-    (broken / "edgeseq_runtime.c").write_text(src.replace(line, "(void)0;"))
+    (broken / "edgeseq_runtime.c").write_text(src.replace(line, "const int32_t lab = -1;"))
     commit = run_c_model(_write(model, tmp_path / "commit", "commit", "code"), rows, extra=("-O1",))
     d = _write(model, tmp_path / "read", "read", "code")
     with mock.patch.object(c_harness, "runtime_dir", lambda: broken):
