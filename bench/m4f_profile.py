@@ -5,7 +5,8 @@ Usage: python bench/m4f_profile.py [--quick]
 bench/peers.py reports SysTick ticks of one full prediction (qemu ``-icount shift=0``: every
 instruction is 1 ns of virtual time, a tick of the mps2-an386 SysTick 40 ns, so 40 instructions).
 This script builds the same ELF (bench/peers_time.c, -O2, 16 pseudo-random rows) for edgeseq's tree
-stages as code (``c_trees="code"``: es_reset, es_next_group + es_push of every group, es_current) and
+stages as code (``c_trees="code"``: es_reset, es_next_group once, then es_push_next of every group,
+es_current; the multiclass model also with ``c_link="read"``, the link applied by es_current) and
 for emlearn's inline code, runs it under qemu with an execution trace (``-d in_asm,exec,nochain``) and
 counts the instructions each function executes from the first call of the prediction to the report
 at the end, per prediction. The model's generated functions (edgeseq's stages, emlearn's per-class
@@ -41,9 +42,13 @@ def functions(elf: Path) -> list:
     return sorted(rows)
 
 
-def profile(elf: Path, log: Path) -> tuple[dict, int]:
-    """(instructions per function, number of predictions) between the first contender_predict and the
-    final printf of peers_time.c."""
+SPANS = ("es_push_next", "es_current")  # per call: everything from the call's entry back to its caller
+
+
+def profile(elf: Path, log: Path) -> tuple[dict, int, dict]:
+    """(instructions per function, number of predictions, instructions of each call of the `SPANS`
+    functions -- the function and all it calls, until contender_predict runs again) between the first
+    contender_predict and the final printf of peers_time.c."""
     from edgeseq.export.c_arm import QEMU, TARGETS
     target = TARGETS["cortex-m4f"]
     subprocess.run([QEMU, "-M", target.machine, "-cpu", target.qemu_cpu, "-nographic", "-monitor", "none",
@@ -59,6 +64,8 @@ def profile(elf: Path, log: Path) -> tuple[dict, int]:
 
     predict = next(f[0] for f in funcs if f[2] == "contender_predict")
     stop = {f[0] for f in funcs if f[2] in ("printf", "_printf_r", "iprintf")}
+    entry = {f[0]: f[2] for f in funcs if f[2] in SPANS}
+    spans, open_span = collections.defaultdict(list), None
     tb_len, counts, calls, current, started = {}, collections.Counter(), 0, None, False
     with open(log, encoding="utf-8", errors="replace") as fh:
         for line in fh:
@@ -73,7 +80,15 @@ def profile(elf: Path, log: Path) -> tuple[dict, int]:
                 calls += pc == predict
                 started = started or pc == predict
                 if started:
-                    counts[name(pc)] += tb_len.get(pc, 0)
+                    fn = name(pc)
+                    counts[fn] += tb_len.get(pc, 0)
+                    if open_span is not None and fn == "contender_predict":
+                        open_span = None  # the call returned
+                    if pc in entry:
+                        spans[entry[pc]].append(0)
+                        open_span = entry[pc]
+                    if open_span is not None:
+                        spans[open_span][-1] += tb_len.get(pc, 0)
                 continue
             m = INSN.match(line)
             if m:
@@ -81,7 +96,7 @@ def profile(elf: Path, log: Path) -> tuple[dict, int]:
                     current = int(m.group(1), 16)
                     tb_len[current] = 0
                 tb_len[current] += 1
-    return dict(counts), calls
+    return dict(counts), calls, dict(spans)
 
 
 def rows_for(title: str, contender: str, counts: dict, calls: int, ticks: int, prefix: str) -> list:
@@ -106,30 +121,41 @@ def main(argv=None) -> None:
     specs = [("regression, LightGBM 100 trees x 31 leaves", peers.regression)]
     if not args.quick:
         specs.append(("multiclass digits, LightGBM 1,000 trees x 15 leaves", peers.digits))
-    rows = []
+    rows, span_rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for title, make in specs:
             X, _, model = make()
             n_feat, n_out = X.shape[1], model.n_outputs
-            for contender in (peers.CODE_ROW, "emlearn inline"):
+            rows_of = (peers.CODE_ROW, peers.READ_ROW) if model.link != "identity" else (peers.CODE_ROW,)
+            for contender in (*rows_of, "emlearn inline"):
                 d = tmp / f"{len(rows)}"
                 d.mkdir()
-                if contender == peers.CODE_ROW:
-                    c, prefix = peers.edgeseq_source(model, d, c_trees="code"), "m_stage"
+                if contender in (peers.CODE_ROW, peers.READ_ROW):
+                    c_link = "read" if contender == peers.READ_ROW else "commit"
+                    c, prefix = peers.edgeseq_source(model, d, c_trees="code", c_link=c_link), "m_stage"
                 else:
                     c, prefix = peers.emlearn_source(model, d, n_feat, n_out), "eml"
                 _, ticks = peers.arm_figures(c, d, n_feat, n_out)
-                counts, calls = profile(d / "ticks.elf", d / "trace.log")
+                counts, calls, spans = profile(d / "ticks.elf", d / "trace.log")
                 rows += rows_for(title, contender, counts, calls, ticks, prefix)
+                span_rows += [[title, contender, fn, len(v), round(sum(v) / len(v), 1), max(v)]
+                              for fn, v in spans.items()]
                 print(f"{title} / {contender}: {ticks} ticks, {sum(counts.values()) / calls:.0f} instructions",
                       flush=True)
     table = {"title": "Instructions per full prediction on the emulated Cortex-M4F, by function (qemu execution "
                       "trace of bench/peers.py's -O2 ELF, 16 rows; 40 instructions = 1 SysTick tick); edgeseq: "
-                      "es_reset + es_next_group/es_push of every group + es_current with the tree stages as code",
+                      "es_reset + es_next_group + es_push_next of every group + es_current with the tree stages "
+                      "as code",
              "columns": ["model", "contender", "function", "instructions per prediction", "% of the prediction"],
              "rows": rows}
-    write_result("m4f_profile", {"quick": args.quick, "tables": [table]}, command_line(),
+    calls = {"title": "Instructions per call on the emulated Cortex-M4F (the same traces): es_push_next with "
+                      "everything it runs (the copy and check of the group, the stages it completes -- their tree "
+                      "code, readout, link and commit -- and the next group's record), and es_current (with the "
+                      "link on read: the copy of the committed scores and the softmax)",
+             "columns": ["model", "contender", "call", "calls traced", "mean instructions", "max instructions"],
+             "rows": span_rows}
+    write_result("m4f_profile", {"quick": args.quick, "tables": [table, calls]}, command_line(),
                  machine_info(info["load_start"]))
 
 

@@ -73,11 +73,14 @@ void contender_init(void) { (void)es_init(&st, &m_model, work, m_WORK_FLOATS); }
 void contender_predict(const float *row, float *out)
 {
     es_group_info g;
-    uint32_t off = 0u;
+    const float *v = row;
+    es_status r;
     (void)es_reset(&st);
-    while (es_next_group(&st, &g) == ES_OK) {
-        (void)es_push(&st, g.group, row + off, g.dim);
-        off += g.dim;
+    r = es_next_group(&st, &g);
+    while (r == ES_OK) { /* the one-call loop: es_push_next pushes g and names the next group */
+        const float *const cur = v;
+        v += g.dim;
+        r = es_push_next(&st, g.group, cur, g.dim, &g);
     }
     (void)es_current(&st, out, 0, 0);
 }
@@ -155,15 +158,19 @@ PYTHON_ONLY_CASES = (("softmax linear, 4 classes, 30 columns in 10 groups", soft
 
 # ------------------------------------------------------------------------------------------ contenders
 
-def edgeseq_source(model, d: Path, lanes: int | None = None, c_trees: str = "table"):
+def edgeseq_source(model, d: Path, lanes: int | None = None, c_trees: str = "table", c_link: str = "commit"):
     """(model C files, runtime C files, glue, column order of a row, n_out, defines); `lanes` forces
     the tree walk (ES_TREE_LANES) on every target, None keeps each target's default; `c_trees` "code"
-    writes the tree stages as code (started by es_init_code)."""
+    writes the tree stages as code (started by es_init_code); `c_link` "read" commits raw scores and
+    links in es_current."""
     from edgeseq.export.c_harness import write_c_for
+    from edgeseq.export.kinds.affine.c_float import write_c_model
     from edgeseq.export.kinds.trees.c_float import tree_feature_order, write_c_tree_model
     from edgeseq.forms.trees import TreeStageModel
-    if c_trees == "code":
-        write_c_tree_model(model, d, "m", c_trees="code")
+    if isinstance(model, TreeStageModel) and (c_trees == "code" or c_link != "commit"):
+        write_c_tree_model(model, d, "m", c_trees=c_trees, c_link=c_link)
+    elif c_link != "commit":
+        write_c_model(model, d, "m", c_link=c_link)
     else:
         write_c_for(model, d, "m")
     if isinstance(model, TreeStageModel):
@@ -354,6 +361,10 @@ def c_table(title, est, model, X, want, contenders, args, tmp: Path) -> dict:
             c = edgeseq_source(model, d)
         elif name == CODE_ROW:  # the tree stages as generated code (c_trees="code")
             c = edgeseq_source(model, d, c_trees="code")
+        elif name == READ_ROW:  # and the link applied by es_current (c_link="read")
+            c = edgeseq_source(model, d, c_trees="code", c_link="read")
+        elif name == LINEAR_READ_ROW:
+            c = edgeseq_source(model, d, c_link="read")
         elif name.startswith("edgeseq"):  # "edgeseq, ES_TREE_LANES=n": one walk on every target
             c = edgeseq_source(model, d, int(name[-1]))
         elif name == "m2cgen":
@@ -395,6 +406,8 @@ def c_table(title, est, model, X, want, contenders, args, tmp: Path) -> dict:
 
 
 CODE_ROW = "edgeseq, c_trees=code"
+READ_ROW = "edgeseq, c_trees=code, c_link=read"
+LINEAR_READ_ROW = "edgeseq, c_link=read"
 
 
 def m0_table(models, args, tmp: Path) -> dict:
@@ -626,8 +639,10 @@ def main(argv=None) -> None:
         tmp = Path(tmp)
         specs = [("regression, LightGBM 100 trees x 31 leaves", regression, trees, "regression")]
         if not args.quick:
-            specs += [("multiclass digits, LightGBM 1,000 trees x 15 leaves", digits, trees, "proba"),
-                      ("logistic, 30 columns in 10 groups", logistic, ["edgeseq", "m2cgen"], "logistic")]
+            specs += [("multiclass digits, LightGBM 1,000 trees x 15 leaves", digits,
+                       [*trees[:4], READ_ROW, *trees[4:]], "proba"),
+                      ("logistic, 30 columns in 10 groups", logistic, ["edgeseq", LINEAR_READ_ROW, "m2cgen"],
+                       "logistic")]
         for title, make, contenders, kind in specs:
             contenders = [c for c in contenders if args.only is None or c in args.only]
             print(title, flush=True)
@@ -641,7 +656,7 @@ def main(argv=None) -> None:
             if want is None:
                 k = model.n_prefixes - 1
                 es_want = np.asarray(model.apply_link(model.linear(X[:512], k)), np.float64).reshape(512, -1)
-                t_es = c_table(title, est, model, X, es_want, ["edgeseq"], args, tmp)
+                t_es = c_table(title, est, model, X, es_want, [c for c in contenders if c != "m2cgen"], args, tmp)
                 t_m2 = c_table(title + " (m2cgen vs scikit-learn)", est, model, X, est.predict_proba(X[:512]),
                                ["m2cgen"], args, tmp) if available("m2cgen") and "m2cgen" in contenders else None
                 t_es["rows"] += t_m2["rows"] if t_m2 else [["m2cgen", "not installed", None, None, None, None, None]]

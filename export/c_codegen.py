@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgeseq.errors import ExportError, InputError
+from edgeseq.errors import ExportError, InputError, IntegrityError
 from edgeseq.io.atomic import atomic_write_text
 from edgeseq.forms.linear import check_name
 
@@ -29,6 +29,9 @@ from edgeseq.export.names import C_KEYWORDS, c_comment_text, c_identifier, c_ide
 MAX_PREFIX_LEN = 20
 _IDENT = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _LINK_ENUM = {"identity": "ES_LINK_IDENTITY", "sigmoid": "ES_LINK_SIGMOID", "softmax": "ES_LINK_SOFTMAX"}
+#: Where the C applies a model's link: "commit" (default: every stage commits probabilities) or "read"
+#: (every stage commits raw scores, es_current applies the link; see `c_link_enum`).
+C_LINKS = ("commit", "read")
 _PER_LINE = 6
 
 
@@ -260,9 +263,63 @@ static const char *const {prefix}_output_name[] = {{
 """
 
 
+def c_link_enum(link: str, c_link: str = "commit") -> str:
+    """The C runtime's es_link value for a model's `link` applied at `c_link` ("commit" or "read").
+
+    With "read" every stage commits its raw scores and ``es_current`` applies the link (one link per
+    read instead of one per stage, the same function on the same scores: the same bits). An identity
+    link has nothing to defer, so both give ``ES_LINK_IDENTITY``.
+
+    Raises
+    ------
+    ExportError
+        `c_link` is not one of `C_LINKS`.
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_codegen import c_link_enum
+    >>> c_link_enum("softmax"), c_link_enum("softmax", "read"), c_link_enum("identity", "read")
+    ('ES_LINK_SOFTMAX', 'ES_LINK_SOFTMAX_ON_READ', 'ES_LINK_IDENTITY')
+    """
+    if c_link not in C_LINKS:
+        raise ExportError(f"C link mode {c_link!r} is not one of {', '.join(map(repr, C_LINKS))}")
+    return _LINK_ENUM[link] + ("_ON_READ" if c_link == "read" and link != "identity" else "")
+
+
+def c_link_of(manifest: dict) -> str:
+    """Where a float export's C applies the link, as recorded: ``c.link`` ("commit" or "read"), absent in
+    exports written before the link on read existed (commit).
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_codegen import c_link_of
+    >>> c_link_of({"c": {"prefix": "m"}}), c_link_of({"c": {"prefix": "m", "link": "read"}})
+    ('commit', 'read')
+    """
+    return recorded_c_option(manifest, "link", C_LINKS)
+
+
+def recorded_c_option(manifest: dict, key: str, choices: tuple) -> str:
+    """The manifest's ``c.<key>``, one of `choices`; absent (an export written before the option
+    existed) means ``choices[0]``. IntegrityError for another value (the schema refuses it too; a
+    clear line if the dict came another way).
+
+    Examples
+    --------
+    >>> from edgeseq.export.c_codegen import recorded_c_option
+    >>> recorded_c_option({"c": None}, "trees", ("table", "code"))
+    'table'
+    """
+    value = (manifest.get("c") or {}).get(key, choices[0])
+    if value not in choices:
+        raise IntegrityError(f"manifest c.{key} {str(value)[:40]!r} is not one of {', '.join(map(repr, choices))}")
+    return value
+
+
 def c_descriptor(prefix: str, model_name: str, link: str, *, coef: str, intercept: str, kind: str,
-                 trees: str, layers: str = "0") -> str:
-    """The ``const es_model <prefix>_model`` definition (field order of runtime_c's es_model).
+                 trees: str, layers: str = "0", c_link: str = "commit") -> str:
+    """The ``const es_model <prefix>_model`` definition (field order of runtime_c's es_model); `c_link`
+    says where the link is applied (`c_link_enum`).
 
     Examples
     --------
@@ -274,7 +331,7 @@ def c_descriptor(prefix: str, model_name: str, link: str, *, coef: str, intercep
     return f"""const es_model {prefix}_model = {{
     ES_ABI_VERSION,
     {c_string_literal(model_name)},
-    {_LINK_ENUM[link]},
+    {c_link_enum(link, c_link)},
     {prefix}_N_GROUPS,
     {prefix}_N_OUTPUTS,
     {prefix}_N_PRED,

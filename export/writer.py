@@ -40,7 +40,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
                  check_stats=None, batch_size=None, ort=False, labels: str = "graph", c_dtype: str = "float32",
                  calibration=None, tree_ops: str = "ai-onnx-ml", stop_data=None,
                  max_disagreement: float = 0.005, stop_rule: str = "auto", stop_statistic: str = "auto",
-                 c_trees: str = "table") -> dict:
+                 c_trees: str = "table", c_link: str = "commit") -> dict:
     """Write the export of `seq` into `out_dir` and return its manifest.
 
     `seq` is a FittedSequence (linear prefixes), or a TreeStageModel / fitted AFRClassifier (tree
@@ -78,6 +78,10 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     bits, fewer instructions on Cortex-M, more flash and a compile time that grows with the model) or
     "auto" (code up to `c_float.CODE_AUTO_MAX_NODES` nodes, tables beyond); the form written is
     recorded as the manifest's ``c.trees`` (absent: table) so verify regenerates the same C.
+    `c_link`: float C of linear and tree models only -- "commit" (default: every stage commits its
+    probabilities) or "read" (every stage commits its raw scores and ``es_current`` applies the link:
+    the same bits, no ``expf`` per stage, the link paid on each read instead); recorded as the
+    manifest's ``c.link`` (absent: commit).
 
     Returns
     -------
@@ -128,6 +132,11 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
         raise ExportError(f"C tree form {c_trees!r} is not one of {', '.join(map(repr, C_TREES))}")
     if c_trees == "code" and c_dtype == "int16":
         raise ExportError("the int16 C keeps its tree stages as tables; --c-trees code needs --c-dtype float32")
+    from edgeseq.export.c_codegen import C_LINKS
+    if c_link not in C_LINKS:
+        raise ExportError(f"C link mode {c_link!r} is not one of {', '.join(map(repr, C_LINKS))}")
+    if c_link == "read" and c_dtype == "int16":
+        raise ExportError("the int16 C links at every commit; --c-link read needs --c-dtype float32")
     check_labels(labels, form.link)
     out = Path(out_dir).absolute()
     model_name = model_name or out.name or "model"
@@ -139,7 +148,7 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     c_prefix = cgen.default_c_prefix(model_name) if c_prefix is None else cgen.validate_c_prefix(c_prefix)
     write = kind.writer(form, ExportRequest(model_name, c_prefix, seq, check_stats=check_stats, batch_size=batch_size,
                                             ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
-                                            tree_ops=tree_ops, c_trees=c_trees))
+                                            tree_ops=tree_ops, c_trees=c_trees, c_link=c_link))
     if stop_data is not None:  # per-input stopping is the spine's: calibrated on the written export
         write = _with_stopping(write, stop_data, max_disagreement, getattr(write, "int16", None), stop_rule,
                                stop_statistic)

@@ -25,6 +25,10 @@
 #define ES_IS_LAYERS(m) ((m)->kind == ES_KIND_LAYERS)
 #endif
 
+/* A link applied on read (ES_LINK_*_ON_READ) and the link it applies. */
+#define ES_ON_READ(m) ((m)->link == ES_LINK_SIGMOID_ON_READ || (m)->link == ES_LINK_SOFTMAX_ON_READ)
+#define ES_IS_SIGMOID(m) ((m)->link == ES_LINK_SIGMOID || (m)->link == ES_LINK_SIGMOID_ON_READ)
+
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
 #define ES_RESTRICT restrict
 #else
@@ -37,6 +41,20 @@
 #define ES_NOINLINE __attribute__((noinline))
 #else
 #define ES_NOINLINE
+#endif
+/* The per-push path (es_push_next): its steps inlined into one body, so a push reloads no field of the
+   state or model between them and pays one call. Speed only. */
+#if defined(__GNUC__)
+#define ES_INLINE __inline__ __attribute__((always_inline))
+#else
+#define ES_INLINE
+#endif
+/* es_start zeroes the tree state, a handful of floats: a plain loop, not a memset call (GCC turns such
+   loops into one, whose entry costs more than the stores). Speed only. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ES_NO_MEMSET __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define ES_NO_MEMSET
 #endif
 
 /* Finite check on the bit pattern: immune to -ffast-math, needs no libm. */
@@ -204,7 +222,7 @@ static es_status es_check_trees(const es_model *m)
     return j == m->n_groups ? ES_OK : ES_ERR_BAD_MODEL; /* a group_stage beyond the last stage */
 }
 
-static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new);
+static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new);
 static uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n);
 #include "edgeseq_layers_run.h" /* the layer-block stages (static functions, this file only) */
 
@@ -220,6 +238,7 @@ static es_status es_check_model(const es_model *m)
     case ES_LINK_IDENTITY:
 #ifndef ES_IDENTITY_ONLY
     case ES_LINK_SOFTMAX:
+    case ES_LINK_SOFTMAX_ON_READ:
 #endif
         if (m->n_pred != m->n_outputs) {
             return ES_ERR_BAD_MODEL;
@@ -227,6 +246,7 @@ static es_status es_check_model(const es_model *m)
         break;
 #ifndef ES_IDENTITY_ONLY
     case ES_LINK_SIGMOID:
+    case ES_LINK_SIGMOID_ON_READ:
         if (m->n_outputs != 1u || m->n_pred != 2u) {
             return ES_ERR_BAD_MODEL;
         }
@@ -342,7 +362,7 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
  * the float32 probabilities, not on z, so it agrees with the prediction returned beside it and with
  * ONNX ArgMax (select_last_index = 0) on a tie.
  */
-static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
+static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
 {
     uint32_t p;
     uint32_t best = 0;
@@ -364,7 +384,7 @@ static int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
     (void)zmax;
     return -2; /* unreachable: es_init rejects other links in this build */
 #else
-    if (m->link == ES_LINK_SIGMOID) {
+    if (ES_IS_SIGMOID(m)) {
         /* e = exp(-|z|) never overflows; the larger probability is 1/(1+e), the smaller e/(1+e). */
         const float e = expf(-fabsf(z[0]));
         const float big = 1.0f / (1.0f + e);
@@ -428,7 +448,7 @@ static float es_top2_gap(const volatile float *v, uint32_t n, float floor_value)
  */
 static float es_score_gap(const es_model *m, const float *z)
 {
-    if (m->link == ES_LINK_SIGMOID) {
+    if (ES_IS_SIGMOID(m)) {
         return z[0] < 0.0f ? -z[0] : z[0]; /* no fabsf: an identity-only build has no math.h */
     }
     return es_top2_gap(z, m->n_outputs, -FLT_MAX); /* z is finite: every score is >= -FLT_MAX */
@@ -465,20 +485,41 @@ static ES_NOINLINE int32_t es_link_stop(es_state *s, uint32_t j, volatile float 
     return label;
 }
 
+/* A link-on-read stage j whose raw scores s->z are committed: the stop test of es_set_stop(_statistic)
+   on them. The probability margin needs the probabilities: the link is applied for the test alone
+   (softmax in place in s->z, which the commit has already copied; sigmoid into two local floats), by
+   the function a commit applies otherwise -- the same statistic in both modes. */
+static ES_NOINLINE uint32_t es_raw_stop(es_state *s, uint32_t j)
+{
+    const es_model *m = s->model;
+    float pair[2];
+    float *const prob = ES_IS_SIGMOID(m) ? pair : s->z;
+    if (s->stop_threshold == NULL) {
+        return 0u;
+    }
+    if (s->stop_statistic == ES_STOP_LOGIT_GAP) {
+        return es_stop_check(s, j, s->z, es_score_gap(m, s->z));
+    }
+    (void)es_link_into(m, s->z, prob); /* z is finite: es_publish checked it */
+    return es_stop_check(s, j, prob, 0.0f);
+}
+
 /*
- * Apply the link to s->z into the unpublished slot and publish it as stage j. On overflow nothing is
+ * Apply the link to s->z into the unpublished slot and publish it as stage j (a link on read: z as it
+ * is). On overflow nothing is
  * published. `n_new` (the features of a linear push) joins s->filled only once the stage publishes.
  */
-static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
+static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
 {
     const es_model *m = s->model;
     const uint32_t target = (s->seq + 1u) & 1u;
     volatile float *const dst = s->slot + (size_t)target * m->n_pred;
     int32_t label = -1;
-    if (m->link == ES_LINK_IDENTITY) {
-        /* regression: the values as they are, no label, never confident (es_stop_check's answer) --
-           one pass that copies and tests; the slot is the unpublished one, so an overflow that
-           leaves it half written is never seen */
+    if (m->link == ES_LINK_IDENTITY || ES_ON_READ(m)) {
+        /* regression or a link on read: the values as they are, no label (es_current finds it on
+           read), a regression never confident (es_stop_check's answer) -- one pass that copies and
+           tests; the slot is the unpublished one, so an overflow that leaves it half written is never
+           seen */
         const float *const z = s->z;
         uint32_t p;
         uint32_t over = 0u; /* bit 31: an output overflowed */
@@ -490,7 +531,7 @@ static es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
             return ES_ERR_OVERFLOW;
         }
         s->filled += n_new;
-        s->confident = 0u;
+        s->confident = ES_ON_READ(m) ? es_raw_stop(s, j) : 0u;
     } else {
         label = es_link_stop(s, j, dst);
         if (label == -2) {
@@ -605,7 +646,7 @@ static ES_NOINLINE es_status es_tree_stage_tables(es_state *s, uint32_t k)
 
 /* Tree model: run stage k -- its generated code (es_init_code) when it has some, else the table walk
    -- and publish it. */
-static es_status es_tree_stage(es_state *s, uint32_t k)
+static ES_INLINE es_status es_tree_stage(es_state *s, uint32_t k)
 {
     const es_tree_code *const code = s->tree_code;
     if (code != NULL && code->stage[k] != NULL) { /* the same additions and readout: the same bits */
@@ -621,7 +662,7 @@ static es_status es_tree_stage(es_state *s, uint32_t k)
  * up to the stage of the next group minus one, or the last stage after the last group. On overflow
  * the sample is over (nothing more runs; es_push says ES_ERR_FINISHED until es_reset).
  */
-static es_status es_tree_advance(es_state *s)
+static ES_INLINE es_status es_tree_advance(es_state *s)
 {
     const es_model *m = s->model;
     const es_trees *t = m->trees;
@@ -638,7 +679,7 @@ static es_status es_tree_advance(es_state *s)
 }
 
 /* Commit stage 0 (and, for trees, the stages that need no group right after it) from scratch. */
-static es_status es_start(es_state *s)
+static ES_NO_MEMSET es_status es_start(es_state *s)
 {
     const es_model *m = s->model;
     uint32_t i;
@@ -743,36 +784,43 @@ es_status es_reset(es_state *s)
     return es_start(s);
 }
 
+/* Fill *info with the group at sequence position s->next (ES_OK), or ES_DONE after the last group or
+   once the committed stage is confident (es_set_stop): es_next_group and es_push_next share it. */
+static ES_INLINE es_status es_fill_next(const es_state *s, es_group_info *info)
+{
+    const es_model *const m = s->model;
+    const uint32_t j = s->next;
+    if (j >= m->n_groups || s->confident) { /* confident: only after es_set_stop */
+        return ES_DONE;
+    }
+    info->position = j;
+    info->group = m->group_index[j];
+    info->dim = m->group_dim[j];
+    if (m->cum_cost == NULL) {
+        info->cum_cost = 0.0;
+    } else { /* the cost of the stage this group completes (for trees: the stage it belongs to) */
+        info->cum_cost = m->cum_cost[ES_IS_TREES(m)    ? m->trees->group_stage[j]
+                                     : ES_IS_LAYERS(m) ? m->layers->group_stage[j]
+                                                       : j + 1u];
+    }
+    info->name = m->group_name != NULL ? m->group_name[j] : NULL;
+    return ES_OK;
+}
+
 es_status es_next_group(const es_state *s, es_group_info *info)
 {
-    const es_model *m;
     if (s == NULL || info == NULL) {
         return ES_ERR_NULL;
     }
     if (!es_state_ok(s)) {
         return ES_ERR_NOT_INIT;
     }
-    m = s->model;
-    if (s->next >= m->n_groups || s->confident) { /* confident: only after es_set_stop */
-        return ES_DONE;
-    }
-    info->position = s->next;
-    info->group = m->group_index[s->next];
-    info->dim = m->group_dim[s->next];
-    if (m->cum_cost == NULL) {
-        info->cum_cost = 0.0;
-    } else { /* the cost of the stage this group completes (for trees: the stage it belongs to) */
-        info->cum_cost = m->cum_cost[ES_IS_TREES(m)    ? m->trees->group_stage[s->next]
-                                     : ES_IS_LAYERS(m) ? m->layers->group_stage[s->next]
-                                                       : s->next + 1u];
-    }
-    info->name = m->group_name != NULL ? m->group_name[s->next] : NULL;
-    return ES_OK;
+    return es_fill_next(s, info);
 }
 
 /* Tree model: store and check the group's values (x beyond `filled` is scratch, so a refused group
    changes nothing), then run every stage the group completes. */
-static es_status es_tree_push(es_state *s, const float *v, uint32_t dim)
+static ES_INLINE es_status es_tree_push(es_state *s, const float *v, uint32_t dim)
 {
     if (es_copy_checked(s->x + s->filled, v, dim) != 0u) {
         return ES_ERR_NOT_FINITE;
@@ -782,7 +830,8 @@ static es_status es_tree_push(es_state *s, const float *v, uint32_t dim)
     return es_tree_advance(s);
 }
 
-es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
+/* es_push's checks and work (es_push and es_push_next share it; inlined into both). */
+static ES_INLINE es_status es_push_do(es_state *s, uint32_t group, const float *values, size_t n)
 {
     const es_model *m;
     uint32_t dim;
@@ -820,6 +869,21 @@ es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
     return ES_OK;
 }
 
+es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
+{
+    return es_push_do(s, group, values, n);
+}
+
+es_status es_push_next(es_state *s, uint32_t group, const float *values, size_t n, es_group_info *next)
+{
+    es_status st;
+    if (next == NULL) {
+        return ES_ERR_NULL;
+    }
+    st = es_push_do(s, group, values, n);
+    return st == ES_OK ? es_fill_next(s, next) : st;
+}
+
 es_status es_set_stop(es_state *s, const float *threshold)
 {
     return es_set_stop_statistic(s, threshold, ES_STOP_MARGIN);
@@ -846,20 +910,14 @@ int es_confident(const es_state *s)
     return es_state_ok(s) && s->confident != 0u;
 }
 
-es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *label)
+/* The committed slot: its first n floats into out (unless NULL), its stage and label. */
+static ES_INLINE void es_read_slot(const es_state *s, float *out, uint32_t n, uint32_t *prefix, int32_t *label)
 {
+    const uint32_t stride = s->model->n_pred; /* a slot holds n_pred floats */
     uint32_t p;
     uint32_t slot;
     uint32_t pre;
     int32_t lab;
-    uint32_t n;
-    if (s == NULL) {
-        return ES_ERR_NULL;
-    }
-    if (!es_state_ok(s)) {
-        return ES_ERR_NOT_INIT;
-    }
-    n = s->model->n_pred;
     /* seqlock read: load seq, acquire fence, copy the slot seq & 1, acquire fence, load seq again;
        retry if it changed. A copy that saw any store of a later commit into this slot also sees that
        commit's preceding counter increment (fence (2) in es_commit pairs with the second acquire). */
@@ -867,7 +925,7 @@ es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *l
         pre = s->slot_prefix[slot];
         lab = s->slot_label[slot];
         if (out != NULL) {
-            const volatile float *src = s->slot + (size_t)slot * n;
+            const volatile float *src = s->slot + (size_t)slot * stride;
             for (p = 0; p < n; ++p) {
                 out[p] = src[p];
             }
@@ -879,6 +937,37 @@ es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *l
     if (label != NULL) {
         *label = lab;
     }
+}
+
+/* es_current of a model with its link on read: the committed raw scores into out, then the link a
+   commit applies otherwise, in place (its scratch is out too): the same bits. */
+static ES_NOINLINE es_status es_current_on_read(const es_state *s, float *out, uint32_t *prefix, int32_t *label)
+{
+    if (out == NULL && label != NULL) {
+        return ES_ERR_NULL; /* the label is taken on the probabilities, computed in out */
+    }
+    es_read_slot(s, out, s->model->n_outputs, prefix, NULL);
+    if (out != NULL) {
+        const int32_t lab = es_link_into(s->model, out, out);
+        if (label != NULL) {
+            *label = lab;
+        }
+    }
+    return ES_OK;
+}
+
+es_status es_current(const es_state *s, float *out, uint32_t *prefix, int32_t *label)
+{
+    if (s == NULL) {
+        return ES_ERR_NULL;
+    }
+    if (!es_state_ok(s)) {
+        return ES_ERR_NOT_INIT;
+    }
+    if (ES_ON_READ(s->model)) {
+        return es_current_on_read(s, out, prefix, label);
+    }
+    es_read_slot(s, out, s->model->n_pred, prefix, label);
     return ES_OK;
 }
 

@@ -11,9 +11,10 @@
  *     static es_state st;
  *     es_init(&st, &mymodel_model, work, mymodel_WORK_FLOATS);
  *     es_group_info g;
- *     while (es_next_group(&st, &g) == ES_OK) {
+ *     es_status r = es_next_group(&st, &g);
+ *     while (r == ES_OK) {
  *         compute_group(g.group, feats);              // g.dim floats
- *         if (es_push(&st, g.group, feats, g.dim) != ES_OK) break;
+ *         r = es_push_next(&st, g.group, feats, g.dim, &g);   // push, then name the next group
  *     }
  *     // elsewhere, e.g. in a timer ISR:  es_current(&st, out, &prefix, &label);
  *
@@ -145,7 +146,16 @@ extern "C" {
 typedef enum {
     ES_LINK_IDENTITY = 0, /* regression: prediction = z (P values) */
     ES_LINK_SIGMOID = 1,  /* binary: P = 1, prediction = [p(class 0), p(class 1)] */
-    ES_LINK_SOFTMAX = 2   /* multiclass: prediction = softmax(z), P values */
+    ES_LINK_SOFTMAX = 2,  /* multiclass: prediction = softmax(z), P values */
+    /* LINK ON READ (export option c_link="read", CLI --c-link read): the same links, but every stage
+       commits its raw scores z (P floats, through the same double-buffered commit) and es_current
+       applies the link to the committed z -- the very function a commit applies otherwise, so the
+       same bits. A push then pays no expf; es_current pays the link instead: sigmoid 1 expf + 2
+       divisions, softmax P - 1 expf + P divisions, whatever the number of stages. es_current needs
+       `out` to give a label (ES_ERR_NULL otherwise). With per-input stopping on the probability
+       margin (ES_STOP_MARGIN) a commit still computes the link once, for the test only. */
+    ES_LINK_SIGMOID_ON_READ = 3,
+    ES_LINK_SOFTMAX_ON_READ = 4
 } es_link;
 
 typedef enum {
@@ -309,7 +319,23 @@ es_status es_next_group(const es_state *state, es_group_info *info);
  * on any error the state is unchanged (you may retry with corrected values). */
 es_status es_push(es_state *state, uint32_t group, const float *values, size_t n);
 
-/* Copy the last committed prediction (n_pred floats) into out. prefix (may be NULL) receives the
+/* es_push, then es_next_group, in one call -- the fastest loop (one call, one validation of the state
+ * per group):
+ *     es_group_info g;
+ *     es_status r = es_next_group(&st, &g);
+ *     while (r == ES_OK && g.cum_cost <= budget) {
+ *         compute_group(g.group, feats);
+ *         r = es_push_next(&st, g.group, feats, g.dim, &g);
+ *     }
+ * It checks and pushes exactly as es_push (the same errors; on an error the state and *next are
+ * unchanged). Once the push succeeded it returns what es_next_group would now: ES_OK with *next the
+ * next group, or ES_DONE when none is left (every group pushed, or a confident stage after es_set_stop).
+ * ES_ERR_NULL when next is NULL (nothing pushed). Cost: es_push's (the copy and bit test of the group's
+ * values, the stages it completes, see COST OF A PUSH) plus the five stores of *next. */
+es_status es_push_next(es_state *state, uint32_t group, const float *values, size_t n, es_group_info *next);
+
+/* Copy the last committed prediction (n_pred floats) into out (a model with its link on read: the
+ * committed scores with the link applied, see ES_LINK_SIGMOID_ON_READ). prefix (may be NULL) receives the
  * index of its stage (for a linear model: the number of groups it uses); label (may be NULL) the class index of the FIRST largest probability in
  * the returned prediction for classifiers (so a tie at 0.5 gives 0), or -1 for regression. out
  * may be NULL to read only prefix/label. Safe from an interrupt handler. */

@@ -45,6 +45,10 @@ from edgeseq.cli._main import main
               help="Float tree-stage C: 'table' (node tables the runtime walks, es_init), 'code' (each stage a "
                    "generated function, es_init_code: the same bits, faster on Cortex-M, more flash, slower to "
                    "compile) or 'auto' (code for small models, tables beyond; docs/c-runtime.md).")
+@click.option("--c-link", type=click.Choice(["commit", "read"]), default="commit", show_default=True,
+              help="Float C of sigmoid and softmax models: 'commit' (every stage commits probabilities) or 'read' "
+                   "(every stage commits raw scores, es_current applies the link: the same bits, no expf per "
+                   "stage, the link paid on each read; docs/c-runtime.md).")
 @click.option("--max-disagreement", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.005,
               show_default=True, help="With --stop-data: the largest share of new rows whose early answer may "
                                       "differ from the full model's (held with 95 % confidence).")
@@ -56,7 +60,8 @@ from edgeseq.cli._main import main
               show_default=True, help="With --stop-data: how the thresholds are chosen (see docs/early-stopping.md).")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors (no progress on stderr, no summary).")
 def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort, labels, c_dtype, calibration_data,
-                   target, tree_ops, stop_data, max_disagreement, stop_statistic, stop_rule, quiet, c_trees):
+                   target, tree_ops, stop_data, max_disagreement, stop_statistic, stop_rule, quiet, c_trees,
+                   c_link):
     """Write OUT_DIR: one ONNX graph per prefix, edgeseq_model.h/.c and manifest.json.
 
     The directory appears atomically (written beside it, verified, then renamed). Progress goes to
@@ -98,7 +103,8 @@ def export_command(model, out_dir, c_prefix, model_name, force, batch_size, ort,
         m = export_model(loaded if hasattr(seq, "stages") else seq, out_dir, c_prefix=c_prefix, force=force, model_name=model_name or model.stem,
                          batch_size=batch_size, ort=ort, labels=labels, c_dtype=c_dtype, calibration=calibration,
                          tree_ops=tree_ops, stop_data=stop_rows, max_disagreement=max_disagreement,
-                         stop_rule=stop_rule, stop_statistic=stop_statistic, c_trees=c_trees)
+                         stop_rule=stop_rule, stop_statistic=stop_statistic, c_trees=c_trees,
+                         c_link=c_link)
     if quiet:
         return
     size = sum(p.stat().st_size for p in Path(out_dir).iterdir())

@@ -78,6 +78,8 @@ class ExportRequest:
         The operator set of tree-stage graphs.
     c_trees : {"table", "code", "auto"}, default="table"
         The form of float C tree stages (`edgeseq.export.kinds.trees.c_float.resolve_c_trees`).
+    c_link : {"commit", "read"}, default="commit"
+        Where the float C applies the link (`edgeseq.export.c_codegen.c_link_enum`).
 
     Examples
     --------
@@ -96,6 +98,7 @@ class ExportRequest:
     calibration: object = None
     tree_ops: str = "ai-onnx-ml"
     c_trees: str = "table"
+    c_link: str = "commit"
 
     def calibration_rows(self):
         """``(X, y)`` of the int16 quantisation, or one clear line when none were given.

@@ -187,13 +187,17 @@ static int predict(const char *path)
         trace_row = row;
         tracing = 1;
         es_reset(&st);
-        while (es_next_group(&st, &g) == ES_OK) {
-            s = es_push(&st, g.group, row_values + off, g.dim);
-            if (s != ES_OK) {
-                printf("%lu %u ERR %d\n", row, (unsigned)(g.position + 1u), (int)s);
+        /* the one-call loop (es_push_next); sweep mode keeps es_next_group + es_push */
+        s = es_next_group(&st, &g);
+        while (s == ES_OK) {
+            const size_t at = off;
+            const uint32_t position = g.position;
+            off += g.dim;
+            s = es_push_next(&st, g.group, row_values + at, g.dim, &g);
+            if (s != ES_OK && s != ES_DONE) {
+                printf("%lu %u ERR %d\n", row, (unsigned)(position + 1u), (int)s);
                 break;
             }
-            off += g.dim;
         }
         tracing = 0;
         ++row;

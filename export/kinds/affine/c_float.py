@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from edgeseq.errors import ExportError
-from edgeseq.export.c_codegen import (c_descriptor, c_float_rows, c_header_text, c_model_name, c_model_tables,
-                                      validate_c_prefix, write_c_files)
+from edgeseq.export.c_codegen import (c_descriptor, c_float_rows, c_header_text, c_link_enum, c_model_name,
+                                      c_model_tables, validate_c_prefix, write_c_files)
 from edgeseq.export.names import c_comment_text
 from edgeseq.format import C_HEADER
 from edgeseq.forms.linear import FittedSequence
@@ -102,7 +102,7 @@ def c_coef_arrays(seq: FittedSequence, prefix: str, ctype: str, rows, note=lambd
     return arrays, f"static const {ctype} *const {prefix}_coef[] = {{\n{coef_ptrs}\n}};\n"
 
 
-def _source(seq: FittedSequence, prefix: str, model_name: str) -> str:
+def _source(seq: FittedSequence, prefix: str, model_name: str, c_link: str = "commit") -> str:
     order = [int(g) for g in seq.order]
     sizes = [int(seq.group_sizes[g]) for g in order]
     arrays, coef_table = c_coef_arrays(seq, prefix, "float", lambda j: c_float_rows(seq.coefs[j]))
@@ -115,15 +115,18 @@ def _source(seq: FittedSequence, prefix: str, model_name: str) -> str:
 }};
 {tables}
 {c_descriptor(prefix, model_name, seq.link, coef=f"{prefix}_coef", intercept=f"{prefix}_intercept",
-              kind="ES_KIND_LINEAR", trees="0")}""")
+              kind="ES_KIND_LINEAR", trees="0", c_link=c_link)}""")
     return "\n".join(parts)
 
 
-def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | None = None) -> list[str]:
+def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | None = None,
+                  c_link: str = "commit") -> list[str]:
     """Write edgeseq_model.h/.c for `seq` into out_dir; return the file names written (relative).
 
     `prefix` starts every C symbol and macro (validated); `model_name` (default: prefix) is stored
-    as the descriptor's name string. Raises ExportError when a weight overflows float32.
+    as the descriptor's name string. Raises ExportError when a weight overflows float32. `c_link`
+    "read" commits every prefix's raw scores and lets ``es_current`` apply the link
+    (`edgeseq.export.c_codegen.c_link_enum`); "commit" (default) links at every commit.
 
     Returns
     -------
@@ -162,6 +165,7 @@ def write_c_model(seq: FittedSequence, out_dir, prefix: str, model_name: str | N
     FittedSequence.validate(seq)  # through the class: an instance cannot bring its own
     _check_float32(seq)
     _check_indexed_sizes(seq)
+    c_link_enum(seq.link, c_link)  # an unknown mode fails before anything is written
     name = c_model_name(prefix, model_name)
-    return write_c_files(out_dir, _header(seq, prefix, name), _source(seq, prefix, name))
+    return write_c_files(out_dir, _header(seq, prefix, name), _source(seq, prefix, name, c_link))
 

@@ -30,14 +30,17 @@ def _writer(form, request: ExportRequest):
     from edgeseq.export.kinds.affine import c_float
     from edgeseq.export.kinds.affine.writer import _write_all
 
-    write_c, c_int16, qm = c_float.write_c_model, None, None
+    def write_c(seq, out_dir, prefix, model_name=None):
+        return c_float.write_c_model(seq, out_dir, prefix, model_name, c_link=request.c_link)
+
+    c_int16, qm = None, None
     if request.c_dtype == "int16":
         write_c, c_int16, qm = _int16_writer(form, request)
     r = request
 
     def write(tmp):
         return _write_all(form, tmp, r.model_name, r.c_prefix, r.check_stats, write_c, r.batch_size, r.ort,
-                          r.labels, c_int16)
+                          r.labels, c_int16, r.c_link)
     write.int16 = None if qm is None else (form, qm)  # what per-input stopping calibrates on
     return write
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgeseq.errors import IntegrityError
+from edgeseq.export.c_codegen import c_link_of
 from edgeseq.export.kinds.affine.c_float import write_c_model
 from edgeseq.format import C_HEADER, C_SOURCE, c_dtype, labels_of
 from edgeseq.export.names import onnx_input_names
@@ -96,7 +97,8 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
     """
     out, c_dir = Path(out_dir), Path(c_dir)
     if c_dtype(manifest) == "float32":
-        write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"])
+        write_c_model(seq, c_dir, manifest["c"]["prefix"], model_name=manifest["model_name"],
+                      c_link=c_link_of(manifest))
     else:
         from edgeseq.export.kinds.affine.c_int16 import write_c_int16_model
         from edgeseq.export.kinds.affine.quantize import quantize_from_manifest
@@ -112,3 +114,4 @@ def check_generated_files(out_dir, manifest: dict, seq, c_dir) -> None:
         graph = build_prefix_graph(seq, j, names, model_name=manifest["model_name"],
                                    batch_size=manifest.get("batch_size"), labels=labels_of(manifest))
         require_identical(out / p["file"], graph.SerializeToString(), f"graph of prefix {j}")
+

@@ -163,7 +163,7 @@ def _jsonable(obj):
 
 
 def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size=None,
-                   ort=None, labels: str = "graph", c_int16: dict | None = None) -> dict:
+                   ort=None, labels: str = "graph", c_int16: dict | None = None, c_link: str = "commit") -> dict:
     """The manifest dict (with its checksum) for files already written.
 
     Parameters
@@ -187,6 +187,9 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
     c_int16 : dict, optional
         `kinds.affine.c_int16.int16_manifest_entry` when the C model is the int16 one; a float32 export's
         manifest stays exactly as before (no ``dtype`` key in ``c``).
+    c_link : {"commit", "read"}, default="commit"
+        Where the float C applies the link; recorded as ``c.link`` only when it is "read" (and the link
+        is not the identity, which has nothing to defer).
 
     Returns
     -------
@@ -237,7 +240,8 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
         "feature_std": None if seq.feature_std is None else _jsonable(seq.feature_std),
         "groups": groups, "prefixes": prefixes, "files": c_files,
         "c": {"prefix": c_prefix, "header": C_HEADER, "source": C_SOURCE,
-              **({} if c_int16 is None else {"dtype": "int16", "int16": c_int16})},
+              **({} if c_int16 is None else {"dtype": "int16", "int16": c_int16}),
+              **({"link": "read"} if c_link == "read" and seq.link != "identity" else {})},
         "doubling_violations": [int(v) for v in seq.doubling_violations],
         "provenance": _jsonable(seq.provenance),
         **labels_entry(labels),
@@ -248,7 +252,7 @@ def build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c
 
 
 def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model, batch_size=None,
-               ort=False, labels: str = "graph", c_int16: dict | None = None) -> dict:
+               ort=False, labels: str = "graph", c_int16: dict | None = None, c_link: str = "commit") -> dict:
     input_names = onnx_input_names(seq.group_names)
     diffs = float32_diffs(seq, sample_inputs(seq, check_stats))
     prefix_files = []
@@ -276,7 +280,7 @@ def _write_all(seq, tmp: Path, model_name, c_prefix, check_stats, write_c_model,
         c_files += [{"file": f, "sha256": sha256_file(tmp / f)} for f in [*ort_files, config]]
         ort_entry = {"prefixes": ort_files, "operators_config": config}
     manifest = build_manifest(seq, model_name, input_names, prefix_files, diffs, c_files, c_prefix, batch_size,
-                              ort_entry, labels, c_int16)
+                              ort_entry, labels, c_int16, c_link)
     atomic_write_bytes(tmp / MANIFEST, dump_manifest(manifest))
     read_verified(tmp)  # the reader's own checks, before anything becomes visible
     return manifest

@@ -30,6 +30,8 @@ def _writer(form, request: ExportRequest):
     r = request
     if r.c_dtype != "float32":
         raise ExportError("integer C is not available for layer-block models yet; export with c_dtype 'float32'")
+    if r.c_link != "commit":
+        raise ExportError("layer-block C links at every commit; --c-link read applies to linear and tree models")
     classes = None if form is r.source else getattr(r.source, "classes_", None)  # an estimator's own labels
     return lambda tmp: write_layer_export(form, tmp, r.model_name, r.c_prefix, r.batch_size, r.labels, classes,
                                           source=type(r.source).__name__)

@@ -28,7 +28,7 @@ import numpy as np
 
 from edgeseq.errors import EdgeseqError, ExportError
 from edgeseq.format import C_HEADER
-from edgeseq.export.c_codegen import (c_descriptor, c_float, c_float_rows, c_header_text, c_model_name,
+from edgeseq.export.c_codegen import (c_descriptor, c_float, c_link_enum, c_float_rows, c_header_text, c_model_name,
                                       c_model_tables, c_u32_list, validate_c_prefix, write_c_files)
 from edgeseq.export.names import c_comment_text
 from edgeseq.forms.trees import TreeEnsemble, TreeStageModel
@@ -523,7 +523,8 @@ def c_tree_tables(layout: TreeLayout, prefix: str, nodes: str) -> list[str]:
     return parts
 
 
-def _source(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str, code_source: str = "") -> str:
+def _source(model: TreeStageModel, layout: TreeLayout, prefix: str, name: str, code_source: str = "",
+            c_link: str = "commit") -> str:
     ens, stages = model.ensemble, model.stages
     sizes = [int(model.group_columns[g].size) for g in layout.order]
     have_trees, have_groups = ens.n_trees > 0 and not code_source, bool(layout.order)  # code: no node tables
@@ -559,15 +560,20 @@ static const es_trees {prefix}_trees = {{
     {ptr(have_trees, "node")}
 }};
 
-{c_descriptor(prefix, name, model.link, coef="0", intercept="0", kind="ES_KIND_TREES", trees=f"&{prefix}_trees")}""")
+{c_descriptor(prefix, name, model.link, coef="0", intercept="0", kind="ES_KIND_TREES", trees=f"&{prefix}_trees",
+              c_link=c_link)}""")
     if code_source:
         parts.append(code_source)
     return "\n".join(parts)
 
 
 def write_c_tree_model(model: TreeStageModel, out_dir, prefix: str, model_name: str | None = None,
-                       c_trees: str = "table") -> list[str]:
+                       c_trees: str = "table", c_link: str = "commit") -> list[str]:
     """Write edgeseq_model.h/.c for a tree-stage model into out_dir; return the file names written.
+
+    `c_link`: "commit" (default) applies the link at every stage's commit, "read" commits raw scores
+    and lets ``es_current`` apply it (`edgeseq.export.c_codegen.c_link_enum`; the same bits, no
+    ``expf`` per stage, the link's cost moved to each read).
 
     Same contract as `c_codegen.write_c_model`: `prefix` starts every C symbol and macro (validated),
     `model_name` (default: prefix) is the descriptor's name string, both files are written
@@ -600,13 +606,14 @@ def write_c_tree_model(model: TreeStageModel, out_dir, prefix: str, model_name: 
     validate_c_prefix(prefix)
     if not isinstance(model, TreeStageModel):
         raise ExportError(f"write_c_tree_model needs a TreeStageModel, got {type(model).__name__}")
+    c_link_enum(model.link, c_link)  # an unknown mode fails before anything is written
     form = resolve_c_trees(model, c_trees)
     layout = tree_layout(model)
     name = c_model_name(prefix, model_name)
     checked = layout.model
     code_h, code_c = tree_code(checked, layout, prefix) if form == "code" and checked.ensemble.n_trees else ("", "")
     return write_c_files(out_dir, _header(checked, layout, prefix, name, code_h),
-                         _source(checked, layout, prefix, name, code_c))
+                         _source(checked, layout, prefix, name, code_c, c_link))
 
 
 def _demo_model() -> TreeStageModel:

@@ -36,7 +36,8 @@ def _writer(form, request: ExportRequest):
     def write(tmp):
         return write_tree_export(form, tmp, r.model_name, r.c_prefix, r.batch_size, r.ort,
                                  source=type(r.source).__name__, classes=classes, labels=r.labels,
-                                 c_int16=c_int16, tree_ops=r.tree_ops, c_trees=r.c_trees)
+                                 c_int16=c_int16, tree_ops=r.tree_ops, c_trees=r.c_trees,
+                                 c_link=r.c_link)
     write.int16 = None if c_int16 is None else (form, c_int16[0])  # what per-input stopping calibrates on
     return write
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeseq.errors import InputError, IntegrityError, ModelFormatError
+from edgeseq.export.c_codegen import c_link_of, recorded_c_option
 from edgeseq.export.verify_checks import (EPS32, N_SAMPLES, VerifyReport, _missing_compiler, check_int16_figures,
                                             checked_rows, inside_int16_ranges, int16_range_rows, prefix_check)
 from edgeseq.format import MANIFEST, c_dtype, labels_of, read_verified, stage_kind
@@ -300,7 +301,8 @@ def tree_c_predictions(out_dir, manifest: dict, model, X32: np.ndarray, *, use_c
     from edgeseq.export.kinds.trees.c_float import tree_feature_order, write_c_tree_model
 
     write = lambda c_dir: write_c_tree_model(model, c_dir, manifest["c"]["prefix"],  # noqa: E731
-                                             model_name=manifest["model_name"], c_trees=c_trees_of(manifest))
+                                             model_name=manifest["model_name"], c_trees=c_trees_of(manifest),
+                                             c_link=c_link_of(manifest))
     with _regenerated_c(out_dir, manifest, write, "C model") as c_dir:
         missing = _missing_compiler(compiler, require_c)
         if missing:
@@ -318,10 +320,7 @@ def c_trees_of(manifest: dict) -> str:
     >>> c_trees_of({"c": {"prefix": "m"}}), c_trees_of({"c": {"prefix": "m", "trees": "code"}})
     ('table', 'code')
     """
-    form = (manifest.get("c") or {}).get("trees", "table")
-    if form not in ("table", "code"):  # the schema refuses it too; a clear line if the dict came another way
-        raise IntegrityError(f"manifest c.trees {str(form)[:40]!r} is not 'table' or 'code'")
-    return form
+    return recorded_c_option(manifest, "trees", ("table", "code"))
 
 
 @contextlib.contextmanager
@@ -562,7 +561,8 @@ def verify_tree_export(out_dir, X: np.ndarray | None = None, *, source: str = ""
             from edgeseq.export.kinds.trees.c_float import write_c_tree_model
 
             write = lambda c_dir: write_c_tree_model(model, c_dir, m["c"]["prefix"],  # noqa: E731
-                                                     model_name=m["model_name"], c_trees=c_trees_of(m))
+                                                     model_name=m["model_name"], c_trees=c_trees_of(m),
+                                                     c_link=c_link_of(m))
             with _regenerated_c(out_dir, m, write, "C model") as c_dir:
                 check_stopping(report, c_dir, m, sess, X32.astype(np.float64), compiler)
         elif "stopping" in m and int16_diffs is not None:  # the int16 C against the integer simulation

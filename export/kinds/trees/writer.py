@@ -173,9 +173,11 @@ def float32_stage_diffs(model, X: np.ndarray) -> list[float]:
     return diffs
 
 
-def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str, c_trees: str = "table") -> list[str]:
+def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str, c_trees: str = "table",
+                       c_link: str = "commit") -> list[str]:
     """The C model of the tree stages (``edgeseq_model.h/.c`` for the C runtime), via `c_trees`;
-    `c_trees` is the form of the stages ("table" or "code", see `c_float.resolve_c_trees`).
+    `c_trees` is the form of the stages ("table" or "code", see `c_float.resolve_c_trees`), `c_link`
+    where the link is applied ("commit" or "read", see `edgeseq.export.c_codegen.c_link_enum`).
 
     Returns the names of the files written directly in `out_dir`, one ``.h`` and one ``.c``; the
     manifest's ``c`` entry is filled from them (see `c_entry`) and ``files`` lists them with their sha256.
@@ -190,7 +192,7 @@ def write_c_tree_files(model, out_dir: Path, c_prefix: str, model_name: str, c_t
     """
     from edgeseq.export.kinds.trees import c_float
 
-    return [Path(f).name for f in c_float.write_c_tree_model(model, out_dir, c_prefix, model_name, c_trees)]
+    return [Path(f).name for f in c_float.write_c_tree_model(model, out_dir, c_prefix, model_name, c_trees, c_link)]
 
 
 def c_entry(c_files: list[dict], c_prefix: str) -> dict | None:
@@ -316,7 +318,7 @@ def build_tree_manifest(model, model_name: str, input_names: list[str], stage_fi
 
 def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_size=None, ort=False,
                       source: str = "", classes=None, labels: str = "graph", c_int16=None,
-                      tree_ops: str = "ai-onnx-ml", c_trees: str = "table") -> dict:
+                      tree_ops: str = "ai-onnx-ml", c_trees: str = "table", c_link: str = "commit") -> dict:
     """Write every file of a tree export into the (fresh, temporary) directory `tmp`; return the manifest.
 
     `c_int16`: None (the float C of `c_trees`) or ``(TreeInt16Model, manifest entry)`` -- the integer C
@@ -325,6 +327,8 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     `onnx_trees_core`; recorded as the manifest's ``onnx.tree_ops``).
     `c_trees`: the form of the float C tree stages, "table", "code" or "auto" (`c_float.resolve_c_trees`);
     the code form is recorded as the manifest's ``c.trees`` ("code"; absent means tables).
+    `c_link`: "commit" or "read" (`edgeseq.export.c_codegen.c_link_enum`); "read" of a sigmoid or softmax
+    model is recorded as the manifest's ``c.link`` (absent means commit).
 
     Raises
     ------
@@ -376,7 +380,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
     from edgeseq.export.kinds.trees.c_float import resolve_c_trees
     form = resolve_c_trees(model, c_trees) if c_int16 is None else "table"
     if c_int16 is None:
-        written = write_c_tree_files(model, tmp, c_prefix, model_name, form)
+        written = write_c_tree_files(model, tmp, c_prefix, model_name, form, c_link)
     else:
         from edgeseq.export.kinds.trees.c_int16 import write_c_int16_tree_model
         written = write_c_int16_tree_model(model, c_int16[0], tmp, c_prefix, model_name)
@@ -390,6 +394,8 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         c = {**c, "dtype": "int16", "int16": c_int16[1]}
     elif form == "code":
         c = {**c, "trees": "code"}
+    if c_int16 is None and c_link == "read" and model.link != "identity":
+        c = {**c, "link": "read"}
     ort_entry = None
     if ort:
         from edgeseq.export.ort_format import write_ort_files
