@@ -125,10 +125,11 @@ class CholeskyFactor:
         --------
         >>> import numpy as np
         >>> from edgeseq.train.linear.kernel import CholeskyFactor
-        >>> f = CholeskyFactor(np.array([[4.0, 2.0], [2.0, 4.0]]), np.ones((2, 1)), l2=0.0)
+        >>> K = np.array([[4.0, 2.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
+        >>> f = CholeskyFactor(K, np.ones((3, 1)), l2=0.0)
         >>> f.append(0, slice(0, 1), np.ones((1, 1)))
-        >>> f.vt_rows(np.array([[1]])).tolist()
-        [[[1.0]]]
+        >>> f.vt_rows(np.array([[1], [2]])).tolist()   # V = L⁻¹ K[0, :] = [2, 1, 0]
+        [[[1.0]], [[0.0]]]
         """
         return self._Vt.array[cols, :self.m]
 
