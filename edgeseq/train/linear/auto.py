@@ -391,8 +391,10 @@ def blas_threads() -> int:
     return max([int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"], default=1)
 
 
-def choose_ridge(folds, group_sizes, *, l2, whiten) -> Choice:
+def choose_ridge(folds, group_sizes, *, l2, whiten, total: SufficientStats | None = None) -> Choice:
     """The penalty and basis with the lowest cross-validated full-budget loss (only what is "auto").
+
+    `total` is the folds' merge when the caller has it already (formed here when None).
 
     Examples
     --------
@@ -403,7 +405,7 @@ def choose_ridge(folds, group_sizes, *, l2, whiten) -> Choice:
     >>> c.l2 > 1e-3
     True
     """
-    total = merge_folds(folds)
+    total = merge_folds(folds) if total is None else total
     # the bases need only the within-group blocks (their transforms); K is formed per fold instead
     blocks = _within_group(total, group_sizes)
     bases = (True, False) if whiten == "auto" else (bool(whiten),)
