@@ -223,9 +223,10 @@ def _capsule_function(module, name: str, argtypes):
     """
     try:
         capsule = module.__pyx_capi__[name]
-        get_name, get_pointer = ctypes.pythonapi.PyCapsule_GetName, ctypes.pythonapi.PyCapsule_GetPointer
-        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        # prototypes of our own, not set on the shared `ctypes.pythonapi` entries other code may use
+        get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+        get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
         pointer = get_pointer(capsule, get_name(capsule))
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
