@@ -419,7 +419,9 @@ def choose_ridge(folds, group_sizes, *, l2, whiten, total: SufficientStats | Non
     with threadpool_limits(limits=1, user_api="blas"):
         probs = {w: build_working_problem(blocks, group_sizes, w, keep_cov=False) for w in bases}
         if workers > 1:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgeseq-cv") as pool:
+            # each worker sets its own limit too: a BLAS built on OpenMP keeps the thread count per thread
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgeseq-cv",
+                                    initializer=threadpool_limits, initargs=(1, "blas")) as pool:
                 scores = _cv_losses(folds, probs, grid, total, pool.map)
         else:
             scores = _cv_losses(folds, probs, grid, total, map)
