@@ -291,3 +291,51 @@ def test_glm_choice_on_data_wider_than_its_folds_equals_logistic_regression_cv()
     assert fitted.sum() >= 3 and 4 * n // 5 < d  # not vacuous: every fold is wider than its rows
     np.testing.assert_allclose(ours[fitted], mean[fitted], rtol=1e-3)
     assert np.isclose(1.0 / (n * clf.l2_), ref.C_[0])
+
+
+def test_the_choice_on_several_threads_equals_it_on_one(monkeypatch):
+    """The folds of the choice run on as many threads as BLAS may use; each fold's losses are added in
+    fold order, so the scores, the choice and the fit are the same to the bit as on one thread."""
+    import threading
+
+    import edgeseq.train.linear.auto as auto
+
+    X, y = regression_data(seed=4, n=400, d=30)
+    groups, costs = [list(range(g, g + 5)) for g in range(0, 30, 5)], [1.0, 2.0, 1.0, 4.0, 3.0, 2.0]
+    threads = []
+    real = auto._fold_loss
+
+    def spy(*args):
+        threads.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(auto, "_fold_loss", spy)
+    fits = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(auto, "blas_threads", lambda workers=workers: workers)
+        threads.clear()
+        fits[workers] = AnytimeRegressor(groups, costs, method="fr").fit(X, y)
+        ran_in_pool = {name.startswith("edgeseq-cv") for name in threads}
+        assert len(threads) == 2 * N_FOLDS and ran_in_pool == {workers > 1}, threads  # control: the pool ran
+    one, two = fits[1], fits[2]
+    assert set(one.cv_scores_) == {"whiten", "standardise"}
+    for basis in one.cv_scores_:
+        np.testing.assert_array_equal(one.cv_scores_[basis], two.cv_scores_[basis])
+    assert (one.l2_, one.whiten_, one.sequence_.tolist()) == (two.l2_, two.whiten_, two.sequence_.tolist())
+    np.testing.assert_array_equal(one.coef_path_, two.coef_path_)
+
+
+def test_the_choice_uses_one_thread_when_blas_is_limited_to_one():
+    """Under ``threadpool_limits(1)`` (the single-thread benchmark) no fold runs beside another."""
+    import threading
+
+    from threadpoolctl import threadpool_limits
+
+    import edgeseq.train.linear.auto as auto
+
+    X, y = regression_data(seed=5, n=200, d=10)
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert auto.blas_threads() == 1
+        before = threading.active_count()
+        AnytimeRegressor([list(range(5)), list(range(5, 10))], [1.0, 2.0]).fit(X, y)
+        assert threading.active_count() == before

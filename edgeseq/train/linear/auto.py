@@ -31,14 +31,16 @@ penalty) with the lowest held-out loss is used.
 
 from __future__ import annotations
 
+import ctypes
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import lapack  # imported before any `threadpool_limits`: a library loaded inside one escapes it
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from edgeseq.errors import InputError
-from edgeseq.train.linear.basis import build_working_problem
+from edgeseq.train.linear.basis import build_working_problem, times_basis
 from edgeseq.train.linear.group_stats import GroupBlockStats
 from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
@@ -182,16 +184,8 @@ def _basis_map(prob):
 
 
 def _times_basis(prob, A: np.ndarray) -> np.ndarray:
-    """A @ T for the block-diagonal (d, k) basis map T, one small product per group.
-
-    Why not one product with T formed densely: T is all zeros outside its diagonal blocks, and the
-    two d x d x k products per fold of the dense form were a fifth of the cross-validated choice
-    (D = 500, 100 groups); the blocks give the same sums without the zero terms.
-    """
-    out = np.zeros((A.shape[0], prob.n_working))
-    for Tg, rs, sl in zip(prob.transforms, prob.raw_slices, prob.slices):
-        out[:, sl] = A[:, rs] @ Tg
-    return out
+    """A @ T for the working problem's block-diagonal (d, k) basis map T (`times_basis`)."""
+    return times_basis(prob.transforms, prob.raw_slices, prob.slices, A)
 
 
 def _project(prob, stats: SufficientStats, tmap=None):
@@ -220,6 +214,63 @@ def _without(total, part):
     return r, S - Sf - f * np.outer(dz, dz), C - Cf - f * np.outer(dz, dy), Y2 - Y2f - f * dy ** 2, zr, yr
 
 
+def _capsule_function(module, name: str, argtypes):
+    """A C function exported by a Cython module (`module.__pyx_capi__[name]`) as a ctypes callable.
+
+    ctypes releases the GIL for the duration of a call through a CFUNCTYPE, which scipy's own
+    wrapper of some LAPACK routines (``dsytrd`` among them) does not: called from two threads, those
+    run one at a time. None when the module does not export `name` this way.
+    """
+    try:
+        capsule = module.__pyx_capi__[name]
+        # prototypes of our own, not set on the shared `ctypes.pythonapi` entries other code may use
+        get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+        get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+        pointer = get_pointer(capsule, get_name(capsule))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return ctypes.CFUNCTYPE(None, *argtypes)(pointer) if pointer else None
+
+
+def _load_dsytrd():
+    from scipy.linalg import cython_lapack
+
+    dp, ip = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int)
+    return _capsule_function(cython_lapack, "dsytrd", [ctypes.c_char_p, ip, dp, ip, dp, dp, dp, dp, ip, ip])
+
+
+_DSYTRD = _load_dsytrd()
+
+
+def _dsytrd(S: np.ndarray, lwork: int):
+    """LAPACK's ``dsytrd`` of S's lower triangle, as ``scipy.linalg.lapack.dsytrd(S, lower=1)`` returns it.
+
+    Through scipy's Cython LAPACK with the GIL released (`_capsule_function`), so that the folds of
+    the cross-validated choice reduce their matrices on two cores at once; the same routine of the
+    same library, so the same numbers. Falls back to scipy's wrapper when that entry is missing.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.random.default_rng(0).normal(size=(6, 6)); S = A @ A.T
+    >>> ours, ref = _dsytrd(S, 64), lapack.dsytrd(S, lower=1, lwork=64)
+    >>> all(np.array_equal(np.tril(x), np.tril(y)) if np.ndim(x) == 2 else np.array_equal(x, y) for x, y in zip(ours, ref))
+    True
+    """
+    k = S.shape[0]
+    if _DSYTRD is None or k < 1:
+        return lapack.dsytrd(S, lower=1, lwork=lwork)
+    a = np.array(S, dtype=np.float64, order="F")
+    d, e, tau, work = np.empty(k), np.empty(max(k - 1, 0)), np.empty(max(k - 1, 0)), np.empty(max(lwork, 1))
+    n, lw, info = ctypes.c_int(k), ctypes.c_int(max(lwork, 1)), ctypes.c_int(0)
+    ptr = ctypes.POINTER(ctypes.c_double)
+    _DSYTRD(b"L", ctypes.byref(n), a.ctypes.data_as(ptr), ctypes.byref(n), d.ctypes.data_as(ptr),
+            e.ctypes.data_as(ptr), tau.ctypes.data_as(ptr), work.ctypes.data_as(ptr), ctypes.byref(lw),
+            ctypes.byref(info))
+    return a, d, e, tau, info.value
+
+
 def _ridge_path(S: np.ndarray, C: np.ndarray, lam: np.ndarray) -> np.ndarray:
     """(S + λ I)⁻¹ C for every λ, side by side: column l·P + p is output p at penalty lam[l].
 
@@ -240,7 +291,7 @@ def _ridge_path(S: np.ndarray, C: np.ndarray, lam: np.ndarray) -> np.ndarray:
     k, P = C.shape
     L = lam.size
     if k >= 2:
-        a, d, e, tau, info = lapack.dsytrd(S, lower=1, lwork=max(1, 32 * k))
+        a, d, e, tau, info = _dsytrd(S, lwork=max(1, 32 * k))
         if info == 0:
             def apply_q(B, trans):  # Q = diag(1, Q'), Q' the QR-type reflectors below the subdiagonal
                 out = B.copy()
@@ -274,36 +325,77 @@ def ridge_cv_losses(folds, prob, grid, total: SufficientStats | None = None) -> 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.linear.basis import build_working_problem
+    >>> from edgeseq.train.linear.basis import build_working_problem, times_basis
     >>> X = np.random.default_rng(0).normal(size=(40, 3)); y = X[:, 0] + 0.1 * X[:, 1]
     >>> folds = fold_statistics(X, y, None, 4)
     >>> losses = ridge_cv_losses(folds, build_working_problem(merge_folds(folds), [3], whiten=False), (1e-3, 10.0))
     >>> bool(losses[0] < losses[1])
     True
     """
+    return _cv_losses(folds, {None: prob}, grid, merge_folds(folds) if total is None else total, map)[None]
+
+
+def _cv_losses(folds, probs: dict, grid, total: SufficientStats, run) -> dict:
+    """`ridge_cv_losses` of every working problem in `probs` ({key: prob}), as {key: losses}.
+
+    The work is cut into tasks that do not depend on each other, run through `run` (``map``, or a
+    thread pool's): first the projections of all rows and of each fold into each basis, then one
+    task per basis and fold (its reduction, the penalty path and the held-out scores). Each fold's
+    loss is then added in fold order, so the result is the same to the bit however the tasks ran.
+    """
     grid = np.asarray(grid, dtype=np.float64)
-    tmap = _basis_map(prob)
-    parts = [_project(prob, f, tmap) for f in folds]
-    total = _project(prob, merge_folds(folds) if total is None else total, tmap)
+    keys = list(probs)
+    tmaps = {key: _basis_map(probs[key]) for key in keys}
+    jobs = [(key, s) for key in keys for s in (total, *folds)]
+    projected = list(run(lambda job: _project(probs[job[0]], job[1], tmaps[job[0]]), jobs))
+    per = len(folds) + 1
+    tasks = [(projected[i * per], held) for i in range(len(keys)) for held in projected[i * per + 1:(i + 1) * per]]
+    losses = list(run(lambda task: _fold_loss(task[0], task[1], grid), tasks))
+    out = {}
+    for i, key in enumerate(keys):
+        acc = np.zeros(grid.size)
+        for loss in losses[i * len(folds):(i + 1) * len(folds)]:
+            acc += loss
+        out[key] = acc / len(folds)
+    return out
+
+
+def _fold_loss(total, held, grid: np.ndarray) -> np.ndarray:
+    """Held-out squared error of one fold at every penalty, from projected sums (`_project`)."""
     n, L = total[0], grid.size
-    out = np.zeros(L)
-    for held in parts:
-        n_tr, S, C, _, zt, yt = _without(total, held)
-        n_f, Sf, Cf, Y2f, zv, yv = held
-        k, P = C.shape
-        lam = grid * n / n_tr  # the same sum-form penalty in every fit
-        # every penalty's weights side by side: column l·P + p of W is output p at penalty l
-        W = _ridge_path(S / n_tr, C / n_tr, lam)
-        # held-out rows centred on their own mean (Sf, Cf, Y2f) plus the shift between the two means
-        fit = (W.reshape(k, L, P) * (Cf / n_f)[:, None, :]).sum(axis=0)
-        quad = (W * ((Sf / n_f) @ W)).sum(axis=0).reshape(L, P)
-        shift = (yv - yt)[None, :] - ((zv - zt) @ W).reshape(L, P)
-        out += (Y2f[None, :] / n_f - 2 * fit + quad + shift ** 2).sum(axis=1)
-    return out / len(folds)
+    n_tr, S, C, _, zt, yt = _without(total, held)
+    n_f, Sf, Cf, Y2f, zv, yv = held
+    k, P = C.shape
+    lam = grid * n / n_tr  # the same sum-form penalty in every fit
+    # every penalty's weights side by side: column l·P + p of W is output p at penalty l
+    W = _ridge_path(S / n_tr, C / n_tr, lam)
+    # held-out rows centred on their own mean (Sf, Cf, Y2f) plus the shift between the two means
+    fit = (W.reshape(k, L, P) * (Cf / n_f)[:, None, :]).sum(axis=0)
+    quad = (W * ((Sf / n_f) @ W)).sum(axis=0).reshape(L, P)
+    shift = (yv - yt)[None, :] - ((zv - zt) @ W).reshape(L, P)
+    return (Y2f[None, :] / n_f - 2 * fit + quad + shift ** 2).sum(axis=1)
 
 
-def choose_ridge(folds, group_sizes, *, l2, whiten) -> Choice:
+def blas_threads() -> int:
+    """How many threads the BLAS may use here (the caller's `threadpool_limits`, else its default).
+
+    The cross-validated choice runs that many folds at once, each on one BLAS thread: as many cores
+    as the statistics pass before it used, and one when the caller limited BLAS to one.
+
+    Examples
+    --------
+    >>> from threadpoolctl import threadpool_limits
+    >>> with threadpool_limits(limits=1, user_api="blas"):
+    ...     blas_threads()
+    1
+    """
+    return max([int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"], default=1)
+
+
+def choose_ridge(folds, group_sizes, *, l2, whiten, total: SufficientStats | None = None) -> Choice:
     """The penalty and basis with the lowest cross-validated full-budget loss (only what is "auto").
+
+    `total` is the folds' merge when the caller has it already (formed here when None).
 
     Examples
     --------
@@ -314,19 +406,25 @@ def choose_ridge(folds, group_sizes, *, l2, whiten) -> Choice:
     >>> c.l2 > 1e-3
     True
     """
-    total = merge_folds(folds)
+    total = merge_folds(folds) if total is None else total
     # the bases need only the within-group blocks (their transforms); K is formed per fold instead
     blocks = _within_group(total, group_sizes)
     bases = (True, False) if whiten == "auto" else (bool(whiten),)
     grid = L2_GRID if l2 == "auto" else (float(l2),)
-    scores = {}
-    # D-space work: small products and LAPACK's reduction (level-2 BLAS at heart), single-threaded as the
-    # selection is (`fit_sequence`): on the shared 2-core machine the reduction of a 500 x 500 matrix took
-    # 7x its one-thread time with two threads, 20x right after a numpy product (two pools competing)
+    # D-space work: small products and LAPACK's reduction (level-2 BLAS at heart), each on one BLAS
+    # thread as the selection is (`fit_sequence`): on the shared 2-core machine the reduction of a
+    # 500 x 500 matrix took 7x its one-thread time with two threads, 20x right after a numpy product
+    # (two pools competing). The cores the caller gave BLAS run independent folds instead.
+    workers = min(blas_threads(), len(bases) * len(folds))
     with threadpool_limits(limits=1, user_api="blas"):
-        for w in bases:
-            prob = build_working_problem(blocks, group_sizes, w, keep_cov=False)
-            scores[w] = ridge_cv_losses(folds, prob, grid, total)
+        probs = {w: build_working_problem(blocks, group_sizes, w, keep_cov=False) for w in bases}
+        if workers > 1:
+            # each worker sets its own limit too: a BLAS built on OpenMP keeps the thread count per thread
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgeseq-cv",
+                                    initializer=threadpool_limits, initargs=(1, "blas")) as pool:
+                scores = _cv_losses(folds, probs, grid, total, pool.map)
+        else:
+            scores = _cv_losses(folds, probs, grid, total, map)
     return _best(scores, grid, len(folds))
 
 

@@ -22,6 +22,7 @@ from edgeseq.train.linear.releasable import ReleasableRows
 
 SCHUR_RTOL = 1e-10  # Schur-complement eigenvalues below this (relative to C_gg's scale) are a null space
 TIE_RTOL = 1e-9  # scores this close to the best count as ties; ties go to the lowest group index
+SCHUR_GATHER_BYTES = 16 << 20  # FR's candidate scoring copies at most this much of V at a time
 
 
 class CholeskyFactor:
@@ -54,6 +55,7 @@ class CholeskyFactor:
         self.m = 0  # rows of L and V so far
         self.u = np.zeros((0, q.shape[1]))
         self.blocks: list[tuple[int, slice, np.ndarray, slice]] = []  # (group, working slice, B_g, rows)
+        self._plain: list[bool] = []  # per block: B_g is the identity (no direction dropped), B_g @ w is w
 
     @property
     def L(self) -> np.ndarray:
@@ -116,6 +118,21 @@ class CholeskyFactor:
         """
         return self.K[cols[:, :, None], cols[:, None, :]] + self.l2 * np.eye(cols.shape[1])
 
+    def vt_rows(self, cols: np.ndarray) -> np.ndarray:
+        """Rows of Vᵀ for a stack of candidate blocks, `cols` (c, k) their working columns: (c, k, m), a copy.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.kernel import CholeskyFactor
+        >>> K = np.array([[4.0, 2.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
+        >>> f = CholeskyFactor(K, np.ones((3, 1)), l2=0.0)
+        >>> f.append(0, slice(0, 1), np.ones((1, 1)))
+        >>> f.vt_rows(np.array([[1], [2]])).tolist()   # V = L⁻¹ K[0, :] = [2, 1, 0]
+        [[[1.0]], [[0.0]]]
+        """
+        return self._Vt.array[cols, :self.m]
+
     def gradient(self) -> np.ndarray:
         """b = q − C_{:,S} w(S): the correlation of every working direction with the current residual.
 
@@ -177,9 +194,11 @@ class CholeskyFactor:
         M = self.schur(s)
         B, Lg = reduced_cholesky(M, self.c_block(s, s))
         Vg = self.V[:, s] @ B  # (m, k')
-        new_rows = solve_triangular(Lg, B.T @ (self.c_block(s) - self.V[:, s].T @ self.V), lower=True) \
-            if Lg.size else np.zeros((0, self.V.shape[1]))
-        new_u = solve_triangular(Lg, B.T @ b_g, lower=True) if Lg.size else np.zeros((0, self.u.shape[1]))
+        # (finite by construction: K and q are checked where the statistics are made, Lg is a factor)
+        new_rows = solve_triangular(Lg, B.T @ (self.c_block(s) - self.V[:, s].T @ self.V), lower=True,
+                                    check_finite=False) if Lg.size else np.zeros((0, self.V.shape[1]))
+        new_u = solve_triangular(Lg, B.T @ b_g, lower=True, check_finite=False) if Lg.size else \
+            np.zeros((0, self.u.shape[1]))
         m, kk = self.m, Lg.shape[0]
         self._L[m:m + kk, :m] = Vg.T
         self._L[m:m + kk, m:m + kk] = Lg
@@ -189,6 +208,7 @@ class CholeskyFactor:
         self.m = m + kk
         self.u = np.vstack([self.u, new_u])
         self.blocks.append((g, s, B, slice(m, m + kk)))
+        self._plain.append(B.shape[0] == B.shape[1] and np.array_equal(B, np.eye(B.shape[0])))
 
     def release_selected(self, s: slice) -> None:
         """Give back the memory of V's columns `s` (a group just appended): nothing reads them again.
@@ -225,8 +245,12 @@ class CholeskyFactor:
         """
         blocks = self.blocks if n_blocks is None else self.blocks[:n_blocks]
         m = blocks[-1][3].stop if blocks else 0
-        w = solve_triangular(self.L[:m, :m], self.u[:m], lower=True, trans="T") if m else self.u[:0]
-        return [B @ w[rows] for (_, _, B, rows) in blocks]
+        w = solve_triangular(self.L[:m, :m], self.u[:m], lower=True, trans="T", check_finite=False) if m else \
+            self.u[:0]
+        # (the identity's product is w itself, exactly: one product per block and prefix saved; in C
+        # order as products return it, since later reductions over the blocks depend on the layout)
+        w = np.ascontiguousarray(w)
+        return [w[rows] if plain else B @ w[rows] for (_, _, B, rows), plain in zip(blocks, self._plain)]
 
 
 def schur_complement(C: np.ndarray, V: np.ndarray, s: slice) -> np.ndarray:
@@ -285,6 +309,18 @@ class SchurBlocks:
         """
         return self.C[cols[:, :, None], cols[:, None, :]]
 
+    def vt_rows(self, cols: np.ndarray) -> np.ndarray:
+        """Rows of Vᵀ for a stack of candidate blocks, as `CholeskyFactor.vt_rows`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.kernel import SchurBlocks
+        >>> SchurBlocks(np.eye(2), np.array([[0.0, 0.5]])).vt_rows(np.array([[1]])).tolist()
+        [[[0.5]]]
+        """
+        return self.V.T[cols]
+
 
 def reduced_cholesky(M: np.ndarray, C_gg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Basis B of M's non-null directions and the Cholesky factor of Bᵀ M B.
@@ -339,13 +375,17 @@ def schur_gains(factor, b: np.ndarray, slices, cands) -> np.ndarray:
     for k, idx in by_size.items():
         if k == 0:
             continue
-        cols = np.array([np.arange(slices[cands[i]].start, slices[cands[i]].stop) for i in idx])  # (m, k)
+        starts = np.array([slices[cands[i]].start for i in idx])
+        cols = starts[:, None] + np.arange(k)  # (m, k)
         Cgg = factor.diag_blocks(cols)  # (m, k, k)
         M = np.empty_like(Cgg)
-        V = factor.V
-        for j, i in enumerate(idx):  # one BLAS product on a view of V per candidate: no (rows, m, k) gather
-            Vg = V[:, slices[cands[i]]]
-            M[j] = Cgg[j] - Vg.T @ Vg
+        # V_gᵀ V_g of a batch of candidates at once: their rows of Vᵀ gathered (c, k, rows), one stacked
+        # product (numpy runs BLAS's syrk per candidate, as it did for one candidate's view: the same
+        # numbers); batches bounded by SCHUR_GATHER_BYTES, so the gather never copies much of V
+        step = max(1, SCHUR_GATHER_BYTES // max(1, 8 * k * factor.V.shape[0]))
+        for lo in range(0, len(idx), step):
+            Vt = factor.vt_rows(cols[lo:lo + step])
+            M[lo:lo + step] = Cgg[lo:lo + step] - Vt @ Vt.transpose(0, 2, 1)
         bb = b[cols]  # (m, k, P)
         tol = SCHUR_RTOL * np.maximum(1.0, np.trace(Cgg, axis1=1, axis2=2) / k)[:, None]
         evals, evecs = np.linalg.eigh(M)

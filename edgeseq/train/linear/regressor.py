@@ -225,7 +225,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
         total = merge_folds(stats)
         if len(stats) < 2 or any(f.n < 1 for f in stats) or not self._chooses():
             return total, fixed(self.l2, self.whiten)
-        choice = choose_ridge(stats, spec.sizes, l2=self.l2, whiten=self.whiten)
+        choice = choose_ridge(stats, spec.sizes, l2=self.l2, whiten=self.whiten, total=total)
         if progress is not None:
             progress(f"chose l2={choice.l2:.3g}, whiten={choice.whiten} ({len(stats)}-fold cross-validation)")
         return total, choice
