@@ -32,7 +32,8 @@ training rows, scored on all the validation rows; the chosen candidate is grown,
 fitted, on all training rows. A probe only ranks the candidates, and with many groups the probes
 are most of a stage's time (on the MNIST bank, 8 or more probes of ten rounds per stage against one
 grown candidate). Data sets with at most ``probe_rows`` training rows (breast cancer and digits in
-`bench/tree_orders.py`) probe on all of them, as before.
+`bench/tree_orders.py`) probe on all of them, as before; so does a dask X (the rows stay on the
+workers, where ``lightgbm.dask`` trains), whose probes may therefore rank otherwise than in memory.
 
 For the chosen candidate (from stage 2 on) the search also boosts afresh from the prior on every
 column paid with it and takes those trees instead when their validation loss is lower (a
