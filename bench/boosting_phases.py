@@ -8,9 +8,9 @@ stage's LightGBM calls split by phase (the candidates' *probes*, the chosen cand
 *restart* from the prior) and by what LightGBM did in them (``construct``: building the binned
 `Dataset`, ``update``: the boosting rounds, ``predict``), with the call counts, the rounds and the
 widest column set of each phase. Estimator parameters are given as ``--param name=value`` (a Python
-literal, e.g. ``--param max_tree_columns=None``). It prints and writes nothing else: a diagnostic
-for the docs' account of the fit time (docs/nonlinear.md), whose figures come from
-``bench/results/tree_orders.json``. ``--stages N`` stops after N stages.
+literal, e.g. ``--param max_tree_columns=None``); ``--stages N`` stops after N stages. The per-stage
+CPU seconds are written to ``bench/results/boosting_phases.json`` (with the machine's load); the
+docs' account of the fit time (docs/nonlinear.md) discusses them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from collections import defaultdict
 import lightgbm as lgb
 import numpy as np
 from sklearn.model_selection import train_test_split
-from tree_orders import mnist  # noqa: I001  (bench/ is on sys.path)
+from _results import command_line, machine_info, write_result  # noqa: I001  (bench/ is on sys.path)
+from tree_orders import mnist
 
 from edgeseq import AnytimeBoostingClassifier
 from edgeseq.train.trees import stagewise_boosting as sb
@@ -85,10 +86,16 @@ def main() -> None:
     lgb.Booster.update = timed("update", lgb.Booster.update)
     lgb.Booster.predict = timed("predict", lgb.Booster.predict)
     c0, w0 = time.process_time(), time.perf_counter()
+    rows = []
 
     def progress(line: str) -> None:
         print(f"[{time.perf_counter() - w0:7.1f} s wall {time.process_time() - c0:7.1f} s CPU] {line}", flush=True)
         s = state["stage"]
+        rows.append([s, line, round(time.perf_counter() - w0, 1), round(time.process_time() - c0, 1),
+                     *(round(cpu[(s, ph, "total")], 2) for ph in PHASES),
+                     round(sum(cpu[(s, ph, "construct")] for ph in PHASES), 2),
+                     round(sum(cpu[(s, ph, "update")] for ph in PHASES), 2),
+                     max(calls[(s, ph, "columns")] for ph in PHASES)])
         for ph in PHASES:
             if calls[(s, ph, "total")]:
                 parts = ", ".join(f"{p} {cpu[(s, ph, p)]:.2f} s / {calls[(s, ph, p)]}" for p in PARTS)
@@ -103,9 +110,18 @@ def main() -> None:
         est.fit(Xa, ya, progress=progress)
     except Enough:
         pass
-    print(json.dumps({"wall_s": round(time.perf_counter() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
-                      "params": {k: repr(v) for k, v in kw.items()}, "X": list(Xa.shape),
-                      "classes": int(np.unique(ya).size)}), file=sys.stdout)
+    total = {"wall_s": round(time.perf_counter() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
+             "params": {k: repr(v) for k, v in kw.items()}, "X": list(Xa.shape), "classes": int(np.unique(ya).size),
+             "finished": args.stages is None or state["stage"] <= args.stages, "load_end": machine_info()["load_end"]}
+    print(json.dumps(total), file=sys.stdout)
+    title = ("AnytimeBoostingClassifier on the MNIST bank (split 0, n_jobs=1"
+             + "".join(f", {k}={v!r}" for k, v in kw.items()) + "): CPU seconds per progress line and phase "
+             "(probe, grow and restart: their LightGBM calls; construct: binning the Datasets, an upper bound; "
+             "rounds: the boosting rounds), cumulative wall and CPU seconds of the fit")
+    write_result("boosting_phases", {"total": total, "tables": [{
+        "title": title, "columns": ["stage", "line", "wall (s)", "CPU (s)", "probe CPU", "grow CPU", "restart CPU",
+                                    "construct CPU", "rounds CPU", "columns <="],
+        "rows": rows}]}, command_line())
 
 
 if __name__ == "__main__":

@@ -230,6 +230,10 @@ def test_errors_and_determinism():
         AnytimeBoostingClassifier(num_leaves=1).fit(X, y)
     with pytest.raises(InputError, match="validation_fraction"):
         AnytimeBoostingClassifier(validation_fraction=0.9).fit(X, y)
+    with pytest.raises(InputError, match="max_tree_columns"):
+        AnytimeBoostingClassifier(max_tree_columns=0).fit(X, y)
+    with pytest.raises(InputError, match="probe_rows"):
+        AnytimeBoostingClassifier(probe_rows=5).fit(X, y)
     a = AnytimeBoostingClassifier(GROUPS, COSTS, max_rounds=20, n_jobs=1, random_state=0, compare_linear=False).fit(X, y)
     b = AnytimeBoostingClassifier(GROUPS, COSTS, max_rounds=20, n_jobs=2, random_state=0, compare_linear=False).fit(X, y)
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
@@ -305,27 +309,35 @@ def test_cli_train_model_boosting(tmp_path):
     assert type(est).__name__ == "AnytimeBoostingClassifier" and est.score(X, y) > 0.7
 
 
-@pytest.mark.parametrize("task", ["binary", "multiclass"])
-def test_replay_on_the_search_rows_reproduces_the_search(task):
+@pytest.mark.parametrize("task,cap", [("binary", None), ("multiclass", None), ("binary", 3)])
+def test_replay_on_the_search_rows_reproduces_the_search(task, cap):
     """Regrowing the chosen stages (groups, round counts) on the rows the search trained on gives the
-    search's trees back, final rounds included; on all rows the same plan gives other trees."""
+    search's trees back, final rounds included; on all rows the same plan gives other trees. With
+    column sampling (`cap`) the replay samples alike; without it (the control) the trees differ."""
     from edgeseq.train.trees.stagewise_boosting import replay_stages
 
     Xf, yf, Xv, yv = _tiny(task)
     n_classes = int(yf.max()) + 1
     spec = check_groups(GROUPS, COSTS, None, 6)
-    stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=PARAMS,
-                                        max_rounds=30, stopping_rounds=5)
+    params = {**PARAMS, "max_tree_columns": cap}
+    stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=params,
+                                        max_rounds=30, stopping_rounds=5, final_rounds=cap is None)
     assert len(stages) >= 2
     names = tuple(str(c) for c in range(n_classes))
-    again = replay_stages(Xf, yf, spec, task, stages, n_classes=n_classes, params=PARAMS, restarts=trace.restarts)
+    again = replay_stages(Xf, yf, spec, task, stages, n_classes=n_classes, params=params, restarts=trace.restarts)
+    if cap is not None:
+        whole = replay_stages(Xf, yf, spec, task, stages, n_classes=n_classes, params=PARAMS, restarts=trace.restarts)
+        assert not np.allclose(list(stage_model(whole, prior, spec, 6, task, names, trace.restarts)
+                                    .staged_decision(Xv))[-1],
+                               list(stage_model(stages, prior, spec, 6, task, names, trace.restarts)
+                                    .staged_decision(Xv))[-1], atol=1e-3)
     assert [g for g, _ in again] == [g for g, _ in stages] and [len(t) for _, t in again] == [len(t) for _, t in stages]
     a = stage_model(stages, prior, spec, 6, task, names, trace.restarts)
     b = stage_model(again, prior, spec, 6, task, names, trace.restarts)
     for za, zb in zip(a.staged_decision(Xv), b.staged_decision(Xv)):
         np.testing.assert_allclose(za, zb, atol=1e-6)
     X, y = np.vstack([Xf, Xv]), np.concatenate([yf, yv])
-    other = stage_model(replay_stages(X, y, spec, task, stages, n_classes=n_classes, params=PARAMS,
+    other = stage_model(replay_stages(X, y, spec, task, stages, n_classes=n_classes, params=params,
                                       restarts=trace.restarts), prior, spec, 6, task, names, trace.restarts)
     assert not np.allclose(list(other.staged_decision(Xv))[-1], list(a.staged_decision(Xv))[-1], atol=1e-3)
 

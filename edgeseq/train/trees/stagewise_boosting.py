@@ -58,7 +58,9 @@ CPU-s). A fit on more columns than the cap therefore grows each tree on that man
 random (LightGBM's ``feature_fraction`` = cap / columns, seeded by ``random_state``), as random
 forests and LightGBM's own column sampling do; a fit on at most the cap reads all of them, so
 data sets with no more columns than the cap (breast cancer, digits, the interactions problem)
-fit exactly as without it. `replay_stages` samples alike. ``max_tree_columns=None``: no sampling.
+fit exactly as without it. `replay_stages` samples alike (the final rounds appended to a last
+stage are regrown in one fit with it, so they draw other columns than the search's second fit
+did). ``max_tree_columns=None``: no sampling.
 
 The committed trees form a tree stage (`edgeseq.forms.trees`): the state is the sum of the trees,
 the readout is the identity plus the prior, and every tree reads only columns of groups paid by
