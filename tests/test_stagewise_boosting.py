@@ -30,14 +30,17 @@ def _tiny(task: str, n: int = 240, seed: int = 0):
     return X[:160], y[:160], X[160:], y[160:]
 
 
-def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, stopping=5, probe=None, top=None):
+def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, stopping=5, probe=None, top=None,
+               cap=None, rows=None):
     """The greedy search written out plainly: LightGBM from the current scores per candidate group,
     scored with scikit-learn's log-loss; returns (scores per stage, choices, final validation scores).
 
     With `probe` rounds: each candidate is scored by `probe` rounds on the paid columns plus its own
     (the lowest validation loss over those rounds, read round by round), and only the best one is
     grown with early stopping; without, every candidate is grown in full. With `top` as well, the
-    candidates probed at an earlier stage are probed again only if among the `top` best by their latest score."""
+    candidates probed at an earlier stage are probed again only if among the `top` best by their latest score.
+    With `cap`: a fit on more than `cap` columns samples `cap` of them per tree (feature_fraction). With
+    `rows`: the probes train on those training rows only."""
     freq = np.bincount(yf, minlength=n_classes) / yf.size
     prior = np.log(freq[1] / freq[0])[None] if task == "binary" else np.log(freq)
     Ff, Fv = np.tile(prior, (len(yf), 1)), np.tile(prior, (len(yv), 1))
@@ -50,7 +53,13 @@ def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, st
               "verbose": -1, "deterministic": True, "force_row_wise": True, **PARAMS}
     if task == "multiclass":
         params["num_class"] = n_classes
+    base = params
+
+    def sampled(cols):
+        return {**base, "feature_fraction": cap / len(cols)} if cap is not None and len(cols) > cap else base
+
     def grow(cols):
+        params = sampled(cols)
         init_f = Ff[:, 0] if task == "binary" else Ff  # a 2-D init_score: LightGBM's own layout rule
         init_v = Fv[:, 0] if task == "binary" else Fv
         dtr = lgb.Dataset(Xf[:, cols], yf, init_score=init_f, params=params)
@@ -61,8 +70,10 @@ def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, st
                 b.predict(Xv[:, cols], raw_score=True, num_iteration=it).reshape(len(yv), -1))
 
     def probe_loss(cols):  # `probe` rounds, no early stopping; the best validation loss among them
-        init_f = Ff[:, 0] if task == "binary" else Ff
-        b = lgb.train(params, lgb.Dataset(Xf[:, cols], yf, init_score=init_f, params=params), probe)
+        params = sampled(cols)
+        r = np.arange(len(yf)) if rows is None else rows
+        init_f = Ff[r, 0] if task == "binary" else Ff[r]
+        b = lgb.train(params, lgb.Dataset(Xf[r][:, cols], yf[r], init_score=init_f, params=params), probe)
         return min(loss(Fv + b.predict(Xv[:, cols], raw_score=True, num_iteration=r).reshape(len(yv), -1))
                    for r in range(1, b.current_iteration() + 1))
 
@@ -96,16 +107,27 @@ def _reference(task, n_classes, Xf, yf, Xv, yv, groups, costs, max_rounds=30, st
     return all_scores, chosen, Fv
 
 
-@pytest.mark.parametrize("task,probe,top", [("binary", None, None), ("multiclass", None, None), ("binary", 3, None),
-                                            ("multiclass", 3, 1)])
-def test_stages_match_a_plainly_written_reference_loop(task, probe, top):
+@pytest.mark.parametrize("task,probe,top,cap", [("binary", None, None, None), ("multiclass", None, None, None),
+                                                ("binary", 3, None, None), ("multiclass", 3, 1, None),
+                                                ("binary", 3, None, 3), ("multiclass", 3, None, "rows")])
+def test_stages_match_a_plainly_written_reference_loop(task, probe, top, cap):
+    from edgeseq.train.trees.stagewise_boosting import probe_subsample
+
     Xf, yf, Xv, yv = _tiny(task)
     n_classes = int(yf.max()) + 1
     spec = check_groups(GROUPS, COSTS, None, 6)
-    stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=PARAMS,
-                                        max_rounds=30, stopping_rounds=5, final_rounds=False, restart=False,
-                                        probe_rounds=probe, probe_top=top)
-    ref_scores, ref_chosen, ref_Fv = _reference(task, n_classes, Xf, yf, Xv, yv, GROUPS, COSTS, probe=probe, top=top)
+    rows, cap = (100, None) if cap == "rows" else (None, cap)  # probes on 100 of the 160 training rows
+    stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes,
+                                        params={**PARAMS, "max_tree_columns": cap}, max_rounds=30, stopping_rounds=5,
+                                        final_rounds=False, restart=False, probe_rounds=probe, probe_top=top,
+                                        probe_rows=rows)
+    ref_scores, ref_chosen, ref_Fv = _reference(task, n_classes, Xf, yf, Xv, yv, GROUPS, COSTS, probe=probe, top=top,
+                                                cap=cap, rows=probe_subsample(len(yf), rows, PARAMS["seed"]))
+    if cap is not None or rows is not None:  # not vacuous: sampling columns or rows changes the search's scores
+        _, _, whole = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=PARAMS, max_rounds=30,
+                                   stopping_rounds=5, final_rounds=False, restart=False, probe_rounds=probe,
+                                   probe_top=top)
+        assert whole.scores[0] != trace.scores[0] or whole.scores[1] != trace.scores[1]
     assert trace.chosen == ref_chosen and len(ref_chosen) >= 2  # not vacuous: at least two stages chosen
     if top is not None:  # not vacuous: the lazy screen left a candidate unprobed at some stage
         assert any(len(got) < len(GROUPS) - k for k, got in enumerate(trace.scores))
@@ -208,6 +230,10 @@ def test_errors_and_determinism():
         AnytimeBoostingClassifier(num_leaves=1).fit(X, y)
     with pytest.raises(InputError, match="validation_fraction"):
         AnytimeBoostingClassifier(validation_fraction=0.9).fit(X, y)
+    with pytest.raises(InputError, match="max_tree_columns"):
+        AnytimeBoostingClassifier(max_tree_columns=0).fit(X, y)
+    with pytest.raises(InputError, match="probe_rows"):
+        AnytimeBoostingClassifier(probe_rows=5).fit(X, y)
     a = AnytimeBoostingClassifier(GROUPS, COSTS, max_rounds=20, n_jobs=1, random_state=0, compare_linear=False).fit(X, y)
     b = AnytimeBoostingClassifier(GROUPS, COSTS, max_rounds=20, n_jobs=2, random_state=0, compare_linear=False).fit(X, y)
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
@@ -283,27 +309,35 @@ def test_cli_train_model_boosting(tmp_path):
     assert type(est).__name__ == "AnytimeBoostingClassifier" and est.score(X, y) > 0.7
 
 
-@pytest.mark.parametrize("task", ["binary", "multiclass"])
-def test_replay_on_the_search_rows_reproduces_the_search(task):
+@pytest.mark.parametrize("task,cap", [("binary", None), ("multiclass", None), ("binary", 3)])
+def test_replay_on_the_search_rows_reproduces_the_search(task, cap):
     """Regrowing the chosen stages (groups, round counts) on the rows the search trained on gives the
-    search's trees back, final rounds included; on all rows the same plan gives other trees."""
+    search's trees back, final rounds included; on all rows the same plan gives other trees. With
+    column sampling (`cap`) the replay samples alike; without it (the control) the trees differ."""
     from edgeseq.train.trees.stagewise_boosting import replay_stages
 
     Xf, yf, Xv, yv = _tiny(task)
     n_classes = int(yf.max()) + 1
     spec = check_groups(GROUPS, COSTS, None, 6)
-    stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=PARAMS,
-                                        max_rounds=30, stopping_rounds=5)
+    params = {**PARAMS, "max_tree_columns": cap}
+    stages, prior, trace = boost_stages(Xf, yf, Xv, yv, spec, task, n_classes=n_classes, params=params,
+                                        max_rounds=30, stopping_rounds=5, final_rounds=cap is None)
     assert len(stages) >= 2
     names = tuple(str(c) for c in range(n_classes))
-    again = replay_stages(Xf, yf, spec, task, stages, n_classes=n_classes, params=PARAMS, restarts=trace.restarts)
+    again = replay_stages(Xf, yf, spec, task, stages, n_classes=n_classes, params=params, restarts=trace.restarts)
+    if cap is not None:
+        whole = replay_stages(Xf, yf, spec, task, stages, n_classes=n_classes, params=PARAMS, restarts=trace.restarts)
+        assert not np.allclose(list(stage_model(whole, prior, spec, 6, task, names, trace.restarts)
+                                    .staged_decision(Xv))[-1],
+                               list(stage_model(stages, prior, spec, 6, task, names, trace.restarts)
+                                    .staged_decision(Xv))[-1], atol=1e-3)
     assert [g for g, _ in again] == [g for g, _ in stages] and [len(t) for _, t in again] == [len(t) for _, t in stages]
     a = stage_model(stages, prior, spec, 6, task, names, trace.restarts)
     b = stage_model(again, prior, spec, 6, task, names, trace.restarts)
     for za, zb in zip(a.staged_decision(Xv), b.staged_decision(Xv)):
         np.testing.assert_allclose(za, zb, atol=1e-6)
     X, y = np.vstack([Xf, Xv]), np.concatenate([yf, yv])
-    other = stage_model(replay_stages(X, y, spec, task, stages, n_classes=n_classes, params=PARAMS,
+    other = stage_model(replay_stages(X, y, spec, task, stages, n_classes=n_classes, params=params,
                                       restarts=trace.restarts), prior, spec, 6, task, names, trace.restarts)
     assert not np.allclose(list(other.staged_decision(Xv))[-1], list(a.staged_decision(Xv))[-1], atol=1e-3)
 
@@ -452,3 +486,34 @@ def test_the_probe_picks_the_informative_group_over_cheaper_noise():
     assert first[(3,)] > 0.02 and all(first[(g,)] < first[(3,)] / 10 for g in range(3))
     _, _, full = boost_stages(X[:350], y[:350], X[350:], y[350:], spec, "binary", probe_rounds=None, **kw)
     assert full.chosen[0] == (3,)
+
+
+def test_after_a_lost_restart_the_next_stage_tries_none(monkeypatch):
+    """The restart rule: stage k tries a restart unless stage k-1 tried one and kept its continued trees
+    (or k = 1); recorded by spying on the restart fits between the stage lines. Not vacuous: at least
+    one restart is skipped, and one is tried after a skip."""
+    from edgeseq.train.trees import stagewise_boosting as sb
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 12))
+    y = (X[:, ::2] @ np.linspace(1.0, 0.3, 6) + 0.5 * X[:, 1] * X[:, 3] + 0.5 * rng.normal(size=600) > 0).astype(int)
+    spec = check_groups([[2 * g, 2 * g + 1] for g in range(6)], [1.0] * 6, None, 12)
+    events = []
+    real = sb._restarted
+    monkeypatch.setattr(sb, "_restarted", lambda *a, **k: events.append("R") or real(*a, **k))
+    _, _, trace = boost_stages(X[:400], y[:400], X[400:], y[400:], spec, "binary", n_classes=2, params=PARAMS,
+                               max_rounds=40, stopping_rounds=5, final_rounds=False,
+                               progress=lambda line: events.append("S"))
+    tried, k = {}, 1
+    for e in events:
+        if e == "S":
+            k += 1
+        else:
+            tried[k] = True
+    K = len(trace.chosen)
+    tried = [tried.get(k, False) for k in range(1, K + 1)]
+    assert not tried[0]  # stage 1 starts from the prior
+    for k in range(2, K + 1):
+        lost_before = tried[k - 2] and (k - 1) not in trace.restarts
+        assert tried[k - 1] == (not lost_before or k == 2), (k, tried, trace.restarts)
+    assert not all(tried[1:]) and any(tried[k] and not tried[k - 1] for k in range(2, K))

@@ -27,15 +27,40 @@ if its last score kept it among the top ``probe_top``. (A lazy rule, stopping on
 beats the next older one, missed exactly that case: x0·x2 with group 0 just paid.)
 ``probe_top=None`` probes every candidate at every stage.
 
+The probes train on a seeded sample of at most ``probe_rows`` (default `PROBE_ROWS`) of the
+training rows, scored on all the validation rows; the chosen candidate is grown, and a restart
+fitted, on all training rows. A probe only ranks the candidates, and with many groups the probes
+are most of a stage's time (on the MNIST bank, 8 or more probes of ten rounds per stage against one
+grown candidate). Data sets with at most ``probe_rows`` training rows (breast cancer and digits in
+`bench/tree_orders.py`) probe on all of them, as before; so does a dask X (the rows stay on the
+workers, where ``lightgbm.dask`` trains), whose probes may therefore rank otherwise than in memory.
+
 For the chosen candidate (from stage 2 on) the search also boosts afresh from the prior on every
 column paid with it and takes those trees instead when their validation loss is lower (a
 *restart*; the stage's floor is checked on the better of the two): continued boosting can only fit what
 the earlier stages left of the training rows' residuals, and after a few stages that is little,
-so a newly paid group may add nothing on training rows although it would on new ones. Finally LightGBM adds
+so a newly paid group may add nothing on training rows although it would on new ones. A restart is
+a LightGBM fit on every paid column, as long as the rest of a stage together; when it lost at a
+stage (the continued trees validated better), the next stage tries none, unless its continued
+trees do not clear the stage floor, so a stopping decision never depends on the skip. A skipped
+restart changes the result only when it would have won, and on the MNIST bank restarts lost at
+several stages, often two in a row. Finally LightGBM adds
 rounds on all paid groups, appended to the last stage when they lower the validation loss; and
 when groups are left unpaid, a last stage boosts on *all* groups and pays the remaining ones when
 that lowers the validation loss: a group that buys little on its own per unit cost may still buy
 accuracy at full budget, and a stage at the total cost does not change the curve below it.
+
+Column sampling (``max_tree_columns``, default `TREE_COLUMNS`): a boosting round costs time in
+proportion to the columns it reads, and every fit of the search (probe, grow, restart) reads all
+paid columns, so once a wide group is paid every later fit slows down with it (on the MNIST bank,
+paying a 936-column group took the rounds from 0.1 to about 0.8 CPU-s each, and one stage to 160
+CPU-s). A fit on more columns than the cap therefore grows each tree on that many of them drawn at
+random (LightGBM's ``feature_fraction`` = cap / columns, seeded by ``random_state``), as random
+forests and LightGBM's own column sampling do; a fit on at most the cap reads all of them, so
+data sets with no more columns than the cap (breast cancer, digits, the interactions problem)
+fit exactly as without it. `replay_stages` samples alike (the final rounds appended to a last
+stage are regrown in one fit with it, so they draw other columns than the search's second fit
+did). ``max_tree_columns=None``: no sampling.
 
 The committed trees form a tree stage (`edgeseq.forms.trees`): the state is the sum of the trees,
 the readout is the identity plus the prior, and every tree reads only columns of groups paid by
@@ -100,7 +125,13 @@ from edgeseq.forms.trees import TreeEnsemble, TreeStage, TreeStageModel
 
 TASKS = ("regression", "binary", "multiclass")
 PROBE_ROUNDS = 10  # boosting rounds of a candidate's probe (see the module notes); None: the full search
+# the probes train on a seeded sample of at most this many training rows (all of them below it); the chosen
+# candidate is grown, and restarts are fitted, on all rows (module notes). None: all rows
+PROBE_ROWS = 1000
 PROBE_TOP = 8  # at most this many candidates probed at an earlier stage are probed again per stage; None: all
+# above this many columns each tree samples this many of them (LightGBM's feature_fraction; see the module
+# notes): a round's cost grows with its columns, and on the MNIST bank the paid columns pass a thousand
+TREE_COLUMNS = 128
 MAX_PAIR_GROUPS = 8  # pairs are tried among this many cheapest unpaid groups (at most 28 candidates)
 # the trees are kept when their mean per-row area beats the linear one by more than this many standard
 # errors of the paired difference; 0, 0.5 and 1 were tried on validation rows of the benchmark's splits
@@ -191,11 +222,29 @@ class BoostingTrace:
     restarts: list = field(default_factory=list)
 
 
-def _lgb_params(task: str, n_classes: int, params: dict) -> dict:
+def _lgb_params(task: str, n_classes: int, params: dict, n_cols: int | None = None) -> dict:
+    """LightGBM's parameters for a fit on `n_cols` columns.
+
+    ``params["max_tree_columns"]`` (default `TREE_COLUMNS`; None: no cap) is edgeseq's, not LightGBM's:
+    above that many columns each tree samples that many of them (``feature_fraction``), see the
+    module notes.
+
+    Examples
+    --------
+    >>> from edgeseq.train.trees.stagewise_boosting import _lgb_params
+    >>> _lgb_params("binary", 2, {"max_tree_columns": 100}, 400)["feature_fraction"]
+    0.25
+    >>> "feature_fraction" in _lgb_params("binary", 2, {"max_tree_columns": 100}, 100)
+    False
+    """
+    params = dict(params)
+    cap = params.pop("max_tree_columns", TREE_COLUMNS)
     out = {"objective": task, "metric": _METRIC[task], "verbose": -1, "deterministic": True,
            "force_row_wise": True, **params}
     if task == "multiclass":
         out["num_class"] = n_classes
+    if cap is not None and n_cols is not None and n_cols > cap:
+        out["feature_fraction"] = cap / n_cols
     return out
 
 
@@ -210,7 +259,7 @@ def _continue_boosting(task, n_classes, params, Xf, yf, Ff, Xv, yv, Fv, cols, ma
     import lightgbm as lgb
 
     init_f, init_v = Ff.ravel(order="F"), Fv.ravel(order="F")  # LightGBM's class-major layout
-    full = _lgb_params(task, n_classes, params)
+    full = _lgb_params(task, n_classes, params, len(cols))
     dtrain = lgb.Dataset(Xf[:, cols], yf, init_score=init_f, params=full)
     dval = lgb.Dataset(Xv[:, cols], yv, init_score=init_v, reference=dtrain, params=full)
     booster = lgb.train(full, dtrain, num_boost_round=max_rounds,
@@ -280,7 +329,7 @@ def _continue_boosting_dask(task, n_classes, params, Xf, yf, Ff, Xv, yv, Fv, col
     scored on the held-out rows (Xv, yv, Fv), which this process holds.
     """
     lgb_dask = lightgbm_dask()
-    full = _lgb_params(task, n_classes, params)
+    full = _lgb_params(task, n_classes, params, len(cols))
     full.pop("num_threads", None)  # lightgbm.dask gives each worker its own thread count
     # the regressor wrapper passes the objective through unchanged (the classifier's would re-encode
     # the class indices and choose its own objective); only the booster is kept
@@ -325,7 +374,8 @@ def _raw_increment(booster, X, cols, rounds: int, F):
 def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_classes: int = 1,
                  params: dict | None = None, max_rounds: int = 100, stopping_rounds: int = 10,
                  final_rounds: bool = True, min_gain: float = 1e-4, restart: bool = True,
-                 probe_rounds: int | None = PROBE_ROUNDS, probe_top: int | None = PROBE_TOP, progress=None):
+                 probe_rounds: int | None = PROBE_ROUNDS, probe_top: int | None = PROBE_TOP,
+                 probe_rows: int | None = PROBE_ROWS, progress=None):
     """The functional core: the greedy stagewise boosting search, returning its stages.
 
     Parameters
@@ -341,7 +391,9 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     n_classes : int, default=1
         Number of classes (multiclass).
     params : dict or None, default=None
-        Further LightGBM parameters (learning rate, leaves, threads, seed).
+        Further LightGBM parameters (learning rate, leaves, threads, seed); its key
+        ``"max_tree_columns"`` (default `TREE_COLUMNS`, None: no cap) is edgeseq's: a fit on more
+        columns grows each tree on that many of them, drawn at random (see the module notes).
     max_rounds : int, default=100
         Boosting rounds per candidate at most (early stopping usually keeps fewer).
     stopping_rounds : int, default=10
@@ -362,13 +414,19 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         few stages of 15-leaf trees memorise a thousand rows) a newly paid group has nothing left
         to fit there, however much it would add on new rows; trees grown from the prior see it
         afresh. A restarted stage's trees write to a state block of their own and its readout reads
-        only that block (`stage_model`), so the stages before it are unchanged.
+        only that block (`stage_model`), so the stages before it are unchanged. After a stage whose
+        restart lost, the next stage tries none (unless its continued trees do not clear the
+        floor): see the module notes.
     probe_rounds : int or None, default=PROBE_ROUNDS
         Rounds of each candidate's probe (paid columns plus its own); the best is then grown,
         early-stopped. ``None``: every candidate is grown in full.
     probe_top : int or None, default=PROBE_TOP
         Of the candidates probed at an earlier stage, only this many with the highest latest probe
         score are probed again at each stage. ``None``: all.
+    probe_rows : int or None, default=PROBE_ROWS
+        The probes train on a seeded sample (`probe_subsample`, seeded by ``params["seed"]``) of
+        this many of the rows of `X_fit` when it has more; ``None``: all rows. A dask `X_fit` is
+        probed on all its rows.
     progress : callable or None, default=None
         Receives one line of text per stage.
 
@@ -396,6 +454,10 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     """
     params = dict(params or {})
     probing = probe_rounds is not None
+    # the probes' training rows: all, or a seeded sample of `probe_rows` of them (the module notes)
+    sub = probe_subsample(X_fit.shape[0], probe_rows, int(params.get("seed", 0))) \
+        if probing and not is_dask_array(X_fit) else None
+    Xp, yp = (X_fit, y_fit) if sub is None else (X_fit[sub], np.asarray(y_fit)[sub])
     probe = int(probe_rounds) if probing else max_rounds
     prior = prior_scores(task, np.asarray(y_fit), n_classes)  # a dask y: its n labels are gathered
     Ff = _start_scores(prior, X_fit)
@@ -406,6 +468,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
     stages: list = []
     J = len(spec.columns)
     last: dict = {}  # each candidate's latest probe score
+    lost = False  # the previous stage tried a restart and kept its continued trees
     while len(paid) < J:
         before = trace.loss[-1]
         unpaid = [g for g in range(J) if g not in paid]
@@ -421,8 +484,9 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                         break
                     reprobed += 1
                 cols = np.sort(np.concatenate([spec.columns[h] for h in paid + list(cand)]))
-                booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val,
-                                                                   y_val, Fv, cols, probe, stopping_rounds)
+                booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, Xp, yp,
+                                                                   Ff if sub is None else Ff[sub], X_val, y_val, Fv,
+                                                                   cols, probe, stopping_rounds)
                 scores[cand] = (before - after) / float(sum(spec.costs[g] for g in cand))
                 fits[cand] = (booster, rounds, inc_v, after, cols)
             last.update(scores)
@@ -435,7 +499,10 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                                                   max_rounds, stopping_rounds), cols)
             booster, rounds, inc_v, after, cols = fits[best]
             base_f, base_v, fresh = Ff, Fv, False
-            if restart and stages:  # stage 1 starts from the prior anyway
+            # stage 1 starts from the prior anyway; after a stage whose restart lost, one stage goes
+            # without (`restart`), unless its continued trees do not clear the floor
+            tried = restart and stages and (not lost or before - after <= floor)
+            if tried:
                 # tried before the floor: once the training residuals are fitted, continued boosting may
                 # not clear it although trees grown afresh on the same columns would
                 again = _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols, max_rounds,
@@ -452,6 +519,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                 progress(f"stage {len(stages) + 1}: no group lowers the validation loss; stopping")
             break
         trace.scores.append(scores)
+        lost = bool(tried) and not fresh
         if fresh:
             trace.restarts.append(len(stages) + 1)
         trees = _trees(booster, rounds, cols)
@@ -501,6 +569,20 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                 progress(f"final stage on all groups (pays {len(rest)} more): {rounds} rounds, validation loss "
                          f"{before:.4g} -> {after:.4g}")
     return stages, prior, trace
+
+
+def probe_subsample(n: int, probe_rows: int | None, seed: int) -> np.ndarray | None:
+    """The rows (sorted indices) of a seeded sample of `probe_rows` of n training rows, or None for all.
+
+    Examples
+    --------
+    >>> from edgeseq.train.trees.stagewise_boosting import probe_subsample
+    >>> probe_subsample(10, 4, 0).size, probe_subsample(10, 10, 0), probe_subsample(10, None, 0)
+    (4, None, None)
+    """
+    if probe_rows is None or n <= probe_rows:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, int(probe_rows), replace=False))
 
 
 def _probe_order(candidates, last: dict, probe_top) -> list:
@@ -586,7 +668,7 @@ def replay_stages(X, y, spec: GroupSpec, task: str, stages, *, n_classes: int = 
     """
     import lightgbm as lgb
 
-    params = _lgb_params(task, n_classes, dict(params or {}))
+    params = dict(params or {})
     P = n_classes if task == "multiclass" else 1
     F = np.tile(prior_scores(task, y, n_classes), (X.shape[0], 1))
     paid: list[int] = []
@@ -598,7 +680,8 @@ def replay_stages(X, y, spec: GroupSpec, task: str, stages, *, n_classes: int = 
         rounds = len(trees) // P
         if k in restarts:
             F = np.tile(prior, (X.shape[0], 1))
-        booster = lgb.train(params, lgb.Dataset(X[:, cols], y, init_score=F.ravel(order="F"), params=params),
+        full = _lgb_params(task, n_classes, params, len(cols))  # the search's column sampling too
+        booster = lgb.train(full, lgb.Dataset(X[:, cols], y, init_score=F.ravel(order="F"), params=full),
                             num_boost_round=rounds)
         rounds = booster.current_iteration()  # fewer when no split is left to make
         out.append((tuple(groups), _trees(booster, rounds, cols)))
@@ -817,7 +900,8 @@ class _AnytimeBoostingBase(BaseEstimator):
     def __init__(self, groups=None, costs=None, *, group_names=None, learning_rate=0.1, num_leaves=15,
                  max_rounds=200, stopping_rounds=10, min_child_samples=20, validation_fraction=0.25,
                  compare_linear=True, n_jobs=None, random_state=None, feature_names=None, refit=False,
-                 probe_rounds=PROBE_ROUNDS, probe_top=PROBE_TOP):
+                 probe_rounds=PROBE_ROUNDS, probe_top=PROBE_TOP, max_tree_columns=TREE_COLUMNS,
+                 probe_rows=PROBE_ROWS):
         self.groups = groups
         self.costs = costs
         self.group_names = group_names
@@ -834,6 +918,8 @@ class _AnytimeBoostingBase(BaseEstimator):
         self.refit = refit
         self.probe_rounds = probe_rounds
         self.probe_top = probe_top
+        self.max_tree_columns = max_tree_columns
+        self.probe_rows = probe_rows
 
     def _check_params(self) -> None:
         _check_int("num_leaves", self.num_leaves, 2, 131072)
@@ -853,6 +939,10 @@ class _AnytimeBoostingBase(BaseEstimator):
             _check_int("probe_rounds", self.probe_rounds, 1, 100_000)
         if self.probe_top is not None:
             _check_int("probe_top", self.probe_top, 1)
+        if self.max_tree_columns is not None:
+            _check_int("max_tree_columns", self.max_tree_columns, 1)
+        if self.probe_rows is not None:
+            _check_int("probe_rows", self.probe_rows, 10)
         if self.n_jobs is not None:
             _check_int("n_jobs", self.n_jobs, -1)
         if self.random_state is not None:
@@ -862,7 +952,8 @@ class _AnytimeBoostingBase(BaseEstimator):
         threads = 0 if self.n_jobs in (None, -1) else int(self.n_jobs)  # 0: OpenMP's default
         return {"learning_rate": float(self.learning_rate), "num_leaves": int(self.num_leaves),
                 "min_child_samples": int(self.min_child_samples), "num_threads": threads,
-                "seed": 0 if self.random_state is None else int(self.random_state)}
+                "seed": 0 if self.random_state is None else int(self.random_state),
+                "max_tree_columns": None if self.max_tree_columns is None else int(self.max_tree_columns)}
 
     def _fit(self, X, y_idx, task, n_classes, output_names, stratify, progress):
         names = fit_feature_names(self, X.shape[1])
@@ -899,7 +990,8 @@ class _AnytimeBoostingBase(BaseEstimator):
             X_fit, y_fit, X_val, y_idx[i_val], spec, task, n_classes=n_classes, params=self._lgb(),
             max_rounds=int(self.max_rounds), stopping_rounds=int(self.stopping_rounds),
             probe_rounds=None if self.probe_rounds is None else int(self.probe_rounds),
-            probe_top=None if self.probe_top is None else int(self.probe_top), progress=progress)
+            probe_top=None if self.probe_top is None else int(self.probe_top),
+            probe_rows=None if self.probe_rows is None else int(self.probe_rows), progress=progress)
         trees = replace(stage_model(stages, prior, spec, X.shape[1], task, output_names, trace.restarts),
                         feature_names=names)
         if task != "regression":  # the stage model carries its labels: a saved model is evaluated alone
@@ -1076,6 +1168,17 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         Of the candidates probed at an earlier stage, only this many, those with the highest latest
         probe score, are probed again at each stage; never-probed groups are always probed.
         ``None``: every candidate is probed at every stage.
+    probe_rows : int or None, default=1000
+        The probes train on a seeded sample of this many training rows (all rows when there are
+        no more); the chosen candidate is then grown, and a restart fitted, on all of them. A
+        probe only ranks the candidates, and on the MNIST bank the probes were most of a stage's
+        time. ``None``: the probes train on every row.
+    max_tree_columns : int or None, default=128
+        A LightGBM fit of the search on more columns than this grows each tree on this many of
+        them, drawn at random (``feature_fraction``): a round's cost grows with its columns, and
+        on a bank with wide groups (the MNIST bank's paid columns pass a thousand) the fits on all
+        paid columns dominated the fit time. Data with at most this many columns in the groups
+        fit exactly as without it. ``None``: every tree reads every column of its fit.
 
     Attributes
     ----------
@@ -1256,7 +1359,7 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
 
     Parameters
     ----------
-    groups, costs, group_names, learning_rate, num_leaves, max_rounds, stopping_rounds, min_child_samples, validation_fraction, compare_linear, n_jobs, random_state, feature_names, refit, probe_rounds, probe_top
+    groups, costs, group_names, learning_rate, num_leaves, max_rounds, stopping_rounds, min_child_samples, validation_fraction, compare_linear, n_jobs, random_state, feature_names, refit, probe_rounds, probe_top, max_tree_columns, probe_rows
         As in `AnytimeBoostingClassifier`.
 
     Attributes
