@@ -187,8 +187,6 @@ def main(argv=None) -> None:
     ap.add_argument("--tag", default="after", help="label of this code version in the results table")
     ap.add_argument("--no-defer-gc", action="store_true",
                     help="AnytimeSession(defer_gc=False): the collector may run inside a run (the code before it was held off)")
-    ap.add_argument("--loose-timer-slack", action="store_true",
-                    help="leave the waiting thread's timer slack alone (timer_slack_s=None), for a side-by-side row")
     ap.add_argument("--models", nargs="+", default=["cost-sequenced", "linear"], choices=["cost-sequenced", "linear"])
     args = ap.parse_args(argv)
     X, by_name = models()
@@ -229,8 +227,7 @@ def _measure(name, model, X, args, load, rows, summary, split) -> None:
                     print(f"{where}; skipped")
                     continue
             for how in ("spin", "sleep"):
-                with AnytimeSession(out, defer_gc=not args.no_defer_gc,
-                                    timer_slack_s=None if args.loose_timer_slack else 1e-6) as sess:
+                with AnytimeSession(out, defer_gc=not args.no_defer_gc) as sess:
                     ex = {n: _extractor(c, args.extract_ms / 1e3, how)
                           for n, c in zip(model.group_names, model.group_columns)}
                     lateness_ms(sess, ex, X, 20, args.deadline)  # warm-up (starts the worker thread)

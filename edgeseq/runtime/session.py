@@ -34,7 +34,7 @@ from edgeseq.runtime.inputs import check_deadline, check_group_keys
 from edgeseq.runtime.loop import BUSY, GroupReport, RunResult, Step, WrapUp, _Clock, anytime_loop
 from edgeseq.runtime.model import ClassifierPrediction, ExportedModel
 from edgeseq.runtime.stopping import check_stop, stage_statistic, statistic_of
-from edgeseq.runtime.worker import ExtractorWorker, PausedGC, ShortSwitchInterval, TightTimerSlack
+from edgeseq.runtime.worker import ExtractorWorker, PausedGC, ShortSwitchInterval
 from edgeseq.budget import check_budget
 
 _PAUSE_GC = PausedGC(True)  # the collector is held off while a deadline run is in progress (see PausedGC)
@@ -64,12 +64,6 @@ class AnytimeSession(ExportedModel):
         that late. The deferred collection runs at the first allocation after the run returns.
         ``False`` leaves the collector alone (e.g. when the caller manages it with ``gc.freeze``
         or ``gc.disable`` itself).
-    timer_slack_s : float or None, default=1e-06
-        The timer slack (seconds) of the thread calling `run` while it waits on a deadline: Linux
-        lets an ordinary thread's timed wake-up come up to its slack late (50 us by default), and
-        a run that stops at the clock wakes on such a timer. Only the calling thread's setting
-        changes, and only during the run. ``None`` leaves it alone; elsewhere than Linux it is
-        ignored.
 
     Examples
     --------
@@ -92,8 +86,7 @@ class AnytimeSession(ExportedModel):
     (1, 'budget', 5.0)
     """
 
-    def __init__(self, out_dir, *, switch_interval_s: float | None = 5e-5, defer_gc: bool = True,
-                 timer_slack_s: float | None = 1e-6):
+    def __init__(self, out_dir, *, switch_interval_s: float | None = 5e-5, defer_gc: bool = True):
         super().__init__(out_dir)
         if not isinstance(defer_gc, bool):
             raise RuntimeInputError(f"defer_gc must be True or False, got {defer_gc!r:.40}")
@@ -103,11 +96,6 @@ class AnytimeSession(ExportedModel):
             raise RuntimeInputError(f"switch_interval_s must be None or seconds in [1e-06, 1], "
                                     f"got {switch_interval_s!r:.40}")
         self._switch_interval_s = switch_interval_s
-        if timer_slack_s is not None and not (isinstance(timer_slack_s, (int, float))
-                                              and 1e-9 <= timer_slack_s <= 1e-2):
-            raise RuntimeInputError(f"timer_slack_s must be None or seconds in [1e-09, 0.01], "
-                                    f"got {timer_slack_s!r:.40}")
-        self._timer_slack_s = timer_slack_s
         self._wrapup = WrapUp(len(self._counts))  # measured commit and wrap-up times (see WrapUp)
         self._steps = [Step(g.name, g.dim, g.cost) for g in self.groups[:self._counts[-1]]]  # groups some stage needs
         self._stages = list(zip(self._counts, self.cum_cost.tolist())) if self._trees or self._layers else None
@@ -195,25 +183,20 @@ class AnytimeSession(ExportedModel):
             if not self._run_lock.acquire(timeout=max(0.0, clock.remaining())):
                 return self._busy_result(clock, "another run of this session was still in progress")
             try:
-                worker = self._get_worker()  # started outside the short slack: a new thread inherits it
-                with TightTimerSlack(self._timer_slack_s):
-                    return self._deadline_run(worker, extractors, inputs, budget, deadline_s, clock, stop)
+                worker = self._get_worker()
+                if not worker.wait_idle(max(0.0, clock.remaining())):
+                    label, age = worker.running_job() or ("?", 0.0)
+                    return self._busy_result(clock, f"the extractor of group {label!r} from an earlier run "
+                                                    f"is still running ({age:.3g} s); its result will be "
+                                                    f"discarded")
+                out = self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
+                                                inputs, budget, deadline_s, worker, clock, self._stages,
+                                                self._wrapup, stop))
+                if out.timed_out:  # stopped by the clock: how long the wrap-up took past the loop's end
+                    self._wrapup.tail.add(max(0.0, time.perf_counter() - clock.end))
+                return out
             finally:
                 self._run_lock.release()
-
-    def _deadline_run(self, worker, extractors, inputs, budget, deadline_s, clock, stop) -> RunResult:
-        """The body of a deadline run, with the run lock held and the worker started."""
-        if not worker.wait_idle(max(0.0, clock.remaining())):
-            label, age = worker.running_job() or ("?", 0.0)
-            return self._busy_result(clock, f"the extractor of group {label!r} from an earlier run "
-                                            f"is still running ({age:.3g} s); its result will be "
-                                            f"discarded")
-        out = self._finish(anytime_loop(self._steps, self._committer(), self._prefix0, extractors,
-                                        inputs, budget, deadline_s, worker, clock, self._stages,
-                                        self._wrapup, stop))
-        if out.timed_out:  # stopped by the clock: how long the wrap-up took past the loop's end
-            self._wrapup.tail.add(max(0.0, time.perf_counter() - clock.end))
-        return out
 
     def _run_locked(self, extractors, budget, deadline_s, inputs, clock, worker, stop=None) -> RunResult:
         with self._run_lock:

@@ -130,62 +130,6 @@ class PausedGC(_WhileRunning):
         super().__init__(True if pause else None)
 
 
-class TightTimerSlack:
-    """Shorten the calling thread's timer slack while it waits on a deadline (Linux; elsewhere a no-op).
-
-    Linux lets a sleeping thread's timed wake-up come late by up to its *timer slack* (50 us by
-    default for ordinary threads; real-time threads get none) so that nearby timers can share one
-    interrupt. A deadline run ends its wait on such a timer, so the slack is added to every run that
-    stops at the clock — and the measured wrap-up the loop reserves grows with it. The slack is a
-    per-thread setting (``prctl(PR_SET_TIMERSLACK)``): it is set on entry for the thread that enters
-    and restored on exit, so other threads and later code keep their own. `seconds` None, a
-    platform without ``prctl`` or a refused call changes nothing (the run is then merely as late
-    as before, never wrong).
-
-    Examples
-    --------
-    >>> with TightTimerSlack(1e-6) as slack:
-    ...     slack.applied in (True, False)              # False where the platform has no timer slack
-    True
-    """
-
-    _prctl = None  # libc's prctl, looked up once (False when unavailable)
-    _SET, _GET = 29, 30  # PR_SET_TIMERSLACK, PR_GET_TIMERSLACK from <linux/prctl.h>
-
-    def __init__(self, seconds: float | None):
-        self.nanoseconds = None if seconds is None else max(1, int(round(seconds * 1e9)))
-        self.applied = False
-        self._saved = None
-
-    @classmethod
-    def _call(cls):
-        if cls._prctl is None:
-            cls._prctl = False
-            if sys.platform.startswith("linux"):
-                try:
-                    import ctypes
-                    fn = ctypes.CDLL(None, use_errno=True).prctl
-                    fn.restype = ctypes.c_int
-                    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-                    cls._prctl = fn
-                except (OSError, AttributeError):  # no libc to load (static or unusual builds)
-                    pass
-        return cls._prctl
-
-    def __enter__(self):
-        prctl = self._call() if self.nanoseconds is not None else None
-        if prctl:
-            saved = prctl(self._GET, 0, 0, 0, 0)
-            if saved > 0 and prctl(self._SET, self.nanoseconds, 0, 0, 0) == 0:
-                self._saved, self.applied = saved, True
-        return self
-
-    def __exit__(self, *exc):
-        if self.applied:
-            self._prctl(self._SET, self._saved, 0, 0, 0)
-            self.applied = False
-
-
 @dataclass
 class JobOutcome:
     """What a finished job produced: its value, or the exception it raised.
