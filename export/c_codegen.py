@@ -23,6 +23,7 @@ from edgeseq.io.atomic import atomic_write_text
 from edgeseq.forms.linear import check_name
 
 from edgeseq.format import C_HEADER, C_SOURCE
+from edgeseq.export.choices import check_choice
 from edgeseq.export.names import C_KEYWORDS, c_comment_text, c_identifier, c_identifiers, c_string_literal
 
 # 31 significant characters is what C99 guarantees for external identifiers; leave room for suffixes
@@ -281,8 +282,7 @@ def c_link_enum(link: str, c_link: str = "commit") -> str:
     >>> c_link_enum("softmax"), c_link_enum("softmax", "read"), c_link_enum("identity", "read")
     ('ES_LINK_SOFTMAX', 'ES_LINK_SOFTMAX_ON_READ', 'ES_LINK_IDENTITY')
     """
-    if c_link not in C_LINKS:
-        raise ExportError(f"C link mode {c_link!r} is not one of {', '.join(map(repr, C_LINKS))}")
+    check_choice(c_link, C_LINKS, "C link mode")
     return _LINK_ENUM[link] + ("_ON_READ" if c_link == "read" and link != "identity" else "")
 
 

@@ -22,6 +22,7 @@ from edgeseq.messages import clip
 from edgeseq.forms.linear import check_name
 
 from edgeseq.export import onnx_graphs
+from edgeseq.export.choices import check_choice
 from edgeseq.export.target import prepare_target as _prepare_target
 
 MAX_BATCH_SIZE = 1 << 16
@@ -123,18 +124,14 @@ def export_model(seq, out_dir, *, c_prefix=None, force=False, model_name=None,
     kind.check(form)
     _check_batch_size(batch_size)
     from edgeseq.export.kinds.trees.onnx import TREE_OPS
-    if tree_ops not in TREE_OPS:  # linear prefixes are core operators whichever is asked
-        raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, TREE_OPS))}")
-    if c_dtype not in ("float32", "int16"):
-        raise ExportError(f"C dtype {c_dtype!r} is not one of 'float32', 'int16'")
+    check_choice(tree_ops, TREE_OPS, "tree ops")  # linear prefixes are core operators whichever is asked
+    check_choice(c_dtype, ("float32", "int16"), "C dtype")
     from edgeseq.export.kinds.trees.c_float import C_TREES
-    if c_trees not in C_TREES:
-        raise ExportError(f"C tree form {c_trees!r} is not one of {', '.join(map(repr, C_TREES))}")
+    check_choice(c_trees, C_TREES, "C tree form")
     if c_trees == "code" and c_dtype == "int16":
         raise ExportError("the int16 C keeps its tree stages as tables; --c-trees code needs --c-dtype float32")
     from edgeseq.export.c_codegen import C_LINKS
-    if c_link not in C_LINKS:
-        raise ExportError(f"C link mode {c_link!r} is not one of {', '.join(map(repr, C_LINKS))}")
+    check_choice(c_link, C_LINKS, "C link mode")
     if c_link == "read" and c_dtype == "int16":
         raise ExportError("the int16 C links at every commit; --c-link read needs --c-dtype float32")
     check_labels(labels, form.link)

@@ -310,3 +310,17 @@ def test_per_input_stopping_stops_at_the_same_stage_in_both_modes(tmp_path):
     word, early, full = out.stdout.split()
     assert out.returncode == 0 and word == "ok", out.stdout + out.stderr
     assert int(early) > 0 and int(full) > 0  # both outcomes occur: the comparison is not vacuous
+
+
+@pytest.mark.parametrize("option", ["tree_ops", "c_dtype", "c_trees", "c_link"])
+@pytest.mark.parametrize("value", ["x" * 5000, ["read"], None])
+def test_every_export_choice_is_refused_in_one_bounded_line_before_anything_is_written(tmp_path, option, value):
+    # the writer checks its fixed-choice options through one helper (export/choices.py): a 5,000-character
+    # string (which the message repeated in full before), a list holding a valid name, or None each get one
+    # short line, and no output directory is made
+    from edgeseq.export.writer import export_model
+    seq, _ = _linear("softmax")
+    with pytest.raises(ExportError, match="is not one of") as err:
+        export_model(seq, tmp_path / "out", **{option: value})
+    assert len(str(err.value)) < 200 and "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()

@@ -30,6 +30,7 @@ from edgeseq.errors import EdgeseqError, ExportError
 from edgeseq.format import C_HEADER
 from edgeseq.export.c_codegen import (c_descriptor, c_float, c_link_enum, c_float_rows, c_header_text, c_model_name,
                                       c_model_tables, c_u32_list, validate_c_prefix, write_c_files)
+from edgeseq.export.choices import check_choice
 from edgeseq.export.names import c_comment_text
 from edgeseq.forms.trees import TreeEnsemble, TreeStageModel
 
@@ -327,8 +328,7 @@ def resolve_c_trees(model: TreeStageModel, c_trees: str = "auto") -> str:
     >>> resolve_c_trees(_demo_model()), resolve_c_trees(_demo_model(), "table")
     ('code', 'table')
     """
-    if c_trees not in C_TREES:
-        raise ExportError(f"C tree form {c_trees!r} is not one of {', '.join(map(repr, C_TREES))}")
+    check_choice(c_trees, C_TREES, "C tree form")
     if c_trees != "auto":
         return c_trees
     return "code" if model.ensemble.n_nodes <= CODE_AUTO_MAX_NODES else "table"

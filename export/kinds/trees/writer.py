@@ -20,6 +20,7 @@ from edgeseq.format import (FORMAT, FORMAT_VERSION, MANIFEST, STATE_IN, STATE_OU
 from edgeseq.io.atomic import atomic_write_bytes
 from edgeseq.forms.linear import sample_count
 from edgeseq.export import onnx_graphs
+from edgeseq.export.choices import check_choice
 from edgeseq.export.kinds.trees import onnx as onnx_trees
 from edgeseq.export.names import RESERVED_ONNX_NAMES, c_identifier, unique_names
 
@@ -361,8 +362,7 @@ def write_tree_export(model, tmp: Path, model_name: str, c_prefix: str, batch_si
         raise ExportError("the model has no stage beyond the prior; there is nothing to export")
     if len(model.stages) > 1 and not model.stages[1].new_groups:
         raise ExportError("stage 1 requires no group; a stage after the prior must read at least one group")
-    if tree_ops not in onnx_trees.TREE_OPS:
-        raise ExportError(f"tree ops {tree_ops!r} is not one of {', '.join(map(repr, onnx_trees.TREE_OPS))}")
+    check_choice(tree_ops, onnx_trees.TREE_OPS, "tree ops")
     if tree_ops == "core":  # the node order the core tables are read back in (LightGBM's already)
         from edgeseq.export.kinds.trees.onnx_core import splits_first
         model = splits_first(model)
