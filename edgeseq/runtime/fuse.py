@@ -383,7 +383,8 @@ def _sigmoid_tail(nodes: list[bytes], parts: list, inits: dict) -> bool:
 
 
 @_malformed_is_a_fuse_error
-def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = False) -> tuple[bytes, str]:
+def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = False,
+                  columns=None) -> tuple[bytes, str]:
     """An affine prefix graph with one input `joined`: its groups side by side, one ``Gemm`` and the link.
 
     A prefix graph multiplies each group's input by its own weight block and adds the products
@@ -408,6 +409,11 @@ def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = Fal
         (N, d_g) arrays several times faster than it concatenates narrow columns): the ``Gemm``
         then multiplies the transposed weights by it, [P, d] x [d, N] (the fast shape for onnxruntime's
         kernel; ``transA`` on the input is not), and one ``Transpose`` gives the rows back.
+    columns : sequence of int or None, default=None
+        Where each column of the groups side by side sits in the input: a permutation of 0..d-1
+        (the groups' original columns, when the prefix reads every one of them). The weight rows are
+        placed in that order, so the input is the caller's feature matrix itself, read in place;
+        each output value is the same sum of the same products as without, in another order.
 
     Returns
     -------
@@ -461,6 +467,10 @@ def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = Fal
     if [w.shape[0] for w in weights] != [_input_shape(i)[1] for i in inputs] or len({w.shape[1] for w in weights}) != 1:
         raise FuseError("the weight blocks do not match the inputs' widths")
     W, b, first = np.concatenate(weights), _float_tensor(inits[ins[1]], 1), _input_shape(inputs[0])[0]
+    if columns is not None:
+        if sorted(columns) != list(range(W.shape[0])):
+            raise FuseError("the columns are not a permutation of the groups' columns")
+        W = W[np.argsort(columns)]  # row c: the weights of input column c
     if b.shape != (W.shape[1],):
         raise FuseError("the bias does not match the weights")
     tail = nodes[2 * len(names):]

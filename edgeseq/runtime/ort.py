@@ -240,7 +240,9 @@ class PrefixRunner:
     of waiting. With `squeeze`, the first output (one column) is returned as (N,). With `signed`, the
     first output is a joined sigmoid graph's ``[-y, y]`` (`edgeseq.runtime.fuse.SIGNED_LOGITS`) and
     ``y``, its second column, is returned. With `transposed`, the graph's one input is [d, N] and the
-    runner is called by `call_transposed` only.
+    runner is called by `call_transposed` only. With `bind_large`, `call` binds batches up to 4 MB of
+    input too, not only up to `BIND_MAX_ROWS` rows (`ExportedModel.predict` on a feature matrix:
+    one input, copied once into its buffer, and onnxruntime then allocates nothing per call).
 
     Raises
     ------
@@ -263,7 +265,7 @@ class PrefixRunner:
     wide = None  # a runner of the same graph taking its input transposed, for batches above BIND_MAX_ROWS
 
     def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str,
-                 squeeze: bool = False, transposed: bool = False, signed: bool = False):
+                 squeeze: bool = False, transposed: bool = False, signed: bool = False, bind_large: bool = False):
         try:
             self.session = ort.InferenceSession(model_bytes, sess_options=session_options(),
                                                 providers=["CPUExecutionProvider"])
@@ -292,6 +294,8 @@ class PrefixRunner:
         self._run, self._run_io, self._inner = session_calls(self.session)
         self._bindings: dict[int, _Binding] = {}
         self._lock = threading.Lock()
+        self._bind_rows = max(BIND_MAX_ROWS, _BIND_MAX_FLOATS // max(sum(self._dims), 1)) if bind_large \
+            else BIND_MAX_ROWS  # `call` binds batches up to this size
 
     def call(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
         """Outputs for float32 (n, d_g) arrays in input order, and whether the first is all finite.
@@ -315,7 +319,7 @@ class PrefixRunner:
         if self.batch is not None and n != self.batch:
             return self._call_in_batches(arrays, n)
         try:
-            if n <= BIND_MAX_ROWS and self._lock.acquire(False):  # (non-blocking)
+            if n <= self._bind_rows and self._lock.acquire(False):  # (non-blocking)
                 try:
                     b = self._bindings.get(n) or self._bind(n)
                     for buf, a in zip(b.inputs, arrays):
