@@ -61,9 +61,20 @@ def test_the_matrix_agrees_with_the_dict_the_prefix_graphs_and_the_estimator(exp
             if isinstance(pred, ClassifierPrediction):
                 assert np.array_equal(pred.label_index, pred.proba.argmax(axis=1)) and pred.prefix == j
         # the matrix graph runs exactly when the prefix reads every column
-        assert (sess._matrix_runners.get(j) is not None) == (j == full), (budget, j)
-    runner = sess._matrix_runners[full]
+        assert (sess._matrix_runners.get((j, dtype is np.float64)) is not None) == (j == full), (budget, j)
+    runner = sess._matrix_runners[full, dtype is np.float64][n > BIND_MAX_ROWS]
     assert n in runner._bindings  # bound at every size here (up to 4 MB of input), not only up to 64 rows
+
+
+@pytest.mark.parametrize("n", [3, 300])
+def test_a_float64_matrix_answers_as_its_float32_cast(exported, n):
+    """The float64 graphs cast in onnxruntime as numpy's astype does: the same answer bit for bit."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    X = rng.normal(size=(n, seq.n_features_in)) * 10.0 ** rng.integers(-3, 4, size=(n, seq.n_features_in))
+    got, want = (_answer(sess.predict(M))[1] for M in (X, X.astype(np.float32)))
+    assert np.array_equal(got, want)
+    assert sess._matrix_runners[sess.n_prefixes - 1, True] is not None
 
 
 def test_the_matrix_graph_in_the_grouped_column_order_is_caught(exported):
@@ -77,7 +88,7 @@ def test_the_matrix_graph_in_the_grouped_column_order_is_caught(exported):
     want = _staged(sess, _feats(seq, X), j)[1]
     p = sess.manifest["prefixes"][j]
     graph = (out / p["file"]).read_bytes()
-    right = sess._matrix_runner(j)
+    right = sess._matrix_runner(j, False)[0]
     model, name = joined_prefix(graph, columns=list(range(len(cols))))
     wrong = PrefixRunner(model, [name], right.outputs, "grouped", sess._squeeze, signed=right._signed)
     for runner, ok in ((right, True), (wrong, False)):
@@ -111,7 +122,7 @@ def test_other_matrix_forms_take_the_dict_path(exported, n):
     X = rng.normal(size=(n, seq.n_features_in))
     part = sess.predict(X, prefix=j - 1)
     assert _close(_answer(part)[0], _answer(sess.predict(_feats(seq, X), prefix=j - 1))[0])
-    assert sess._matrix_runners[j - 1] is None
+    assert sess._matrix_runners[j - 1, True] is None
     for bad, what in ((X[:, :-1], "must have shape"), (X[None], "must have shape"),
                       (np.full((n, seq.n_features_in), "a"), "numeric"),
                       (np.zeros((0, seq.n_features_in), np.float32), "no rows")):

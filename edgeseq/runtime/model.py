@@ -98,13 +98,6 @@ def _read_only(pred):
     return pred
 
 
-@np.errstate(over="ignore")  # overflow becomes inf, which the answer's finiteness check reports
-def _to_float32(X: np.ndarray) -> np.ndarray:
-    """A float64 matrix cast to float32 as `as_group_array` casts it (a decorator is cheaper than a
-    ``with np.errstate`` block per call)."""
-    return X.astype(np.float32)
-
-
 def _take_all(names: tuple):
     """A function of the features dict returning the list of its values under `names`, in order, in
     one C call (`operator.itemgetter`); KeyError for a missing name, TypeError for a non-mapping."""
@@ -169,7 +162,7 @@ class ExportedModel:
         self._f32s = [(_F32,) * len(plan) for plan in self._plan]
         self._rows_of: list[dict] = [{} for _ in self._plan]
         self._n_features = int(m["n_features_in"])
-        self._matrix_runners: dict[int, PrefixRunner | None] = {}  # prefix j -> its graph over X (`predict`)
+        self._matrix_runners: dict[tuple, tuple | None] = {}  # (prefix, float64) -> its graphs over X
         self._state_width = int(m.get("state_width") or 0)
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
@@ -373,41 +366,50 @@ class ExportedModel:
         Fast path: a float32 or float64 matrix of N >= 1 rows, in any memory layout, at a prefix that
         reads every column and whose batch graph is the joined linear one: a graph of the same Gemm
         with its weight rows in the matrix's column order (`joined_prefix` with `columns`, built once
-        per prefix) takes the matrix as its input, copied once into the bound buffer (up to 4 MB;
-        above, read in place when C-contiguous), float64 cast to float32 as `as_group_array` casts
-        it, with no per-group work at all; a NaN/Inf reaches the answer and is reported as for the
-        dict. For anything else (another dtype, a prefix that reads some columns only, a tree or
+        per prefix and dtype; above `BIND_MAX_ROWS` rows it reads the matrix transposed) takes the
+        matrix as its input, copied once into the bound buffer (up to 4 MB; above, read in place when
+        C-contiguous), float64 cast to float32 in the graph as `as_group_array` casts it, with no
+        per-group work at all; a NaN/Inf (or a float64 beyond float32) reaches the answer and is
+        reported as for the dict. For anything else (another dtype, a prefix that reads some columns only, a tree or
         layer-block export) `predict` takes each group's columns as an array, and the dict's path,
         checks and errors."""
         if not j or not X.shape[0] or not (X.dtype is _F32 or X.dtype is _F64):
             return None
-        runner = self._matrix_runners[j] if j in self._matrix_runners else self._matrix_runner(j)
-        if runner is None:
+        key = (j, X.dtype is _F64)
+        runners = self._matrix_runners[key] if key in self._matrix_runners else self._matrix_runner(*key)
+        if runners is None:
             return None
-        outs, finite = runner.call([_to_float32(X) if X.dtype is _F64 else X], X.shape[0])
+        n = X.shape[0]
+        outs, finite = runners[n > BIND_MAX_ROWS].call([X], n)
         if not finite:
             self._explain_nonfinite(self._as_groups(X), j, outs[0])
         return outs[0] if self._regression else self._format(outs, j)
 
-    def _matrix_runner(self, j: int) -> PrefixRunner | None:
-        """The runner of prefix j's joined graph over the whole feature matrix (built on first use,
-        then kept), or None when prefix j does not read every column or has no joined linear graph."""
-        runner = None
+    def _matrix_runner(self, j: int, float64: bool) -> tuple[PrefixRunner, PrefixRunner] | None:
+        """The runners of prefix j's joined graph over the whole feature matrix, for up to
+        `BIND_MAX_ROWS` rows and above (built on first use, then kept), or None when prefix j does
+        not read every column or has no joined linear graph. Above `BIND_MAX_ROWS` rows the graph
+        reads the matrix transposed (``transB``: the fast shape for onnxruntime's kernel, see
+        `joined_prefix`), bound up to 4 MB of input. With `float64` the graphs take float64 and
+        cast it to float32 first (`joined_prefix`'s ``float64``)."""
+        runners = None
         if j and not self._layers and self._counts[j] == len(self.groups):
             fused = self._fused[j] if j in self._fused else self._fuse(j)
             cols = [c for g in self.manifest["groups"] for c in g["columns"]]
             if fused is not None and fused.joined and not fused.check_inputs and len(cols) == self._n_features:
                 p = self.manifest["prefixes"][j]
                 graph = load_verified_bytes(self.out_dir / p["file"], p["sha256"])
+                where = f"{self.out_dir / p['file']} (prefix {j}, joined, columns as in training)"
                 try:
-                    model, name = joined_prefix(graph, columns=cols)
-                    runner = PrefixRunner(model, [name], fused.outputs, f"{self.out_dir / p['file']} (prefix {j}, "
-                                          f"joined, columns as in training)", self._squeeze, signed=fused._signed,
-                                          bind_large=True)
+                    runners = tuple(PrefixRunner(model, [name], fused.outputs, where, self._squeeze,
+                                                 signed=fused._signed, bind_large=wide)
+                                    for wide in (False, True)
+                                    for model, name in [joined_prefix(graph, columns=cols, transposed=wide,
+                                                                      rows_first=wide, float64=float64)])
                 except (FuseError, IntegrityError):
-                    runner = None
-        self._matrix_runners[j] = runner
-        return runner
+                    runners = None
+        self._matrix_runners[j, float64] = runners
+        return runners
 
     def _as_groups(self, X: np.ndarray) -> dict:
         """Each group's columns of a features matrix (a copy: the columns need not be adjacent)."""

@@ -207,10 +207,12 @@ class _Binding:
     buffer is (d, n)."""
 
     def __init__(self, session, inputs: list[str], dims: list[int], outputs: list, n: int,
-                 inner: bool, squeeze: bool, signed: bool = False, transposed: bool = False):
+                 inner: bool, squeeze: bool, signed: bool = False, transposed: bool = False,
+                 in_types: list | None = None):
+        in_types = in_types or [np.float32] * len(dims)
         self.io = session.io_binding()
         self.arg = self.io._iobinding if inner else self.io  # what the run call takes
-        self.inputs = [_aligned_empty((d, n) if transposed else (n, d), np.float32) for d in dims]
+        self.inputs = [_aligned_empty((d, n) if transposed else (n, d), t) for d, t in zip(dims, in_types)]
         for name, buf in zip(inputs, self.inputs):
             self.io.bind_cpu_input(name, buf)
         self.outputs = [_aligned_empty((n, *shape), dtype) for _, shape, dtype in outputs]
@@ -281,6 +283,7 @@ class PrefixRunner:
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self._dims = [int(got[n].shape[0 if transposed else 1]) for n in inputs]  # (transposed: `call_transposed`)
+        self._in_types = [np.float64 if got[n].type == "tensor(double)" else np.float32 for n in inputs]
         first = got[inputs[0]].shape[1 if transposed else 0]
         self.batch = first if isinstance(first, int) else None  # an export with --batch-size: fixed rows
         self._out_spec = [(n, tuple(int(d) for d in have[n].shape[1:]),
@@ -477,5 +480,6 @@ class PrefixRunner:
         if len(self._bindings) >= _BIND_CACHE:
             self._bindings.pop(next(iter(self._bindings)))
         b = self._bindings[n] = _Binding(self.session, self.inputs, self._dims, self._out_spec, n,
-                                         self._inner, self._squeeze, self._signed, self._transposed)
+                                         self._inner, self._squeeze, self._signed, self._transposed,
+                                         self._in_types)
         return b
