@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from edgeseq.errors import RuntimeInputError
+from edgeseq.export.writer import export_model
 from edgeseq.runtime.fuse import FuseError, joined_prefix
 from edgeseq.runtime.model import _SHAPES_KEPT, ClassifierPrediction, ExportedModel
 from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner
@@ -192,3 +193,67 @@ def test_a_budget_warning_names_the_caller(exported):
             warnings.simplefilter("always")
             sess.predict(features, budget=0.0)
         assert [w.filename for w in got] == [__file__]
+
+
+# ----------------------------------------------------------------------------------- tree exports
+TREE_GROUPS = [[5, 6, 7], [0, 1], [4], [2, 3]]  # not in column order: the matrix's columns are permuted
+
+
+@pytest.fixture(scope="module", params=["identity", "sigmoid", "softmax"])
+def tree_export(request, tmp_path_factory):
+    lgb = pytest.importorskip("lightgbm")
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm
+    from tree_models import PARAMS, data
+    X, s = data()
+    y = {"identity": s, "sigmoid": s > 0, "softmax": np.digitize(s, [-0.5, 0.5])}[request.param]
+    est = (lgb.LGBMRegressor if request.param == "identity" else lgb.LGBMClassifier)(**PARAMS).fit(X, y)
+    model = from_lightgbm(est, TREE_GROUPS, [1.0, 2.0, 4.0, 8.0])
+    out = tmp_path_factory.mktemp("trees") / "out"
+    export_model(model, out)
+    return model, out, X
+
+
+@pytest.mark.parametrize("n", [1, BIND_MAX_ROWS + 1, 300])
+def test_a_tree_matrix_answers_as_the_dict_bit_for_bit(tree_export, n):
+    """Each split's feature index mapped to the matrix's column: every split compares the same value
+    with the same threshold, so the answers are the dict's exactly, in float32 and float64 (rows
+    that are float32 values) and any layout; a prefix that reads some columns takes the dict path."""
+    model, out, X = tree_export
+    sess = ExportedModel(out)
+    full = sess.n_prefixes - 1
+    assert _columns(sess) != sorted(_columns(sess))
+    Xn = X[:n]
+    feats = {g.name: Xn[:, c] for g, c in zip(sess.groups, (g["columns"] for g in sess.manifest["groups"]))}
+    for j in range(1, sess.n_prefixes):
+        want = _answer(sess.predict(feats, prefix=j))
+        for dtype in (np.float32, np.float64):
+            for M in _layouts(Xn, dtype):
+                got = _answer(sess.predict(M, prefix=j))
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (j, dtype)
+        assert (sess._matrix_runners.get((j, False)) is not None) == (j == full), j
+
+
+def test_a_tree_matrix_refuses_a_non_finite_value_and_its_graph_is_checked(tree_export, tmp_path):
+    """A NaN/Inf anywhere in a full-prefix matrix is refused naming its group (the trees would route
+    it silently). Negative control: the tree graph without the column mapping answers differently."""
+    from edgeseq.runtime.fuse import joined_tree_stages
+    model, out, X = tree_export
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    for g in sess.manifest["groups"]:
+        for bad in (np.nan, -np.inf):
+            M = X[:5].astype(np.float32)
+            M[4, g["columns"][0]] = bad
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                with pytest.raises(RuntimeInputError, match=repr(g["name"])):
+                    sess.predict(M, prefix=j)
+    Xf = X[:50].astype(np.float32)
+    right = sess._matrix_runners[j, False][0]
+    stages = [(out / p["file"]).read_bytes() for p in sess.manifest["prefixes"][1:]]
+    model_bytes, name = joined_tree_stages(stages, columns=list(range(X.shape[1])))
+    wrong = PrefixRunner(model_bytes, [name], right.outputs, "unmapped", sess._squeeze)
+    got = [np.asarray(r.call([Xf], 50)[0][0], np.float64).reshape(50, -1) for r in (right, wrong)]
+    assert np.array_equal(got[0], _answer(sess.predict(Xf, prefix=j))[1]) and not np.allclose(got[0], got[1])
+    with pytest.raises(FuseError, match="permutation"):
+        joined_tree_stages(stages, columns=[0] * X.shape[1])

@@ -568,7 +568,7 @@ def _stage_increment(gf: list) -> tuple[list[str], bytes | None, str | None, lis
 
 
 @_malformed_is_a_fuse_error
-def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
+def joined_tree_stages(stages: list[bytes], columns=None) -> tuple[bytes, str]:
     """Tree stages 1..j (serialized, in order) as one graph of one input and one TreeEnsembleRegressor.
 
     Stage i's trees read the concatenation of the groups stages 1..i require, a prefix of stage j's
@@ -582,6 +582,11 @@ def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
     ----------
     stages : list of bytes
         Serialized stage graphs 1..j of one export (``ai-onnx-ml`` tree form).
+    columns : sequence of int or None, default=None
+        Where each column of stage j's groups side by side sits in the input: a permutation of them
+        (the groups' original columns, when stage j reads every one). Each split's feature index is
+        mapped through it, so the input is the caller's feature matrix itself; every split compares
+        the same value with the same threshold.
 
     Returns
     -------
@@ -637,6 +642,9 @@ def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
             values = (_A_FLOATS, _A_INTS, _A_STRINGS)
             if k in _TREE_IDS:
                 merged.setdefault(k, []).extend(_varint_field(_A_INTS, v + offset) for v in ids[k])
+            elif k == "nodes_featureids" and columns is not None:
+                merged.setdefault(k, []).extend(_varint_field(_A_INTS, columns[v])
+                                                for v in _repeated_ints(att[k], _A_INTS))
             else:
                 merged.setdefault(k, []).extend(raw for f, _, _, raw in att[k] if f in values)
             merged.setdefault(f"{k}/type", [raw for f, _, _, raw in att[k] if f not in values])
@@ -658,6 +666,8 @@ def joined_tree_stages(stages: list[bytes]) -> tuple[bytes, str]:
     inputs = {_name_of(p, _V_NAME): p for f, _, p, _ in gf if f == _G_INPUT}
     first = _input_shape(inputs[groups[0]])[0]
     width = sum(_input_shape(inputs[g])[1] for g in groups)
+    if columns is not None and sorted(columns) != list(range(width)):
+        raise FuseError("the columns are not a permutation of the groups' columns")
     read = {i for n in rest for i in _node_parts(n)[1]}
     inits = [p for f, _, p, _ in gf if f == _G_INIT and _name_of(p, _T_NAME) in read]
     return _model_with(mf, gf, [node] + rest, inits, [_matrix_input(joined, first, width)],

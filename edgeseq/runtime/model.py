@@ -98,6 +98,13 @@ def _read_only(pred):
     return pred
 
 
+@np.errstate(over="ignore")  # overflow becomes inf, which the check of the input reports
+def _to_float32(X: np.ndarray) -> np.ndarray:
+    """A float64 matrix cast to float32 as `as_group_array` casts it (a decorator costs less than a
+    ``with np.errstate`` block per call)."""
+    return X.astype(np.float32)
+
+
 def _take_all(names: tuple):
     """A function of the features dict returning the list of its values under `names`, in order, in
     one C call (`operator.itemgetter`); KeyError for a missing name, TypeError for a non-mapping."""
@@ -364,23 +371,29 @@ class ExportedModel:
         None when the fast path does not apply.
 
         Fast path: a float32 or float64 matrix of N >= 1 rows, in any memory layout, at a prefix that
-        reads every column and whose batch graph is the joined linear one: a graph of the same Gemm
+        reads every column and whose batch graph is a joined one. Linear: a graph of the same Gemm
         with its weight rows in the matrix's column order (`joined_prefix` with `columns`, built once
         per prefix and dtype; above `BIND_MAX_ROWS` rows it reads the matrix transposed) takes the
         matrix as its input, copied once into the bound buffer (up to 4 MB; above, read in place when
-        C-contiguous), float64 cast to float32 in the graph as `as_group_array` casts it, with no
-        per-group work at all; a NaN/Inf (or a float64 beyond float32) reaches the answer and is
-        reported as for the dict. For anything else (another dtype, a prefix that reads some columns only, a tree or
+        C-contiguous), float64 cast to float32 in the graph as `as_group_array` casts it; a NaN/Inf
+        (or a float64 beyond float32) reaches the answer and is reported as for the dict. Trees: the
+        one tree node with each split's feature index mapped to the matrix's column
+        (`joined_tree_stages` with `columns`), fed the matrix as `call_joined` feeds the groups side
+        by side, whose input check catches a NaN/Inf; float64 is cast in numpy first. No per-group
+        work in either. For anything else (another dtype, a prefix that reads some columns only, a
         layer-block export) `predict` takes each group's columns as an array, and the dict's path,
         checks and errors."""
         if not j or not X.shape[0] or not (X.dtype is _F32 or X.dtype is _F64):
             return None
-        key = (j, X.dtype is _F64)
+        key = (j, X.dtype is _F64 and not self._trees)
         runners = self._matrix_runners[key] if key in self._matrix_runners else self._matrix_runner(*key)
         if runners is None:
             return None
         n = X.shape[0]
-        outs, finite = runners[n > BIND_MAX_ROWS].call([X], n)
+        if self._trees:  # one tree node over the matrix: its input checked for NaN/Inf as it is bound
+            outs, finite = runners[0].call_joined([_to_float32(X) if X.dtype is _F64 else X], n)
+        else:
+            outs, finite = runners[n > BIND_MAX_ROWS].call([X], n)
         if not finite:
             self._explain_nonfinite(self._as_groups(X), j, outs[0])
         return outs[0] if self._regression else self._format(outs, j)
@@ -396,7 +409,18 @@ class ExportedModel:
         if j and not self._layers and self._counts[j] == len(self.groups):
             fused = self._fused[j] if j in self._fused else self._fuse(j)
             cols = [c for g in self.manifest["groups"] for c in g["columns"]]
-            if fused is not None and fused.joined and not fused.check_inputs and len(cols) == self._n_features:
+            if self._trees and fused is not None and fused.joined and len(cols) == self._n_features:
+                ps = self.manifest["prefixes"][1:j + 1]
+                try:
+                    model, name = joined_tree_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"])
+                                                      for p in ps], columns=cols)
+                    runner = PrefixRunner(model, [name], fused.outputs, f"{self.out_dir / ps[-1]['file']} "
+                                          f"(prefix {j}, joined, columns as in training)", self._squeeze)
+                    runner.joined, runner.check_inputs = True, True
+                    runners = (runner, runner)
+                except (FuseError, IntegrityError):
+                    runners = None
+            elif not self._trees and fused is not None and fused.joined and len(cols) == self._n_features:
                 p = self.manifest["prefixes"][j]
                 graph = load_verified_bytes(self.out_dir / p["file"], p["sha256"])
                 where = f"{self.out_dir / p['file']} (prefix {j}, joined, columns as in training)"
