@@ -549,9 +549,8 @@ def python_table(cases, args) -> dict:
                 own = "LightGBM predict" if lgbm else "scikit-learn " + lgb_fn.__name__
                 fns = {"edgeseq ExportedModel": lambda: em.predict(feats, prefix=j),
                        own: lambda: lgb_fn(Xd)}
-                if not lgbm:  # one matrix as in training: the joined linear graph's fast path (trees: the dict's)
-                    fns[MATRIX_ROWS[0]] = lambda: em.predict(Xn, prefix=j)
-                    fns[MATRIX_ROWS[1]] = lambda: em.predict(Xd, prefix=j)
+                fns[MATRIX_ROWS[0]] = lambda: em.predict(Xn, prefix=j)  # one matrix as in training: predict's
+                fns[MATRIX_ROWS[1]] = lambda: em.predict(Xd, prefix=j)  # fast path (the joined graph reads it)
                 fns.update({k: (lambda f=f: f(Xd)) for k, f in trees.items()})
                 if onnx is not None:
                     fns[onnx[0] + ORT32] = lambda f=onnx[2]: f(Xn)
@@ -572,8 +571,8 @@ def python_table(cases, args) -> dict:
         "; lleaves was not installed: not measured"
     return {"title": "Python, µs per call at the last stage (fastest of interleaved blocks, one thread): edgeseq "
                      "ExportedModel.predict (one joined graph in onnxruntime: one input, one tree node or one Gemm and a one-node link) "
-                     "fed a dict of float32 group arrays, and for the linear models one float32 or float64 matrix "
-                     "as in training, vs the model's own predict, "
+                     "fed a dict of float32 group arrays or one float32 or float64 matrix as in training, vs the "
+                     "model's own predict, "
                      "treelite's, lleaves' (LLVM-compiled trees) and one onnxruntime session on a plain conversion "
                      "(onnxmltools / skl2onnx) fed float64 rows (cast per call) or float32 rows; max |error| vs the "
                      "model's own predict; onnxruntime ÷ this: the plain session fed the same dtype (float32 for "
