@@ -5,9 +5,9 @@ Usage: python bench/runtime_overhead.py [--reps 30] [--calls 50] [--quick]
 Writes bench/results/runtime_overhead.json. predict at the last stage runs one joined graph
 (edgeseq.runtime.fuse: one input, the groups side by side; stages 1..K's trees in one tree node, or
 a linear prefix's one Gemm and a one-node link, which the label's ArgMax follows); the "stage
-chain" column is K onnxruntime calls, one per stage graph, through ``run_stages``. For the linear
-model, "predict, one matrix" is ``predict`` handed the float32 rows as in training (its fast path:
-the same Gemm with the weight rows in the matrix's column order, no per-group work). The single
+chain" column is K onnxruntime calls, one per stage graph, through ``run_stages``. "predict, one
+matrix" is ``predict`` handed the float32 rows as in training (its fast path: the same graph with
+the weight rows, or each split's feature index, in the matrix's column order; no per-group work). The single
 graph is that joined graph in a plain ``InferenceSession`` with the same single-threaded options,
 called with pre-built feeds (the groups already concatenated): the best a caller of onnxruntime
 could do with this model (bench/peers.py compares with plain conversions, the models' own predict,
@@ -81,9 +81,8 @@ def bench(name, model, X, n_rows, calls, reps, trees):
         if trees:
             arrays = [feats[g] for g, _ in em._plan[j]]
             fns["chain"] = lambda: em.run_stages(arrays, j)
-        else:
-            Xc = np.ascontiguousarray(Xr)
-            fns["matrix"] = lambda: em.predict(Xc, prefix=j)
+        Xc = np.ascontiguousarray(Xr)
+        fns["matrix"] = lambda: em.predict(Xc, prefix=j)
         t = per_call_us(fns, calls, reps)
     row = [name, n_rows, j, round(t["predict"], 1), round(t["single"], 1),
            round(t["chain"], 1) if "chain" in t else None, round(t["predict"] / t["single"], 2),
@@ -119,8 +118,8 @@ def main(argv=None) -> None:
     table = {"title": "µs per call at the last stage (fastest of interleaved blocks): ExportedModel.predict, one "
                       "onnxruntime session on the equivalent single graph (the joined graph predict runs: one "
                       "input, one tree node, or one Gemm and a one-node link) with pre-built feeds, and the stage chain (one "
-                      "onnxruntime call per stage); for the linear model also predict handed one float32 "
-                      "matrix as in training; goal predict/single <= 1.2",
+                      "onnxruntime call per stage), and predict handed one float32 matrix as in training; goal "
+                      "predict/single <= 1.2",
              "columns": ["model", "rows", "stages", "predict µs", "single graph µs", "stage chain µs",
                          "predict / single", "predict, one matrix µs", "one matrix / single"],
              "rows": rows}
