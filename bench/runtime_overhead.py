@@ -117,9 +117,9 @@ def main(argv=None) -> None:
     worst = max(r[6] for r in rows)
     table = {"title": "µs per call at the last stage (fastest of interleaved blocks): ExportedModel.predict, one "
                       "onnxruntime session on the equivalent single graph (the joined graph predict runs: one "
-                      "input, one tree node, or one Gemm and a one-node link) with pre-built feeds, and the stage chain (one "
-                      "onnxruntime call per stage), and predict handed one float32 matrix as in training; goal "
-                      "predict/single <= 1.2",
+                      "input, one tree node, or one Gemm and a one-node link) with pre-built feeds, and the "
+                      "stage chain (one onnxruntime call per stage), and predict handed one float32 matrix as in "
+                      "training; goal predict/single <= 1.2",
              "columns": ["model", "rows", "stages", "predict µs", "single graph µs", "stage chain µs",
                          "predict / single", "predict, one matrix µs", "one matrix / single"],
              "rows": rows}

@@ -417,13 +417,13 @@ def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = Fal
     columns : sequence of int or None, default=None
         Where each column of the groups side by side sits in the input: a permutation of 0..d-1
         (the groups' original columns, when the prefix reads every one of them). The weight rows are
-        placed in that order, so the input is the caller's feature matrix itself, read in place;
-        each output value is the same sum of the same products as without, in another order.
+        placed in that order, so the input is the caller's feature matrix itself; each output value
+        is the same sum of the same products as without, in another order.
     rows_first : bool, default=False
         With `transposed`: the input stays [N, d] and the ``Gemm`` reads it transposed (``transB``),
-        [P, d] x [N, d]^T: the fast shape without copying the input transposed first (measured: at
-        1,000 rows of 30 columns it is 1.4-2x the plain ``Gemm`` by a 30 x P matrix, whose kernel
-        computes 16 output columns at a time, of which P are kept).
+        [P, d] x [N, d]^T: the fast shape without copying the input transposed first (measured in
+        onnxruntime 1.31 at 1,000 rows of 30 columns and P = 1, 2, 4: 1.5-2x faster than the plain
+        ``Gemm`` of the input by the [d, P] weights).
     float64 : bool, default=False
         With `columns`: the input is float64 and a ``Cast`` to float32 comes first (the same
         round-to-nearest conversion numpy's ``astype`` makes), so float64 features need no cast
@@ -511,7 +511,8 @@ def joined_prefix(model: bytes, joined: str = "joined/x", transposed: bool = Fal
         tensors = [_float_init("joined/W", W), _float_init("joined/b", b)]
         info = _matrix_input(joined, first, W.shape[0], _DOUBLE if float64 else _FLOAT)
     else:
-        head = [_node_of("Gemm", ["joined/W", x, "joined/b"], [out + "/T"], _int_attr("transB", 1) if rows_first else b""),
+        trans_b = _int_attr("transB", 1) if rows_first else b""
+        head = [_node_of("Gemm", ["joined/W", x, "joined/b"], [out + "/T"], trans_b),
                 _node_of("Transpose", [out + "/T"], [out], _ints_attr("perm", [1, 0]))]
         tensors = [_float_init("joined/W", W.T), _float_init("joined/b", b[:, None])]
         shape = _field(_SH_DIM, _varint_field(_DIM_VALUE, W.shape[0])) + first

@@ -401,10 +401,11 @@ class ExportedModel:
     def _matrix_runner(self, j: int, float64: bool) -> tuple[PrefixRunner, PrefixRunner] | None:
         """The runners of prefix j's joined graph over the whole feature matrix, for up to
         `BIND_MAX_ROWS` rows and above (built on first use, then kept), or None when prefix j does
-        not read every column or has no joined linear graph. Above `BIND_MAX_ROWS` rows the graph
+        not read every column or has no joined graph. Linear: above `BIND_MAX_ROWS` rows the graph
         reads the matrix transposed (``transB``: the fast shape for onnxruntime's kernel, see
-        `joined_prefix`), bound up to 4 MB of input. With `float64` the graphs take float64 and
-        cast it to float32 first (`joined_prefix`'s ``float64``)."""
+        `joined_prefix`), bound up to 4 MB of input; with `float64` the graphs take float64 and
+        cast it to float32 first (`joined_prefix`'s ``float64``). Trees: one tree graph for every
+        batch size (`joined_tree_stages` with ``columns``), float32 only."""
         runners = None
         if j and not self._layers and self._counts[j] == len(self.groups):
             fused = self._fused[j] if j in self._fused else self._fuse(j)
