@@ -479,9 +479,10 @@ def init_vs_reset(models, tmp: Path) -> dict:
 
 
 def plain_onnx(est, n_feat: int):
-    """(name, predict function of a float64 matrix) for one onnxruntime session on the model converted
-    plainly (onnxmltools for LightGBM, skl2onnx for scikit-learn; no ZipMap), or None when the converter
-    is not installed."""
+    """(name, predict function of a float64 matrix, predict function of a float32 matrix) for one
+    onnxruntime session on the model converted plainly (onnxmltools for LightGBM, skl2onnx for
+    scikit-learn; no ZipMap), or None when the converter is not installed. The float64 function casts
+    the rows per call (as a user holding float64 data must); the float32 one hands them over as they are."""
     import onnxruntime as ort
 
     from edgeseq.runtime.ort import session_options
@@ -506,7 +507,7 @@ def plain_onnx(est, n_feat: int):
                                 providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0].name
     out = sess.get_outputs()[1 if classifier else 0].name  # probabilities after the label; the value
-    return name, lambda Xn: sess.run([out], {inp: Xn.astype(np.float32)})[0]
+    return name, lambda Xn: sess.run([out], {inp: Xn.astype(np.float32)})[0], lambda X32: sess.run([out], {inp: X32})[0]
 
 
 def python_table(cases, args) -> dict:
@@ -548,23 +549,42 @@ def python_table(cases, args) -> dict:
                 own = "LightGBM predict" if lgbm else "scikit-learn " + lgb_fn.__name__
                 fns = {"edgeseq ExportedModel": lambda: em.predict(feats, prefix=j),
                        own: lambda: lgb_fn(Xd)}
+                fns[MATRIX_ROWS[0]] = lambda: em.predict(Xn, prefix=j)  # one matrix as in training: predict's
+                fns[MATRIX_ROWS[1]] = lambda: em.predict(Xd, prefix=j)  # fast path (the joined graph reads it)
                 fns.update({k: (lambda f=f: f(Xd)) for k, f in trees.items()})
+                if onnx is not None:
+                    fns[onnx[0] + ORT32] = lambda f=onnx[2]: f(Xn)
                 ref = _as_matrix(lgb_fn(Xd))
                 es_ref = ref if lgbm else _as_matrix(model.apply_link(model.linear(Xd, j)))  # the logistic: its own fit
-                err = {k: _max_error(f(), es_ref if k == "edgeseq ExportedModel" else ref) for k, f in fns.items()}
+                err = {k: _max_error(f(), es_ref if k.startswith("edgeseq") else ref) for k, f in fns.items()}
                 calls = args.calls if n == 1 else max(args.calls // 10, 3)
                 t = per_call_us(fns, calls, args.reps)
                 base = t["edgeseq ExportedModel"]
                 for k, v in t.items():
-                    rows.append([title, n, k, round(v, 1), round(v / base, 2), float(f"{err[k]:.3g}")])
+                    # the goal's ratio: one plain onnxruntime session handed rows of the same dtype, over edgeseq
+                    peer = None if onnx is None or not k.startswith("edgeseq") else \
+                        t[onnx[0] + ("" if k == MATRIX_ROWS[1] else ORT32)]
+                    rows.append([title, n, k, round(v, 1), round(v / base, 2), float(f"{err[k]:.3g}"),
+                                 None if peer is None else round(peer / v, 2)])
                 print(f"  python {title} N={n}: " + ", ".join(f"{k} {v:.1f} µs" for k, v in t.items()), flush=True)
     note = "".join(f"; {m}" for m in dict.fromkeys(skipped)) if available("lleaves") else \
         "; lleaves was not installed: not measured"
     return {"title": "Python, µs per call at the last stage (fastest of interleaved blocks, one thread): edgeseq "
-                     "ExportedModel.predict (one joined graph in onnxruntime: one input, one tree node or one Gemm and a one-node link) vs the model's own predict, "
+                     "ExportedModel.predict (one joined graph in onnxruntime: one input, one tree node or one Gemm and a one-node link) "
+                     "fed a dict of float32 group arrays or one float32 or float64 matrix as in training, vs the "
+                     "model's own predict, "
                      "treelite's, lleaves' (LLVM-compiled trees) and one onnxruntime session on a plain conversion "
-                     f"(onnxmltools / skl2onnx); max |error| vs the model's own predict{note}",
-            "columns": ["model", "rows", "contender", "µs per call", "÷ edgeseq", "max |error|"], "rows": rows}
+                     "(onnxmltools / skl2onnx) fed float64 rows (cast per call) or float32 rows; max |error| vs the "
+                     "model's own predict; onnxruntime ÷ this: the plain session fed the same dtype (float32 for "
+                     f"the dict) over that edgeseq row{note}",
+            "columns": ["model", "rows", "contender", "µs per call", "÷ edgeseq", "max |error|",
+                        "onnxruntime ÷ this (same dtype)"], "rows": rows}
+
+
+# Python table rows: edgeseq fed one matrix laid out as in training (the other edgeseq row: a dict of
+# float32 group arrays), and the plain onnxruntime session fed float32 rows as they are
+MATRIX_ROWS = ("edgeseq ExportedModel, one float32 matrix", "edgeseq ExportedModel, one float64 matrix")
+ORT32 = ", float32 rows"
 
 
 def _as_matrix(pred) -> np.ndarray:

@@ -9,6 +9,7 @@ training or export code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,11 @@ from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner, load_verified_bytes
 from edgeseq.runtime.stopping import check_stop, predict_stopped
 from edgeseq.budget import resolve_prefix, warn_if_budget_affords_nothing
 
-_F32 = np.dtype(np.float32)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _PLAIN_BUDGETS = (type(None), float, int, np.float64)  # budgets whose prefix `predict` keeps (hashable, exact)
 _BUDGETS_KEPT = 64  # distinct budgets kept per model
+_SHAPES_KEPT = 8  # batch sizes whose array shapes `predict` keeps per prefix
+_SHAPE, _DTYPE = attrgetter("shape"), attrgetter("dtype")  # (map() applies them in C, no Python loop)
 
 __all__ = ["ClassifierPrediction", "ExportedModel"]
 
@@ -95,6 +98,24 @@ def _read_only(pred):
     return pred
 
 
+@np.errstate(over="ignore")  # overflow becomes inf, which the check of the input reports
+def _to_float32(X: np.ndarray) -> np.ndarray:
+    """A float64 matrix cast to float32 as `as_group_array` casts it (a decorator costs less than a
+    ``with np.errstate`` block per call)."""
+    return X.astype(np.float32)
+
+
+def _take_all(names: tuple):
+    """A function of the features dict returning the list of its values under `names`, in order, in
+    one C call (`operator.itemgetter`); KeyError for a missing name, TypeError for a non-mapping."""
+    if not names:  # (prefix 0: `predict` never asks)
+        return lambda d: []
+    take = itemgetter(*names)
+    if len(names) == 1:
+        return lambda d: [take(d)]
+    return lambda d: list(take(d))
+
+
 class ExportedModel:
     """A verified export directory, ready to predict in batches.
 
@@ -142,7 +163,13 @@ class ExportedModel:
         self._committing = np.array([k for k, p in enumerate(m["prefixes"]) if p.get("commit", True)], np.int64)
         self._counts = stage_group_counts(m)  # groups computed once stage j has run (a prefix of groups)
         self._plan = [tuple((g.name, g.dim) for g in self.groups[:c]) for c in self._counts]
-        self._shapes: list[dict] = [{} for _ in self._plan]  # per prefix: first group's shape -> shapes
+        # per prefix: its groups' arrays from the dict in one C call, the float32 dtypes they must have,
+        # and the shapes a batch of n rows has (shapes -> n, for the batch sizes seen: `predict`)
+        self._take = [_take_all(tuple(name for name, _ in plan)) for plan in self._plan]
+        self._f32s = [(_F32,) * len(plan) for plan in self._plan]
+        self._rows_of: list[dict] = [{} for _ in self._plan]
+        self._n_features = int(m["n_features_in"])
+        self._matrix_runners: dict[tuple, tuple | None] = {}  # (prefix, float64) -> its graphs over X
         self._state_width = int(m.get("state_width") or 0)
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
@@ -200,9 +227,9 @@ class ExportedModel:
         """
         return self._round_to_committing(resolve_prefix(self.cum_cost, budget=budget))
 
-    def _resolve_prefix(self, budget, prefix) -> int:
+    def _resolve_prefix(self, budget, prefix, stacklevel: int = 4) -> int:
         j = resolve_prefix(self.cum_cost, budget, prefix)
-        warn_if_budget_affords_nothing(self.cum_cost, budget, stacklevel=4)
+        warn_if_budget_affords_nothing(self.cum_cost, budget, stacklevel=stacklevel)
         return j if prefix is not None else self._round_to_committing(j)
 
     def _round_to_committing(self, j: int) -> int:
@@ -219,16 +246,24 @@ class ExportedModel:
         each row stops at the first stage, up to that prefix, whose answer passes its threshold; the
         result's ``prefix`` is then an int64 array with each row's stage.
 
-        Keys are group names; groups beyond the prefix may be present and are ignored (not even
-        checked; at prefix 0 their first dimension gives the number of rows). Arrays are (N, d_g) (or
-        (d_g,) for one row); float32 (N, d_g) arrays skip the conversion step.
+        `features_by_group` is a dict or one numpy array. Keys are group names; groups beyond the
+        prefix may be present and are ignored (not even checked; at prefix 0 their first dimension
+        gives the number of rows). Arrays are (N, d_g) (or (d_g,) for one row); float32 (N, d_g)
+        arrays of a batch size seen before skip the conversion step and the per-group checks (their
+        shapes and dtypes are compared in one step; non-finite values are caught on the answer).
+        One array is the features laid out as in training, (N, n_features_in) or (n_features_in,),
+        each group's columns where the manifest's ``columns`` say (what the estimator's `predict`
+        takes); a float32 or float64 matrix at a prefix that reads every column of a linear model
+        goes to onnxruntime as one input, with no per-group work (see `_predict_matrix`), any other
+        is split into its groups' columns and checked as the dict.
         Returns (N,) for a regression trained on 1-D y, (N, P) otherwise, and a
         `ClassifierPrediction` for classifiers.
 
         Raises
         ------
         RuntimeInputError
-            For a missing or unknown group, a wrong width, different row counts or non-finite values.
+            For a missing or unknown group, a wrong width, different row counts or non-finite values
+            (naming the group), or a matrix whose width is not n_features_in.
 
         Examples
         --------
@@ -241,75 +276,169 @@ class ExportedModel:
         True
         >>> model.predict({"a": X[:4, [0]]}, prefix=1).shape  # later groups are not needed
         (4,)
+        >>> yx = model.predict(X[:4])                         # one matrix, columns as in training
+        >>> bool(np.allclose(yx, est.predict(X[:4]), atol=1e-5)), bool(np.allclose(yx, model.predict(feats), atol=1e-6))
+        (True, True)
         >>> model.predict({"a": X[:4, [0]]}, prefix=2)
         Traceback (most recent call last):
         ...
         edgeseq.errors.RuntimeInputError: ...
         """
+        X = None
+        if type(features_by_group) is np.ndarray:  # one matrix, its columns as in training
+            X = self._check_matrix(features_by_group)
+            if stop is not None or X.ndim == 1:
+                features_by_group = self._as_groups(X)
         if stop is not None:
             thr = check_stop(stop, self.manifest)
             return predict_stopped(self, features_by_group, thr, self._resolve_prefix(budget, prefix))
-        if prefix is None and type(budget) in _PLAIN_BUDGETS:
-            j = self._by_budget.get(budget)  # a budget seen before (None: every group)
-            if j is None:
-                j = self._resolve_prefix(budget, None)
-                if j and len(self._by_budget) < _BUDGETS_KEPT:  # (prefix 0 warns, so it is never kept)
-                    self._by_budget[budget] = j
-        elif budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
-            j = prefix  # the common case, without the general checks
-        else:
-            j = self._resolve_prefix(budget, prefix)
+        j = self._prefix_of(budget, prefix)
+        if X is not None:
+            got = self._predict_matrix(X, j)
+            if got is not None:
+                return got
+            features_by_group = self._as_groups(X)
         if j == 0:  # no features needed; any given only tell the number of rows
             check_group_keys(features_by_group, self._by_name, ())
             rows = {name: np.shape(v)[0] if np.ndim(v) == 2 else 1 for name, v in features_by_group.items()}
             n = _same_rows(rows)
             return self._format([np.repeat(o, n, axis=0) for o in self._prior_row], 0)
-        # fast path: float32 arrays of exactly the shapes expected for the first group's number of
-        # rows (cached per prefix and shape); finiteness is checked once, on the output, below
-        arrays = []
+        # fast path: every group float32 with the shapes of a batch size seen before, checked in C
+        # (two maps and two tuple comparisons, no loop over the groups); finiteness is checked once,
+        # on the output, below. Anything else takes the general path, which converts or names the error.
         try:
-            a = features_by_group[self._plan[j][0][0]]
-            shapes = self._shapes[j].get(a.shape) if type(a) is np.ndarray else None
-            for name, shape in shapes or self._expected_shapes(j, a):
-                a = features_by_group[name]
-                if type(a) is not np.ndarray or a.dtype is not _F32 or a.shape != shape:
-                    arrays = []
-                    break
-                arrays.append(a)
-            if not arrays:
-                arrays = self._checked_arrays(features_by_group, j)
-        except (KeyError, TypeError, IndexError):
+            arrays = self._take[j](features_by_group)
+        except (KeyError, TypeError):
             check_group_keys(features_by_group, self._by_name, [g for g, _ in self._plan[j]])  # the clear error
             raise
+        try:
+            n = self._rows_of[j].get(tuple(map(_SHAPE, arrays)))
+            if n is not None and tuple(map(_DTYPE, arrays)) != self._f32s[j]:
+                n = None
+        except (AttributeError, TypeError):  # lists, scalars, objects without a hashable shape
+            n = None
+        if n is None:
+            arrays = self._checked_arrays(features_by_group, j)
+            n = arrays[0].shape[0]
+            rows_of = self._rows_of[j]
+            if len(rows_of) >= _SHAPES_KEPT:
+                rows_of.clear()  # (one step, safe when several threads predict)
+            rows_of[tuple(map(_SHAPE, arrays))] = n
         if len(features_by_group) > len(arrays) and not self._name_set.issuperset(features_by_group):
             check_group_keys(features_by_group, self._by_name, ())  # names the unknown keys
         if self._layers:
             outs, finite = self.run_layer_stages(arrays, j)
         else:
             fused = self._fused[j] if j in self._fused else self._fuse(j)
-            n = arrays[0].shape[0]
             if fused is None:
                 outs, finite = self.run_stages(arrays, j)
             elif fused.joined:
                 outs, finite = fused.call_joined(arrays, n)
             elif self._trees:
-                outs, finite = fused.call(arrays + [np.zeros((n, self._state_width), np.float32)], n)
+                outs, finite = fused.call([*arrays, np.zeros((n, self._state_width), np.float32)], n)
             else:
                 outs, finite = fused.call(arrays, n)
         if not finite:
             self._explain_nonfinite(features_by_group, j, outs[0])
         return outs[0] if self._regression else self._format(outs, j)
 
-    def _expected_shapes(self, j: int, first) -> tuple:
-        """((name, (n, d_g)), ...) for prefix j when `first`, the first group's value, is a float32
-        (n, d_1) array with 1 <= n <= BIND_MAX_ROWS (then cached under its shape); () otherwise."""
-        plan = self._plan[j]
-        if not (type(first) is np.ndarray and first.dtype is _F32 and first.ndim == 2
-                and first.shape[1] == plan[0][1] and 1 <= first.shape[0] <= BIND_MAX_ROWS):
-            return ()
-        n = first.shape[0]
-        shapes = self._shapes[j][first.shape] = tuple((name, (n, dim)) for name, dim in plan)
-        return shapes
+    def _prefix_of(self, budget, prefix) -> int:
+        """The prefix `predict` runs: a budget seen before is a dictionary look-up (up to
+        `_BUDGETS_KEPT` of them), an int prefix in range is taken as is, anything else is resolved."""
+        if prefix is None and type(budget) in _PLAIN_BUDGETS:
+            j = self._by_budget.get(budget)  # a budget seen before (None: every group)
+            if j is None:
+                j = self._resolve_prefix(budget, None, 5)  # (the warning names predict's caller)
+                if j and len(self._by_budget) < _BUDGETS_KEPT:  # (prefix 0 warns, so it is never kept)
+                    self._by_budget[budget] = j
+            return j
+        if budget is None and type(prefix) is int and 0 < prefix < len(self._runners):
+            return prefix  # the common case, without the general checks
+        return self._resolve_prefix(budget, prefix, 5)
+
+    def _check_matrix(self, X: np.ndarray) -> np.ndarray:
+        """`X` when it is (N, n_features_in) or (n_features_in,), else the error saying what is expected."""
+        if X.ndim not in (1, 2) or X.shape[-1] != self._n_features:
+            raise RuntimeInputError(
+                f"a features matrix must have shape (N, {self._n_features}) or ({self._n_features},), the "
+                f"columns as in training (each group's columns as the manifest lists them); got shape "
+                f"{X.shape}")
+        return X
+
+    def _predict_matrix(self, X: np.ndarray, j: int):
+        """`predict` of prefix j for a 2-D features matrix laid out as in training (each group's
+        columns are the manifest's ``columns`` of it: what the estimator's own `predict` takes), or
+        None when the fast path does not apply.
+
+        Fast path: a float32 or float64 matrix of N >= 1 rows, in any memory layout, at a prefix that
+        reads every column and whose batch graph is a joined one. Linear: a graph of the same Gemm
+        with its weight rows in the matrix's column order (`joined_prefix` with `columns`, built once
+        per prefix and dtype; above `BIND_MAX_ROWS` rows it reads the matrix transposed) takes the
+        matrix as its input, copied once into the bound buffer (up to 4 MB; above, read in place when
+        C-contiguous), float64 cast to float32 in the graph as `as_group_array` casts it; a NaN/Inf
+        (or a float64 beyond float32) reaches the answer and is reported as for the dict. Trees: the
+        one tree node with each split's feature index mapped to the matrix's column
+        (`joined_tree_stages` with `columns`), fed the matrix as `call_joined` feeds the groups side
+        by side, whose input check catches a NaN/Inf; float64 is cast in numpy first. No per-group
+        work in either. For anything else (another dtype, a prefix that reads some columns only, a
+        layer-block export) `predict` takes each group's columns as an array, and the dict's path,
+        checks and errors."""
+        if not j or not X.shape[0] or not (X.dtype is _F32 or X.dtype is _F64):
+            return None
+        key = (j, X.dtype is _F64 and not self._trees)
+        runners = self._matrix_runners[key] if key in self._matrix_runners else self._matrix_runner(*key)
+        if runners is None:
+            return None
+        n = X.shape[0]
+        if self._trees:  # one tree node over the matrix: its input checked for NaN/Inf as it is bound
+            outs, finite = runners[0].call_joined([_to_float32(X) if X.dtype is _F64 else X], n)
+        else:
+            outs, finite = runners[n > BIND_MAX_ROWS].call([X], n)
+        if not finite:
+            self._explain_nonfinite(self._as_groups(X), j, outs[0])
+        return outs[0] if self._regression else self._format(outs, j)
+
+    def _matrix_runner(self, j: int, float64: bool) -> tuple[PrefixRunner, PrefixRunner] | None:
+        """The runners of prefix j's joined graph over the whole feature matrix, for up to
+        `BIND_MAX_ROWS` rows and above (built on first use, then kept), or None when prefix j does
+        not read every column or has no joined graph. Linear: above `BIND_MAX_ROWS` rows the graph
+        reads the matrix transposed (``transB``: the fast shape for onnxruntime's kernel, see
+        `joined_prefix`), bound up to 4 MB of input; with `float64` the graphs take float64 and
+        cast it to float32 first (`joined_prefix`'s ``float64``). Trees: one tree graph for every
+        batch size (`joined_tree_stages` with ``columns``), float32 only."""
+        runners = None
+        if j and not self._layers and self._counts[j] == len(self.groups):
+            fused = self._fused[j] if j in self._fused else self._fuse(j)
+            cols = [c for g in self.manifest["groups"] for c in g["columns"]]
+            if self._trees and fused is not None and fused.joined and len(cols) == self._n_features:
+                ps = self.manifest["prefixes"][1:j + 1]
+                try:
+                    model, name = joined_tree_stages([load_verified_bytes(self.out_dir / p["file"], p["sha256"])
+                                                      for p in ps], columns=cols)
+                    runner = PrefixRunner(model, [name], fused.outputs, f"{self.out_dir / ps[-1]['file']} "
+                                          f"(prefix {j}, joined, columns as in training)", self._squeeze)
+                    runner.joined, runner.check_inputs = True, True
+                    runners = (runner, runner)
+                except (FuseError, IntegrityError):
+                    runners = None
+            elif not self._trees and fused is not None and fused.joined and len(cols) == self._n_features:
+                p = self.manifest["prefixes"][j]
+                graph = load_verified_bytes(self.out_dir / p["file"], p["sha256"])
+                where = f"{self.out_dir / p['file']} (prefix {j}, joined, columns as in training)"
+                try:
+                    runners = tuple(PrefixRunner(model, [name], fused.outputs, where, self._squeeze,
+                                                 signed=fused._signed, bind_large=wide)
+                                    for wide in (False, True)
+                                    for model, name in [joined_prefix(graph, columns=cols, transposed=wide,
+                                                                      rows_first=wide, float64=float64)])
+                except (FuseError, IntegrityError):
+                    runners = None
+        self._matrix_runners[j, float64] = runners
+        return runners
+
+    def _as_groups(self, X: np.ndarray) -> dict:
+        """Each group's columns of a features matrix (a copy: the columns need not be adjacent)."""
+        return {g["name"]: X[..., g["columns"]] for g in self.manifest["groups"]}
 
     def _checked_arrays(self, features_by_group, j: int) -> list[np.ndarray]:
         """Prefix j's arrays, converted and checked group by group (any dtype, layout, 1-D rows, lists):

@@ -207,10 +207,12 @@ class _Binding:
     buffer is (d, n)."""
 
     def __init__(self, session, inputs: list[str], dims: list[int], outputs: list, n: int,
-                 inner: bool, squeeze: bool, signed: bool = False, transposed: bool = False):
+                 inner: bool, squeeze: bool, signed: bool = False, transposed: bool = False,
+                 in_types: list | None = None):
+        in_types = in_types or [np.float32] * len(dims)
         self.io = session.io_binding()
         self.arg = self.io._iobinding if inner else self.io  # what the run call takes
-        self.inputs = [_aligned_empty((d, n) if transposed else (n, d), np.float32) for d in dims]
+        self.inputs = [_aligned_empty((d, n) if transposed else (n, d), t) for d, t in zip(dims, in_types)]
         for name, buf in zip(inputs, self.inputs):
             self.io.bind_cpu_input(name, buf)
         self.outputs = [_aligned_empty((n, *shape), dtype) for _, shape, dtype in outputs]
@@ -240,7 +242,9 @@ class PrefixRunner:
     of waiting. With `squeeze`, the first output (one column) is returned as (N,). With `signed`, the
     first output is a joined sigmoid graph's ``[-y, y]`` (`edgeseq.runtime.fuse.SIGNED_LOGITS`) and
     ``y``, its second column, is returned. With `transposed`, the graph's one input is [d, N] and the
-    runner is called by `call_transposed` only.
+    runner is called by `call_transposed` only. With `bind_large`, `call` binds batches up to 4 MB of
+    input too, not only up to `BIND_MAX_ROWS` rows (`ExportedModel.predict` on a feature matrix:
+    one input, copied once into its buffer, and onnxruntime then allocates nothing per call).
 
     Raises
     ------
@@ -263,7 +267,7 @@ class PrefixRunner:
     wide = None  # a runner of the same graph taking its input transposed, for batches above BIND_MAX_ROWS
 
     def __init__(self, model_bytes: bytes, inputs: list[str], outputs: list[str], where: str,
-                 squeeze: bool = False, transposed: bool = False, signed: bool = False):
+                 squeeze: bool = False, transposed: bool = False, signed: bool = False, bind_large: bool = False):
         try:
             self.session = ort.InferenceSession(model_bytes, sess_options=session_options(),
                                                 providers=["CPUExecutionProvider"])
@@ -279,6 +283,7 @@ class PrefixRunner:
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self._dims = [int(got[n].shape[0 if transposed else 1]) for n in inputs]  # (transposed: `call_transposed`)
+        self._in_types = [np.float64 if got[n].type == "tensor(double)" else np.float32 for n in inputs]
         first = got[inputs[0]].shape[1 if transposed else 0]
         self.batch = first if isinstance(first, int) else None  # an export with --batch-size: fixed rows
         self._out_spec = [(n, tuple(int(d) for d in have[n].shape[1:]),
@@ -292,6 +297,8 @@ class PrefixRunner:
         self._run, self._run_io, self._inner = session_calls(self.session)
         self._bindings: dict[int, _Binding] = {}
         self._lock = threading.Lock()
+        self._bind_rows = max(BIND_MAX_ROWS, _BIND_MAX_FLOATS // max(sum(self._dims), 1)) if bind_large \
+            else BIND_MAX_ROWS  # `call` binds batches up to this size
 
     def call(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
         """Outputs for float32 (n, d_g) arrays in input order, and whether the first is all finite.
@@ -315,7 +322,7 @@ class PrefixRunner:
         if self.batch is not None and n != self.batch:
             return self._call_in_batches(arrays, n)
         try:
-            if n <= BIND_MAX_ROWS and self._lock.acquire(False):  # (non-blocking)
+            if n <= self._bind_rows and self._lock.acquire(False):  # (non-blocking)
                 try:
                     b = self._bindings.get(n) or self._bind(n)
                     for buf, a in zip(b.inputs, arrays):
@@ -473,5 +480,6 @@ class PrefixRunner:
         if len(self._bindings) >= _BIND_CACHE:
             self._bindings.pop(next(iter(self._bindings)))
         b = self._bindings[n] = _Binding(self.session, self.inputs, self._dims, self._out_spec, n,
-                                         self._inner, self._squeeze, self._signed, self._transposed)
+                                         self._inner, self._squeeze, self._signed, self._transposed,
+                                         self._in_types)
         return b

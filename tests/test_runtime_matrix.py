@@ -1,0 +1,259 @@
+"""`ExportedModel.predict`'s fast paths: the features as one matrix laid out as in training, and the
+dict of float32 group arrays whose shapes were seen before.
+
+The matrix path runs the joined linear graph with its weight rows in the matrix's column order
+(`joined_prefix(..., columns=...)`), so it must agree with the dict path, the prefix graph the
+anytime loop runs and the estimator's float64 prediction, for every budget, both dtypes, any
+memory layout, in the bound (small and large) buffers. The input forms it must not take (other
+dtypes, a prefix that reads some columns only, one row as 1-D) must give the dict path's answer
+or its error, and a NaN/Inf in a column the prefix reads is refused naming the group. Negative
+controls: a matrix graph built with the columns as the groups lie side by side (not as in
+training) fails the same comparison, and a group of the wrong width after its shapes were cached
+is still refused."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from edgeseq.errors import RuntimeInputError
+from edgeseq.export.writer import export_model
+from edgeseq.runtime.fuse import FuseError, joined_prefix
+from edgeseq.runtime.model import _SHAPES_KEPT, ClassifierPrediction, ExportedModel
+from edgeseq.runtime.ort import BIND_MAX_ROWS, PrefixRunner
+from test_runtime_joined_linear import _answer, _close, _feats, _staged
+from test_runtime_joined_linear import exported  # noqa: F401  (the fixture: random linear exports)
+
+def _columns(sess: ExportedModel) -> list[int]:
+    return [c for g in sess.manifest["groups"] for c in g["columns"]]
+
+
+def _layouts(X: np.ndarray, dtype) -> list[np.ndarray]:
+    """X as C order, Fortran order and a strided view of a wider array, all of `dtype`."""
+    wide = np.zeros((X.shape[0], 2 * X.shape[1]), dtype)
+    wide[:, ::2] = X
+    return [np.ascontiguousarray(X, dtype), np.asfortranarray(X, dtype), wide[:, ::2]]
+
+
+@pytest.mark.parametrize("n", [1, 7, BIND_MAX_ROWS + 1, 300])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_matrix_agrees_with_the_dict_the_prefix_graphs_and_the_estimator(exported, n, dtype):
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    assert _columns(sess) != sorted(_columns(sess)) or len(sess.groups) < 2  # the layouts differ (seeds chosen so)
+    X = rng.normal(size=(n, seq.n_features_in)).astype(np.float32).astype(np.float64)
+    feats = _feats(seq, X)
+    budgets = [0.0, *rng.uniform(0, sess.cum_cost[-1], size=2), float(sess.cum_cost[-1]), None]
+    full = sess.n_prefixes - 1
+    for budget in budgets:
+        j = sess.prefix_for_budget(budget if budget is not None else np.inf)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # prefix 0 warns that the budget affords nothing
+            by_dict = sess.predict(feats, budget=budget)
+            preds = [sess.predict(M, budget=budget) for M in _layouts(X, dtype)]
+        want, want_score = _staged(sess, feats, j)
+        own = seq.apply_link(seq.linear(X, j)).reshape(n, -1)
+        for pred in preds:
+            got, score = _answer(pred)
+            assert _close(got, want) and _close(score, want_score), (budget, j)
+            assert _close(got, _answer(by_dict)[0]) and _close(got, own, rtol=2e-5), (budget, j)
+            if isinstance(pred, ClassifierPrediction):
+                assert np.array_equal(pred.label_index, pred.proba.argmax(axis=1)) and pred.prefix == j
+        # the matrix graph runs exactly when the prefix reads every column
+        assert (sess._matrix_runners.get((j, dtype is np.float64)) is not None) == (j == full), (budget, j)
+    runner = sess._matrix_runners[full, dtype is np.float64][n > BIND_MAX_ROWS]
+    assert n in runner._bindings  # bound at every size here (up to 4 MB of input), not only up to 64 rows
+
+
+@pytest.mark.parametrize("n", [3, 300])
+def test_a_float64_matrix_answers_as_its_float32_cast(exported, n):
+    """The float64 graphs cast in onnxruntime as numpy's astype does: the same answer bit for bit."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    X = rng.normal(size=(n, seq.n_features_in)) * 10.0 ** rng.integers(-3, 4, size=(n, seq.n_features_in))
+    got, want = (_answer(sess.predict(M))[1] for M in (X, X.astype(np.float32)))
+    assert np.array_equal(got, want)
+    assert sess._matrix_runners[sess.n_prefixes - 1, True] is not None
+
+
+def test_the_matrix_graph_in_the_grouped_column_order_is_caught(exported):
+    """Negative control: the same graph with the weight rows left as the groups lie side by side
+    answers differently from the prefix graphs, so the comparison above checks the placement."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    cols = _columns(sess)
+    X = rng.normal(size=(40, seq.n_features_in)).astype(np.float32)
+    want = _staged(sess, _feats(seq, X), j)[1]
+    p = sess.manifest["prefixes"][j]
+    graph = (out / p["file"]).read_bytes()
+    right = sess._matrix_runner(j, False)[0]
+    model, name = joined_prefix(graph, columns=list(range(len(cols))))
+    wrong = PrefixRunner(model, [name], right.outputs, "grouped", sess._squeeze, signed=right._signed)
+    for runner, ok in ((right, True), (wrong, False)):
+        outs, _ = runner.call([X], 40)
+        assert _close(np.asarray(outs[0], np.float64).reshape(40, -1), want) == ok
+
+
+def test_columns_must_be_a_permutation(exported):
+    _, out, _ = exported
+    sess = ExportedModel(out)
+    p = sess.manifest["prefixes"][-1]
+    graph = (out / p["file"]).read_bytes()
+    d = sum(g.dim for g in sess.groups)
+    for bad in ([0] * d, list(range(1, d + 1)), list(range(d - 1))):
+        with pytest.raises(FuseError, match="permutation"):
+            joined_prefix(graph, columns=bad)
+
+
+@pytest.mark.parametrize("n", [1, 300])
+def test_other_matrix_forms_take_the_dict_path(exported, n):
+    """Integers, one row as 1-D and a partial prefix are not the fast path and answer as the dict
+    does; wrong widths, other ranks and non-numbers are refused."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    Xi = rng.integers(-3, 4, size=(n, seq.n_features_in))
+    want = _answer(sess.predict(_feats(seq, Xi.astype(np.float64)), prefix=j))[0]
+    assert _close(_answer(sess.predict(Xi, prefix=j))[0], want)
+    one = _answer(sess.predict(Xi[0].astype(np.float32), prefix=j))[0]
+    assert _close(one, want[:1])
+    X = rng.normal(size=(n, seq.n_features_in))
+    part = sess.predict(X, prefix=j - 1)
+    assert _close(_answer(part)[0], _answer(sess.predict(_feats(seq, X), prefix=j - 1))[0])
+    assert sess._matrix_runners[j - 1, True] is None
+    for bad, what in ((X[:, :-1], "must have shape"), (X[None], "must have shape"),
+                      (np.full((n, seq.n_features_in), "a"), "numeric"),
+                      (np.zeros((0, seq.n_features_in), np.float32), "no rows")):
+        with pytest.raises(RuntimeInputError, match=what):
+            sess.predict(bad, prefix=j)
+
+
+@pytest.mark.parametrize("n", [1, 300])
+@pytest.mark.parametrize("dtype, bad", [(np.float32, np.nan), (np.float32, np.inf), (np.float64, np.nan),
+                                        (np.float64, -np.inf), (np.float64, 1e300)])
+def test_a_non_finite_value_in_a_read_column_is_refused(exported, n, dtype, bad):
+    """A NaN/Inf (or, in float64, a value beyond float32) in a column the prefix reads is refused,
+    naming its group, with no numpy warning even when warnings are errors; in a column the prefix
+    does not read it changes nothing."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    X = rng.normal(size=(n, seq.n_features_in)).astype(dtype)
+    g = sess.groups[int(rng.integers(len(sess.groups)))]
+    col = sess.manifest["groups"][sess.group_names.index(g.name)]["columns"][-1]
+    X[n - 1, col] = bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(RuntimeInputError, match=repr(g.name)):
+            sess.predict(X, prefix=j)
+    last = sess.manifest["groups"][-1]  # read by the last prefix only
+    if g.name == last["name"]:
+        clean = X.copy()
+        clean[n - 1, col] = 0.5
+        assert np.array_equal(_answer(sess.predict(X, prefix=j - 1))[0], _answer(sess.predict(clean, prefix=j - 1))[0])
+
+
+def test_the_dict_shape_cache_keeps_every_check(exported):
+    """After a batch size's shapes are cached, a float64 group takes the converting path (same
+    answer), a group of the wrong width is refused naming it (negative control: the cache does not
+    wave it through), and the cache holds at most `_SHAPES_KEPT` batch sizes."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    X = rng.normal(size=(5, seq.n_features_in)).astype(np.float32)
+    feats = _feats(seq, X)
+    want = _answer(sess.predict(feats, prefix=j))[0]
+    assert tuple(feats[name].shape for name, _ in sess._plan[j]) in sess._rows_of[j]
+    as64 = {k: v.astype(np.float64) for k, v in feats.items()}
+    assert _close(_answer(sess.predict(as64, prefix=j))[0], want)
+    strided = {k: np.repeat(v, 2, axis=0)[::2] for k, v in feats.items()}  # non-contiguous float32 views
+    assert _close(_answer(sess.predict(strided, prefix=j))[0], want)
+    name, dim = sess._plan[j][-1]
+    wrong = dict(feats, **{name: np.zeros((5, dim + 1), np.float32)})
+    with pytest.raises(RuntimeInputError, match=repr(name)):
+        sess.predict(wrong, prefix=j)
+    short = dict(feats, **{name: feats[name][:4]})
+    with pytest.raises(RuntimeInputError, match="different numbers of rows"):
+        sess.predict(short, prefix=j)
+    for n in range(1, _SHAPES_KEPT + 3):
+        sess.predict(_feats(seq, X[:1].repeat(n, axis=0)), prefix=j)
+    assert 1 <= len(sess._rows_of[j]) <= _SHAPES_KEPT
+
+
+def test_a_budget_warning_names_the_caller(exported):
+    """Prefix 0's warning points at the line that called predict, for a dict and for a matrix."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    X = rng.normal(size=(3, seq.n_features_in))
+    for features in (_feats(seq, X), X):
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            sess.predict(features, budget=0.0)
+        assert [w.filename for w in got] == [__file__]
+
+
+# ----------------------------------------------------------------------------------- tree exports
+TREE_GROUPS = [[5, 6, 7], [0, 1], [4], [2, 3]]  # not in column order: the matrix's columns are permuted
+
+
+@pytest.fixture(scope="module", params=["identity", "sigmoid", "softmax"])
+def tree_export(request, tmp_path_factory):
+    lgb = pytest.importorskip("lightgbm")
+    from edgeseq.train.trees.lightgbm_import import from_lightgbm
+    from tree_models import PARAMS, data
+    X, s = data()
+    y = {"identity": s, "sigmoid": s > 0, "softmax": np.digitize(s, [-0.5, 0.5])}[request.param]
+    est = (lgb.LGBMRegressor if request.param == "identity" else lgb.LGBMClassifier)(**PARAMS).fit(X, y)
+    model = from_lightgbm(est, TREE_GROUPS, [1.0, 2.0, 4.0, 8.0])
+    out = tmp_path_factory.mktemp("trees") / "out"
+    export_model(model, out)
+    return model, out, X
+
+
+@pytest.mark.parametrize("n", [1, BIND_MAX_ROWS + 1, 300])
+def test_a_tree_matrix_answers_as_the_dict_bit_for_bit(tree_export, n):
+    """Each split's feature index mapped to the matrix's column: every split compares the same value
+    with the same threshold, so the answers are the dict's exactly, in float32 and float64 (rows
+    that are float32 values) and any layout; a prefix that reads some columns takes the dict path."""
+    model, out, X = tree_export
+    sess = ExportedModel(out)
+    full = sess.n_prefixes - 1
+    assert _columns(sess) != sorted(_columns(sess))
+    Xn = X[:n]
+    feats = {g.name: Xn[:, c] for g, c in zip(sess.groups, (g["columns"] for g in sess.manifest["groups"]))}
+    for j in range(1, sess.n_prefixes):
+        want = _answer(sess.predict(feats, prefix=j))
+        for dtype in (np.float32, np.float64):
+            for M in _layouts(Xn, dtype):
+                got = _answer(sess.predict(M, prefix=j))
+                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (j, dtype)
+        assert (sess._matrix_runners.get((j, False)) is not None) == (j == full), j
+
+
+def test_a_tree_matrix_refuses_a_non_finite_value_and_its_graph_is_checked(tree_export, tmp_path):
+    """A NaN/Inf anywhere in a full-prefix matrix is refused naming its group (the trees would route
+    it silently). Negative control: the tree graph without the column mapping answers differently."""
+    from edgeseq.runtime.fuse import joined_tree_stages
+    model, out, X = tree_export
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    for g in sess.manifest["groups"]:
+        for bad in (np.nan, -np.inf):
+            M = X[:5].astype(np.float32)
+            M[4, g["columns"][0]] = bad
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                with pytest.raises(RuntimeInputError, match=repr(g["name"])):
+                    sess.predict(M, prefix=j)
+    Xf = X[:50].astype(np.float32)
+    right = sess._matrix_runners[j, False][0]
+    stages = [(out / p["file"]).read_bytes() for p in sess.manifest["prefixes"][1:]]
+    model_bytes, name = joined_tree_stages(stages, columns=list(range(X.shape[1])))
+    wrong = PrefixRunner(model_bytes, [name], right.outputs, "unmapped", sess._squeeze)
+    got = [np.asarray(r.call([Xf], 50)[0][0], np.float64).reshape(50, -1) for r in (right, wrong)]
+    assert np.array_equal(got[0], _answer(sess.predict(Xf, prefix=j))[1]) and not np.allclose(got[0], got[1])
+    with pytest.raises(FuseError, match="permutation"):
+        joined_tree_stages(stages, columns=[0] * X.shape[1])
