@@ -16,8 +16,9 @@ candidate is then grown to its early-stopped length, and that grown loss must cl
 `min_gain` floor; when it does not, the next candidates in score order (a positive score, at most
 `FLOOR_TRIES` more) are grown in turn and the first that clears it is the stage. Gain per cost
 favours a very cheap group with a tiny gain: on the MNIST bank one such group below the floor
-ended the search after ten stages, and the last stage on all groups then paid the 38 left at once. The probe reads the paid columns too, so a group whose signal is an interaction
-with a paid group (x0·x2 with group 0 paid) is seen by its probe. ``probe_rounds=None`` is the full
+ended the search after ten stages, and the last stage on all groups then paid the 38 left at once.
+The probe reads the paid columns too, so a group whose signal is an interaction with a paid group
+(x0·x2 with group 0 paid) is seen by its probe. ``probe_rounds=None`` is the full
 search (every candidate grown in full).
 
 Candidates probed at an earlier stage are screened by that probe (``probe_top``, default
