@@ -517,3 +517,82 @@ def test_after_a_lost_restart_the_next_stage_tries_none(monkeypatch):
         lost_before = tried[k - 2] and (k - 1) not in trace.restarts
         assert tried[k - 1] == (not lost_before or k == 2), (k, tried, trace.restarts)
     assert not all(tried[1:]) and any(tried[k] and not tried[k - 1] for k in range(2, K))
+
+
+def test_when_the_best_per_cost_fails_the_floor_the_next_candidate_is_tried():
+    """Group 0 is very cheap and carries a weak signal: its probe has the best gain per cost, but grown it
+    does not lower the validation loss by the floor. Group 1 (the strong signal) does; it must be the
+    stage, and group 0 is then paid by a stage of its own once it adds enough. Negative control: with
+    ``floor_tries=0`` (only the best is grown, the rule before) no single group is committed at stage 1
+    and the search falls back to the pair."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    y = (2 * X[:, 1] + 0.5 * X[:, 0] + 0.5 * rng.normal(size=900) > 0).astype(int)
+    spec = check_groups([[0], [1]], [0.01, 1.0], None, 2)
+    kw = dict(n_classes=2, params=PARAMS, min_gain=0.05, final_rounds=False)
+    _, _, trace = boost_stages(X[:600], y[:600], X[600:], y[600:], spec, "binary", **kw)
+    first = trace.scores[0]
+    assert first[(0,)] > first[(1,)] > 0  # the cheap group ranks first by gain per cost
+    # the case is as constructed: group 0's trees, grown from the prior with early stopping as the
+    # search grows them (written plainly here), do not clear the floor
+    floor = 0.05 * trace.loss[0]
+    freq = y[:600].mean()
+    prior = np.log(freq / (1 - freq))
+    p = {**PARAMS, "objective": "binary", "metric": "binary_logloss", "verbose": -1, "deterministic": True,
+         "force_row_wise": True}
+    dtr = lgb.Dataset(X[:600, :1], y[:600], init_score=np.full(600, prior), params=p)
+    dva = lgb.Dataset(X[600:, :1], y[600:], init_score=np.full(300, prior), reference=dtr, params=p)
+    b = lgb.train(p, dtr, 100, valid_sets=[dva], callbacks=[lgb.early_stopping(10, verbose=False)])
+    z = prior + b.predict(X[600:, :1], raw_score=True, num_iteration=b.best_iteration)
+    assert trace.loss[0] - log_loss(y[600:], 1 / (1 + np.exp(-z))) <= floor
+    assert trace.chosen == [(1,), (0,)] and trace.passed_over == [1, 0]
+    assert trace.loss[1] < trace.loss[0] - floor
+    _, _, old = boost_stages(X[:600], y[:600], X[600:], y[600:], spec, "binary", floor_tries=0, **kw)
+    assert old.chosen == [(0, 1)] and old.passed_over == [0]
+
+
+def test_the_linear_refit_reuses_the_compared_fits_choice(monkeypatch):
+    """With a comparison half (the rule from 3,000 rows on, here forced), a linear model kept by the
+    comparison is refitted on all rows with the basis and the sum-form penalty its compared fit chose by
+    cross-validation, instead of cross-validating again: one choice per fit, not two. The comparison
+    itself is unchanged, and on this data the reused choice is the one a direct fit on all rows makes
+    (the same grid penalty and basis). Negative controls: the old path (choosing again) runs the
+    cross-validation twice, and another penalty gives other probabilities, so matching them says something."""
+    from edgeseq.train.linear import classifier as lc
+    from edgeseq.train.trees import stagewise_boosting as sb
+
+    # four groups of ten noisy copies of one linear factor each: a clear choice (standardised columns,
+    # a strong penalty) that fits on 300 rows and on 400 make alike
+    rng = np.random.default_rng(5)
+    F = rng.normal(size=(400, 4))
+    X = np.repeat(F, 10, axis=1) + 0.3 * rng.normal(size=(400, 40))
+    y = (F @ np.array([1.0, -0.8, 0.6, 0.5]) + rng.normal(size=400) > 0).astype(int)
+    groups, costs = [list(range(10 * g, 10 * g + 10)) for g in range(4)], [1.0, 1.0, 2.0, 2.0]
+    monkeypatch.setattr(sb, "CV_MAX_ROWS", 0)
+    fits, chosen = [], []
+    real_fit, real_choose = lc.AnytimeClassifier.fit, lc.choose_glm
+    monkeypatch.setattr(lc.AnytimeClassifier, "fit",
+                        lambda self, X, y, **k: fits.append(real_fit(self, X, y, **k)) or fits[-1])
+    monkeypatch.setattr(lc, "choose_glm", lambda *a, **k: chosen.append(real_choose(*a, **k)) or chosen[-1])
+    clf = AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=0).fit(X, y)
+    assert clf.model_kind_ == "linear" and len(fits) == 2 and len(chosen) == 1
+    compared, final = fits
+    n_fit = 300  # 25 % of the rows held out (half for the search, half for the comparison)
+    assert compared.fitted_sequence_.provenance["n_samples"] == n_fit
+    assert final.l2 * 400 == pytest.approx(compared.l2_ * n_fit, rel=1e-12) and final.whiten == compared.whiten_
+    assert final.l2_ == final.l2 and "search trained on" in final.fitted_sequence_.provenance["l2_choice"]
+    direct = edgeseq.AnytimeClassifier(groups, costs).fit(X, y)  # what the old path refitted
+    assert (direct.l2_, direct.whiten_) == (compared.l2_, compared.whiten_)
+    ref = edgeseq.AnytimeClassifier(groups, costs, l2=final.l2, whiten=final.whiten).fit(X, y)
+    other = edgeseq.AnytimeClassifier(groups, costs, l2=final.l2 * 100, whiten=final.whiten).fit(X, y)
+    for got, want, far in zip(clf.staged_predict_proba(X), ref.staged_predict_proba(X), other.staged_predict_proba(X)):
+        np.testing.assert_allclose(got, want)
+    assert not np.allclose(got, far, atol=1e-3)
+    # the old path: the comparison is the same, the refit chooses again
+    fits.clear(), chosen.clear()
+    monkeypatch.setattr(sb, "reused_choice", lambda *a: ())
+    old = AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=0).fit(X, y)
+    assert len(chosen) == 2 and old.model_kind_ == clf.model_kind_ and old.comparison_ == clf.comparison_
+    assert (old.linear_.l2_, old.linear_.whiten_) == (direct.l2_, direct.whiten_)

@@ -339,3 +339,31 @@ def test_the_choice_uses_one_thread_when_blas_is_limited_to_one():
         before = threading.active_count()
         AnytimeRegressor([list(range(5)), list(range(5, 10))], [1.0, 2.0]).fit(X, y)
         assert threading.active_count() == before
+
+
+def test_the_span_fit_multiplies_by_its_triangle_as_a_general_product_would(monkeypatch):
+    """A fold wider than its rows is fitted in its rows' span, whose design Rᵀ is lower triangular;
+    its products run as BLAS trmm (`LowerTriangular`). The held-out losses and the choice equal the
+    general products' (the same path written with plain arrays) to rounding. Not vacuous: the
+    triangular products ran, and the data is one where the losses differ across the grid."""
+    from edgeseq.train.linear import auto
+
+    rng = np.random.default_rng(3)
+    n, d = 90, 120
+    y = rng.integers(0, 3, size=n)
+    X = rng.normal(size=(n, d)) + 0.25 * rng.normal(size=(3, d))[y]
+    Y = np.eye(3)[y]
+    prob = build_working_problem(sufficient_statistics(X, Y), [60, 60], whiten=False)
+    Z = working_design(X, np.arange(d), prob)
+    calls = []
+    real = auto.LowerTriangular.__matmul__
+    monkeypatch.setattr(auto.LowerTriangular, "__matmul__", lambda self, B: calls.append(1) or real(self, B))
+    tri = auto.glm_cv_losses(Z, Y, "softmax", GLM_L2_GRID, N_FOLDS)
+    assert len(calls) > 100  # every evaluation of every fold's path went through trmm
+    monkeypatch.setattr(auto, "LowerTriangular", lambda L: L)  # the general products, as before
+    dense = auto.glm_cv_losses(Z, Y, "softmax", GLM_L2_GRID, N_FOLDS)
+    assert np.array_equal(np.isfinite(tri), np.isfinite(dense))
+    fitted = np.isfinite(dense)
+    np.testing.assert_allclose(tri[fitted], dense[fitted], rtol=1e-6)
+    assert np.argmin(np.where(fitted, tri, np.inf)) == np.argmin(np.where(fitted, dense, np.inf))
+    assert np.ptp(dense[fitted]) > 0.05

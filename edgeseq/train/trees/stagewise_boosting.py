@@ -13,8 +13,12 @@ candidates of about 2.5 CPU-s each at stage 1 alone). Each candidate is therefor
 *probe*: ``probe_rounds`` rounds from the current scores on the same columns (paid plus its own),
 its score the same gain per cost with the lowest validation loss among those rounds. Only the best
 candidate is then grown to its early-stopped length, and that grown loss must clear the
-`min_gain` floor. The probe reads the paid columns too, so a group whose signal is an interaction
-with a paid group (x0·x2 with group 0 paid) is seen by its probe. ``probe_rounds=None`` is the full
+`min_gain` floor; when it does not, the next candidates in score order (a positive score, at most
+`FLOOR_TRIES` more) are grown in turn and the first that clears it is the stage. Gain per cost
+favours a very cheap group with a tiny gain: on the MNIST bank one such group below the floor
+ended the search after ten stages, and the last stage on all groups then paid the 38 left at once.
+The probe reads the paid columns too, so a group whose signal is an interaction with a paid group
+(x0·x2 with group 0 paid) is seen by its probe. ``probe_rounds=None`` is the full
 search (every candidate grown in full).
 
 Candidates probed at an earlier stage are screened by that probe (``probe_top``, default
@@ -76,7 +80,10 @@ score (the negative Brier score for classes, the negative squared error for valu
 its own area under its own two curves, so the comparison is paired: the trees are kept only when
 their mean area exceeds the linear model's (by more than `COMPARE_Z` standard errors of the paired
 difference, 0 by default); otherwise the estimator *is* that linear model (``model_kind_ == "linear"``; it is
-then refitted on all rows and exports as linear prefixes). With ``refit=True`` kept trees are
+then refitted on all rows and exports as linear prefixes). A refit after a comparison half (below)
+takes the penalty and basis the compared fit chose by cross-validation (`reused_choice`) instead of
+choosing again: on the MNIST bank that choice was most of a linear fit's time, and a second one on
+more rows made the refit the most expensive part of the whole fit. With ``refit=True`` kept trees are
 regrown on all rows too (`replay_stages`: the groups and round counts the search chose, no early
 stopping).
 
@@ -128,6 +135,9 @@ PROBE_ROUNDS = 10  # boosting rounds of a candidate's probe (see the module note
 # the probes train on a seeded sample of at most this many training rows (all of them below it); the chosen
 # candidate is grown, and restarts are fitted, on all rows (module notes). None: all rows
 PROBE_ROWS = 1000
+# when the best candidate by gain per cost does not clear the stage floor, at most this many next ones
+# (in score order, with a positive score) are grown before the stage falls back to pairs or the search stops
+FLOOR_TRIES = 3
 PROBE_TOP = 8  # at most this many candidates probed at an earlier stage are probed again per stage; None: all
 # above this many columns each tree samples this many of them (LightGBM's feature_fraction; see the module
 # notes): a round's cost grows with its columns, and on the MNIST bank the paid columns pass a thousand
@@ -204,7 +214,9 @@ class BoostingTrace:
     committed candidate; ``rounds[k]`` the boosting rounds kept;
     ``loss`` the validation loss after stage 0, 1, ... (and after the final rounds, if any);
     ``final_stage_rounds`` the rounds of the last stage that pays every group left unpaid (0: none);
-    ``restarts`` the stages (1, 2, ...) whose trees were boosted afresh from the prior (`boost_stages`).
+    ``restarts`` the stages (1, 2, ...) whose trees were boosted afresh from the prior (`boost_stages`);
+    ``passed_over[k]`` how many candidates ranked above the committed one were grown at that stage and
+    did not clear the floor (`boost_stages`' ``floor_tries``).
 
     Examples
     --------
@@ -220,6 +232,7 @@ class BoostingTrace:
     final_rounds: int = 0
     final_stage_rounds: int = 0
     restarts: list = field(default_factory=list)
+    passed_over: list = field(default_factory=list)
 
 
 def _lgb_params(task: str, n_classes: int, params: dict, n_cols: int | None = None) -> dict:
@@ -375,7 +388,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                  params: dict | None = None, max_rounds: int = 100, stopping_rounds: int = 10,
                  final_rounds: bool = True, min_gain: float = 1e-4, restart: bool = True,
                  probe_rounds: int | None = PROBE_ROUNDS, probe_top: int | None = PROBE_TOP,
-                 probe_rows: int | None = PROBE_ROWS, progress=None):
+                 probe_rows: int | None = PROBE_ROWS, floor_tries: int = FLOOR_TRIES, progress=None):
     """The functional core: the greedy stagewise boosting search, returning its stages.
 
     Parameters
@@ -427,6 +440,13 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         The probes train on a seeded sample (`probe_subsample`, seeded by ``params["seed"]``) of
         this many of the rows of `X_fit` when it has more; ``None``: all rows. A dask `X_fit` is
         probed on all its rows.
+    floor_tries : int, default=FLOOR_TRIES
+        When the best candidate by score, grown (and restarted), does not lower the validation
+        loss by more than the `min_gain` floor, the next ones in score order with a positive
+        score are grown in turn, at most this many, and the first that clears the floor is the
+        stage (``trace.passed_over``). Gain per cost favours a cheap group with a tiny gain; on
+        the MNIST bank one such group below the floor stopped the search after ten stages, and
+        the last stage then paid the 38 groups left at once. ``0``: only the best is grown.
     progress : callable or None, default=None
         Receives one line of text per stage.
 
@@ -490,27 +510,33 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                 scores[cand] = (before - after) / float(sum(spec.costs[g] for g in cand))
                 fits[cand] = (booster, rounds, inc_v, after, cols)
             last.update(scores)
-            best = max(scores, key=lambda c: (scores[c], [-g for g in c])) if scores else None
-            if best is None:
-                continue
-            if probing:  # grow the chosen candidate to its early-stopped length
-                cols = fits[best][4]
-                fits[best] = (*_continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val, Fv, cols,
-                                                  max_rounds, stopping_rounds), cols)
-            booster, rounds, inc_v, after, cols = fits[best]
-            base_f, base_v, fresh = Ff, Fv, False
-            # stage 1 starts from the prior anyway; after a stage whose restart lost, one stage goes
-            # without (`restart`), unless its continued trees do not clear the floor
-            tried = restart and stages and (not lost or before - after <= floor)
-            if tried:
-                # tried before the floor: once the training residuals are fitted, continued boosting may
-                # not clear it although trees grown afresh on the same columns would
-                again = _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols, max_rounds,
-                                   stopping_rounds, after, floor)
-                if again is not None:
-                    booster, rounds, inc_v, after, base_f, base_v = again
-                    fresh = True
-            if before - after > floor:
+            # by score, highest first (ties: the lowest groups); the best is grown first, and when it
+            # does not clear the floor the next ones with a positive score, at most `floor_tries` more
+            ranked = sorted(scores, key=lambda c: (-scores[c], c))
+            ranked = ranked[:1] + [c for c in ranked[1:1 + floor_tries] if scores[c] > 0]
+            passed = False
+            for failed, best in enumerate(ranked):
+                if probing:  # grow the candidate to its early-stopped length
+                    cols = fits[best][4]
+                    fits[best] = (*_continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val, Fv,
+                                                      cols, max_rounds, stopping_rounds), cols)
+                booster, rounds, inc_v, after, cols = fits[best]
+                base_f, base_v, fresh = Ff, Fv, False
+                # stage 1 starts from the prior anyway; after a stage whose restart lost, one stage goes
+                # without (`restart`), unless its continued trees do not clear the floor
+                tried = restart and stages and (not lost or before - after <= floor)
+                if tried:
+                    # tried before the floor: once the training residuals are fitted, continued boosting
+                    # may not clear it although trees grown afresh on the same columns would
+                    again = _restarted(task, n_classes, params, prior, X_fit, y_fit, X_val, y_val, cols,
+                                       max_rounds, stopping_rounds, after, floor)
+                    if again is not None:
+                        booster, rounds, inc_v, after, base_f, base_v = again
+                        fresh = True
+                if before - after > floor:
+                    passed = True
+                    break
+            if passed:
                 break
         else:
             best = None
@@ -519,6 +545,7 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
                 progress(f"stage {len(stages) + 1}: no group lowers the validation loss; stopping")
             break
         trace.scores.append(scores)
+        trace.passed_over.append(failed)
         lost = bool(tried) and not fresh
         if fresh:
             trace.restarts.append(len(stages) + 1)
@@ -533,7 +560,8 @@ def boost_stages(X_fit, y_fit, X_val, y_val, spec: GroupSpec, task: str, *, n_cl
         if progress is not None:
             progress(f"stage {len(stages)}: {' + '.join(spec.names[g] for g in best)} ({rounds} rounds"
                      f"{', afresh from the prior' if fresh else ''}, validation "
-                     f"loss {before:.4g} -> {after:.4g}, {len(scores)} candidates)")
+                     f"loss {before:.4g} -> {after:.4g}, {len(scores)} candidates"
+                     f"{f', {failed} better per cost below the floor' if failed else ''})")
     if final_rounds and stages:
         cols = np.sort(np.concatenate([spec.columns[h] for h in paid]))
         booster, rounds, inc_v, after = _continue_boosting(task, n_classes, params, X_fit, y_fit, Ff, X_val, y_val,
@@ -888,6 +916,30 @@ def dask_targets(est, X, y, min_samples: int = 10) -> tuple:
     return X.rechunk({1: -1}), y
 
 
+def reused_choice(lin, n_lin: int, n: int) -> tuple[float, bool]:
+    """(l2, whiten) for refitting the linear model `lin`, fitted on `n_lin` rows, on `n` rows without choosing again.
+
+    `lin` chose its penalty and basis by cross-validation on its own training rows (``l2="auto"``,
+    ``whiten="auto"``); the refit on all n rows takes the same basis and the same penalty in *sum*
+    form, the convention of the cross-validated choice itself (`edgeseq.train.linear.auto`: a fit on
+    m rows uses λ·n_lin/m in the mean-form objective, as scikit-learn's ``C`` is held across fits), so
+    ``l2 = lin.l2_ · n_lin / n``. On the MNIST bank the choice was most of a linear fit, and the refit
+    on more rows was the most expensive one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq import AnytimeClassifier
+    >>> from edgeseq.train.trees.stagewise_boosting import reused_choice
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(300, 4)); y = (X[:, 0] > 0).astype(int)
+    >>> lin = AnytimeClassifier([[0, 1], [2, 3]], [1.0, 1.0]).fit(X[:200], y[:200])
+    >>> l2, whiten = reused_choice(lin, 200, 300)
+    >>> bool(np.isclose(l2 * 300, lin.l2_ * 200)), whiten == lin.whiten_
+    (True, True)
+    """
+    return float(lin.l2_) * n_lin / n, bool(lin.whiten_)
+
+
 # ---------------------------------------------------------------------- estimators
 def _check_int(name, v, lo, hi=None):
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo or (hi is not None and v > hi):
@@ -1000,8 +1052,9 @@ class _AnytimeBoostingBase(BaseEstimator):
         self.trace_ = {"scores": [[[list(c), float(v)] for c, v in d.items()] for d in trace.scores],
                        "chosen": [list(c) for c in trace.chosen], "rounds": list(trace.rounds),
                        "loss": list(trace.loss), "final_rounds": trace.final_rounds,
-                       "final_stage_rounds": trace.final_stage_rounds, "restarts": list(trace.restarts)}
-        kind = "trees"
+                       "final_stage_rounds": trace.final_stage_rounds, "restarts": list(trace.restarts),
+                       "passed_over": list(trace.passed_over)}
+        kind, lin = "trees", None
         horizon = float(np.sum(spec.costs))
         if folds is not None:
             area_t, area_l = self._cv_areas(X, y_idx, spec, task, n_classes, output_names, stages, trace.restarts,
@@ -1037,7 +1090,16 @@ class _AnytimeBoostingBase(BaseEstimator):
         self.model_kind_ = kind
         self.group_names_ = list(spec.names)
         if kind == "linear":
-            self.linear_ = self._linear_estimator(spec).fit(X, self._y_for_linear(y_idx))
+            # the compared model's penalty and basis, not a second cross-validation (`reused_choice`)
+            choice = () if lin is None else reused_choice(lin, X_fit.shape[0], X.shape[0])
+            if progress is not None and choice:
+                progress(f"linear model refitted on all {X.shape[0]:,} rows with the compared fit's choice: "
+                         f"l2={choice[0]:.3g}, whiten={choice[1]}")
+            self.linear_ = self._linear_estimator(spec, *choice).fit(X, self._y_for_linear(y_idx))
+            if choice and "l2_choice" in lin.fitted_sequence_.provenance:
+                self.linear_.fitted_sequence_.provenance["l2_choice"] = (
+                    f"{lin.fitted_sequence_.provenance['l2_choice']} on the {X_fit.shape[0]} rows the boosting "
+                    f"search trained on; the same basis and sum-form penalty refitted on all {X.shape[0]} rows")
             self.fitted_sequence_ = self.linear_.fitted_sequence_
             self.cum_cost_ = self.linear_.cum_cost_
             self.stage_groups_ = [[]] + [[int(g)] for g in self.linear_.sequence_]
@@ -1196,7 +1258,8 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         `BoostingTrace`'s fields as plain lists: ``scores`` per stage a list of [groups, score]
         pairs, ``chosen`` the committed groups per stage, ``rounds``, ``loss``, ``final_rounds``,
         ``final_stage_rounds`` (rounds of a last stage on all groups that pays the unpaid ones),
-        ``restarts`` (the stages 1, 2, ... boosted afresh from the prior).
+        ``restarts`` (the stages 1, 2, ... boosted afresh from the prior), ``passed_over`` (per
+        stage, the candidates ranked above the committed one that did not clear the stage floor).
     validation_curve_trees_, validation_curve_linear_ : list of float
         Mean negative Brier score (minus the squared distance of the class probabilities to the
         one-hot true class) per stage of the boosted stages and of the linear model on the
@@ -1266,10 +1329,10 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         task = "binary" if classes.size == 2 else "multiclass"
         return self._fit(X, k, task, classes.size, tuple(str(c) for c in classes), True, progress)
 
-    def _linear_estimator(self, spec):
+    def _linear_estimator(self, spec, l2="auto", whiten="auto"):
         from edgeseq.train.linear.classifier import AnytimeClassifier
         return AnytimeClassifier(groups=[c.tolist() for c in spec.columns], costs=spec.costs.tolist(),
-                                 group_names=list(spec.names), feature_names=self._names)
+                                 group_names=list(spec.names), feature_names=self._names, l2=l2, whiten=whiten)
 
     def _curve(self, cum_cost, staged, model, y_idx):
         return [_row_brier(model.apply_link(z), y_idx) for z in staged]
@@ -1419,10 +1482,10 @@ class AnytimeBoostingRegressor(RegressorMixin, _AnytimeBoostingBase):
             raise InputError("y contains NaN or Inf; clean it first")
         return self._fit(X, y, "regression", 1, ("y",), False, progress)
 
-    def _linear_estimator(self, spec):
+    def _linear_estimator(self, spec, l2="auto", whiten="auto"):
         from edgeseq.train.linear.regressor import AnytimeRegressor
         return AnytimeRegressor(groups=[c.tolist() for c in spec.columns], costs=spec.costs.tolist(),
-                                group_names=list(spec.names), feature_names=self._names)
+                                group_names=list(spec.names), feature_names=self._names, l2=l2, whiten=whiten)
 
     def _curve(self, cum_cost, staged, model, y):
         return [-(z[:, 0] - y) ** 2 for z in staged]
