@@ -222,7 +222,7 @@ static es_status es_layer_stage_run(es_state *s, uint32_t k)
     }
     es_rows_dot(ls->v, m->n_outputs, H, out, s->z);
     s->stage = k;
-    return ls->commit != 0u ? es_publish(s, k, 0u) : ES_OK;
+    return ls->commit != 0u ? es_publish(s, k, 0u, s->z) : ES_OK;
 }
 
 /* Stage 0: publish the prior (z = c_0). */
@@ -234,7 +234,7 @@ static es_status es_layers_start(es_state *s)
         s->z[p] = m->layers->stage[0].c[p];
     }
     s->stage = 0u;
-    return es_publish(s, 0u, 0u);
+    return es_publish(s, 0u, 0u, s->z);
 }
 
 /* es_push for layers: store and check the values (x beyond `filled` is scratch). No stage runs. */

@@ -222,8 +222,8 @@ static es_status es_check_trees(const es_model *m)
     return j == m->n_groups ? ES_OK : ES_ERR_BAD_MODEL; /* a group_stage beyond the last stage */
 }
 
-static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new);
-static uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n);
+static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new, const float *z);
+static ES_INLINE uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n);
 #include "edgeseq_layers_run.h" /* the layer-block stages (static functions, this file only) */
 
 static es_status es_check_model(const es_model *m)
@@ -286,7 +286,7 @@ static uint32_t es_nonfinite_bit(float v)
 }
 
 /* Copy n values to dst; non-zero (bit 31) when one of them is NaN or +-Inf. */
-static uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n)
+static ES_INLINE uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n)
 {
     uint32_t i;
     uint32_t bad = 0u;
@@ -295,6 +295,17 @@ static uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT
         bad |= es_nonfinite_bit(v[i]);
     }
     return bad & 0x80000000u;
+}
+
+/* Non-zero (bit 31) when one of the n scores of z is NaN or +-Inf (a stage overflowed). */
+static ES_INLINE uint32_t es_any_nonfinite(const float *z, uint32_t n)
+{
+    uint32_t i;
+    uint32_t over = 0u;
+    for (i = 0; i < n; ++i) {
+        over |= es_nonfinite_bit(z[i]);
+    }
+    return over & 0x80000000u;
 }
 
 /*
@@ -360,19 +371,23 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
  * an identity link's values itself); returns the label or -2 when the result is not finite
  * (overflow). The label is the FIRST index of the largest probability written to dst -- taken on
  * the float32 probabilities, not on z, so it agrees with the prediction returned beside it and with
- * ONNX ArgMax (select_last_index = 0) on a tie.
+ * ONNX ArgMax (select_last_index = 0) on a tie. `flags`: ES_LINK_CHECK tests z for NaN/Inf first (scores
+ * a commit has already tested, a link on read, skip it); without ES_LINK_LABEL a softmax returns 0 and
+ * does not look for its label (a caller that discards it).
  */
-static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile float *dst)
+#define ES_LINK_CHECK 1u
+#define ES_LINK_LABEL 2u
+static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile float *dst, uint32_t flags)
 {
     uint32_t p;
     uint32_t best = 0;
     const uint32_t n = m->n_outputs;
     float zmax = z[0]; /* z[best], kept in a register */
-    for (p = 0; p < n; ++p) {
+    if ((flags & ES_LINK_CHECK) != 0u && es_any_nonfinite(z, n) != 0u) {
+        return -2;
+    }
+    for (p = 1u; p < n; ++p) {
         const float zp = z[p];
-        if (!es_is_finite(zp)) {
-            return -2;
-        }
         if (zp > zmax) {
             best = p;
             zmax = zp;
@@ -404,6 +419,12 @@ static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile fl
         for (p = 0; p < n; ++p) {
             z[p] = p == best ? 1.0f : expf(z[p] - zmax);
             sum += z[p];
+        }
+        if ((flags & ES_LINK_LABEL) == 0u) {
+            for (p = 0; p < n; ++p) {
+                dst[p] = z[p] / sum;
+            }
+            return 0;
         }
         best = 0;
         for (p = 0; p < n; ++p) {
@@ -478,60 +499,109 @@ static ES_NOINLINE int32_t es_link_stop(es_state *s, uint32_t j, volatile float 
     const es_model *m = s->model;
     const float gap = s->stop_threshold != NULL && s->stop_statistic == ES_STOP_LOGIT_GAP
                       ? es_score_gap(m, s->z) : 0.0f; /* before the link */
-    const int32_t label = es_link_into(m, s->z, dst);
+    const int32_t label = es_link_into(m, s->z, dst, ES_LINK_CHECK | ES_LINK_LABEL);
     if (label != -2) {
         s->confident = es_stop_check(s, j, dst, gap);
     }
     return label;
 }
 
-/* A link-on-read stage j whose raw scores s->z are committed: the stop test of es_set_stop(_statistic)
-   on them. The probability margin needs the probabilities: the link is applied for the test alone
-   (softmax in place in s->z, which the commit has already copied; sigmoid into two local floats), by
-   the function a commit applies otherwise -- the same statistic in both modes. */
-static ES_NOINLINE uint32_t es_raw_stop(es_state *s, uint32_t j)
+/* A link-on-read stage j whose raw scores z are committed (es_set_stop(_statistic) is on): the stop
+   test on them. The probability margin needs the probabilities: the link is applied for the test alone
+   (softmax in place in s->z, where the scores are first copied unless they are there already -- the
+   commit wrote them straight into its slot, which must stay as it is; sigmoid into two local floats),
+   by the function a commit applies otherwise -- the same statistic in both modes. */
+static ES_NOINLINE uint32_t es_raw_stop(es_state *s, uint32_t j, const float *z)
 {
     const es_model *m = s->model;
     float pair[2];
     float *const prob = ES_IS_SIGMOID(m) ? pair : s->z;
-    if (s->stop_threshold == NULL) {
-        return 0u;
+    uint32_t p;
+    if (z != s->z) {
+        for (p = 0u; p < m->n_outputs; ++p) {
+            s->z[p] = z[p];
+        }
     }
     if (s->stop_statistic == ES_STOP_LOGIT_GAP) {
         return es_stop_check(s, j, s->z, es_score_gap(m, s->z));
     }
-    (void)es_link_into(m, s->z, prob); /* z is finite: es_publish checked it */
+    (void)es_link_into(m, s->z, prob, 0u); /* z is finite: es_publish checked it */
     return es_stop_check(s, j, prob, 0.0f);
 }
 
+/* The slot a commit writes: the one NOT published (see INTERRUPT SAFETY in edgeseq_runtime.h). */
+static ES_INLINE uint32_t es_unpublished(const es_state *s)
+{
+    const uint32_t target = (s->seq + 1u) & 1u;
+    return target;
+}
+
+/* Publish slot `target` (written by the caller) as stage j with `label`: the one publish of every commit. */
+static ES_INLINE void es_publish_slot(es_state *s, uint32_t j, int32_t label, uint32_t target)
+{
+    s->slot_prefix[target] = j;
+    s->slot_label[target] = label;
+    ES_SEQLOCK_PUBLISH(s->seq); /* see edgeseq_seqlock.h */
+    ES_ON_COMMIT(s);
+}
+
 /*
- * Apply the link to s->z into the unpublished slot and publish it as stage j (a link on read: z as it
- * is). On overflow nothing is
- * published. `n_new` (the features of a linear push) joins s->filled only once the stage publishes.
+ * Where a stage writes its scores z (P floats): straight into the unpublished slot when they are what
+ * the commit publishes (an identity link or a link on read: es_publish then only checks them, no copy),
+ * else into the scratch s->z, which the link reads. The slot is the caller's work buffer (never a
+ * volatile object): the stage's plain stores complete before es_publish's release fence, and no
+ * reader copies this slot until the counter names it.
  */
-static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
+static ES_INLINE float *es_scores_out(const es_state *s)
 {
     const es_model *m = s->model;
-    const uint32_t target = (s->seq + 1u) & 1u;
+    if (m->link == ES_LINK_IDENTITY || ES_ON_READ(m)) {
+        return (float *)(s->slot + (size_t)es_unpublished(s) * m->n_pred);
+    }
+    return s->z;
+}
+
+/*
+ * Publish stage j of an identity link or a link on read, whose scores z (n_out floats) are already in
+ * the unpublished slot `target`: the values as they are, no label (es_current finds it on read), a
+ * regression never confident (es_stop_check's answer). The slot is the unpublished one, so an overflow
+ * that leaves it written is never seen. The model's facts come as arguments, so a caller that runs
+ * several stages keeps them in registers across the stage calls.
+ */
+static ES_INLINE es_status es_publish_raw(es_state *s, uint32_t j, uint32_t n_new, const float *z, uint32_t n_out,
+                                          uint32_t target, int on_read)
+{
+    if (es_any_nonfinite(z, n_out) != 0u) { /* an output overflowed */
+        return ES_ERR_OVERFLOW;
+    }
+    s->filled += n_new;
+    if (on_read && s->stop_threshold != NULL) { /* else it stays 0: never confident (no call at all) */
+        s->confident = es_raw_stop(s, j, z);
+    }
+    es_publish_slot(s, j, -1, target);
+    return ES_OK;
+}
+
+/*
+ * Publish stage j, whose scores are z: the link into the unpublished slot (z is then s->z), or for an
+ * identity link or a link on read z as it is (es_scores_out: z is normally that slot already; else it
+ * is copied there). On overflow nothing is published. `n_new` (the features of a linear push) joins
+ * s->filled only once the stage publishes.
+ */
+static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new, const float *z)
+{
+    const es_model *m = s->model;
+    const uint32_t target = es_unpublished(s);
     volatile float *const dst = s->slot + (size_t)target * m->n_pred;
     int32_t label = -1;
     if (m->link == ES_LINK_IDENTITY || ES_ON_READ(m)) {
-        /* regression or a link on read: the values as they are, no label (es_current finds it on
-           read), a regression never confident (es_stop_check's answer) -- one pass that copies and
-           tests; the slot is the unpublished one, so an overflow that leaves it half written is never
-           seen */
-        const float *const z = s->z;
         uint32_t p;
-        uint32_t over = 0u; /* bit 31: an output overflowed */
-        for (p = 0u; p < m->n_outputs; ++p) {
-            dst[p] = z[p];
-            over |= es_nonfinite_bit(z[p]);
+        if (z != (const float *)dst) { /* a layer-block head writes s->z */
+            for (p = 0u; p < m->n_outputs; ++p) {
+                dst[p] = z[p];
+            }
         }
-        if ((over & 0x80000000u) != 0u) {
-            return ES_ERR_OVERFLOW;
-        }
-        s->filled += n_new;
-        s->confident = ES_ON_READ(m) ? es_raw_stop(s, j) : 0u;
+        return es_publish_raw(s, j, n_new, z, m->n_outputs, target, ES_ON_READ(m));
     } else {
         label = es_link_stop(s, j, dst);
         if (label == -2) {
@@ -539,10 +609,7 @@ static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
         }
         s->filled += n_new;
     }
-    s->slot_prefix[target] = j;
-    s->slot_label[target] = label;
-    ES_SEQLOCK_PUBLISH(s->seq); /* see edgeseq_seqlock.h */
-    ES_ON_COMMIT(s);
+    es_publish_slot(s, j, label, target);
     return ES_OK;
 }
 
@@ -554,11 +621,12 @@ static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new)
 static es_status es_commit(es_state *s, uint32_t j, const float *v, uint32_t n_new)
 {
     const es_model *m = s->model;
+    float *const z = es_scores_out(s);
     if (es_affine(s->x, s->filled, v, n_new, j == 0u ? v : m->coef[j], m->intercept + (size_t)j * m->n_outputs,
-                  m->n_outputs, s->z) != 0u) {
+                  m->n_outputs, z) != 0u) {
         return ES_ERR_NOT_FINITE;
     }
-    return es_publish(s, j, n_new);
+    return es_publish(s, j, n_new, z);
 }
 
 /*
@@ -603,6 +671,7 @@ static ES_NOINLINE es_status es_tree_stage_tables(es_state *s, uint32_t k)
     float *const state = s->tstate;
     const uint32_t stop = t->stage_tree[k + 1u];
     const size_t P = m->n_outputs;
+    float *const z = es_scores_out(s);
     uint32_t tr = t->stage_tree[k];
 #if ES_TREE_LANES == 8
     for (; tr + 8u <= stop; tr += 8u) { /* eight trees in lockstep: eight independent load chains */
@@ -640,8 +709,8 @@ static ES_NOINLINE es_status es_tree_stage_tables(es_state *s, uint32_t k)
     s->stage = k;
     /* the readout is the linear dot product with no new values (v is not read: d_new = 0) */
     (void)es_affine(state, t->n_state, t->readout_b, 0u, t->readout_w + (size_t)k * t->n_state * P,
-                    t->readout_b + (size_t)k * P, m->n_outputs, s->z);
-    return es_publish(s, k, 0u);
+                    t->readout_b + (size_t)k * P, m->n_outputs, z);
+    return es_publish(s, k, 0u, z);
 }
 
 /* Tree model: run stage k -- its generated code (es_init_code) when it has some, else the table walk
@@ -650,32 +719,60 @@ static ES_INLINE es_status es_tree_stage(es_state *s, uint32_t k)
 {
     const es_tree_code *const code = s->tree_code;
     if (code != NULL && code->stage[k] != NULL) { /* the same additions and readout: the same bits */
-        code->stage[k](s->x, s->tstate, s->z);
+        float *const z = es_scores_out(s);
+        code->stage[k](s->x, s->tstate, z);
         s->stage = k;
-        return es_publish(s, k, 0u);
+        return es_publish(s, k, 0u, z);
     }
     return es_tree_stage_tables(s, k);
 }
 
 /*
- * Tree model: run every stage that is complete once `s->next` groups are pushed and not yet run --
- * up to the stage of the next group minus one, or the last stage after the last group. On overflow
- * the sample is over (nothing more runs; es_push says ES_ERR_FINISHED until es_reset).
+ * Tree model: run stages first..last, each committed, until one is confident (es_set_stop). On overflow
+ * the sample is over (nothing more runs; es_push says ES_ERR_FINISHED until es_reset). The short path
+ * (s->fast_stage, set by es_init_code and es_set_stop: generated stage code, scores committed as they
+ * are, no per-input stopping) calls the stage's function with the unpublished slot as its z, tests the
+ * scores and publishes -- no link dispatch, no stop test, no copy; every other stage runs through
+ * es_tree_stage. Out of line: a push that completes no stage (most pushes when groups outnumber
+ * stages) does not pay its registers.
  */
-static ES_INLINE es_status es_tree_advance(es_state *s)
+static ES_NOINLINE es_status es_tree_run(es_state *s, uint32_t first, uint32_t last)
 {
-    const es_model *m = s->model;
-    const es_trees *t = m->trees;
-    const uint32_t limit = s->next < m->n_groups ? t->group_stage[s->next] - 1u : t->n_stages - 1u;
-    while (s->stage < limit && !s->confident) { /* a confident stage ends the sample (es_set_stop) */
-        const es_status st = es_tree_stage(s, s->stage + 1u);
+    const es_tree_stage_fn *const fast = s->fast_stage;
+    const uint32_t n_out = s->model->n_outputs;
+    const uint32_t n_pred = s->model->n_pred; /* the slot stride: 2 for a sigmoid, whose z is 1 float */
+    uint32_t k;
+    for (k = first; k <= last; ++k) {
+        es_status st;
+        if (fast != NULL && fast[k] != NULL) { /* never confident: no stopping on this path */
+            const uint32_t target = es_unpublished(s);
+            float *const z = (float *)(s->slot + (size_t)target * n_pred); /* see es_scores_out */
+            fast[k](s->x, s->tstate, z);
+            s->stage = k;
+            st = es_publish_raw(s, k, 0u, z, n_out, target, 0);
+        } else if (s->confident) { /* a confident stage ends the sample */
+            return ES_OK;
+        } else {
+            st = es_tree_stage(s, k);
+        }
         if (st != ES_OK) {
-            s->next = m->n_groups;
-            s->stage = t->n_stages - 1u;
+            s->next = s->model->n_groups;
+            s->stage = s->model->trees->n_stages - 1u;
             return st;
         }
     }
     return ES_OK;
+}
+
+/* The short path of es_tree_run (s->fast_stage): the stage functions when the model has them, commits
+   its scores as they are (an identity link or a link on read) and no per-input stopping is on. */
+static const es_tree_stage_fn *es_fast_stages(const es_state *s)
+{
+    const es_model *const m = s->model;
+    if (s->tree_code == NULL || s->stop_threshold != NULL || !(m->link == ES_LINK_IDENTITY || ES_ON_READ(m))) {
+        return NULL;
+    }
+    return s->tree_code->stage;
 }
 
 /* Commit stage 0 (and, for trees, the stages that need no group right after it) from scratch. */
@@ -683,7 +780,6 @@ static ES_NO_MEMSET es_status es_start(es_state *s)
 {
     const es_model *m = s->model;
     uint32_t i;
-    es_status st;
     s->next = 0u;
     s->filled = 0u;
     s->confident = 0u;
@@ -696,8 +792,8 @@ static ES_NO_MEMSET es_status es_start(es_state *s)
     for (i = 0u; i < m->trees->n_state; ++i) {
         s->tstate[i] = 0.0f;
     }
-    st = es_tree_stage(s, 0u);
-    return st == ES_OK ? es_tree_advance(s) : st;
+    /* stage 0 and the stages that need no group after it: up to the stage of group 0 minus one */
+    return es_tree_run(s, 0u, m->n_groups > 0u ? m->trees->group_stage[0] - 1u : m->trees->n_stages - 1u);
 }
 
 /* The stage functions of a code-form model (es_init_code): its own, one per stage, and a function for
@@ -753,6 +849,7 @@ static es_status es_init_with(es_state *s, const es_model *m, const es_tree_code
     s->stop_threshold = NULL;
     s->tree_code = code;
     s->stop_statistic = ES_STOP_MARGIN;
+    s->fast_stage = es_fast_stages(s);
     st = es_start(s);
     if (st == ES_OK) {
         s->magic = ES_STATE_MAGIC;
@@ -818,24 +915,51 @@ es_status es_next_group(const es_state *s, es_group_info *info)
     return es_fill_next(s, info);
 }
 
-/* Tree model: store and check the group's values (x beyond `filled` is scratch, so a refused group
-   changes nothing), then run every stage the group completes. */
-static ES_INLINE es_status es_tree_push(es_state *s, const float *v, uint32_t dim)
+/*
+ * Tree model, group position j (its values checked by es_push_check): store and check the values (x
+ * beyond `filled` is scratch, so a refused group changes nothing), then run every stage the group
+ * completes -- those before the stage of the next group, or every stage left after the last group.
+ * With `next`, then fill it as es_next_group would (ES_OK or ES_DONE), from the same lookups.
+ */
+static ES_INLINE es_status es_tree_push(es_state *s, const es_model *m, uint32_t j, const float *v,
+                                        es_group_info *next)
 {
+    const es_trees *const t = m->trees;
+    const uint32_t dim = m->group_dim[j];
+    const uint32_t jn = j + 1u;
+    const uint32_t more = jn < m->n_groups;
+    const uint32_t stage_next = more ? t->group_stage[jn] : t->n_stages; /* runs up to stage_next - 1 */
     if (es_copy_checked(s->x + s->filled, v, dim) != 0u) {
         return ES_ERR_NOT_FINITE;
     }
     s->filled += dim;
-    s->next += 1u;
-    return es_tree_advance(s);
+    s->next = jn;
+    if (s->stage + 1u < stage_next) {
+        const es_status st = es_tree_run(s, s->stage + 1u, stage_next - 1u);
+        if (st != ES_OK) {
+            return st;
+        }
+    }
+    if (next == NULL) {
+        return ES_OK;
+    }
+    if (!more || s->confident) { /* confident: only after es_set_stop */
+        return ES_DONE;
+    }
+    next->position = jn;
+    next->group = m->group_index[jn];
+    next->dim = m->group_dim[jn];
+    next->cum_cost = m->cum_cost != NULL ? m->cum_cost[stage_next] : 0.0;
+    next->name = m->group_name != NULL ? m->group_name[jn] : NULL;
+    return ES_OK;
 }
 
-/* es_push's checks and work (es_push and es_push_next share it; inlined into both). */
-static ES_INLINE es_status es_push_do(es_state *s, uint32_t group, const float *values, size_t n)
+/* es_push's checks: ES_OK when `group` with these n values may be pushed now (every check before any
+   work, so a refused push changes nothing). */
+static ES_INLINE es_status es_push_check(const es_state *s, uint32_t group, const float *values, size_t n)
 {
     const es_model *m;
-    uint32_t dim;
-    es_status st;
+    uint32_t j;
     if (s == NULL || values == NULL) {
         return ES_ERR_NULL;
     }
@@ -843,18 +967,24 @@ static ES_INLINE es_status es_push_do(es_state *s, uint32_t group, const float *
         return ES_ERR_NOT_INIT;
     }
     m = s->model;
-    if (s->next >= m->n_groups) {
+    j = s->next;
+    if (j >= m->n_groups) {
         return ES_ERR_FINISHED;
     }
-    if (group != m->group_index[s->next]) {
+    if (group != m->group_index[j]) {
         return ES_ERR_WRONG_GROUP;
     }
-    dim = m->group_dim[s->next];
-    if (n != (size_t)dim) {
-        return ES_ERR_WRONG_LENGTH;
-    }
+    return n == (size_t)m->group_dim[j] ? ES_OK : ES_ERR_WRONG_LENGTH;
+}
+
+/* es_push's work after es_push_check (es_push and es_push_next share it; inlined into both). */
+static ES_INLINE es_status es_push_do(es_state *s, const float *values)
+{
+    const es_model *const m = s->model;
+    const uint32_t dim = m->group_dim[s->next];
+    es_status st;
     if (ES_IS_TREES(m)) {
-        return es_tree_push(s, values, dim);
+        return es_tree_push(s, m, s->next, values, NULL);
     }
     if (ES_IS_LAYERS(m)) {
         return es_layers_push(s, values, dim);
@@ -871,7 +1001,8 @@ static ES_INLINE es_status es_push_do(es_state *s, uint32_t group, const float *
 
 es_status es_push(es_state *s, uint32_t group, const float *values, size_t n)
 {
-    return es_push_do(s, group, values, n);
+    const es_status st = es_push_check(s, group, values, n);
+    return st == ES_OK ? es_push_do(s, values) : st;
 }
 
 es_status es_push_next(es_state *s, uint32_t group, const float *values, size_t n, es_group_info *next)
@@ -880,7 +1011,14 @@ es_status es_push_next(es_state *s, uint32_t group, const float *values, size_t 
     if (next == NULL) {
         return ES_ERR_NULL;
     }
-    st = es_push_do(s, group, values, n);
+    st = es_push_check(s, group, values, n);
+    if (st != ES_OK) {
+        return st;
+    }
+    if (ES_IS_TREES(s->model)) { /* the tree push fills *next from its own lookups */
+        return es_tree_push(s, s->model, s->next, values, next);
+    }
+    st = es_push_do(s, values);
     return st == ES_OK ? es_fill_next(s, next) : st;
 }
 
@@ -902,6 +1040,7 @@ es_status es_set_stop_statistic(es_state *s, const float *threshold, uint32_t st
     }
     s->stop_threshold = threshold;
     s->stop_statistic = statistic;
+    s->fast_stage = es_fast_stages(s);
     return es_start(s);
 }
 
@@ -948,7 +1087,7 @@ static ES_NOINLINE es_status es_current_on_read(const es_state *s, float *out, u
     }
     es_read_slot(s, out, s->model->n_outputs, prefix, NULL);
     if (out != NULL) {
-        const int32_t lab = es_link_into(s->model, out, out);
+        const int32_t lab = es_link_into(s->model, out, out, label != NULL ? ES_LINK_LABEL : 0u); /* z checked at commit */
         if (label != NULL) {
             *label = lab;
         }

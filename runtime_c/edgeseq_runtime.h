@@ -42,7 +42,8 @@
  *   d_g copies and bit-pattern finiteness tests (d_g = the group's dimension; for P = 1 they are
  *   fused into the dot product, so they hide in its add latency),
  *   the link: softmax P - 1 expf + P divisions; sigmoid 1 expf + 2 divisions; identity nothing,
- *   n_pred + 3 stores and two release fences to publish.
+ *   n_pred + 3 stores and two release fences to publish (an identity link or a link on read computes
+ *   z straight into the unpublished slot: P bit tests, 3 stores and the two fences).
  * The worst case is the last push: n_features * P multiply-adds (<prefix>_MACS_PER_PUSH_MAX).
  * es_current costs n_pred loads/stores plus two counter reads and two acquire fences (no retry
  * when called from an interrupt handler on a single core, see below).
@@ -151,9 +152,10 @@ typedef enum {
        commits its raw scores z (P floats, through the same double-buffered commit) and es_current
        applies the link to the committed z -- the very function a commit applies otherwise, so the
        same bits. A push then pays no expf; es_current pays the link instead: sigmoid 1 expf + 2
-       divisions, softmax P - 1 expf + P divisions, whatever the number of stages. es_current needs
-       `out` to give a label (ES_ERR_NULL otherwise). With per-input stopping on the probability
-       margin (ES_STOP_MARGIN) a commit still computes the link once, for the test only. */
+       divisions, softmax P - 1 expf + P divisions, whatever the number of stages (label NULL: the
+       softmax skips its argmax pass). es_current needs `out` to give a label (ES_ERR_NULL otherwise).
+       With per-input stopping on the probability margin (ES_STOP_MARGIN) a commit still computes the
+       link once, for the test only; without stopping a commit calls no stop test at all. */
     ES_LINK_SIGMOID_ON_READ = 3,
     ES_LINK_SOFTMAX_ON_READ = 4
 } es_link;
@@ -282,6 +284,7 @@ typedef struct es_state {
     uint32_t confident;      /* the committed stage passed its stop threshold */
     const es_tree_code *tree_code; /* es_init_code's stage functions; NULL: every stage walks the tables */
     uint32_t stop_statistic; /* es_set_stop_statistic's statistic: ES_STOP_MARGIN or ES_STOP_LOGIT_GAP */
+    const es_tree_stage_fn *fast_stage; /* the stage functions when a commit needs no link nor stop test */
 } es_state;
 
 typedef struct es_group_info {

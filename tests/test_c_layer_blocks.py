@@ -197,9 +197,9 @@ def test_a_runtime_that_commits_every_stage_is_caught(tmp_path):
     src = (runtime_dir() / "edgeseq_runtime.c").read_text()
     (rdir / "edgeseq_runtime.c").write_text(src)
     run_h = (rdir / "edgeseq_layers_run.h").read_text()
-    bad = "return ls->commit != 0u ? es_publish(s, k, 0u) : ES_OK;"
+    bad = "return ls->commit != 0u ? es_publish(s, k, 0u, s->z) : ES_OK;"
     assert run_h.count(bad) == 1
-    (rdir / "edgeseq_layers_run.h").write_text(run_h.replace(bad, "return es_publish(s, k, 0u);"))
+    (rdir / "edgeseq_layers_run.h").write_text(run_h.replace(bad, "return es_publish(s, k, 0u, s->z);"))
     write_c_layer_blocks(model, tmp_path / "m", "chk")
     exe = compile_c([rdir / "edgeseq_runtime.c", tmp_path / "m" / "edgeseq_model.c",
                      runtime_dir() / "tests" / "driver_layers.c"], tmp_path / "drv",

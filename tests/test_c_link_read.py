@@ -113,7 +113,7 @@ def test_a_runtime_that_forgets_the_link_on_read_is_caught(tmp_path):
     _, model, X = _lightgbm(4)
     rows = _rows(model, X, "code")
     src = (runtime_dir() / "edgeseq_runtime.c").read_text()
-    line = "const int32_t lab = es_link_into(s->model, out, out);"
+    line = "const int32_t lab = es_link_into(s->model, out, out, label != NULL ? ES_LINK_LABEL : 0u);"
     assert src.count(line) == 1
     broken = tmp_path / "rt"
     shutil.copytree(runtime_dir(), broken)
