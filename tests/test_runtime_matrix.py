@@ -240,6 +240,29 @@ def test_the_matrix_fast_path_answers_as_the_general_one(exported):
     assert _close(_answer(sess.predict(X, prefix=j - 1))[0], _answer(sess.predict(_feats(seq, X), prefix=j - 1))[0])
 
 
+@pytest.mark.parametrize("classes", [None, [3, 7, 8], ["no", "yes", "maybe"], [0.0, 1.0, 2.0]])
+def test_the_matrix_labels_are_the_classes_of_the_indices(classes, tmp_path):
+    """Classes 0..K-1 as int64 take the labels as a copy of the indices (not the same array), any
+    other classes are looked up; either way label == classes[label_index]. Negative control:
+    classes 3, 7, 8 are not the indices, so a shortcut taken there would fail the comparison."""
+    from edgeseq import AnytimeClassifier
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 4))
+    y = np.digitize(X @ [1.0, -1.0, 0.5, 2.0], [-0.5, 0.5])
+    est = AnytimeClassifier([[0, 1], [2, 3]], [1.0, 1.0])
+    est.fit(X, y if classes is None else np.array(classes)[y])
+    export_model(est.fitted_sequence_, tmp_path / "out")
+    sess = ExportedModel(tmp_path / "out")
+    for n in (1, 9, BIND_MAX_ROWS + 3):
+        pred = sess.predict(X[:n].astype(np.float32))
+        assert (sess.n_prefixes - 1, False) in sess._matrix_calls
+        assert np.array_equal(pred.label, sess.classes[pred.label_index])
+        assert pred.label.dtype == sess.classes.dtype and not np.shares_memory(pred.label, pred.label_index)
+        assert np.array_equal(pred.label, est.predict(X[:n]))
+    if classes is not None and isinstance(classes[0], int):
+        assert not np.array_equal(pred.label, pred.label_index)
+
+
 def _parts(pred) -> list[np.ndarray]:
     if isinstance(pred, ClassifierPrediction):
         assert np.array_equal(pred.label_index, pred.proba.argmax(axis=1))
