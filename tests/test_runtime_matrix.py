@@ -195,6 +195,98 @@ def test_a_budget_warning_names_the_caller(exported):
         assert [w.filename for w in got] == [__file__]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_large_matrix_read_in_place_answers_as_its_copy(exported, dtype):
+    """From `_in_place_rows` rows a C-contiguous matrix of the graph's dtype is bound where it lies
+    (lowered here so that a small test reaches it): the same answer bit for bit as the copy into
+    the bound buffer. Negative control: a Fortran-order matrix of the same rows bound next is
+    copied into our buffer, which is bound again (were it not, the graph would read the previous,
+    different matrix)."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j, n = sess.n_prefixes - 1, BIND_MAX_ROWS + 6
+    X1, X2 = (rng.normal(size=(n, seq.n_features_in)).astype(dtype) for _ in range(2))
+    want1, want2 = (_answer(sess.predict(X, prefix=j))[1] for X in (X1, X2))  # copied (rows below the bar)
+    assert not np.array_equal(want1, want2)
+    runner = sess._matrix_runners[j, dtype is np.float64][1]
+    assert runner._in_place_rows > n and runner._bindings[n].own
+    runner._in_place_rows = n
+    assert np.array_equal(_answer(sess.predict(X1, prefix=j))[1], want1)
+    assert not runner._bindings[n].own  # X1 itself was bound
+    assert np.array_equal(_answer(sess.predict(np.asfortranarray(X2), prefix=j))[1], want2)
+    assert runner._bindings[n].own
+    assert np.array_equal(_answer(sess.predict(X2, prefix=j))[1], want2)
+    small = sess._matrix_runners[j, dtype is np.float64][0]
+    assert small._in_place_rows > 1 << 40  # up to BIND_MAX_ROWS rows the matrix is always copied
+
+
+def test_the_matrix_fast_path_answers_as_the_general_one(exported):
+    """`predict`'s direct call of a prefix's matrix function (`_matrix_calls`) gives the general
+    `_predict_matrix`'s answer bit for bit, labels included, for budgets, prefixes and both dtypes;
+    a budget resolving to a prefix without a matrix graph takes the general path."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    for n in (1, 5, BIND_MAX_ROWS + 1):
+        for dtype in (np.float32, np.float64):
+            X = rng.normal(size=(n, seq.n_features_in)).astype(dtype)
+            for kw in ({"prefix": j}, {}, {"budget": float(sess.cum_cost[-1])}):
+                got, want = sess.predict(X, **kw), sess._predict_matrix(X, j)
+                assert (j, dtype is np.float64) in sess._matrix_calls
+                for a, b in zip(_parts(got), _parts(want)):
+                    assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert (j - 1, False) not in sess._matrix_calls
+    X = rng.normal(size=(3, seq.n_features_in))
+    assert _close(_answer(sess.predict(X, prefix=j - 1))[0], _answer(sess.predict(_feats(seq, X), prefix=j - 1))[0])
+
+
+@pytest.mark.parametrize("classes", [None, [3, 7, 8], ["no", "yes", "maybe"], [0.0, 1.0, 2.0]])
+def test_the_matrix_labels_are_the_classes_of_the_indices(classes, tmp_path):
+    """Classes 0..K-1 as int64 take the labels as a copy of the indices (not the same array), any
+    other classes are looked up; either way label == classes[label_index]. Negative control:
+    classes 3, 7, 8 are not the indices, so a shortcut taken there would fail the comparison."""
+    from edgeseq import AnytimeClassifier
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 4))
+    y = np.digitize(X @ [1.0, -1.0, 0.5, 2.0], [-0.5, 0.5])
+    est = AnytimeClassifier([[0, 1], [2, 3]], [1.0, 1.0])
+    est.fit(X, y if classes is None else np.array(classes)[y])
+    export_model(est.fitted_sequence_, tmp_path / "out")
+    sess = ExportedModel(tmp_path / "out")
+    for n in (1, 9, BIND_MAX_ROWS + 3):
+        pred = sess.predict(X[:n].astype(np.float32))
+        assert (sess.n_prefixes - 1, False) in sess._matrix_calls
+        assert np.array_equal(pred.label, sess.classes[pred.label_index])
+        assert pred.label.dtype == sess.classes.dtype and not np.shares_memory(pred.label, pred.label_index)
+        assert np.array_equal(pred.label, est.predict(X[:n]))
+    if classes is not None and isinstance(classes[0], int):
+        assert not np.array_equal(pred.label, pred.label_index)
+
+
+def _parts(pred) -> list[np.ndarray]:
+    if isinstance(pred, ClassifierPrediction):
+        assert np.array_equal(pred.label_index, pred.proba.argmax(axis=1))
+        return [pred.label, pred.label_index, pred.proba, pred.score, np.array(pred.prefix)]
+    return [pred]
+
+
+def test_threads_predicting_on_one_model_get_their_own_answers(exported):
+    """Several threads calling predict on one model, on matrices of the bound sizes, in place or
+    copied, each get the answer of their own rows (the buffers are locked; a busy one is skipped)."""
+    from concurrent.futures import ThreadPoolExecutor
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    Xs = [rng.normal(size=(n, seq.n_features_in)).astype(np.float32) for n in (1, 1, 3, 90, 90, 90)]
+    want = [_answer(sess.predict(X, prefix=j))[1] for X in Xs]
+    sess._matrix_runners[j, False][1]._in_place_rows = 90
+
+    def work(k: int) -> bool:
+        return all(np.array_equal(_answer(sess.predict(Xs[k], prefix=j))[1], want[k]) for _ in range(30))
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, [k % len(Xs) for k in range(24)]))
+
+
 # ----------------------------------------------------------------------------------- tree exports
 TREE_GROUPS = [[5, 6, 7], [0, 1], [4], [2, 3]]  # not in column order: the matrix's columns are permuted
 

@@ -170,6 +170,8 @@ class ExportedModel:
         self._rows_of: list[dict] = [{} for _ in self._plan]
         self._n_features = int(m["n_features_in"])
         self._matrix_runners: dict[tuple, tuple | None] = {}  # (prefix, float64) -> its graphs over X
+        self._n_runners = len(m["prefixes"])
+        self._matrix_calls: dict[tuple, object] = {}  # (prefix, float64) -> `_matrix_call` (linear prefixes)
         self._state_width = int(m.get("state_width") or 0)
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
@@ -284,15 +286,25 @@ class ExportedModel:
         ...
         edgeseq.errors.RuntimeInputError: ...
         """
-        X = None
+        X = j = None
         if type(features_by_group) is np.ndarray:  # one matrix, its columns as in training
+            dtype = features_by_group.dtype
+            if (dtype is _F32 or dtype is _F64) and stop is None and features_by_group.ndim == 2 \
+                    and features_by_group.shape[1] == self._n_features:
+                # a linear prefix's matrix graph seen before: one look-up, then its call (`_matrix_call`)
+                j = prefix if budget is None and type(prefix) is int and 0 < prefix < self._n_runners \
+                    else self._prefix_of(budget, prefix)  # (`_prefix_of`'s common case, without the call)
+                fast = self._matrix_calls.get((j, dtype is _F64))
+                if fast is not None and features_by_group.shape[0]:
+                    return fast(features_by_group, features_by_group.shape[0])
             X = self._check_matrix(features_by_group)
             if stop is not None or X.ndim == 1:
                 features_by_group = self._as_groups(X)
         if stop is not None:
             thr = check_stop(stop, self.manifest)
             return predict_stopped(self, features_by_group, thr, self._resolve_prefix(budget, prefix))
-        j = self._prefix_of(budget, prefix)
+        if j is None:
+            j = self._prefix_of(budget, prefix)
         if X is not None:
             got = self._predict_matrix(X, j)
             if got is not None:
@@ -374,8 +386,9 @@ class ExportedModel:
         reads every column and whose batch graph is a joined one. Linear: a graph of the same Gemm
         with its weight rows in the matrix's column order (`joined_prefix` with `columns`, built once
         per prefix and dtype; above `BIND_MAX_ROWS` rows it reads the matrix transposed) takes the
-        matrix as its input, copied once into the bound buffer (up to 4 MB; above, read in place when
-        C-contiguous), float64 cast to float32 in the graph as `as_group_array` casts it; a NaN/Inf
+        matrix as its input, copied once into the bound buffer or, from `_IN_PLACE_MIN_FLOATS` values
+        and C-contiguous, bound where it lies (above 4 MB, read in place by `run`), float64 cast to
+        float32 in the graph as `as_group_array` casts it; a NaN/Inf
         (or a float64 beyond float32) reaches the answer and is reported as for the dict. Trees: the
         one tree node with each split's feature index mapped to the matrix's column
         (`joined_tree_stages` with `columns`), fed the matrix as `call_joined` feeds the groups side
@@ -433,8 +446,35 @@ class ExportedModel:
                                                                       rows_first=wide, float64=float64)])
                 except (FuseError, IntegrityError):
                     runners = None
+                if runners is not None:
+                    self._matrix_calls[j, float64] = self._matrix_call(j, *runners)
         self._matrix_runners[j, float64] = runners
         return runners
+
+    def _matrix_call(self, j: int, small: PrefixRunner, large: PrefixRunner):
+        """`_predict_matrix` of a linear prefix j as one function of (X, n), made once per prefix and
+        dtype: `predict` calls it right after its shape test and one dictionary look-up, so a call
+        pays no other dispatch (the dtype test, the runner choice and the result's fields are bound
+        here, not looked up per call). Same runners, same checks and same answers as
+        `_predict_matrix`."""
+        explain, as_groups, classes = self._explain_nonfinite, self._as_groups, self.classes
+        # classes 0..K-1 as int64 (what integer targets give): the labels are the indices, copied
+        # (a memcpy, several times cheaper than the look-up at 1,000 rows), equal bit for bit
+        label_of = None if classes is None else np.ndarray.copy if classes.dtype == np.int64 and \
+            np.array_equal(classes, np.arange(len(classes))) else classes.__getitem__
+
+        def call(X: np.ndarray, n: int, rows: int = BIND_MAX_ROWS):
+            outs, finite = (small if n <= rows else large).call([X], n)
+            if not finite:
+                explain(as_groups(X), j, outs[0])
+            if classes is None:
+                return outs[0]
+            score, proba, idx = outs  # (the label from the graph's ArgMax)
+            return ClassifierPrediction(label_of(idx), proba, idx, j, score)
+
+        if not self._regression and not self._label_in_graph:  # labels picked by `_format`
+            return lambda X, n: self._predict_matrix(X, j)
+        return call
 
     def _as_groups(self, X: np.ndarray) -> dict:
         """Each group's columns of a features matrix (a copy: the columns need not be adjacent)."""
