@@ -6,7 +6,8 @@ bench/peers.py reports SysTick ticks of one full prediction (qemu ``-icount shif
 instruction is 1 ns of virtual time, a tick of the mps2-an386 SysTick 40 ns, so 40 instructions).
 This script builds the same ELF (bench/peers_time.c, -O2, 16 pseudo-random rows) for edgeseq's tree
 stages as code (``c_trees="code"``: es_reset, es_next_group once, then es_push_next of every group,
-es_current; the multiclass model also with ``c_link="read"``, the link applied by es_current) and
+es_current; the multiclass model also with ``c_link="read"``, the link applied by es_current; and each
+again with one es_push_all for the whole row instead of the es_push_next loop) and
 for emlearn's inline code, runs it under qemu with an execution trace (``-d in_asm,exec,nochain``) and
 counts the instructions each function executes from the first call of the prediction to the report
 at the end, per prediction. The model's generated functions (edgeseq's stages, emlearn's per-class
@@ -42,7 +43,7 @@ def functions(elf: Path) -> list:
     return sorted(rows)
 
 
-SPANS = ("es_push_next", "es_current")  # per call: everything from the call's entry back to its caller
+SPANS = ("es_push_next", "es_push_all", "es_current")  # per call: everything from the call's entry back to its caller
 
 
 def profile(elf: Path, log: Path) -> tuple[dict, int, dict]:
@@ -128,12 +129,15 @@ def main(argv=None) -> None:
             X, _, model = make()
             n_feat, n_out = X.shape[1], model.n_outputs
             rows_of = (peers.CODE_ROW, peers.READ_ROW) if model.link != "identity" else (peers.CODE_ROW,)
+            rows_of += (peers.CODE_ALL_ROW, peers.READ_ALL_ROW) if model.link != "identity" else (peers.CODE_ALL_ROW,)
             for contender in (*rows_of, "emlearn inline"):
                 d = tmp / f"{len(rows)}"
                 d.mkdir()
-                if contender in (peers.CODE_ROW, peers.READ_ROW):
-                    c_link = "read" if contender == peers.READ_ROW else "commit"
-                    c, prefix = peers.edgeseq_source(model, d, c_trees="code", c_link=c_link), "m_stage"
+                if contender.startswith("edgeseq"):
+                    c_link = "read" if "c_link=read" in contender else "commit"
+                    c = peers.edgeseq_source(model, d, c_trees="code", c_link=c_link,
+                                             push_all=contender.endswith("es_push_all"))
+                    prefix = "m_stage"
                 else:
                     c, prefix = peers.emlearn_source(model, d, n_feat, n_out), "eml"
                 _, ticks = peers.arm_figures(c, d, n_feat, n_out)
@@ -146,12 +150,13 @@ def main(argv=None) -> None:
     table = {"title": "Instructions per full prediction on the emulated Cortex-M4F, by function (qemu execution "
                       "trace of bench/peers.py's -O2 ELF, 16 rows; 40 instructions = 1 SysTick tick); edgeseq: "
                       "es_reset + es_next_group + es_push_next of every group + es_current with the tree stages "
-                      "as code",
+                      "as code (the es_push_all rows: es_reset + one es_push_all + es_current)",
              "columns": ["model", "contender", "function", "instructions per prediction", "% of the prediction"],
              "rows": rows}
     calls = {"title": "Instructions per call on the emulated Cortex-M4F (the same traces): es_push_next with "
                       "everything it runs (the copy and check of the group, the stages it completes -- their tree "
-                      "code, readout, link and commit -- and the next group's record), and es_current (with the "
+                      "code, readout, link and commit -- and the next group's record), es_push_all (one call for the "
+                      "whole row: the copy and check of every value, then every stage with its commit), and es_current (with the "
                       "link on read: the copy of the committed scores and the softmax)",
              "columns": ["model", "contender", "call", "calls traced", "mean instructions", "max instructions"],
              "rows": span_rows}

@@ -86,6 +86,13 @@ void contender_predict(const float *row, float *out)
 }
 """
 
+# the same prediction with one call for the whole row (its groups in sequence order, concatenated)
+GLUE_ALL = """    (void)es_reset(&st);
+    (void)es_push_all(&st, row, m_N_FEATURES);
+    (void)es_current(&st, out, 0, 0);
+}
+"""
+
 
 # ----------------------------------------------------------------------------------------------- models
 
@@ -158,11 +165,12 @@ PYTHON_ONLY_CASES = (("softmax linear, 4 classes, 30 columns in 10 groups", soft
 
 # ------------------------------------------------------------------------------------------ contenders
 
-def edgeseq_source(model, d: Path, lanes: int | None = None, c_trees: str = "table", c_link: str = "commit"):
+def edgeseq_source(model, d: Path, lanes: int | None = None, c_trees: str = "table", c_link: str = "commit",
+                   push_all: bool = False):
     """(model C files, runtime C files, glue, column order of a row, n_out, defines); `lanes` forces
     the tree walk (ES_TREE_LANES) on every target, None keeps each target's default; `c_trees` "code"
     writes the tree stages as code (started by es_init_code); `c_link` "read" commits raw scores and
-    links in es_current."""
+    links in es_current; `push_all` pushes the whole row with one es_push_all instead of the es_push_next loop."""
     from edgeseq.export.c_harness import write_c_for
     from edgeseq.export.kinds.affine.c_float import write_c_model
     from edgeseq.export.kinds.trees.c_float import tree_feature_order, write_c_tree_model
@@ -177,7 +185,8 @@ def edgeseq_source(model, d: Path, lanes: int | None = None, c_trees: str = "tab
         cols = tree_feature_order(model)
     else:
         cols = np.concatenate([np.asarray(model.group_columns[g]) for g in model.order])
-    (d / "glue.c").write_text(GLUE_ES if c_trees != "code" else GLUE_ES.replace(
+    glue = GLUE_ES if not push_all else GLUE_ES[:GLUE_ES.index("    es_group_info g;")] + GLUE_ALL
+    (d / "glue.c").write_text(glue if c_trees != "code" else glue.replace(
         "(void)es_init(&st, &m_model, work, m_WORK_FLOATS);", "(void)es_init_code(&st, &m_tree_code, work, m_WORK_FLOATS);"))
     n_out = 2 if model.link == "sigmoid" else model.n_outputs
     defines = () if lanes is None else (f"ES_TREE_LANES={lanes}",)
@@ -365,6 +374,12 @@ def c_table(title, est, model, X, want, contenders, args, tmp: Path) -> dict:
             c = edgeseq_source(model, d, c_trees="code", c_link="read")
         elif name == LINEAR_READ_ROW:
             c = edgeseq_source(model, d, c_link="read")
+        elif name == CODE_ALL_ROW:  # the whole row in one es_push_all call
+            c = edgeseq_source(model, d, c_trees="code", push_all=True)
+        elif name == READ_ALL_ROW:
+            c = edgeseq_source(model, d, c_trees="code", c_link="read", push_all=True)
+        elif name == LINEAR_READ_ALL_ROW:
+            c = edgeseq_source(model, d, c_link="read", push_all=True)
         elif name.startswith("edgeseq"):  # "edgeseq, ES_TREE_LANES=n": one walk on every target
             c = edgeseq_source(model, d, int(name[-1]))
         elif name == "m2cgen":
@@ -408,6 +423,9 @@ def c_table(title, est, model, X, want, contenders, args, tmp: Path) -> dict:
 CODE_ROW = "edgeseq, c_trees=code"
 READ_ROW = "edgeseq, c_trees=code, c_link=read"
 LINEAR_READ_ROW = "edgeseq, c_link=read"
+CODE_ALL_ROW = "edgeseq, c_trees=code, es_push_all"
+READ_ALL_ROW = "edgeseq, c_trees=code, c_link=read, es_push_all"
+LINEAR_READ_ALL_ROW = "edgeseq, c_link=read, es_push_all"
 
 
 def m0_table(models, args, tmp: Path) -> dict:
@@ -657,11 +675,12 @@ def main(argv=None) -> None:
     tables, python_cases, init_models, m0_models = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        specs = [("regression, LightGBM 100 trees x 31 leaves", regression, trees, "regression")]
+        specs = [("regression, LightGBM 100 trees x 31 leaves", regression, [*trees, CODE_ALL_ROW], "regression")]
         if not args.quick:
             specs += [("multiclass digits, LightGBM 1,000 trees x 15 leaves", digits,
-                       [*trees[:4], READ_ROW, *trees[4:]], "proba"),
-                      ("logistic, 30 columns in 10 groups", logistic, ["edgeseq", LINEAR_READ_ROW, "m2cgen"],
+                       [*trees[:4], READ_ROW, *trees[4:], CODE_ALL_ROW, READ_ALL_ROW], "proba"),
+                      ("logistic, 30 columns in 10 groups", logistic,
+                       ["edgeseq", LINEAR_READ_ROW, "m2cgen", LINEAR_READ_ALL_ROW],
                        "logistic")]
         for title, make, contenders, kind in specs:
             contenders = [c for c in contenders if args.only is None or c in args.only]

@@ -954,23 +954,31 @@ static ES_INLINE es_status es_tree_push(es_state *s, const es_model *m, uint32_t
     return ES_OK;
 }
 
-/* es_push's checks: ES_OK when `group` with these n values may be pushed now (every check before any
-   work, so a refused push changes nothing). */
-static ES_INLINE es_status es_push_check(const es_state *s, uint32_t group, const float *values, size_t n)
+/* The checks of every push call (es_push, es_push_next, es_push_all): ES_OK when the state may take
+   values now. */
+static ES_INLINE es_status es_push_ready(const es_state *s, const float *values)
 {
-    const es_model *m;
-    uint32_t j;
     if (s == NULL || values == NULL) {
         return ES_ERR_NULL;
     }
     if (!es_state_ok(s)) {
         return ES_ERR_NOT_INIT;
     }
+    return s->next < s->model->n_groups ? ES_OK : ES_ERR_FINISHED;
+}
+
+/* es_push's checks: ES_OK when `group` with these n values may be pushed now (every check before any
+   work, so a refused push changes nothing). */
+static ES_INLINE es_status es_push_check(const es_state *s, uint32_t group, const float *values, size_t n)
+{
+    const es_model *m;
+    uint32_t j;
+    const es_status st = es_push_ready(s, values);
+    if (st != ES_OK) {
+        return st;
+    }
     m = s->model;
     j = s->next;
-    if (j >= m->n_groups) {
-        return ES_ERR_FINISHED;
-    }
     if (group != m->group_index[j]) {
         return ES_ERR_WRONG_GROUP;
     }
@@ -1020,6 +1028,80 @@ es_status es_push_next(es_state *s, uint32_t group, const float *values, size_t 
     }
     st = es_push_do(s, values);
     return st == ES_OK ? es_fill_next(s, next) : st;
+}
+
+/*
+ * Tree model, es_push_all after its values are stored (x[filled..] holds the remaining groups): run
+ * every stage left, each committed, as the loop of es_push_next would. Without per-input stopping one
+ * es_tree_run does it. With stopping the loop may end at a confident stage: run the stages group by
+ * group as single pushes do, so `next` and `filled` end where that loop leaves them.
+ */
+static es_status es_tree_push_all(es_state *s, const es_model *m)
+{
+    const es_trees *const t = m->trees;
+    uint32_t j;
+    if (s->stop_threshold == NULL) {
+        s->filled = m->n_features;
+        s->next = m->n_groups;
+        return s->stage + 1u < t->n_stages ? es_tree_run(s, s->stage + 1u, t->n_stages - 1u) : ES_OK;
+    }
+    for (j = s->next; j < m->n_groups && !s->confident; ++j) {
+        const uint32_t jn = j + 1u;
+        const uint32_t stage_next = jn < m->n_groups ? t->group_stage[jn] : t->n_stages;
+        s->filled += m->group_dim[j];
+        s->next = jn;
+        if (s->stage + 1u < stage_next) {
+            const es_status st = es_tree_run(s, s->stage + 1u, stage_next - 1u);
+            if (st != ES_OK) {
+                return st;
+            }
+        }
+    }
+    return ES_OK;
+}
+
+es_status es_push_all(es_state *s, const float *values, size_t n)
+{
+    const es_model *m;
+    uint32_t j;
+    uint32_t d;
+    const es_status ready = es_push_ready(s, values);
+    if (ready != ES_OK) {
+        return ready;
+    }
+    m = s->model;
+    if (n != (size_t)(m->n_features - s->filled)) { /* the suffix widths are distinct: n names the start */
+        return ES_ERR_WRONG_LENGTH;
+    }
+    /* every value copied and tested before any stage runs (x beyond `filled` is scratch): a refused
+       call changes nothing */
+    if (es_copy_checked(s->x + s->filled, values, (uint32_t)n) != 0u) {
+        return ES_ERR_NOT_FINITE;
+    }
+    if (ES_IS_TREES(m)) {
+        const es_status st = es_tree_push_all(s, m);
+        return st == ES_OK ? ES_DONE : st;
+    }
+    if (ES_IS_LAYERS(m)) { /* stores only: es_step runs the stages */
+        s->filled = m->n_features;
+        s->next = m->n_groups;
+        return ES_DONE;
+    }
+    /* linear: prefix j + 1 from the stored features (d_new = 0: the same row-order sums as a push that
+       copies its group inside the dot product), committed one group after another */
+    for (j = s->next; j < m->n_groups && !s->confident; ++j) {
+        float *const z = es_scores_out(s);
+        es_status st;
+        d = m->group_dim[j];
+        (void)es_affine(s->x, s->filled + d, m->intercept, 0u, m->coef[j + 1u],
+                        m->intercept + (size_t)(j + 1u) * m->n_outputs, m->n_outputs, z);
+        st = es_publish(s, j + 1u, d, z); /* filled += d once published */
+        if (st != ES_OK) {
+            return st;
+        }
+        s->next = j + 1u;
+    }
+    return ES_DONE;
 }
 
 es_status es_set_stop(es_state *s, const float *threshold)

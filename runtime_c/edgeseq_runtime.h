@@ -337,6 +337,26 @@ es_status es_push(es_state *state, uint32_t group, const float *values, size_t n
  * values, the stages it completes, see COST OF A PUSH) plus the five stores of *next. */
 es_status es_push_next(es_state *state, uint32_t group, const float *values, size_t n, es_group_info *next);
 
+/* Push every remaining group from one array, in one call: firmware that has the features of the rest of
+ * the sample at once (not arriving over time: then the es_push_next loop, which can stop at a budget).
+ * `values` holds the remaining groups' values concatenated in sequence order (es_next_group's order,
+ * starting at the group it names now); n must be exactly their total width, n_features minus the
+ * features pushed so far (the widths left after each position differ, so n also pins where the caller
+ * thinks the sample stands). Every stage is committed through the same double-buffered commit as a
+ * push commits it, one after another: an interrupt reading es_current during the call sees the last
+ * stage completed, as between single pushes; the results are the very bits of the es_push_next loop.
+ * With per-input stopping (es_set_stop) the call ends at the first confident stage, where that loop
+ * ends (the values after it are not used).
+ * Returns ES_DONE (nothing is left to push) on success. Errors, checked once per call: ES_ERR_NULL,
+ * ES_ERR_NOT_INIT, ES_ERR_FINISHED (every group pushed), ES_ERR_WRONG_LENGTH, ES_ERR_NOT_FINITE (a
+ * value of any group is NaN or +-Inf) -- all before anything is pushed: the state is unchanged.
+ * ES_ERR_OVERFLOW: a stage overflowed; the stages before it stay committed (a linear model: the
+ * groups before that group stay pushed and es_next_group names it; a tree model: the sample is over,
+ * as after a single push). A layer-block model stores the groups and returns ES_DONE; es_step runs its
+ * stages. Cost: one validation and one copy-and-test pass over the n values, then the stages' work
+ * (COST OF A PUSH) -- no per-group call, checks or es_group_info. */
+es_status es_push_all(es_state *state, const float *values, size_t n);
+
 /* Copy the last committed prediction (n_pred floats) into out (a model with its link on read: the
  * committed scores with the link applied, see ES_LINK_SIGMOID_ON_READ). prefix (may be NULL) receives the
  * index of its stage (for a linear model: the number of groups it uses); label (may be NULL) the class index of the FIRST largest probability in
