@@ -317,9 +317,11 @@ def build_host(c, d: Path, n_feat: int, n_out: int) -> tuple[Path, float]:
     return exe, seconds
 
 
-def arm_figures(c, d: Path, n_feat: int, n_out: int, target=None) -> tuple[int, int]:
+def arm_figures(c, d: Path, n_feat: int, n_out: int, target=None, gc_sections: bool = False) -> tuple[int, int]:
     """(flash bytes of the -Os objects, emulated SysTick ticks per prediction at -O2) on `target`
-    (default: the Cortex-M4F)."""
+    (default: the Cortex-M4F); `gc_sections` links the tick image as firmware is linked (functions in
+    sections of their own, the ones nothing calls dropped), which the micro:bit's 256 kB flash needs for the
+    1,000-tree model now that the runtime holds calls (es_push_all) the glue does not make."""
     from edgeseq.export.c_arm import ARM_CC, TARGETS, qemu_dir, run_qemu, section_sizes
     target = target or TARGETS["cortex-m4f"]
     srcs, runtime, glue, _, _, defines = c
@@ -338,7 +340,9 @@ def arm_figures(c, d: Path, n_feat: int, n_out: int, target=None) -> tuple[int, 
                     defines=["PEERS_ARM", f"N_FEAT={n_feat}", f"N_OUT={n_out}", *defines, *target.defines],
                     compiler=ARM_CC, flags=("-std=c99",),
                     extra=(*target.cpu_flags, "-O2", "-w", "-T", str(qdir / target.linker_script),
-                           "--specs=rdimon.specs"), libs=("-lm",))
+                           "--specs=rdimon.specs",
+                           *(("-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections") if gc_sections else ())),
+                    libs=("-lm",))
     out = run_qemu(elf, target, extra=("-icount", "shift=0"), timeout=600).stdout
     return flash, int(out.split()[-1])
 
@@ -439,14 +443,15 @@ def m0_table(models, args, tmp: Path) -> dict:
             d.mkdir()
             c = edgeseq_source(model, d, c_trees=form)
             try:
-                flash, ticks = arm_figures(c, d, n_feat, n_out, CORTEX_M0)
+                flash, ticks = arm_figures(c, d, n_feat, n_out, CORTEX_M0, gc_sections=True)
             except Exception as exc:  # noqa: BLE001  (e.g. the model does not fit the micro:bit's flash)
                 print(f"  M0 {title} {form}: not measured ({str(exc).splitlines()[-1][:120]})", flush=True)
                 flash = ticks = None
             rows.append([title, form, ticks, flash])
             print(f"  M0 {title} {form}: {ticks} ticks, {flash} B flash", flush=True)
     return {"title": "edgeseq tree forms on the emulated Cortex-M0 (micro:bit, soft float; qemu -icount SysTick ticks "
-                     "per full prediction at -O2, flash of the -Os objects); None: did not fit or not run",
+                     "per full prediction at -O2, the tick image linked with --gc-sections as firmware is; flash of the -Os "
+                     "objects); None: did not fit or not run",
             "columns": ["model", "c_trees", "M0 ticks (-O2)", "M0 flash B (-Os)"], "rows": rows}
 
 
@@ -645,6 +650,36 @@ def python_only(args) -> None:
                  old.get("command", command_line()), old.get("machine", machine_info(info["load_start"])))
 
 
+def m0_only(args) -> None:
+    """Measure the Cortex-M0 table alone and put it in place of the one in bench/results/peers.json
+    (its own command and machine under ``m0_table``, as ``--python-only`` records ``python_table``)."""
+    import json
+
+    from _results import RESULTS
+    info = machine_info()
+    print(f"load {info['load_start']}", flush=True)
+    cases = [("regression, LightGBM 100 trees x 31 leaves", regression, "regression")]
+    if not args.quick:
+        cases += [("multiclass digits, LightGBM 1,000 trees x 15 leaves", digits, "proba")]
+    models = []
+    for title, make, kind in cases:
+        X, est, model = make()
+        n_out = 1 if kind == "regression" else est.predict_proba(X[:1]).shape[1]
+        models.append((title, model, X.shape[1], n_out))
+    with tempfile.TemporaryDirectory() as tmp:
+        table = m0_table(models, args, Path(tmp))
+    path = RESULTS / "peers.json"
+    old = json.loads(path.read_text(encoding="utf-8"))
+    tables = [t if not t["title"].startswith("edgeseq tree forms on the emulated Cortex-M0") else table
+              for t in old["tables"]]
+    if table not in tables:
+        tables.append(table)
+    keep = {k: v for k, v in old.items() if k not in ("tables", "command", "machine", "date")}
+    write_result("peers", {**keep, "tables": tables,
+                           "m0_table": {"command": command_line(), "machine": machine_info(info["load_start"])}},
+                 old.get("command", command_line()), old.get("machine", machine_info(info["load_start"])))
+
+
 PYTHON_PEERS = ("treelite", "lleaves", "llvmlite", "onnxmltools", "skl2onnx", "onnxruntime", "lightgbm")
 
 
@@ -665,9 +700,13 @@ def main(argv=None) -> None:
     ap.add_argument("--c-only", action="store_true",
                     help="the C tables alone: the Python table and its python_table record are kept from the "
                          "existing bench/results/peers.json")
+    ap.add_argument("--m0-only", action="store_true",
+                    help="the Cortex-M0 table alone, merged into the existing bench/results/peers.json")
     args = ap.parse_args(argv)
     if args.python_only:
         return python_only(args)
+    if args.m0_only:
+        return m0_only(args)
     info = machine_info()
     print(f"load {info['load_start']}", flush=True)
     trees = ["edgeseq", "edgeseq, ES_TREE_LANES=1", "edgeseq, ES_TREE_LANES=8", CODE_ROW, "m2cgen", "emlearn inline",
