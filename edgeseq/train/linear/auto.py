@@ -530,6 +530,16 @@ class LowerTriangular:
 
     @property
     def T(self) -> "LowerTriangular":
+        """The transpose: the same stored triangle, multiplied as Lᵀ (no copy, as ndarray's ``.T``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.auto import LowerTriangular
+        >>> L = np.tril(np.ones((2, 2))); Z = LowerTriangular(L).T
+        >>> Z.trans, (Z @ np.eye(2)).tolist() == L.T.tolist()
+        (True, True)
+        """
         return LowerTriangular(self.L, not self.trans)
 
     def __matmul__(self, B: np.ndarray) -> np.ndarray:
