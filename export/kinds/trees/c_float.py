@@ -307,18 +307,20 @@ def _nodes(model: TreeStageModel, layout: TreeLayout, prefix: str) -> str:
 C_TREES = ("auto", "table", "code")
 # `auto` writes code up to this many nodes: below CODE_CHUNK_MIN_NODES (no chunks) gcc -O2 spends a
 # near-constant CPU time per node of the code form (bench/tree_code_compile.py, rendered in
-# docs/c-runtime.md: about 0.7 ms on the 100-tree regression), so this cut keeps its compile within
+# docs/c-runtime.md: 0.7-0.9 ms on the 100-tree regression), so this cut keeps its compile within
 # about 2 s; beyond it the tables compile as data in a fraction of a second at any size
 CODE_AUTO_MAX_NODES = 2_500
 # the code form walks a stage of more than CODE_CHUNK_MIN_NODES nodes in chunk functions of at most
-# CODE_CHUNK_TREES trees (`tree_code`). Measured with bench/tree_code_compile.py --chunks (gcc 12 -O2
-# on x86-64; emulated Cortex-M4F): the digits model's 998-tree, 24,636-node stage compiles in about a
-# third of the CPU time of one function in chunks of 4 or 8 (16: 0.36, 32: 0.45, 64: 0.57), runs
-# fewer ticks in chunks than whole (smaller functions are optimised better) and grows flash by 1.2 %
-# at 8 (4.5 % at 32); 8 takes the fastest compile that keeps flash within 2 %. Below about 10,000
-# nodes one function compiles near-linearly (the regression model's 5,002-node stage: no faster in
-# chunks) while chunks cost 4-8 % of flash (gcc -Os optimises small functions harder, and its limits
-# for very large ones spare the whole stage), so smaller stages stay one function.
+# CODE_CHUNK_TREES trees (`tree_code`); chosen from the chunk table of bench/tree_code_compile.py
+# (gcc 12 -O2 CPU time on x86-64, emulated Cortex-M4F ticks at -O2, flash at -Os). On the digits
+# model's 998-tree, 24,636-node stage every chunk size from 4 to 16 compiles in about a third of the
+# time of one function (their differences are within the run-to-run spread on a loaded machine) and
+# runs fewer ticks (gcc optimises small functions better than one beyond its limits); the ticks fall
+# and the flash grows with the chunk size (a call per chunk): 8 runs ~7 % fewer ticks than 4 at
+# ~1 % more flash than one function, 16 ~4 % fewer than 8 but at ~3 %. On the regression model's 82-tree,
+# 5,002-node stage chunks of 8 save little compile time and cost ~8 % of flash (gcc -Os spends more
+# code on small functions than its limits let it spend on a very large one), so stages below
+# CODE_CHUNK_MIN_NODES stay one function.
 CODE_CHUNK_TREES = 8
 CODE_CHUNK_MIN_NODES = 10_000
 
@@ -328,8 +330,8 @@ def resolve_c_trees(model: TreeStageModel, c_trees: str = "auto") -> str:
 
     ``"auto"`` picks the code form for models of at most `CODE_AUTO_MAX_NODES` nodes and the tables
     beyond: the code form is faster on Cortex-M cores (M4F and M0 measured) but its compile time grows
-    with the model, most of a millisecond of gcc -O2 per node (a third of that for the nodes of a
-    stage written in chunks, see `tree_code`), while the tables compile as data. At 1,000 trees no
+    with the model, most of a millisecond of gcc -O2 per node (less than half of that in a stage
+    written in chunks, see `tree_code`), while the tables compile as data. At 1,000 trees no
     code form compiles in 2 s, even unoptimised; the tables do, in a fraction of a second.
 
     Raises
@@ -482,7 +484,10 @@ def tree_code(model: TreeStageModel, layout: TreeLayout, prefix: str) -> tuple[s
     bits do not change. The split is for the compiler: gcc's time on one function grows faster than
     linearly with its branches, so a large stage compiles in chunks in about a third of the time
     (the chunk table of bench/tree_code_compile.py); a chunk's call passes and returns one float in
-    registers, a few instructions.
+    registers, a few instructions. The sizes are chosen from that table: chunks of 8 trees keep the
+    flash within about 1 % and run fewer Cortex-M4F ticks than one function; stages under 10,000
+    nodes compile near-linearly as one function, where chunks would only cost flash (the comment at
+    `CODE_CHUNK_TREES` gives the figures).
 
     Then the table ``<prefix>_tree_code`` for ``es_init_code``, tied to ``<prefix>_model`` (whose
     descriptor then has no node tables, so no runtime can walk tables that are not there). Each
