@@ -252,11 +252,15 @@ def test_auto_picks_code_up_to_the_node_cut_and_tables_beyond():
 
 
 @pytest.mark.skipif(missing_tools() is not None, reason=f"emulated Cortex-M tests skipped: {missing_tools()}")
-def test_code_form_on_the_emulated_m4f(tmp_path):
+@pytest.mark.parametrize("per_chunk", [None, 3])
+def test_code_form_on_the_emulated_m4f(per_chunk, tmp_path):
+    """One function per stage, and chunk functions (a float passed and returned in FPU registers)."""
     model = float_leaf_model(2)
     X = edge_rows(model, 2)
     want = [numpy_walk(model, X, k) for k in range(len(model.stages))]
-    write_c_tree_model(model, tmp_path, "edge", c_trees="code")
+    with _chunked(per_chunk) if per_chunk else mock.patch.object(c_float, "CODE_CHUNK_TREES", 8):
+        write_c_tree_model(model, tmp_path, "edge", c_trees="code")
+    assert ("static float edge_stage" in (tmp_path / "edgeseq_model.c").read_text()) == bool(per_chunk)
     run, _ = run_driver_arm(tmp_path, X[:, tree_feature_order(model)], TARGETS["cortex-m4f"])
     for k, (got, ref) in enumerate(zip(run.predictions, want)):
         assert np.array_equal(got.astype(np.float32), ref), f"stage {k}"
