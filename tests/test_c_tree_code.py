@@ -13,6 +13,7 @@ compares ``<`` instead of ``<=``, are caught by the same checks.
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 from unittest import mock
 
@@ -120,6 +121,69 @@ def test_code_comparing_less_than_is_caught(case, tmp_path):
     assert not _same(run, want)
 
 
+def _chunk_calls(src: str, k: int) -> list[str]:
+    return re.findall(rf"^    s\d+ = chk_stage{k}_\d+\(x, s\d+\);$", src, re.M)
+
+
+def _chunked(per_chunk: int):
+    """The code form in chunks of `per_chunk` trees for every stage of more trees, however small."""
+    return mock.patch.multiple(c_float, CODE_CHUNK_TREES=per_chunk, CODE_CHUNK_MIN_NODES=0)
+
+
+@pytest.mark.parametrize("per_chunk, cc", [(2, "gcc"), (3, "clang")])
+def test_stages_in_chunks_of_trees_equal_the_table_walk_bit_for_bit(case, per_chunk, cc, tmp_path):
+    """Stages of 0, 1, 7, 8 and 13 trees on two state entries in chunk functions of 2 or 3 trees (short
+    last chunks, a stage of one chunk written inline, stages without trees), strict flags and
+    ASan/UBSan: the table walk's bits."""
+    if link_problem(cc) is not None:
+        pytest.skip(str(link_problem(cc)))
+    model, X, want = case
+    ens = model.ensemble
+    counts = [s.tree_stop - s.tree_start for s in model.stages]
+    assert 0 in counts and 0 < min(n for n in counts if n) <= per_chunk  # stages of no trees, of one chunk
+    with _chunked(per_chunk):
+        code, d = _run(model, X, tmp_path, compiler=cc, flags=SAN, extra=("-O2",))
+    src = (d / "edgeseq_model.c").read_text()
+    assert "typedef char chk_code_reads_in_range[" in src  # the compile-time range assert is kept
+    short = False
+    for k, st in enumerate(model.stages):  # the chunks are there (a test of one function per stage would pass too)
+        per_entry = np.bincount(ens.target[st.tree_start:st.tree_stop], minlength=ens.n_targets)
+        short |= bool(counts[k] > per_chunk and (per_entry % per_chunk).any())
+        chunks = int((-(-per_entry // per_chunk)).sum()) if counts[k] > per_chunk else 0
+        assert len(re.findall(rf"^static float chk_stage{k}_\d+\(", src, re.M)) == chunks, f"stage {k}"
+        assert [c.split("(")[0].split("_")[-1] for c in _chunk_calls(src, k)] == [str(c) for c in range(chunks)]
+    assert short  # some entry's last chunk is short
+    table, _ = _run(model, X, tmp_path, form="table", compiler=cc, flags=SAN, extra=("-O2",))
+    for k, (got, ref, tab) in enumerate(zip(code.predictions, want, table.predictions)):
+        assert np.array_equal(got, tab), f"stage {k} ({cc}): chunked code differs from the table walk"
+        assert np.array_equal(got.astype(np.float32), ref), f"stage {k} ({cc})"
+
+
+def test_small_stages_stay_one_function(case, tmp_path):
+    """Below CODE_CHUNK_MIN_NODES a stage is one function whatever its tree count."""
+    model, _, _ = case
+    with mock.patch.object(c_float, "CODE_CHUNK_TREES", 2):
+        write_c_tree_model(model, tmp_path, "chk", c_trees="code")
+    assert model.ensemble.n_nodes <= c_float.CODE_CHUNK_MIN_NODES
+    assert not re.search(r"^static float chk_stage", (tmp_path / "edgeseq_model.c").read_text(), re.M)
+
+
+def test_chunks_called_in_another_order_are_caught(case, tmp_path):
+    """Negative control for the chunked form: the last stage's chunks called in reverse order."""
+    model, X, want = case
+    d = tmp_path / "rev"
+    d.mkdir()
+    with _chunked(3):
+        write_c_tree_model(model, d, "chk", c_trees="code")
+    src = (d / "edgeseq_model.c").read_text()
+    k = len(model.stages) - 1
+    calls = _chunk_calls(src, k)
+    assert len(calls) >= 5
+    (d / "edgeseq_model.c").write_text(src.replace("\n".join(calls), "\n".join(reversed(calls))))
+    run = run_c_model(d, X[:, tree_feature_order(model)], extra=("-O1",))
+    assert _same(run, want[:k]) and not np.array_equal(run.predictions[k].astype(np.float32), want[k])
+
+
 def test_code_form_agrees_with_lightgbm(tmp_path):
     reg, model, rows = small_lightgbm()
     code, _ = _run(model, rows, tmp_path, extra=("-O2",))
@@ -188,11 +252,15 @@ def test_auto_picks_code_up_to_the_node_cut_and_tables_beyond():
 
 
 @pytest.mark.skipif(missing_tools() is not None, reason=f"emulated Cortex-M tests skipped: {missing_tools()}")
-def test_code_form_on_the_emulated_m4f(tmp_path):
+@pytest.mark.parametrize("per_chunk", [None, 3])
+def test_code_form_on_the_emulated_m4f(per_chunk, tmp_path):
+    """One function per stage, and chunk functions (a float passed and returned in FPU registers)."""
     model = float_leaf_model(2)
     X = edge_rows(model, 2)
     want = [numpy_walk(model, X, k) for k in range(len(model.stages))]
-    write_c_tree_model(model, tmp_path, "edge", c_trees="code")
+    with _chunked(per_chunk) if per_chunk else mock.patch.object(c_float, "CODE_CHUNK_TREES", 8):
+        write_c_tree_model(model, tmp_path, "edge", c_trees="code")
+    assert ("static float edge_stage" in (tmp_path / "edgeseq_model.c").read_text()) == bool(per_chunk)
     run, _ = run_driver_arm(tmp_path, X[:, tree_feature_order(model)], TARGETS["cortex-m4f"])
     for k, (got, ref) in enumerate(zip(run.predictions, want)):
         assert np.array_equal(got.astype(np.float32), ref), f"stage {k}"

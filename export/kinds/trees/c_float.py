@@ -305,10 +305,24 @@ def _nodes(model: TreeStageModel, layout: TreeLayout, prefix: str) -> str:
 
 
 C_TREES = ("auto", "table", "code")
-# `auto` writes code up to this many nodes: gcc -O2 spends a near-constant CPU time per node of the
-# code form (bench/tree_code_compile.py, rendered in docs/c-runtime.md), so this cut keeps its compile
-# within about 2 s; beyond it the tables compile as data in a fraction of a second at any size
-CODE_AUTO_MAX_NODES = 2_000
+# `auto` writes code up to this many nodes: below CODE_CHUNK_MIN_NODES (no chunks) gcc -O2 spends a
+# near-constant CPU time per node of the code form (bench/tree_code_compile.py, rendered in
+# docs/c-runtime.md: 0.7-0.9 ms on the 100-tree regression), so this cut keeps its compile within
+# about 2 s; beyond it the tables compile as data in a fraction of a second at any size
+CODE_AUTO_MAX_NODES = 2_500
+# the code form walks a stage of more than CODE_CHUNK_MIN_NODES nodes in chunk functions of at most
+# CODE_CHUNK_TREES trees (`tree_code`); chosen from the chunk table of bench/tree_code_compile.py
+# (gcc 12 -O2 CPU time on x86-64, emulated Cortex-M4F ticks at -O2, flash at -Os). On the digits
+# model's 998-tree, 24,636-node stage every chunk size from 4 to 16 compiles in about a third of the
+# time of one function (their differences are within the run-to-run spread on a loaded machine) and
+# runs fewer ticks (gcc optimises small functions better than one beyond its limits); the ticks fall
+# and the flash grows with the chunk size (a call per chunk): 8 runs ~7 % fewer ticks than 4 at
+# ~1 % more flash than one function, 16 ~4 % fewer than 8 but at ~3 %. On the regression model's 82-tree,
+# 5,002-node stage chunks of 8 save little compile time and cost ~8 % of flash (gcc -Os spends more
+# code on small functions than its limits let it spend on a very large one), so stages below
+# CODE_CHUNK_MIN_NODES stay one function.
+CODE_CHUNK_TREES = 8
+CODE_CHUNK_MIN_NODES = 10_000
 
 
 def resolve_c_trees(model: TreeStageModel, c_trees: str = "auto") -> str:
@@ -316,7 +330,9 @@ def resolve_c_trees(model: TreeStageModel, c_trees: str = "auto") -> str:
 
     ``"auto"`` picks the code form for models of at most `CODE_AUTO_MAX_NODES` nodes and the tables
     beyond: the code form is faster on Cortex-M cores (M4F and M0 measured) but its compile time grows
-    with the model, about a millisecond of gcc -O2 per node, while the tables compile as data.
+    with the model, most of a millisecond of gcc -O2 per node (less than half of that in a stage
+    written in chunks, see `tree_code`), while the tables compile as data. At 1,000 trees no
+    code form compiles in 2 s, even unoptimised; the tables do, in a fraction of a second.
 
     Raises
     ------
@@ -425,6 +441,30 @@ def _readout_code(stage, p_out: int) -> tuple[list[str], set]:
     return rows, used
 
 
+def _tree_chunks(ens, trees, per_chunk: int) -> list[tuple[int, list]]:
+    """The chunks of a stage's trees: (state entry, trees) per chunk, each at most `per_chunk` trees
+    that all add to that entry, consecutive among that entry's trees, ordered by their first tree.
+
+    The float32 sum of a state entry depends only on the order of the leaves added to it, and each
+    entry's trees keep their tree order (its chunks are called in the order of their trees), so the
+    sums are the table walk's bit for bit; trees adding to other entries do not touch it.
+
+    Examples
+    --------
+    >>> ens = _demo_model().ensemble
+    >>> _tree_chunks(ens, range(2), 1)
+    [(0, [0]), (0, [1])]
+    """
+    runs, chunks = {}, []
+    for t in trees:
+        i = int(ens.target[t])
+        if i not in runs or len(runs[i]) == per_chunk:
+            runs[i] = []
+            chunks.append((i, runs[i]))
+        runs[i].append(t)
+    return chunks
+
+
 def tree_code(model: TreeStageModel, layout: TreeLayout, prefix: str) -> tuple[str, str]:
     """(header text, source text) of the code form of the tree stages (see `resolve_c_trees`).
 
@@ -433,10 +473,25 @@ def tree_code(model: TreeStageModel, layout: TreeLayout, prefix: str) -> tuple[s
     to its target's local -- tree after tree, the float32 additions of the runtime's table walk in
     the same order, so the two forms give the same bits -- the locals stored back, and the stage's
     readout written into z (`_readout_code`, the bits of the runtime's). A split compares the bit
-    pattern of x with the threshold's as integers (`_c_above`). Then the table
-    ``<prefix>_tree_code`` for ``es_init_code``, tied to ``<prefix>_model`` (whose descriptor then has
-    no node tables, so no runtime can walk tables that are not there). Each feature and state
-    index read was proved in range by `tree_layout` (features pushed by the stage); the source also
+    pattern of x with the threshold's as integers (`_c_above`).
+
+    A stage of more than `CODE_CHUNK_MIN_NODES` nodes and `CODE_CHUNK_TREES` trees walks its trees
+    in chunk functions ``float <prefix>_stage<k>_<c>(x, s)`` instead (`_tree_chunks`): each takes
+    one state entry's value, adds the leaves of at most `CODE_CHUNK_TREES` of that entry's trees
+    (consecutive among them, in tree order) and returns it; the stage function holds the entries in
+    locals, calls the chunks in the order of their first trees, stores the entries back and reads
+    out. Each entry gets the same float32 additions in the same order as in one function, so the
+    bits do not change. The split is for the compiler: gcc's time on one function grows faster than
+    linearly with its branches, so a large stage compiles in chunks in about a third of the time
+    (the chunk table of bench/tree_code_compile.py); a chunk's call passes and returns one float in
+    registers, a few instructions. The sizes are chosen from that table: chunks of 8 trees keep the
+    flash within about 1 % and run fewer Cortex-M4F ticks than one function; stages under 10,000
+    nodes compile near-linearly as one function, where chunks would only cost flash (the comment at
+    `CODE_CHUNK_TREES` gives the figures).
+
+    Then the table ``<prefix>_tree_code`` for ``es_init_code``, tied to ``<prefix>_model`` (whose
+    descriptor then has no node tables, so no runtime can walk tables that are not there). Each
+    feature and state index read was proved in range by `tree_layout` (features pushed by the stage); the source also
     asserts the largest of each against the model's sizes at compile time.
 
     Examples
@@ -464,24 +519,35 @@ def tree_code(model: TreeStageModel, layout: TreeLayout, prefix: str) -> tuple[s
     funcs, table = [], []
     max_feature = int(layout.feature.max(initial=-1))
     bits = f"{prefix}_bits"
+    per_chunk = max(1, int(CODE_CHUNK_TREES))
     for k, st in enumerate(stages):
         trees = _stage_trees(st)
         readout, read = _readout_code(st, model.n_outputs)
         added = sorted({int(ens.target[t]) for t in trees})
-        body = [f"static void {prefix}_stage{k}(const float *x, float *state, float *z)", "{"]
+        name = f"{prefix}_stage{k}"
+        nodes = ens.tree_range(st.tree_stop - 1)[1] - ens.tree_range(st.tree_start)[0] if len(trees) else 0
+        body = [f"static void {name}(const float *x, float *state, float *z)", "{"]
         body += [f"    float s{i} = state[{i}];" for i in sorted(read | set(added))]
-        if len(trees):
-            body += ["    float leaf = 0.0f; /* the leaf a tree reaches, added once at its end */"]
-        body += ["    (void)x; /* a stage of leaves alone reads no feature */"]
-        if not read and not added:
-            body += ["    (void)state;"]
-        for t in trees:
-            body += _tree_chain(ens, layout, t, order, right, f"s{int(ens.target[t])}", bits)
+        if len(trees) > per_chunk and nodes > CODE_CHUNK_MIN_NODES:  # chunk functions (`_tree_chunks`)
+            for c, (i, run) in enumerate(_tree_chunks(ens, trees, per_chunk)):
+                funcs.append("\n".join(
+                    [f"static float {name}_{c}(const float *x, float s)", "{",
+                     "    float leaf = 0.0f; /* the leaf a tree reaches, added once at its end */",
+                     "    (void)x; /* a chunk of leaves alone reads no feature */"]
+                    + [row for t in run for row in _tree_chain(ens, layout, t, order, right, "s", bits)]
+                    + ["    return s;", "}"]))
+                body.append(f"    s{i} = {name}_{c}(x, s{i});")
+        else:
+            if len(trees):
+                body += ["    float leaf = 0.0f; /* the leaf a tree reaches, added once at its end */"]
+            body += ["    (void)x; /* a stage of leaves alone reads no feature */"]
+            if not read and not added:
+                body += ["    (void)state;"]
+            for t in trees:
+                body += _tree_chain(ens, layout, t, order, right, f"s{int(ens.target[t])}", bits)
         body += [f"    state[{i}] = s{i};" for i in added]
-        body += readout
-        body.append("}")
-        funcs.append("\n".join(body))
-        table.append(f"{prefix}_stage{k}")
+        funcs.append("\n".join(body + readout + ["}"]))
+        table.append(name)
     header = (f"/* the tree stages as code (no node tables): start with es_init_code(&st, &{prefix}_tree_code, ...) */\n"
               f"#define {prefix}_TREE_CODE 1\n"
               f"extern const es_tree_code {prefix}_tree_code;")
