@@ -25,9 +25,20 @@
 #define ES_IS_LAYERS(m) ((m)->kind == ES_KIND_LAYERS)
 #endif
 
-/* A link applied on read (ES_LINK_*_ON_READ) and the link it applies. */
+/* A link applied on read (ES_LINK_*_ON_READ), the link it applies, and a commit of the scores as they are
+   (an identity link or a link on read). -DES_IDENTITY_ONLY: es_init accepts identity links alone, so
+   these are constants and the link, link-on-read and stop-test code drops out of the image. */
+#ifdef ES_IDENTITY_ONLY
+#define ES_IS_IDENTITY(m) 1
+#define ES_ON_READ(m) 0
+#define ES_IS_SIGMOID(m) 0
+#define ES_RAW_COMMIT(m) 1
+#else
+#define ES_IS_IDENTITY(m) ((m)->link == ES_LINK_IDENTITY)
 #define ES_ON_READ(m) ((m)->link == ES_LINK_SIGMOID_ON_READ || (m)->link == ES_LINK_SOFTMAX_ON_READ)
 #define ES_IS_SIGMOID(m) ((m)->link == ES_LINK_SIGMOID || (m)->link == ES_LINK_SIGMOID_ON_READ)
+#define ES_RAW_COMMIT(m) (ES_IS_IDENTITY(m) || ES_ON_READ(m))
+#endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
 #define ES_RESTRICT restrict
@@ -290,10 +301,11 @@ static uint32_t es_nonfinite_bit(float v)
  * Thumb-2 cores (Cortex-M3/M4/M7/M33, GCC or Clang): two values a step with one paired load (and store)
  * and, per value, one compare-add of its bit pattern shifted past the sign with 0x01000000 -- which
  * carries out exactly when the exponent is all ones (NaN or +-Inf) -- and one add of that carry: 4
- * instructions a value instead of 7 (the C loop below, which other cores and -DES_PORTABLE_C use; the
- * tests check both). The same answer as es_nonfinite_bit: speed only.
+ * instructions a value instead of 7 (the C loop below, which other cores, -Os builds -- a few bytes
+ * smaller -- and -DES_PORTABLE_C use; the tests check both). The same answer as es_nonfinite_bit:
+ * speed only.
  */
-#if defined(__GNUC__) && defined(__thumb2__) && !defined(ES_PORTABLE_C)
+#if defined(__GNUC__) && defined(__thumb2__) && !defined(__OPTIMIZE_SIZE__) && !defined(ES_PORTABLE_C)
 #define ES_THUMB2_PAIRS 1
 #endif
 
@@ -345,6 +357,9 @@ static ES_INLINE uint32_t es_any_nonfinite(const float *z, uint32_t n)
 #ifdef ES_THUMB2_PAIRS
     if ((n & 1u) != 0u) {
         over = es_nonfinite_bit(*z++) & 0x80000000u;
+        if (n == 1u) { /* a single score (regression): no pair step */
+            return over;
+        }
     }
     if (z != end) {
         uint32_t a;
@@ -442,18 +457,15 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
 static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile float *dst, uint32_t flags)
 {
     uint32_t p;
-    uint32_t best = 0;
+    uint32_t best = 0u;
     const uint32_t n = m->n_outputs;
-    float zmax = z[0]; /* z[best], kept in a register */
+    float zmax = z[0];
     if ((flags & ES_LINK_CHECK) != 0u && es_any_nonfinite(z, n) != 0u) {
         return -2;
     }
     for (p = 1u; p < n; ++p) {
         const float zp = z[p];
-        if (zp > zmax) {
-            best = p;
-            zmax = zp;
-        }
+        zmax = zp > zmax ? zp : zmax;
     }
 #ifdef ES_IDENTITY_ONLY
     (void)dst;
@@ -473,13 +485,13 @@ static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile fl
         return p1 > p0 ? 1 : 0; /* z > 0 tiny enough to round both to 0.5f is a tie: class 0 */
     }
     {
-        /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P]. The largest
-           term is exp(0) = 1 exactly, so its expf call is skipped (the same float; one call fewer at
-           every exit, a third of the link's time with two or three classes). */
+        /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P]. A largest term
+           is exp(0) = 1 exactly, so its expf call is skipped (the same float; one call fewer at every
+           exit, a third of the link's time with two or three classes). */
         float sum = 0.0f;
         float top = -1.0f;
         for (p = 0; p < n; ++p) {
-            z[p] = p == best ? 1.0f : expf(z[p] - zmax);
+            z[p] = z[p] == zmax ? 1.0f : expf(z[p] - zmax);
             sum += z[p];
         }
         if ((flags & ES_LINK_LABEL) == 0u) {
@@ -547,7 +559,7 @@ static uint32_t es_stop_check(const es_state *s, uint32_t j, const volatile floa
 {
     const es_model *m = s->model;
     float stat;
-    if (s->stop_threshold == NULL || m->link == ES_LINK_IDENTITY) {
+    if (s->stop_threshold == NULL || ES_IS_IDENTITY(m)) {
         return 0u;
     }
     stat = s->stop_statistic == ES_STOP_LOGIT_GAP ? gap : es_top2_gap(pred, m->n_pred, -1.0f);
@@ -617,7 +629,7 @@ static ES_INLINE void es_publish_slot(es_state *s, uint32_t j, int32_t label, ui
 static ES_INLINE float *es_scores_out(const es_state *s)
 {
     const es_model *m = s->model;
-    if (m->link == ES_LINK_IDENTITY || ES_ON_READ(m)) {
+    if (ES_RAW_COMMIT(m)) {
         return (float *)(s->slot + (size_t)es_unpublished(s) * m->n_pred);
     }
     return s->z;
@@ -656,7 +668,7 @@ static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new, c
     const uint32_t target = es_unpublished(s);
     volatile float *const dst = s->slot + (size_t)target * m->n_pred;
     int32_t label = -1;
-    if (m->link == ES_LINK_IDENTITY || ES_ON_READ(m)) {
+    if (ES_RAW_COMMIT(m)) {
         uint32_t p;
         if (z != (const float *)dst) { /* a layer-block head writes s->z */
             for (p = 0u; p < m->n_outputs; ++p) {
@@ -800,9 +812,10 @@ static ES_INLINE es_status es_tree_stage_fast(es_state *s, const es_model *m, ui
 {
     const uint32_t target = es_unpublished(s);
     float *const z = (float *)(s->slot + (size_t)target * m->n_pred); /* see es_scores_out */
+    s->stage = k; /* the writer's own record (no reader looks at it): stored before the call, so k need
+                     not be kept across it */
     f(s->x, s->tstate, z);
-    s->stage = k;
-    return es_publish_raw(s, k, 0u, z, m->n_outputs, target, 0);
+    return es_publish_raw(s, s->stage, 0u, z, m->n_outputs, target, 0);
 }
 
 /* A tree stage overflowed: the sample is over (es_push says ES_ERR_FINISHED until es_reset). Cold. */
@@ -841,14 +854,19 @@ static ES_NOINLINE es_status es_tree_run(es_state *s, uint32_t first, uint32_t l
 }
 
 /* Tree model: run stages k..stage_next - 1 (k < stage_next) as es_tree_run does; the common case of one
-   short-path stage inline in the caller (a push, es_start), with no call of es_tree_run. */
+   short-path stage inline in the caller (a push, es_start), with no call of es_tree_run. A build for
+   size (-Os) keeps every stage in es_tree_run: one copy of the stage code instead of one per caller. */
 static ES_INLINE es_status es_tree_stages(es_state *s, const es_model *m, uint32_t k, uint32_t stage_next)
 {
+#ifndef __OPTIMIZE_SIZE__
     const es_tree_stage_fn *const fast = s->fast_stage;
     if (k + 1u == stage_next && fast != NULL && fast[k] != NULL) {
         const es_status st = es_tree_stage_fast(s, m, k, fast[k]);
         return st == ES_OK ? ES_OK : es_tree_over(s, st);
     }
+#else
+    (void)m;
+#endif
     return es_tree_run(s, k, stage_next - 1u);
 }
 
@@ -856,8 +874,7 @@ static ES_INLINE es_status es_tree_stages(es_state *s, const es_model *m, uint32
    its scores as they are (an identity link or a link on read) and no per-input stopping is on. */
 static const es_tree_stage_fn *es_fast_stages(const es_state *s)
 {
-    const es_model *const m = s->model;
-    if (s->tree_code == NULL || s->stop_threshold != NULL || !(m->link == ES_LINK_IDENTITY || ES_ON_READ(m))) {
+    if (s->tree_code == NULL || s->stop_threshold != NULL || !ES_RAW_COMMIT(s->model)) {
         return NULL;
     }
     return s->tree_code->stage;
@@ -1015,31 +1032,41 @@ static ES_INLINE es_status es_tree_push(es_state *s, const es_model *m, uint32_t
     const es_trees *const t = m->trees;
     const uint32_t dim = m->group_dim[j];
     const uint32_t jn = j + 1u;
-    const uint32_t more = jn < m->n_groups;
-    const uint32_t stage_next = more ? t->group_stage[jn] : t->n_stages; /* runs up to stage_next - 1 */
+    uint32_t stage_next; /* runs up to stage_next - 1 */
     if (es_copy_checked(s->x + s->filled, v, dim) != 0u) {
         return ES_ERR_NOT_FINITE;
     }
     s->filled += dim;
     s->next = jn;
+    if (jn < m->n_groups) {
+        stage_next = t->group_stage[jn];
+        if (s->stage + 1u < stage_next) {
+            const es_status st = es_tree_stages(s, m, s->stage + 1u, stage_next);
+            if (st != ES_OK) {
+                return st;
+            }
+        }
+        if (next == NULL) {
+            return ES_OK;
+        }
+        if (s->confident) { /* only after es_set_stop */
+            return ES_DONE;
+        }
+        next->position = jn;
+        next->group = m->group_index[jn];
+        next->dim = m->group_dim[jn];
+        next->cum_cost = m->cum_cost != NULL ? m->cum_cost[stage_next] : 0.0;
+        next->name = m->group_name != NULL ? m->group_name[jn] : NULL;
+        return ES_OK;
+    }
+    stage_next = t->n_stages; /* the last group: every stage left */
     if (s->stage + 1u < stage_next) {
         const es_status st = es_tree_stages(s, m, s->stage + 1u, stage_next);
         if (st != ES_OK) {
             return st;
         }
     }
-    if (next == NULL) {
-        return ES_OK;
-    }
-    if (!more || s->confident) { /* confident: only after es_set_stop */
-        return ES_DONE;
-    }
-    next->position = jn;
-    next->group = m->group_index[jn];
-    next->dim = m->group_dim[jn];
-    next->cum_cost = m->cum_cost != NULL ? m->cum_cost[stage_next] : 0.0;
-    next->name = m->group_name != NULL ? m->group_name[jn] : NULL;
-    return ES_OK;
+    return next == NULL ? ES_OK : ES_DONE;
 }
 
 /* The checks of every push call (es_push, es_push_next, es_push_all): ES_OK when the state may take
