@@ -25,9 +25,20 @@
 #define ES_IS_LAYERS(m) ((m)->kind == ES_KIND_LAYERS)
 #endif
 
-/* A link applied on read (ES_LINK_*_ON_READ) and the link it applies. */
+/* A link applied on read (ES_LINK_*_ON_READ), the link it applies, and a commit of the scores as they are
+   (an identity link or a link on read). -DES_IDENTITY_ONLY: es_init accepts identity links alone, so
+   these are constants and the link, link-on-read and stop-test code drops out of the image. */
+#ifdef ES_IDENTITY_ONLY
+#define ES_IS_IDENTITY(m) 1
+#define ES_ON_READ(m) 0
+#define ES_IS_SIGMOID(m) 0
+#define ES_RAW_COMMIT(m) 1
+#else
+#define ES_IS_IDENTITY(m) ((m)->link == ES_LINK_IDENTITY)
 #define ES_ON_READ(m) ((m)->link == ES_LINK_SIGMOID_ON_READ || (m)->link == ES_LINK_SOFTMAX_ON_READ)
 #define ES_IS_SIGMOID(m) ((m)->link == ES_LINK_SIGMOID || (m)->link == ES_LINK_SIGMOID_ON_READ)
+#define ES_RAW_COMMIT(m) (ES_IS_IDENTITY(m) || ES_ON_READ(m))
+#endif
 
 #if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L
 #define ES_RESTRICT restrict
@@ -285,27 +296,93 @@ static uint32_t es_nonfinite_bit(float v)
     return (bits.u & 0x7f800000u) + 0x00800000u;
 }
 
-/* Copy n values to dst; non-zero (bit 31) when one of them is NaN or +-Inf. */
+/*
+ * The per-value finiteness tests of a push (its group's values) and of a commit (the stage's scores) on
+ * Thumb-2 cores (Cortex-M3/M4/M7/M33, GCC or Clang): two values a step with one paired load (and store)
+ * and, per value, one compare-add of its bit pattern shifted past the sign with 0x01000000 -- which
+ * carries out exactly when the exponent is all ones (NaN or +-Inf) -- and one add of that carry: 4
+ * instructions a value instead of 7 (the C loop below, which other cores, -Os builds -- a few bytes
+ * smaller -- and -DES_PORTABLE_C use; the tests check both). The same answer as es_nonfinite_bit:
+ * speed only.
+ */
+#if defined(__GNUC__) && defined(__thumb2__) && !defined(__OPTIMIZE_SIZE__) && !defined(ES_PORTABLE_C)
+#define ES_THUMB2_PAIRS 1
+#endif
+
+/* Copy n >= 1 values to dst; non-zero when one of them is NaN or +-Inf (dst then holds scratch). n >= 1
+   (every group has values, es_check_model): the loop needs no test before its first step. */
 static ES_INLINE uint32_t es_copy_checked(float *ES_RESTRICT dst, const float *ES_RESTRICT v, uint32_t n)
 {
-    uint32_t i;
+    const float *const end = v + n;
     uint32_t bad = 0u;
-    for (i = 0; i < n; ++i) {
-        dst[i] = v[i];
-        bad |= es_nonfinite_bit(v[i]);
+#ifdef ES_THUMB2_PAIRS
+    if ((n & 1u) != 0u) {
+        const float a = *v++;
+        *dst++ = a;
+        bad = es_nonfinite_bit(a) & 0x80000000u;
     }
-    return bad & 0x80000000u;
+    if (v != end) {
+        uint32_t a;
+        uint32_t b;
+        __asm__ __volatile__("1:\n\t"
+                             "ldrd %[a], %[b], [%[v]], #8\n\t"
+                             "strd %[a], %[b], [%[d]], #8\n\t"
+                             "cmn %[k], %[a], lsl #1\n\t"
+                             "adc %[bad], %[bad], #0\n\t"
+                             "cmn %[k], %[b], lsl #1\n\t"
+                             "adc %[bad], %[bad], #0\n\t"
+                             "cmp %[v], %[end]\n\t"
+                             "bne 1b"
+                             : [a] "=&r"(a), [b] "=&r"(b), [v] "+r"(v), [d] "+r"(dst), [bad] "+r"(bad)
+                             : [k] "r"(0x01000000u), [end] "r"(end)
+                             : "cc", "memory");
+    }
+#else
+    do {
+        const float vi = *v++;
+        *dst++ = vi;
+        bad |= es_nonfinite_bit(vi);
+    } while (v != end);
+    bad &= 0x80000000u;
+#endif
+    return bad;
 }
 
-/* Non-zero (bit 31) when one of the n scores of z is NaN or +-Inf (a stage overflowed). */
+/* Non-zero when one of the n >= 1 scores of z is NaN or +-Inf (a stage overflowed; every model has
+   n_outputs >= 1, es_check_model). */
 static ES_INLINE uint32_t es_any_nonfinite(const float *z, uint32_t n)
 {
-    uint32_t i;
+    const float *const end = z + n;
     uint32_t over = 0u;
-    for (i = 0; i < n; ++i) {
-        over |= es_nonfinite_bit(z[i]);
+#ifdef ES_THUMB2_PAIRS
+    if ((n & 1u) != 0u) {
+        over = es_nonfinite_bit(*z++) & 0x80000000u;
+        if (n == 1u) { /* a single score (regression): no pair step */
+            return over;
+        }
     }
-    return over & 0x80000000u;
+    if (z != end) {
+        uint32_t a;
+        uint32_t b;
+        __asm__ __volatile__("1:\n\t"
+                             "ldrd %[a], %[b], [%[z]], #8\n\t"
+                             "cmn %[k], %[a], lsl #1\n\t"
+                             "adc %[over], %[over], #0\n\t"
+                             "cmn %[k], %[b], lsl #1\n\t"
+                             "adc %[over], %[over], #0\n\t"
+                             "cmp %[z], %[end]\n\t"
+                             "bne 1b"
+                             : [a] "=&r"(a), [b] "=&r"(b), [z] "+r"(z), [over] "+r"(over)
+                             : [k] "r"(0x01000000u), [end] "r"(end)
+                             : "cc", "memory");
+    }
+#else
+    do {
+        over |= es_nonfinite_bit(*z++);
+    } while (z != end);
+    over &= 0x80000000u;
+#endif
+    return over;
 }
 
 /*
@@ -338,7 +415,7 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
     }
     /* P > 1: copy and check first, then 4 outputs at a time with register accumulators (each
        output still sums its rows in order, as the P == 1 path does) */
-    bad = es_copy_checked(x_new, v, d_new);
+    bad = d_new != 0u && es_copy_checked(x_new, v, d_new) != 0u ? 0x80000000u : 0u;
     d_old += d_new;
     for (p = 0; p + 4u <= p_out; p += 4u) {
         float a0 = b[p], a1 = b[p + 1u], a2 = b[p + 2u], a3 = b[p + 3u];
@@ -380,18 +457,15 @@ static uint32_t es_affine(float *ES_RESTRICT x, uint32_t d_old, const float *ES_
 static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile float *dst, uint32_t flags)
 {
     uint32_t p;
-    uint32_t best = 0;
+    uint32_t best = 0u;
     const uint32_t n = m->n_outputs;
-    float zmax = z[0]; /* z[best], kept in a register */
+    float zmax = z[0];
     if ((flags & ES_LINK_CHECK) != 0u && es_any_nonfinite(z, n) != 0u) {
         return -2;
     }
     for (p = 1u; p < n; ++p) {
         const float zp = z[p];
-        if (zp > zmax) {
-            best = p;
-            zmax = zp;
-        }
+        zmax = zp > zmax ? zp : zmax;
     }
 #ifdef ES_IDENTITY_ONLY
     (void)dst;
@@ -411,13 +485,13 @@ static ES_NOINLINE int32_t es_link_into(const es_model *m, float *z, volatile fl
         return p1 > p0 ? 1 : 0; /* z > 0 tiny enough to round both to 0.5f is a tie: class 0 */
     }
     {
-        /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P]. The largest
-           term is exp(0) = 1 exactly, so its expf call is skipped (the same float; one call fewer at
-           every exit, a third of the link's time with two or three classes). */
+        /* softmax with the max subtracted: every exponent <= 0, the sum is in [1, P]. A largest term
+           is exp(0) = 1 exactly, so its expf call is skipped (the same float; one call fewer at every
+           exit, a third of the link's time with two or three classes). */
         float sum = 0.0f;
         float top = -1.0f;
         for (p = 0; p < n; ++p) {
-            z[p] = p == best ? 1.0f : expf(z[p] - zmax);
+            z[p] = z[p] == zmax ? 1.0f : expf(z[p] - zmax);
             sum += z[p];
         }
         if ((flags & ES_LINK_LABEL) == 0u) {
@@ -485,7 +559,7 @@ static uint32_t es_stop_check(const es_state *s, uint32_t j, const volatile floa
 {
     const es_model *m = s->model;
     float stat;
-    if (s->stop_threshold == NULL || m->link == ES_LINK_IDENTITY) {
+    if (s->stop_threshold == NULL || ES_IS_IDENTITY(m)) {
         return 0u;
     }
     stat = s->stop_statistic == ES_STOP_LOGIT_GAP ? gap : es_top2_gap(pred, m->n_pred, -1.0f);
@@ -555,7 +629,7 @@ static ES_INLINE void es_publish_slot(es_state *s, uint32_t j, int32_t label, ui
 static ES_INLINE float *es_scores_out(const es_state *s)
 {
     const es_model *m = s->model;
-    if (m->link == ES_LINK_IDENTITY || ES_ON_READ(m)) {
+    if (ES_RAW_COMMIT(m)) {
         return (float *)(s->slot + (size_t)es_unpublished(s) * m->n_pred);
     }
     return s->z;
@@ -594,7 +668,7 @@ static ES_INLINE es_status es_publish(es_state *s, uint32_t j, uint32_t n_new, c
     const uint32_t target = es_unpublished(s);
     volatile float *const dst = s->slot + (size_t)target * m->n_pred;
     int32_t label = -1;
-    if (m->link == ES_LINK_IDENTITY || ES_ON_READ(m)) {
+    if (ES_RAW_COMMIT(m)) {
         uint32_t p;
         if (z != (const float *)dst) { /* a layer-block head writes s->z */
             for (p = 0u; p < m->n_outputs; ++p) {
@@ -728,48 +802,79 @@ static ES_INLINE es_status es_tree_stage(es_state *s, uint32_t k)
 }
 
 /*
+ * The short path of a stage (s->fast_stage, set by es_init_code and es_set_stop: generated stage code,
+ * scores committed as they are, no per-input stopping): stage k's function `f` computes its scores
+ * straight into the unpublished slot, which is tested and published -- no link dispatch, no stop test,
+ * no copy. Never confident (no stopping on this path). On overflow nothing is published (the caller
+ * ends the sample, es_tree_over).
+ */
+static ES_INLINE es_status es_tree_stage_fast(es_state *s, const es_model *m, uint32_t k, es_tree_stage_fn f)
+{
+    const uint32_t target = es_unpublished(s);
+    float *const z = (float *)(s->slot + (size_t)target * m->n_pred); /* see es_scores_out */
+    s->stage = k; /* the writer's own record (no reader looks at it): stored before the call, so k need
+                     not be kept across it */
+    f(s->x, s->tstate, z);
+    return es_publish_raw(s, s->stage, 0u, z, m->n_outputs, target, 0);
+}
+
+/* A tree stage overflowed: the sample is over (es_push says ES_ERR_FINISHED until es_reset). Cold. */
+static ES_NOINLINE es_status es_tree_over(es_state *s, es_status st)
+{
+    s->next = s->model->n_groups;
+    s->stage = s->model->trees->n_stages - 1u;
+    return st;
+}
+
+/*
  * Tree model: run stages first..last, each committed, until one is confident (es_set_stop). On overflow
- * the sample is over (nothing more runs; es_push says ES_ERR_FINISHED until es_reset). The short path
- * (s->fast_stage, set by es_init_code and es_set_stop: generated stage code, scores committed as they
- * are, no per-input stopping) calls the stage's function with the unpublished slot as its z, tests the
- * scores and publishes -- no link dispatch, no stop test, no copy; every other stage runs through
- * es_tree_stage. Out of line: a push that completes no stage (most pushes when groups outnumber
- * stages) does not pay its registers.
+ * the sample is over (nothing more runs). A stage with a short-path function (s->fast_stage) runs it
+ * (es_tree_stage_fast); every other stage runs through es_tree_stage. Out of line: a push that
+ * completes no stage (most pushes when groups outnumber stages) does not pay its registers, and a push
+ * that completes one short-path stage runs it inline (es_tree_push).
  */
 static ES_NOINLINE es_status es_tree_run(es_state *s, uint32_t first, uint32_t last)
 {
-    const es_tree_stage_fn *const fast = s->fast_stage;
-    const uint32_t n_out = s->model->n_outputs;
-    const uint32_t n_pred = s->model->n_pred; /* the slot stride: 2 for a sigmoid, whose z is 1 float */
     uint32_t k;
     for (k = first; k <= last; ++k) {
+        const es_tree_stage_fn *const fast = s->fast_stage;
         es_status st;
-        if (fast != NULL && fast[k] != NULL) { /* never confident: no stopping on this path */
-            const uint32_t target = es_unpublished(s);
-            float *const z = (float *)(s->slot + (size_t)target * n_pred); /* see es_scores_out */
-            fast[k](s->x, s->tstate, z);
-            s->stage = k;
-            st = es_publish_raw(s, k, 0u, z, n_out, target, 0);
+        if (fast != NULL && fast[k] != NULL) {
+            st = es_tree_stage_fast(s, s->model, k, fast[k]);
         } else if (s->confident) { /* a confident stage ends the sample */
             return ES_OK;
         } else {
             st = es_tree_stage(s, k);
         }
         if (st != ES_OK) {
-            s->next = s->model->n_groups;
-            s->stage = s->model->trees->n_stages - 1u;
-            return st;
+            return es_tree_over(s, st);
         }
     }
     return ES_OK;
+}
+
+/* Tree model: run stages k..stage_next - 1 (k < stage_next) as es_tree_run does; the common case of one
+   short-path stage inline in the caller (a push, es_start), with no call of es_tree_run. A build for
+   size (-Os) keeps every stage in es_tree_run: one copy of the stage code instead of one per caller. */
+static ES_INLINE es_status es_tree_stages(es_state *s, const es_model *m, uint32_t k, uint32_t stage_next)
+{
+#ifndef __OPTIMIZE_SIZE__
+    const es_tree_stage_fn *const fast = s->fast_stage;
+    if (k + 1u == stage_next && fast != NULL && fast[k] != NULL) {
+        const es_status st = es_tree_stage_fast(s, m, k, fast[k]);
+        return st == ES_OK ? ES_OK : es_tree_over(s, st);
+    }
+#else
+    (void)m;
+#endif
+    return es_tree_run(s, k, stage_next - 1u);
 }
 
 /* The short path of es_tree_run (s->fast_stage): the stage functions when the model has them, commits
    its scores as they are (an identity link or a link on read) and no per-input stopping is on. */
 static const es_tree_stage_fn *es_fast_stages(const es_state *s)
 {
-    const es_model *const m = s->model;
-    if (s->tree_code == NULL || s->stop_threshold != NULL || !(m->link == ES_LINK_IDENTITY || ES_ON_READ(m))) {
+    if (s->tree_code == NULL || s->stop_threshold != NULL || !ES_RAW_COMMIT(s->model)) {
         return NULL;
     }
     return s->tree_code->stage;
@@ -793,7 +898,7 @@ static ES_NO_MEMSET es_status es_start(es_state *s)
         s->tstate[i] = 0.0f;
     }
     /* stage 0 and the stages that need no group after it: up to the stage of group 0 minus one */
-    return es_tree_run(s, 0u, m->n_groups > 0u ? m->trees->group_stage[0] - 1u : m->trees->n_stages - 1u);
+    return es_tree_stages(s, m, 0u, m->n_groups > 0u ? m->trees->group_stage[0] : m->trees->n_stages);
 }
 
 /* The stage functions of a code-form model (es_init_code): its own, one per stage, and a function for
@@ -927,31 +1032,41 @@ static ES_INLINE es_status es_tree_push(es_state *s, const es_model *m, uint32_t
     const es_trees *const t = m->trees;
     const uint32_t dim = m->group_dim[j];
     const uint32_t jn = j + 1u;
-    const uint32_t more = jn < m->n_groups;
-    const uint32_t stage_next = more ? t->group_stage[jn] : t->n_stages; /* runs up to stage_next - 1 */
+    uint32_t stage_next; /* runs up to stage_next - 1 */
     if (es_copy_checked(s->x + s->filled, v, dim) != 0u) {
         return ES_ERR_NOT_FINITE;
     }
     s->filled += dim;
     s->next = jn;
+    if (jn < m->n_groups) {
+        stage_next = t->group_stage[jn];
+        if (s->stage + 1u < stage_next) {
+            const es_status st = es_tree_stages(s, m, s->stage + 1u, stage_next);
+            if (st != ES_OK) {
+                return st;
+            }
+        }
+        if (next == NULL) {
+            return ES_OK;
+        }
+        if (s->confident) { /* only after es_set_stop */
+            return ES_DONE;
+        }
+        next->position = jn;
+        next->group = m->group_index[jn];
+        next->dim = m->group_dim[jn];
+        next->cum_cost = m->cum_cost != NULL ? m->cum_cost[stage_next] : 0.0;
+        next->name = m->group_name != NULL ? m->group_name[jn] : NULL;
+        return ES_OK;
+    }
+    stage_next = t->n_stages; /* the last group: every stage left */
     if (s->stage + 1u < stage_next) {
-        const es_status st = es_tree_run(s, s->stage + 1u, stage_next - 1u);
+        const es_status st = es_tree_stages(s, m, s->stage + 1u, stage_next);
         if (st != ES_OK) {
             return st;
         }
     }
-    if (next == NULL) {
-        return ES_OK;
-    }
-    if (!more || s->confident) { /* confident: only after es_set_stop */
-        return ES_DONE;
-    }
-    next->position = jn;
-    next->group = m->group_index[jn];
-    next->dim = m->group_dim[jn];
-    next->cum_cost = m->cum_cost != NULL ? m->cum_cost[stage_next] : 0.0;
-    next->name = m->group_name != NULL ? m->group_name[jn] : NULL;
-    return ES_OK;
+    return next == NULL ? ES_OK : ES_DONE;
 }
 
 /* The checks of every push call (es_push, es_push_next, es_push_all): ES_OK when the state may take

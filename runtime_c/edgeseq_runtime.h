@@ -21,7 +21,9 @@
  * Constraints: C99, no heap, no mutable globals, no stdio. libm is used only for expf (sigmoid and
  * softmax links; link with -lm). Compile edgeseq_runtime.c with -DES_IDENTITY_ONLY to drop
  * those links and the libm dependency (es_init then rejects non-identity models). Compile it with
- * -DES_LINEAR_ONLY to drop the tree-stage code (es_init then rejects tree models).
+ * -DES_LINEAR_ONLY to drop the tree-stage code (es_init then rejects tree models). On Thumb-2 cores
+ * (GCC/Clang, not -Os) the copy-and-test of pushed values and the test of a stage's scores are a few
+ * lines of inline assembly (two values a step, the same answers); -DES_PORTABLE_C keeps them in C.
  *
  * STATES AND KINDS. A model is a sequence of stages 0..K (docs/c-runtime.md); es_current reports
  * the index of the committed stage (its `prefix` argument). A LINEAR model (kind ES_KIND_LINEAR)
