@@ -81,11 +81,24 @@ def interactions(n: int = 4000, seed: int = 0):
     return X, np.where(flip, 1 - y, y), [list(range(4 * g, 4 * g + 4)) for g in range(6)], 2.0 ** np.arange(6)
 
 
+MNIST_COSTS = {"path": None}  # --mnist-costs: the calibration every MNIST method of a run is scored with
+
+
 def mnist():
-    """The MNIST bank: features from the shared cache, extractor costs as measured on this machine."""
+    """The MNIST bank: features from the shared cache; extractor costs as measured on this machine
+    (the cached calibration), or from the calibration file given with --mnist-costs, so runs made on
+    different days (or loads) score every method with the same costs."""
+    from edgeseq.extractors import mnist as bank
+    from edgeseq.extractors.calibrate import read_calibration
     from edgeseq.extractors.datasets import mnist_data
     d = mnist_data()
-    return d.X, d.y, [list(c) for c in d.columns], np.asarray(d.costs, dtype=float)
+    costs = np.asarray(d.costs, dtype=float)
+    if MNIST_COSTS["path"]:
+        doc = read_calibration(MNIST_COSTS["path"], bank=bank.bank(), sample=d.images[0])  # names and widths checked
+        costs = np.array([g["cost"] for g in doc["groups"]], dtype=float)
+        MNIST_COSTS["measured_on"] = doc.get("measured_on", {}).get("date")
+    MNIST_COSTS["total"] = float(costs.sum())
+    return d.X, d.y, [list(c) for c in d.columns], costs
 
 
 def datasets(names):
@@ -328,6 +341,9 @@ def main() -> None:
                          "record how far it got (the file's 'unfinished' key) instead of its scores")
     ap.add_argument("--note", default=None,
                     help="a sentence kept with this run's records (what was left out or how the machine was loaded)")
+    ap.add_argument("--mnist-costs", default=None, metavar="GROUPS_JSON",
+                    help="score the MNIST bank with this calibration (e.g. bench/results/mnist_costs.json) instead of "
+                         "the cached one; its file, date and total are kept in every MNIST split record")
     ap.add_argument("--merge-from", default=None, metavar="JSON",
                     help="copy the records of --datasets and --methods from another tree_orders.json into the result "
                          "file (summaries and tables recomputed) and fit nothing: joins two branches' runs")
@@ -341,6 +357,7 @@ def main() -> None:
               f"{sum(len(v) for v in stopped.values())} stopped fits into {RESULTS / 'tree_orders.json'}")
         return
     command, wanted = command_line(), set(args.methods)
+    MNIST_COSTS["path"] = args.mnist_costs
     mine: dict = {}
     for name, (X, y, groups, costs) in datasets(args.datasets):
         fresh = {m: kept_splits(name, m, args.first_split) if args.merge else [] for m in METHODS if m in wanted}
@@ -349,6 +366,9 @@ def main() -> None:
             stopped: dict = {}
             for m, record in one_split(X, y, groups, costs, seed, wanted, args.time_limit, stopped).items():
                 record.update(load_start=load_start, load_end=machine_info()["load_end"])
+                if name == "mnist":  # which calibration scored it: runs on other costs are not comparable
+                    record.update(costs_file=MNIST_COSTS["path"] or "the cached calibration",
+                                  costs_measured_on=MNIST_COSTS.get("measured_on"), costs_total=MNIST_COSTS["total"])
                 fresh[m].append(record)
                 mine.setdefault(name, {})[m] = {"splits": fresh[m], "command": command,
                                                 "load": machine_info()["load_end"],
