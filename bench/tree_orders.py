@@ -40,6 +40,8 @@ run's records (what was left out, how loaded the machine was); every split recor
 averages at its start and end (``load_start``, ``load_end``). ``--merge-from OTHER.json`` fits
 nothing: it copies the records (and stopped fits) of ``--datasets`` × ``--methods`` from another
 result file into this one and recomputes the summaries, so runs made on two branches join without hand editing.
+``--mnist-costs bench/mnist_costs.json`` scores the MNIST bank with that stored calibration instead of the
+cached one (re-measured whenever the extractor code changes), so rows recorded on different days compare.
 """
 
 from __future__ import annotations
@@ -342,7 +344,7 @@ def main() -> None:
     ap.add_argument("--note", default=None,
                     help="a sentence kept with this run's records (what was left out or how the machine was loaded)")
     ap.add_argument("--mnist-costs", default=None, metavar="GROUPS_JSON",
-                    help="score the MNIST bank with this calibration (e.g. bench/results/mnist_costs.json) instead of "
+                    help="score the MNIST bank with this calibration (e.g. bench/mnist_costs.json) instead of "
                          "the cached one; its file, date and total are kept in every MNIST split record")
     ap.add_argument("--merge-from", default=None, metavar="JSON",
                     help="copy the records of --datasets and --methods from another tree_orders.json into the result "
