@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 distributed = pytest.importorskip("distributed", reason="the optional 'dask' extra is not installed")
+from clusters import two_worker_cluster  # noqa: E402
 
 from edgeseq import AnytimeRegressor  # noqa: E402
 from edgeseq.cli import main  # noqa: E402
@@ -62,8 +63,7 @@ def _check_equal(model_path, X, y):
 
 @pytest.fixture(scope="module")
 def scheduler():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster:
+    with two_worker_cluster() as cluster:
         yield cluster.scheduler_address
 
 

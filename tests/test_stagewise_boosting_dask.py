@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed", reason="the optional 'dask' extra is not installed")
+from clusters import two_worker_client  # noqa: E402
 da = pytest.importorskip("dask.array", reason="the optional 'dask' extra is not installed")
 pytest.importorskip("pandas", reason="lightgbm.dask needs pandas (the 'dask' extra)")
 lgb = pytest.importorskip("lightgbm", reason="the optional 'trees' extra is not installed")
@@ -40,8 +41,7 @@ def _data(seed, n):
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+    with two_worker_client() as c:
         yield c
 
 

@@ -167,9 +167,10 @@ def test_too_few_rows_fall_back_and_say_so():
 
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed", reason="the optional 'dask' extra is not installed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+    pytest.importorskip("distributed", reason="the optional 'dask' extra is not installed")
+    from clusters import two_worker_client
+
+    with two_worker_client() as c:
         yield c
 
 

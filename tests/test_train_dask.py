@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed", reason="the optional 'dask' extra is not installed")
+from clusters import two_worker_client  # noqa: E402
 da = pytest.importorskip("dask.array", reason="the optional 'dask' extra is not installed")
 
 from edgeseq import AnytimeRegressor  # noqa: E402
@@ -22,8 +23,7 @@ COSTS = [1.0, 2.0, 3.0, 1.0, 2.0]
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+    with two_worker_client() as c:
         yield c
 
 

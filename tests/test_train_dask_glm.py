@@ -13,6 +13,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 distributed = pytest.importorskip("distributed", reason="the optional 'dask' extra is not installed")
+from clusters import two_worker_client  # noqa: E402
 da = pytest.importorskip("dask.array", reason="the optional 'dask' extra is not installed")
 
 from edgeseq import AnytimeClassifier  # noqa: E402
@@ -31,8 +32,7 @@ L2 = 1e-2
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+    with two_worker_client() as c:
         yield c
 
 
@@ -116,7 +116,7 @@ def test_no_pass_over_the_rows_runs_in_the_client_process(client, monkeypatch):
     assert b.sequence_.size == len(GROUPS)
     ran = [t for t in stream.data if "_objective_part" in str(t["key"])]
     assert len(ran) >= 3 * int(b.n_evals_.sum())  # every evaluation: one task per partition, on the workers
-    assert {t["worker"] for t in ran} <= set(client.scheduler_info()["workers"])
+    assert {t["worker"] for t in ran} <= set(client.nthreads())
 
 
 def test_without_a_cluster_partitions_run_in_this_process(monkeypatch):

@@ -430,7 +430,7 @@ def partitioned_statistics(blocks, n: int, d: int, *, columns=None, client=None,
         raise InputError(f"{len(names)} partition names for {P} partitions")
     labels = list(names) if names is not None else [f"partition {k}" for k in range(P)]
     say(f"statistics pass over {n:,} rows in {P} partitions"
-        + (f" on {len(client.scheduler_info().get('workers', {}))} workers" if client is not None else
+        + (f" on {len(client.nthreads())} workers" if client is not None else
            " (no distributed client: partitions computed in this process)"))
     if client is None:
         return _local(blocks, cols, d, say, labels)
