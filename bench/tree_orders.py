@@ -33,8 +33,10 @@ curve (cumulative cost, test accuracy per stage) of every method and split is ke
 file, so the docs' figures are drawn from it. Summaries are mean ± std over the splits.
 
 ``--merge`` keeps the data sets and methods of the existing result file that this run does not
-compute (a slow data set can be run on its own); ``--methods`` limits the run to some methods (the
-CS-G-OMP reference curve is always fitted, since c_α needs it). The file is rewritten after every
+compute, and of the methods it does compute the splits (seeds) it does not: a slow data set can be
+run on its own, a split at a time, by several processes at once (the file is re-read when it is
+written, and every split records the command that fitted it). ``--methods`` limits the run to some
+methods (the CS-G-OMP reference curve is always fitted, since c_α needs it). The file is rewritten after every
 split, so an interrupted run keeps the splits it finished. ``--note`` keeps a sentence with the
 run's records (what was left out, how loaded the machine was); every split records the load
 averages at its start and end (``load_start``, ``load_end``). ``--merge-from OTHER.json`` fits
@@ -301,7 +303,11 @@ def save(mine: dict, merge: bool, command: str, unfinished: dict | None = None) 
     old = json.loads(path.read_text(encoding="utf-8")) if merge and path.exists() else {}
     runs, stopped = old.get("runs", {}), old.get("unfinished", {})
     for name, by_method in mine.items():
-        runs.setdefault(name, {}).update(by_method)
+        for m, record in by_method.items():  # the recorded splits of seeds this run did not fit are kept
+            seeds = {r["seed"] for r in record["splits"]}
+            kept = [r for r in runs.get(name, {}).get(m, {}).get("splits", []) if r["seed"] not in seeds]
+            runs.setdefault(name, {})[m] = {**record, "splits": sorted(kept + record["splits"],
+                                                                       key=lambda r: r["seed"])}
         for m, record in by_method.items():  # a finished split replaces the stopped fit of its seed
             if stopped.get(name, {}).get(m, {}).get("seed") in [r["seed"] for r in record["splits"]]:
                 stopped[name].pop(m)
@@ -319,15 +325,6 @@ def save(mine: dict, merge: bool, command: str, unfinished: dict | None = None) 
                                  **({"unfinished": stopped} if stopped else {})}, command)
 
 
-def kept_splits(name: str, method: str, below: int) -> list[dict]:
-    """The recorded splits of `method` on data set `name` whose seed is below `below` (for --first-split)."""
-    path = RESULTS / "tree_orders.json"
-    if below <= 0 or not path.exists():
-        return []
-    runs = json.loads(path.read_text(encoding="utf-8")).get("runs", {})
-    return [r for r in runs.get(name, {}).get(method, {}).get("splits", []) if r["seed"] < below]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splits", type=int, default=3)
@@ -336,8 +333,8 @@ def main() -> None:
     ap.add_argument("--merge", action="store_true", help="keep what the existing result file has and this run not")
     ap.add_argument("--first-split", type=int, default=0,
                     help="run splits (seeds) first-split .. first-split + splits - 1; with --merge the splits of "
-                         "lower seeds already recorded for a method are kept in front of them (a slow data set can "
-                         "be completed one split at a time)")
+                         "other seeds already recorded for a method are kept beside them, re-read when the file is "
+                         "written (a slow data set can be completed one split at a time, several at once)")
     ap.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                     help="stop a stagewise boosting fit at its first stage line after this many wall seconds and "
                          "record how far it got (the file's 'unfinished' key) instead of its scores")
@@ -362,12 +359,12 @@ def main() -> None:
     MNIST_COSTS["path"] = args.mnist_costs
     mine: dict = {}
     for name, (X, y, groups, costs) in datasets(args.datasets):
-        fresh = {m: kept_splits(name, m, args.first_split) if args.merge else [] for m in METHODS if m in wanted}
+        fresh: dict = {m: [] for m in METHODS if m in wanted}
         for seed in range(args.first_split, args.first_split + args.splits):
             load_start = machine_info()["load_end"]  # the load when this split starts (1, 5, 15 minutes)
             stopped: dict = {}
             for m, record in one_split(X, y, groups, costs, seed, wanted, args.time_limit, stopped).items():
-                record.update(load_start=load_start, load_end=machine_info()["load_end"])
+                record.update(load_start=load_start, load_end=machine_info()["load_end"], command=command)
                 if name == "mnist":  # which calibration scored it: runs on other costs are not comparable
                     record.update(costs_file=MNIST_COSTS["path"] or "the cached calibration",
                                   costs_measured_on=MNIST_COSTS.get("measured_on"), costs_total=MNIST_COSTS["total"])
