@@ -556,19 +556,19 @@ def test_when_the_best_per_cost_fails_the_floor_the_next_candidate_is_tried():
 def test_the_linear_refit_reuses_the_compared_fits_choice(monkeypatch):
     """With a comparison half (the rule from 3,000 rows on, here forced), a linear model kept by the
     comparison is refitted on all rows with the basis and the sum-form penalty its compared fit chose by
-    cross-validation, instead of cross-validating again: one choice per fit, not two. The comparison
-    itself is unchanged, and on this data the reused choice is the one a direct fit on all rows makes
-    (the same grid penalty and basis). Negative controls: the old path (choosing again) runs the
+    its held-out rows (the search's validation half, `validation=`), instead of choosing again: one choice
+    per fit, not two. The comparison itself is unchanged, and on this data the reused choice is the one
+    a direct (cross-validated) fit on all rows makes (the same grid penalty and basis). Negative controls: the old path (choosing again) runs the
     cross-validation twice, and another penalty gives other probabilities, so matching them says something."""
     from edgeseq.train.linear import classifier as lc
     from edgeseq.train.trees import stagewise_boosting as sb
 
     # four groups of ten noisy copies of one linear factor each: a clear choice (standardised columns,
-    # a strong penalty) that fits on 300 rows and on 400 make alike
+    # a strong penalty) that fits on 600 rows and on 800 make alike
     rng = np.random.default_rng(5)
-    F = rng.normal(size=(400, 4))
-    X = np.repeat(F, 10, axis=1) + 0.3 * rng.normal(size=(400, 40))
-    y = (F @ np.array([1.0, -0.8, 0.6, 0.5]) + rng.normal(size=400) > 0).astype(int)
+    F = rng.normal(size=(800, 4))
+    X = np.repeat(F, 10, axis=1) + 0.3 * rng.normal(size=(800, 40))
+    y = (F @ np.array([1.0, -0.8, 0.6, 0.5]) + rng.normal(size=800) > 0).astype(int)
     groups, costs = [list(range(10 * g, 10 * g + 10)) for g in range(4)], [1.0, 1.0, 2.0, 2.0]
     monkeypatch.setattr(sb, "CV_MAX_ROWS", 0)
     fits, chosen = [], []
@@ -579,9 +579,10 @@ def test_the_linear_refit_reuses_the_compared_fits_choice(monkeypatch):
     clf = AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=0).fit(X, y)
     assert clf.model_kind_ == "linear" and len(fits) == 2 and len(chosen) == 1
     compared, final = fits
-    n_fit = 300  # 25 % of the rows held out (half for the search, half for the comparison)
+    n_fit = 600  # 25 % of the rows held out (half for the search, half for the comparison)
     assert compared.fitted_sequence_.provenance["n_samples"] == n_fit
-    assert final.l2 * 400 == pytest.approx(compared.l2_ * n_fit, rel=1e-12) and final.whiten == compared.whiten_
+    assert compared.fitted_sequence_.provenance["l2_choice"].startswith("held-out rows: 100 rows")
+    assert final.l2 * 800 == pytest.approx(compared.l2_ * n_fit, rel=1e-12) and final.whiten == compared.whiten_
     assert final.l2_ == final.l2 and "search trained on" in final.fitted_sequence_.provenance["l2_choice"]
     direct = edgeseq.AnytimeClassifier(groups, costs).fit(X, y)  # what the old path refitted
     assert (direct.l2_, direct.whiten_) == (compared.l2_, compared.whiten_)
