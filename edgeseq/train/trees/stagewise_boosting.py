@@ -1192,7 +1192,9 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     better on the held-out rows (``trace_["restarts"]``). Unless the trees' area under their curve
     of the negative Brier score over budgets in [0, total cost] is larger than the linear anytime
     model's (`AnytimeClassifier`), on rows the search did not fit (cross-validated below 3,000
-    rows), the fitted estimator is that linear model (``model_kind_ == "linear"``; a tie goes to it).
+    rows; from 3,000 rows on, the linear model's penalty and basis are chosen on the held-out rows
+    that stopped the trees' rounds), the fitted estimator is that linear model
+    (``model_kind_ == "linear"``; a tie goes to it).
 
     Parameters
     ----------
