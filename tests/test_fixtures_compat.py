@@ -3,7 +3,12 @@
 The fixtures (one model file per stage kind, each with a float32-C and an int16-C export) were written
 by `tests/fixtures/make_fixtures.py`, which the tests never run. Exporting the committed model file
 again must reproduce every committed file, manifest included (a manifest records no date or
-version, so nothing is exempt); the committed exports must load in `ExportedModel`, agree with the
+version). One thing in it is measured on the machine that exports: each prefix's
+``float32_max_abs_diff``, the largest difference between onnxruntime's float32 answer and the float64
+reference, whose last bits depend on which kernels onnxruntime picks for the CPU (the fixtures were
+written on an AMD EPYC; an Intel Xeon rounds a few answers the other way). Those values (and the
+manifest's own checksum, which covers them) must agree within `MEASURED_ATOL`; every other byte must
+be the same. The committed exports must load in `ExportedModel`, agree with the
 model file's own predictions and pass `verify`. The model file itself is not compared byte for byte:
 it records the edgeseq version that wrote it. A one-byte change of a committed graph must be caught.
 """
@@ -11,6 +16,7 @@ it records the edgeseq version that wrote it. A one-byte change of a committed g
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 from pathlib import Path
 
@@ -40,6 +46,19 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+# a manifest's measured float32 differences: a few float32 rounding steps of answers near 1 apart at most
+MEASURED_ATOL = 1e-6
+_MEASURED = re.compile(rb'"float32_max_abs_diff": ([-+0-9.eE]+)')
+_CHECKSUM = re.compile(rb'"manifest_sha256": "[0-9a-f]{64}"')
+
+
+def _manifest_apart(data: bytes) -> tuple[bytes, list[float]]:
+    """(the manifest with its measured values and checksum blanked, the measured values in order)."""
+    values = [float(v) for v in _MEASURED.findall(data)]
+    blank = _CHECKSUM.sub(b'"manifest_sha256": ""', _MEASURED.sub(b'"float32_max_abs_diff": 0', data))
+    return blank, values
+
+
 def test_fixtures_are_small():
     total = sum(p.stat().st_size for p in FIXTURES.rglob("*") if p.is_file() and p.name.startswith("compat_")
                 or p.parent.name.startswith("compat_"))
@@ -59,8 +78,26 @@ def test_export_again_is_byte_identical(kind, folder, c_dtype, tmp_path):
     make.export(_model(kind), kind, out, c_dtype)
     committed, again = _files(FIXTURES / folder), _files(out)
     assert sorted(again) == sorted(committed)
-    differ = [name for name in committed if again[name] != committed[name]]
+    differ = [name for name in committed if name != "manifest.json" and again[name] != committed[name]]
     assert not differ, f"re-exporting {folder} changed {differ}"
+    (text, measured), (text_was, measured_was) = map(_manifest_apart, (again["manifest.json"],
+                                                                       committed["manifest.json"]))
+    assert text == text_was, f"re-exporting {folder} changed manifest.json beyond its measured values"
+    assert len(measured) == len(measured_was) > 0
+    np.testing.assert_allclose(measured, measured_was, rtol=0, atol=MEASURED_ATOL)
+
+
+def test_the_manifest_comparison_sees_a_changed_field_and_a_far_measured_value():
+    """Negative controls for the exemption above: a changed cost is a changed manifest, and a measured
+    difference far from the committed one fails the tolerance."""
+    data = (FIXTURES / "compat_trees" / "manifest.json").read_bytes()
+    text, measured = _manifest_apart(data)
+    changed, _ = _manifest_apart(data.replace(b'"cost": 2.0', b'"cost": 2.5', 1))
+    assert b'"cost": 2.0' in data and changed != text
+    far = _MEASURED.sub(b'"float32_max_abs_diff": 0.001', data, count=1)
+    assert _manifest_apart(far)[0] == text
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(_manifest_apart(far)[1], measured, rtol=0, atol=MEASURED_ATOL)
 
 
 @pytest.mark.parametrize("kind, folder, c_dtype", EXPORTS, ids=IDS)
