@@ -38,10 +38,19 @@ GROUP_SIZES = (4, 16, 8, 32, 2, 64, 8, 16)
 
 
 def per_call_us(fns: dict, calls: int, reps: int) -> dict:
-    """Interleaved blocks of `calls` calls; the fastest block per function, in microseconds per call."""
+    """Interleaved blocks of `calls` calls; the fastest block per function, in microseconds per call.
+
+    Every round times the functions in a new order (a seeded shuffle), so no function is always timed
+    right after the same one: one that always follows a heavy one is slowed by what that one left in
+    the caches (in `bench/peers.py`, edgeseq's one-row prediction timed right after LightGBM's own
+    predict took 21 µs per call against 16 µs when timed elsewhere in the round).
+    """
     best = {k: float("inf") for k in fns}
+    items = list(fns.items())
+    order = np.random.default_rng(0)
     for _ in range(reps):
-        for k, f in fns.items():
+        for i in order.permutation(len(items)):
+            k, f = items[i]
             t = time.perf_counter()
             for _ in range(calls):
                 f()
