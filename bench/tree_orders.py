@@ -36,7 +36,8 @@ file, so the docs' figures are drawn from it. Summaries are mean ± std over the
 compute, and of the methods it does compute the splits (seeds) it does not: a slow data set can be
 run on its own, a split at a time, by several processes at once (the file is re-read when it is
 written, and every split records the command that fitted it). ``--methods`` limits the run to some
-methods (the CS-G-OMP reference curve is always fitted, since c_α needs it). The file is rewritten after every
+methods (the CS-G-OMP reference curve is fitted too, since c_α needs it, unless a ``--merge`` run on the
+MNIST bank finds that split's CS-G-OMP record on the same calibration: `recorded_reference`). The file is rewritten after every
 split, so an interrupted run keeps the splits it finished. ``--note`` keeps a sentence with the
 run's records (what was left out, how loaded the machine was); every split records the load
 averages at its start and end (``load_start``, ``load_end``). ``--merge-from OTHER.json`` fits
@@ -201,15 +202,15 @@ def one_split(X, y, groups, costs, seed: int, wanted: set, time_limit: float | N
 
     A stagewise fit still running after `time_limit` wall seconds is stopped at its next stage line
     and left out of the result; `unfinished` then receives its record (seed, wall and CPU seconds,
-    the stage lines with their wall and CPU times, the limit). `reference` (α, c_α), when CS-G-OMP is
-    not wanted, replaces its fit (`recorded_reference`: on the MNIST bank that fit is ~8 minutes).
+    the stage lines with their wall and CPU times, the limit). `reference` (α, c_α), given only when
+    CS-G-OMP is not wanted, replaces its fit (`recorded_reference`: on the MNIST bank that fit is ~8 minutes).
     """
     Xa, Xt, ya, yt = train_test_split(X, y, test_size=0.3, random_state=seed, stratify=y)
     Xf, Xv, yf, yv = train_test_split(Xa, ya, test_size=0.25, random_state=seed, stratify=ya)
     extra: dict = {}  # per method, further measurements kept in its record
     row = _lightgbm_methods(X, Xf, yf, Xv, yv, Xt, yt, groups, costs, wanted, extra)
     cpu = {}  # CPU seconds of the fit, for the methods whose fit-time target matters (AFR)
-    if reference is not None and "CS-G-OMP (linear)" not in wanted:
+    if reference is not None:
         alpha, c_alpha = reference
     else:
         t0 = time.perf_counter()
@@ -383,13 +384,15 @@ def main() -> None:
         for seed in range(args.first_split, args.first_split + args.splits):
             load_start = machine_info()["load_end"]  # the load when this split starts (1, 5, 15 minutes)
             stopped: dict = {}
-            reference = recorded_reference(name, seed, MNIST_COSTS.get("total")) if args.merge else None
-            if reference is not None and "CS-G-OMP (linear)" not in wanted:
+            # decided once: a merging run that does not fit CS-G-OMP takes its recorded (α, c_α)
+            reference = recorded_reference(name, seed, MNIST_COSTS.get("total")) \
+                if args.merge and "CS-G-OMP (linear)" not in wanted else None
+            if reference is not None:
                 print(name, seed, f"c_α {reference[1]:g} from the recorded CS-G-OMP split (not fitted again)", flush=True)
             for m, record in one_split(X, y, groups, costs, seed, wanted, args.time_limit, stopped,
                                        reference).items():
                 record.update(load_start=load_start, load_end=machine_info()["load_end"], command=command)
-                if reference is not None and "CS-G-OMP (linear)" not in wanted:
+                if reference is not None:
                     record["reference"] = "the recorded CS-G-OMP split of this seed and calibration"
                 if name == "mnist":  # which calibration scored it: runs on other costs are not comparable
                     record.update(costs_file=MNIST_COSTS["path"] or "the cached calibration",
