@@ -91,6 +91,8 @@ def test_validation_rows_change_the_choice_and_not_the_rows_fitted():
     ((np.full((2, 8), np.nan), [0, 1]), {}, "validation X contains NaN or Inf in columns of the groups"),
     ((np.zeros((2, 8)), [0, 7]), {}, "validation label 7 is not among the training classes [0, 1]"),
     ((np.zeros((2, 8)),), {}, "validation= takes a pair (X_val, y_val)"),
+    (([["a"] * 8] * 2, [0, 1]), {}, "validation X must be numeric: could not convert string to float: 'a'"),
+    (([[0.0] * 8, [0.0] * 7], [0, 1]), {}, "validation X must be numeric: "),  # ragged rows
     ((np.zeros((2, 8)), [0, 1]), {"l2": 1.0, "whiten": False}, 'validation= chooses l2/whiten="auto"'),
 ])
 def test_a_bad_validation_pair_is_refused_in_one_line(validation, params, says):

@@ -186,7 +186,11 @@ class AnytimeClassifier(ClassifierMixin, AnytimeBase):
             Xv, yv = validation
         except (TypeError, ValueError):
             raise InputError("validation= takes a pair (X_val, y_val)") from None
-        Xv, yv = np.asarray(Xv, dtype=np.float64), np.asarray(yv)
+        try:
+            Xv = np.asarray(Xv, dtype=np.float64)
+        except (TypeError, ValueError) as exc:  # strings, ragged rows: numpy's message, in one line
+            raise InputError(f"validation X must be numeric: {str(exc).splitlines()[0]}") from None
+        yv = np.asarray(yv)
         if Xv.ndim != 2 or Xv.shape[1] != n_features or Xv.shape[0] < 1:
             raise InputError(f"validation X has shape {Xv.shape}; expected (m >= 1, {n_features}) like X")
         if yv.ndim != 1 or yv.shape[0] != Xv.shape[0]:
