@@ -196,6 +196,12 @@ def _tuned_cegb(X, Xf, yf, Xv, yv, groups, costs, extra: dict):
     return best[2], best[3]
 
 
+def linear_choice(est) -> dict:
+    """A linear estimator's chosen penalty and basis, and the lowest cross-validated loss of each basis."""
+    return {"l2": float(est.l2_), "whiten": bool(est.whiten_),
+            "cv_best": {k: float(np.min(v)) for k, v in getattr(est, "cv_scores_", {}).items()}}
+
+
 def one_split(X, y, groups, costs, seed: int, wanted: set, time_limit: float | None = None,
               unfinished: dict | None = None, reference: tuple | None = None) -> dict:
     """Every wanted method on one stratified split: per method the scores and the test anytime curve.
@@ -216,6 +222,7 @@ def one_split(X, y, groups, costs, seed: int, wanted: set, time_limit: float | N
         t0 = time.perf_counter()
         omp = AnytimeClassifier(groups, costs).fit(Xa, ya)
         row["CS-G-OMP (linear)"] = (time.perf_counter() - t0, omp.cum_cost_, estimator_curve(omp, Xt, yt))
+        extra["CS-G-OMP (linear)"] = linear_choice(omp)
         alpha, c_alpha = reference_c_alpha(omp.cum_cost_, estimator_curve(omp, Xa, ya))
     for name, make in (("CS-G-FR (linear)", lambda: AnytimeClassifier(groups, costs, method="fr")),
                        ("AFR", lambda: AFRClassifier(groups, costs)),
@@ -241,6 +248,8 @@ def one_split(X, y, groups, costs, seed: int, wanted: set, time_limit: float | N
                 est = est.fit(Xa, ya)
             row[name] = (time.perf_counter() - t0, est.cum_cost_, estimator_curve(est, Xt, yt))
             cpu[name] = time.process_time() - c0
+            if hasattr(est, "l2_"):
+                extra.setdefault(name, {}).update(linear_choice(est))
             if hasattr(est, "model_kind_"):
                 extra.setdefault(name, {}).update(
                     {"model_kind": est.model_kind_, "restarts": est.trace_["restarts"],

@@ -93,9 +93,26 @@ def test_demo_one_hot_mode_puts_sparse_in_the_main_report(tmp_path):
                                "--one-hot", "--quiet"]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
     assert "| Sparse |" in report and "one-hot" in report
-    # 158 rows fitting 394 features: the validation curve explains nothing, so the training curve is the
-    # reference, and the report says why
+    # 158 rows fitting 394 features: with its penalty and basis chosen on folds whose bases never saw
+    # the scored rows, CS-G-OMP refitted on 75 % of them still explains the other 25 %, so that
+    # validation curve is the reference (the training curve's fallback is tested on its own below)
     data = json.loads((tmp_path / "report" / "report.json").read_text())
-    assert data["reference"] == "CS-G-OMP (train)"
-    assert any("so that validation curve has no stopping cost" in n for n in data["notes"])
+    assert data["reference"] == "CS-G-OMP (validation split of the training part)"
+    assert any("scored on the other 25% (a validation split)" in n for n in data["notes"])
     assert not (tmp_path / "report" / "squared_loss").exists()
+
+
+def test_a_validation_curve_that_explains_nothing_leaves_c_alpha_to_the_training_curve():
+    """The demo's reference for c_α is CS-G-OMP's validation curve unless that curve ends at or below
+    zero (no α-stopping cost exists then); the training curve is used instead and the note says why.
+    Negative control: a validation curve that explains something is kept."""
+    from edgeseq.evaluate import AnytimeCurve
+
+    choose = _load("demo").choose_reference
+    train = AnytimeCurve(costs=[0.0, 1.0, 3.0], values=[0.0, 0.5, 0.6], group_names=["a", "b"])
+    nothing = AnytimeCurve(costs=[0.0, 1.0, 3.0], values=[0.0, -0.1, -0.2], group_names=["a", "b"])
+    ref, note = choose(nothing, train)
+    assert ref is train and "so that validation curve has no stopping cost" in note and "final F -0.2" in note
+    some = AnytimeCurve(costs=[0.0, 1.0, 3.0], values=[0.0, 0.3, 0.4], group_names=["a", "b"])
+    ref, note = choose(some, train)
+    assert ref is some and "no stopping cost" not in note

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge, RidgeCV
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -30,6 +31,21 @@ def standardised(X):
     return (X - X.mean(axis=0)) / X.std(axis=0)
 
 
+class GroupWhitening(TransformerMixin, BaseEstimator):
+    """The working basis with every group whitened, as a scikit-learn step: fitted on the rows it is
+    given, so inside a cross-validated pipeline each fold whitens with its training rows only."""
+
+    def __init__(self, sizes=()):
+        self.sizes = sizes
+
+    def fit(self, X, y=None):
+        self.prob_ = build_working_problem(sufficient_statistics(X, np.zeros(len(X))), list(self.sizes), True)
+        return self
+
+    def transform(self, X):
+        return working_design(X, np.arange(X.shape[1]), self.prob_)
+
+
 def regression_data(seed=0, n=203, d=30):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) * 0.3 + rng.normal(size=d)
@@ -43,17 +59,21 @@ def test_ridge_choice_equals_gridsearch_ridge_on_the_same_folds(whiten):
     n = X.shape[0]  # 203: folds of unequal size, so the sum-form penalty convention is exercised too
     groups = [list(range(0, 10)), list(range(10, 30))]
     est = AnytimeRegressor(groups, [1.0, 2.0], whiten=whiten).fit(X, y)
-    # the same working basis, built independently of the estimator's choice
-    prob = build_working_problem(sufficient_statistics(X, y), [10, 20], whiten)
-    Z = standardised(X) if not whiten else working_design(X, np.arange(30), prob)
-    gs = GridSearchCV(Ridge(), {"alpha": n * np.array(L2_GRID)}, cv=folds_of(n),
-                      scoring="neg_mean_squared_error").fit(Z, y)
+    # the basis as a pipeline step fitted inside each fold, built independently of the estimator's choice
+    pipe = make_pipeline(GroupWhitening([10, 20]) if whiten else StandardScaler(), Ridge())
+    gs = GridSearchCV(pipe, {"ridge__alpha": n * np.array(L2_GRID)}, cv=folds_of(n),
+                      scoring="neg_mean_squared_error").fit(X, y)
     key = "whiten" if whiten else "standardise"
     np.testing.assert_allclose(est.cv_scores_[key] * y.var(), -gs.cv_results_["mean_test_score"], rtol=1e-7)
     i = L2_GRID.index(est.l2_)
-    assert np.isclose(n * est.l2_, gs.best_params_["alpha"]) and 0 < i < len(L2_GRID) - 1  # an interior choice
+    assert np.isclose(n * est.l2_, gs.best_params_["ridge__alpha"]) and 0 < i < len(L2_GRID) - 1  # interior
     # the full-budget prefix is scikit-learn's refit at the chosen alpha
-    np.testing.assert_allclose(est.predict(X), gs.predict(Z), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(est.predict(X), gs.predict(X), rtol=1e-7, atol=1e-8)
+    # negative control: the basis built once from all rows (scored rows included) gives other losses
+    Z = standardised(X) if not whiten else GroupWhitening([10, 20]).fit(X).transform(X)
+    leaky = GridSearchCV(Ridge(), {"alpha": n * np.array(L2_GRID)}, cv=folds_of(n),
+                         scoring="neg_mean_squared_error").fit(Z, y)
+    assert not np.allclose(est.cv_scores_[key] * y.var(), -leaky.cv_results_["mean_test_score"], rtol=1e-5)
     assert est.fitted_sequence_.provenance["l2"] == est.l2_ and est.fitted_sequence_.provenance["l2_param"] == "auto"
 
 
@@ -78,18 +98,30 @@ def test_glm_choice_equals_logistic_regression_cv_on_the_same_folds(n_classes):
     X, y = glm_data(n_classes, n_classes)
     n = X.shape[0]
     clf = AnytimeClassifier([[0, 1, 2], [3, 4, 5, 6, 7]], [1.0, 1.0], whiten=False).fit(X, y)
-    Cs = 1.0 / (n * np.array(GLM_L2_GRID))
-    ref = LogisticRegressionCV(Cs=Cs, cv=folds_of(n), scoring="neg_log_loss", tol=1e-10, max_iter=10000).fit(
-        standardised(X), y)
-    mean = -next(iter(ref.scores_.values())).mean(axis=0)  # every class holds the same multinomial scores
+    ref = scaled_logistic_cv(X, y)
+    mean = -ref.cv_results_["mean_test_score"]
     ours = clf.cv_scores_["standardise"]
     fitted = np.isfinite(ours)  # the path stops once the held-out loss keeps rising (weaker penalties unfitted)
     assert fitted.sum() >= 3 and fitted[GLM_L2_GRID.index(clf.l2_)]
     np.testing.assert_allclose(ours[fitted], mean[fitted], rtol=2e-4)
     assert mean[~fitted].min(initial=np.inf) > mean[fitted].min()  # what was skipped could not have won
-    assert np.isclose(1.0 / (n * clf.l2_), ref.C_[0])
+    assert np.isclose(1.0 / (n * clf.l2_), ref.best_params_["logisticregression__C"])
     assert GLM_L2_GRID.index(clf.l2_) not in (0, len(GLM_L2_GRID) - 1) or np.ptp(mean) > 1e-3  # not a flat curve
-    np.testing.assert_allclose(clf.predict_proba(X), ref.predict_proba(standardised(X)), atol=2e-4)
+    np.testing.assert_allclose(clf.predict_proba(X), ref.predict_proba(X), atol=2e-4)
+    # negative control: columns standardised once on all rows (the scored rows included) score otherwise
+    leaky = LogisticRegressionCV(Cs=1.0 / (n * np.array(GLM_L2_GRID)), cv=folds_of(n), scoring="neg_log_loss",
+                                 tol=1e-10, max_iter=10000).fit(standardised(X), y)
+    assert np.abs(-next(iter(leaky.scores_.values())).mean(axis=0)[fitted] / ours[fitted] - 1).max() > 1e-3
+
+
+def scaled_logistic_cv(X, y):
+    """scikit-learn's reference for the GLM choice: a scaler and a logistic regression cross-validated
+    as one pipeline (the scaler fitted on each fold's training rows) on the estimator's folds, over
+    its penalty grid in scikit-learn's C = 1 / (n λ)."""
+    n = X.shape[0]
+    pipe = make_pipeline(StandardScaler(), LogisticRegression(tol=1e-10, max_iter=10000))
+    return GridSearchCV(pipe, {"logisticregression__C": 1.0 / (n * np.array(GLM_L2_GRID))}, cv=folds_of(n),
+                        scoring="neg_log_loss").fit(X, y)
 
 
 def failure_shaped(seed, n=1300, d=100, n_groups=3):
@@ -282,16 +314,15 @@ def test_glm_choice_on_data_wider_than_its_folds_equals_logistic_regression_cv()
     y = rng.integers(0, 3, size=n)
     X = rng.normal(size=(n, d)) + 0.25 * rng.normal(size=(3, d))[y]
     clf = AnytimeClassifier([list(range(60)), list(range(60, d))], [1.0, 1.0], whiten=False).fit(X, y)
-    ref = LogisticRegressionCV(Cs=1.0 / (n * np.array(GLM_L2_GRID)), cv=folds_of(n), scoring="neg_log_loss", tol=1e-10,
-                               max_iter=10000).fit(standardised(X), y)
-    mean = -next(iter(ref.scores_.values())).mean(axis=0)
+    ref = scaled_logistic_cv(X, y)
+    mean = -ref.cv_results_["mean_test_score"]
     ours = clf.cv_scores_["standardise"]
     # penalties weaker than the chosen one nearly separate 72 rows in 120 columns: there our fits stop
     # at the gradient tolerance about 1 % off scikit-learn's held-out loss (as they did before the QR)
     fitted = np.isfinite(ours) & (np.arange(len(GLM_L2_GRID)) >= GLM_L2_GRID.index(clf.l2_))
     assert fitted.sum() >= 3 and 4 * n // 5 < d  # not vacuous: every fold is wider than its rows
     np.testing.assert_allclose(ours[fitted], mean[fitted], rtol=1e-3)
-    assert np.isclose(1.0 / (n * clf.l2_), ref.C_[0])
+    assert np.isclose(1.0 / (n * clf.l2_), ref.best_params_["logisticregression__C"])
 
 
 def test_the_choice_on_several_threads_equals_it_on_one(monkeypatch):
@@ -402,3 +433,37 @@ def test_the_chosen_glm_penalty_is_the_strongest_near_the_lowest_recorded_loss(s
     near = [GLM_L2_GRID[i] for i in np.flatnonzero(s <= s.min() * (1 + GLM_CHOICE_RTOL))]
     assert clf.l2_ == max(near)
     assert min(v.min() for v in clf.cv_scores_.values()) == s.min()  # the basis with the lowest loss
+
+
+def test_a_sampled_cross_validation_builds_each_fold_basis_without_its_scored_rows(monkeypatch):
+    """On a wide design the GLM folds read every step-th row; fold f is scored on the sample rows
+    i·step with i mod K = f. Its basis comes from all rows of X but those (fitted sample rows and
+    rows outside the sample alike), computed by taking the scored rows' statistics out of all rows'
+    (`without_rows`): here compared with the statistics of exactly those rows, computed afresh.
+    Not vacuous: every recorded basis leaves out rows, and a different fold's rows do not match."""
+    from edgeseq.train.linear import auto
+    from edgeseq.train.linear.group_stats import GroupBlockStats, group_block_statistics
+
+    X, y = glm_data(0, 2, n=300)
+    groups = [[0, 1, 2], [3, 4, 5, 6, 7]]
+    monkeypatch.setattr(auto, "CV_MAX_CELLS", 300 * 8 // 3)  # a step of 3: 100 sample rows, folds of 20
+    seen = []
+    real = auto.build_working_problem
+    monkeypatch.setattr(auto, "build_working_problem",
+                        lambda stats, *a, **k: seen.append(stats) or real(stats, *a, **k))
+    AnytimeClassifier(groups, [1.0, 1.0]).fit(X, y)
+    sample = np.arange(0, 300, 3)
+    Y = y[:, None].astype(float)
+
+    def basis_rows(f):
+        keep = np.ones(300, dtype=bool)
+        keep[sample[np.arange(sample.size) % N_FOLDS == f]] = False
+        return group_block_statistics(X[keep], Y[keep], groups)
+
+    assert len(seen) == 2 * N_FOLDS and all(isinstance(s, GroupBlockStats) and s.n == 280 for s in seen)
+    for i, got in enumerate(seen):
+        want, other = basis_rows(i % N_FOLDS), basis_rows((i + 1) % N_FOLDS)
+        np.testing.assert_allclose(got.x_mean, want.x_mean, rtol=1e-12)
+        for a, b, c in zip(got.blocks, want.blocks, other.blocks):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-9)
+        assert not all(np.allclose(a, c) for a, c in zip(got.blocks, other.blocks))

@@ -8,19 +8,25 @@ fewer noise directions to fit). Summing over prefixes would need one selection p
 
 Rows go to K folds by their index, row i to fold i mod K, so the folds do not depend on how the data
 is chunked or partitioned (the same folds in memory, in shards and on a cluster) and sorted data
-still gives each fold every part of it. The working basis (whitening or standardisation) is built
-once from all rows, as a global standardisation would be; each fold's fit is a ridge (or GLM) fit in
-that basis with its own intercept.
+still gives each fold every part of it. Each fold builds its own working basis (whitening or
+standardisation) from the rows it fits, never from the rows it is scored on, and fits a ridge (or
+GLM) in that basis with its own intercept: what cross-validating a pipeline of scaler and model
+does. A basis built from all rows lets the scored rows shape it; for exact whitening of a group
+nearly as wide as the rows this matters: the noise directions it amplifies are then partly the
+scored rows' own, and whitening looks better on the folds than it does on new rows (seen on the
+MNIST bank, where a basis from all rows chose whitening and a held-out split chose
+standardisation, which tested better).
 
 The penalty is constant in *sum* form across fits, as scikit-learn's ``alpha`` and ``C``: a fold fit
 on n_tr of the n rows uses λ·n/n_tr in the mean-form objective, so the λ chosen on folds is the one
 whose full fit the folds estimated (the best mean-form penalty shrinks like 1/n).
 
-Squared loss: each fold's training statistics are the merge of the other folds' (exact), one
-eigendecomposition of the fold's working Gram serves every penalty of the grid, and the held-out
-loss comes from the held-out fold's own statistics, so no row is read again. GLM: a short path of
-penalties from strong to weak, each fit warm-started from the previous one, scored by held-out
-log-loss.
+Squared loss: each fold's training statistics are all rows' with the fold's taken out (Chan's
+merge solved for the rest), and its basis is built from them; one eigendecomposition of the fold's working Gram serves every penalty of
+the grid, and the held-out loss comes from the held-out fold's own statistics, so no row is read
+again. GLM: the fold's basis comes from all rows' statistics with the scored rows' taken out
+(`without_rows`); a short path of penalties from strong to weak, each fit warm-started from the
+previous one, scored by held-out log-loss.
 
 Whitening (``whiten="auto"``): exact group whitening gives every direction of a group unit
 variance, including directions that hold only noise; when a group is nearly as wide as the row
@@ -42,8 +48,8 @@ from scipy.linalg import lapack  # imported before any `threadpool_limits`: a li
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from edgeseq.errors import InputError
-from edgeseq.train.linear.basis import build_working_problem, times_basis
-from edgeseq.train.linear.group_stats import GroupBlockStats
+from edgeseq.train.linear.basis import build_working_problem, target_scale, times_basis
+from edgeseq.train.linear.group_stats import GroupBlockStats, group_block_statistics, without_rows
 from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
 N_FOLDS = 5
@@ -200,10 +206,11 @@ def _times_basis(prob, A: np.ndarray) -> np.ndarray:
     return times_basis(prob.transforms, prob.raw_slices, prob.slices, A)
 
 
-def _project(prob, stats: SufficientStats, tmap=None):
-    """One row set in the working basis: (n, Σ z̃z̃ᵀ, Σ z̃ỹᵀ, Σ ỹ², mean z, mean y), sums centred on its own means."""
-    tmap = _basis_map(prob) if tmap is None else tmap
-    xy = stats.xy / prob.y_scale
+def _project(prob, stats: SufficientStats, y_scale: np.ndarray):
+    """One row set in the working basis: (n, Σ z̃z̃ᵀ, Σ z̃ỹᵀ, Σ ỹ², mean z, mean y), sums centred on its own
+    means and the target divided by `y_scale` (the unit every fold's loss is counted in)."""
+    tmap = _basis_map(prob)
+    xy = stats.xy / y_scale
     dx = stats.x_mean - prob.x_mean
     if isinstance(tmap, tuple):  # standardisation: a column selection and a scale
         cols, sc = tmap
@@ -213,17 +220,7 @@ def _project(prob, stats: SufficientStats, tmap=None):
         K = _times_basis(prob, _times_basis(prob, stats.xx).T)  # Tᵀ xx T (xx is symmetric)
         K = (K + K.T) / 2  # exactly symmetric for eigh, as the rounding of the two products is not
         q, zbar = _times_basis(prob, xy.T).T, _times_basis(prob, dx[None, :])[0]
-    return stats.n, K, q, np.diag(stats.yy) / prob.y_scale ** 2, zbar, (stats.y_mean - prob.y_mean) / prob.y_scale
-
-
-def _without(total, part):
-    """The working-basis sums of all rows but `part`'s (Chan's merge solved for the other part)."""
-    n, S, C, Y2, z, y = total
-    m, Sf, Cf, Y2f, zf, yf = part
-    r = n - m
-    zr, yr = (n * z - m * zf) / r, (n * y - m * yf) / r
-    dz, dy, f = zf - zr, yf - yr, r * m / n
-    return r, S - Sf - f * np.outer(dz, dz), C - Cf - f * np.outer(dz, dy), Y2 - Y2f - f * dy ** 2, zr, yr
+    return stats.n, K, q, np.diag(stats.yy) / y_scale ** 2, zbar, stats.y_mean / y_scale
 
 
 def _capsule_function(module, name: str, argtypes):
@@ -323,59 +320,65 @@ def _ridge_path(S: np.ndarray, C: np.ndarray, lam: np.ndarray) -> np.ndarray:
     return V @ (Vq[:, None, :] / (np.maximum(s, 0.0)[:, None, None] + lam[None, :, None])).reshape(k, L * P)
 
 
-def ridge_cv_losses(folds, prob, grid, total: SufficientStats | None = None) -> np.ndarray:
+def ridge_cv_losses(folds, group_sizes, whiten: bool, grid, total: SufficientStats | None = None) -> np.ndarray:
     """Mean over folds of the held-out squared error (per unit target variance, summed over outputs).
 
-    `prob` is the working problem of all rows (its basis and target scale; its K is not read);
-    `folds` the statistics of each fold in the same columns, `total` their merge (formed here when
-    None). Row-for-row the same numbers as fitting a ridge with intercept on each fold's training
-    rows of the working design and scoring its held-out rows. Each fold and all rows are projected
-    into the working basis once; a fold's training sums are all rows' minus its own. One symmetric
-    eigendecomposition per fold serves the whole penalty grid, whose weights are then formed and
-    scored for all penalties at once with matrix products.
+    `folds` are the statistics of each fold in the same columns (group after group, `group_sizes`),
+    `total` their merge (formed here when None). Row-for-row the same numbers as building the
+    working basis (`whiten` or standardise) from each fold's training rows, fitting a ridge with
+    intercept on those rows in it and scoring the held-out rows: a pipeline of scaler and model,
+    cross-validated as one, so the scored rows never shape the basis they are scored in. A fold's
+    training statistics are all rows' with the fold's taken out; one symmetric eigendecomposition per
+    fold serves the whole penalty grid, whose weights are then formed and scored for all penalties
+    at once with matrix products. No row is read again.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from edgeseq.train.linear.basis import build_working_problem, times_basis
     >>> X = np.random.default_rng(0).normal(size=(40, 3)); y = X[:, 0] + 0.1 * X[:, 1]
-    >>> folds = fold_statistics(X, y, None, 4)
-    >>> losses = ridge_cv_losses(folds, build_working_problem(merge_folds(folds), [3], whiten=False), (1e-3, 10.0))
+    >>> losses = ridge_cv_losses(fold_statistics(X, y, None, 4), [3], False, (1e-3, 10.0))
     >>> bool(losses[0] < losses[1])
     True
     """
-    return _cv_losses(folds, {None: prob}, grid, merge_folds(folds) if total is None else total, map)[None]
+    total = merge_folds(folds) if total is None else total
+    return _cv_losses(folds, group_sizes, (bool(whiten),), grid, total, map)[bool(whiten)]
 
 
-def _cv_losses(folds, probs: dict, grid, total: SufficientStats, run) -> dict:
-    """`ridge_cv_losses` of every working problem in `probs` ({key: prob}), as {key: losses}.
+def _cv_losses(folds, group_sizes, bases, grid, total: SufficientStats, run) -> dict:
+    """`ridge_cv_losses` of every basis in `bases` (True: whiten, False: standardise), as {basis: losses}.
 
-    The work is cut into tasks that do not depend on each other, run through `run` (``map``, or a
-    thread pool's): first the projections of all rows and of each fold into each basis, then one
-    task per basis and fold (its reduction, the penalty path and the held-out scores). Each fold's
-    loss is then added in fold order, so the result is the same to the bit however the tasks ran.
+    The work is cut into tasks that do not depend on each other, one per basis and fold (its
+    training statistics, its basis, the two projections, the penalty path and the held-out
+    scores), run through `run` (``map``, or a thread pool's). Each fold's loss is then added in
+    fold order, so the result is the same to the bit however the tasks ran. A task holds one d × d
+    array (its training statistics, all rows' with the fold's taken out) and two k × k projections,
+    so at most as many of each exist as tasks run at once.
     """
     grid = np.asarray(grid, dtype=np.float64)
-    keys = list(probs)
-    tmaps = {key: _basis_map(probs[key]) for key in keys}
-    jobs = [(key, s) for key in keys for s in (total, *folds)]
-    projected = list(run(lambda job: _project(probs[job[0]], job[1], tmaps[job[0]]), jobs))
-    per = len(folds) + 1
-    tasks = [(projected[i * per], held) for i in range(len(keys)) for held in projected[i * per + 1:(i + 1) * per]]
-    losses = list(run(lambda task: _fold_loss(task[0], task[1], grid), tasks))
+    y_scale = target_scale(total)
+
+    def fold_loss(task):
+        whiten, f = task
+        train = total.without(folds[f])
+        prob = build_working_problem(_within_group(train, group_sizes), group_sizes, whiten, keep_cov=False)
+        return _fold_loss(_project(prob, train, y_scale), _project(prob, folds[f], y_scale), grid, total.n)
+
+    tasks = [(w, f) for w in bases for f in range(len(folds))]
+    losses = list(run(fold_loss, tasks))
     out = {}
-    for i, key in enumerate(keys):
+    for i, w in enumerate(bases):
         acc = np.zeros(grid.size)
         for loss in losses[i * len(folds):(i + 1) * len(folds)]:
             acc += loss
-        out[key] = acc / len(folds)
+        out[w] = acc / len(folds)
     return out
 
 
-def _fold_loss(total, held, grid: np.ndarray) -> np.ndarray:
-    """Held-out squared error of one fold at every penalty, from projected sums (`_project`)."""
-    n, L = total[0], grid.size
-    n_tr, S, C, _, zt, yt = _without(total, held)
+def _fold_loss(train, held, grid: np.ndarray, n: int) -> np.ndarray:
+    """Held-out squared error of one fold at every penalty, from projected sums (`_project`) of its
+    training and held-out rows; `n` all rows (the sum-form penalty)."""
+    L = grid.size
+    n_tr, S, C, _, zt, yt = train
     n_f, Sf, Cf, Y2f, zv, yv = held
     k, P = C.shape
     lam = grid * n / n_tr  # the same sum-form penalty in every fit
@@ -419,8 +422,6 @@ def choose_ridge(folds, group_sizes, *, l2, whiten, total: SufficientStats | Non
     True
     """
     total = merge_folds(folds) if total is None else total
-    # the bases need only the within-group blocks (their transforms); K is formed per fold instead
-    blocks = _within_group(total, group_sizes)
     bases = (True, False) if whiten == "auto" else (bool(whiten),)
     grid = L2_GRID if l2 == "auto" else (float(l2),)
     # D-space work: small products and LAPACK's reduction (level-2 BLAS at heart), each on one BLAS
@@ -429,14 +430,13 @@ def choose_ridge(folds, group_sizes, *, l2, whiten, total: SufficientStats | Non
     # (two pools competing). The cores the caller gave BLAS run independent folds instead.
     workers = min(blas_threads(), len(bases) * len(folds))
     with threadpool_limits(limits=1, user_api="blas"):
-        probs = {w: build_working_problem(blocks, group_sizes, w, keep_cov=False) for w in bases}
         if workers > 1:
             # each worker sets its own limit too: a BLAS built on OpenMP keeps the thread count per thread
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgeseq-cv",
                                     initializer=threadpool_limits, initargs=(1, "blas")) as pool:
-                scores = _cv_losses(folds, probs, grid, total, pool.map)
+                scores = _cv_losses(folds, group_sizes, bases, grid, total, pool.map)
         else:
-            scores = _cv_losses(folds, probs, grid, total, map)
+            scores = _cv_losses(folds, group_sizes, bases, grid, total, map)
     return _best(scores, grid, len(folds))
 
 
@@ -488,7 +488,9 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int,
     fitted on exactly those rows uses (no sum-form rescaling). K times cheaper, for a caller that
     already keeps rows apart (`AnytimeClassifier.fit`'s ``validation``).
 
-    `Z` is the working design of all rows (centred, in the chosen basis). The path runs from the
+    `Z` is the working design of all rows (centred, in the chosen basis), or a function of the
+    scored rows' mask giving it in a basis built without those rows (`choose_glm`: the fold's own
+    basis, as a scaler fitted inside each fold would give). The path runs from the
     strongest penalty down, each fold's fit starting from its previous weights. Once the mean
     held-out loss has risen for `PATH_PATIENCE` penalties in a row past its best, the weaker ones are
     not fitted (their loss is +inf): they are the slowest fits (nearly separable data) and a loss
@@ -517,16 +519,18 @@ def glm_cv_losses(Z: np.ndarray, Y: np.ndarray, link: str, grid, n_folds: int,
 
     grid = np.asarray(grid, dtype=np.float64)
     if held_out is None:
-        fold = np.arange(Z.shape[0]) % n_folds
+        fold = np.arange(Y.shape[0]) % n_folds
         scored = [fold == f for f in range(n_folds)]
-        n = Z.shape[0]  # the sum-form penalty of a fit on all rows (see the module notes)
+        n = Y.shape[0]  # the sum-form penalty of a fit on all rows (see the module notes)
     else:
         scored = [np.asarray(held_out, dtype=bool)]
         n = int(np.count_nonzero(~scored[0]))  # the fit on those rows is the model: its own penalty
     parts = []
     for va in scored:
         tr = ~va
-        Zt, Yt, Zv = Z[tr], Y[tr], Z[va]
+        Zf = Z(va) if callable(Z) else Z
+        Zt, Yt, Zv = Zf[tr], Y[tr], Zf[va]
+        del Zf  # a fold's own design lives only as long as its two slices are cut
         span = 0 < Zt.shape[0] < Zt.shape[1]
         if span:  # wider than its rows: fit in the rows' span (see above)
             Q, R = np.linalg.qr(Zt.T)  # Zt = Rᵀ Qᵀ, Q (d, m) orthonormal columns
@@ -637,11 +641,26 @@ def choose_glm(Xs, Ys, stats, group_sizes, link: str, *, l2, whiten, held_out: n
         return fixed(l2, whiten)
     bases = (True, False) if whiten == "auto" else (bool(whiten),)
     grid = GLM_L2_GRID if l2 == "auto" else (float(l2),)
+    cols = np.arange(Xs.shape[1])
+    if held_out is None:  # each fold's basis from all rows but the ones it scores
+        blocks = stats if isinstance(stats, GroupBlockStats) else _within_group(stats, group_sizes)
+        groups = np.split(cols, np.cumsum(np.asarray(group_sizes, dtype=np.int64))[:-1])
+        fold_stats = {}
+
+        def fold_basis(va: np.ndarray) -> GroupBlockStats:
+            key = va.tobytes()
+            if key not in fold_stats:
+                fold_stats[key] = without_rows(blocks, group_block_statistics(Xs[va], Ys[va], groups))
+            return fold_stats[key]
+
     scores = {}
     for w in bases:
-        prob = build_working_problem(stats, group_sizes, w, keep_cov=False)
-        scores[w] = glm_cv_losses(working_design(Xs, np.arange(Xs.shape[1]), prob), Ys, link, grid, n_folds,
-                                  held_out=held_out)
+        if held_out is None:
+            def design(va, w=w):
+                return working_design(Xs, cols, build_working_problem(fold_basis(va), group_sizes, w, keep_cov=False))
+        else:  # `stats` are the fitted rows' already
+            design = working_design(Xs, cols, build_working_problem(stats, group_sizes, w, keep_cov=False))
+        scores[w] = glm_cv_losses(design, Ys, link, grid, n_folds, held_out=held_out)
     choice = _best(scores, grid, n_folds, rtol=GLM_CHOICE_RTOL)
     if held_out is not None:
         choice.held_out = int(np.count_nonzero(held_out))

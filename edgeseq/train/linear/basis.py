@@ -206,6 +206,21 @@ def _embed(rows: np.ndarray, d: int, block: np.ndarray) -> np.ndarray:
     return out
 
 
+def target_scale(stats) -> np.ndarray:
+    """σ_y per output (1 where y is constant): the unit the working problem's target is scaled to.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> target_scale(sufficient_statistics(np.zeros((4, 2)), np.array([[1.0, 5.0], [3.0, 5.0]] * 2))).tolist()
+    [1.0, 1.0]
+    """
+    scale = np.sqrt(stats.var_y)
+    scale[~(scale > 0)] = 1.0
+    return scale
+
+
 def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes, whiten: bool, keep_cov: bool = True,
                           consume: bool = False) -> WorkingProblem:
     """Whiten (or standardise) each group and express K, q in that basis.
@@ -254,9 +269,7 @@ def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes,
     n = stats.n  # cov blocks are xx[a, b] / n, so no d × d covariance is formed here
     blockwise = isinstance(stats, GroupBlockStats)  # only the within-group blocks were computed
     diag_cov = stats.xx_diagonal() / n
-    y_var = stats.var_y
-    y_scale = np.sqrt(y_var)
-    y_scale[~(y_scale > 0)] = 1.0
+    y_scale = target_scale(stats)
     cov_xy = stats.cov_xy / y_scale
     transforms, raw_slices, slices = [], [], []
     r = k = 0

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgeseq.train.linear.stats import SufficientStats, fingerprint_of, sufficient_statistics
+from edgeseq.train.linear.stats import SufficientStats, fingerprint_of, rest_of, sufficient_statistics
 
 
 @dataclass
@@ -35,7 +35,7 @@ class GroupBlockStats:
     --------
     >>> import numpy as np
     >>> from edgeseq.train.linear.group_stats import group_block_statistics
-    >>> from edgeseq.train.linear.stats import SufficientStats, fingerprint_of, sufficient_statistics
+    >>> from edgeseq.train.linear.stats import SufficientStats, fingerprint_of, rest_of, sufficient_statistics
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(30, 5)); y = rng.normal(size=30)
     >>> blocks = group_block_statistics(X, y, [[3, 4], [0, 1, 2]])
     >>> full = sufficient_statistics(X, y, columns=[3, 4, 0, 1, 2])
@@ -132,4 +132,32 @@ def group_block_statistics(X, y, column_groups, *, progress=None) -> GroupBlockS
                            [p.xx for p in parts], np.vstack([p.xy for p in parts]), first.yy)
 
 
-__all__ = ["GroupBlockStats", "group_block_statistics"]
+def without_rows(total: GroupBlockStats, part: GroupBlockStats) -> GroupBlockStats:
+    """The statistics of `total`'s rows that are not `part`'s (`SufficientStats.without` for blocks).
+
+    `part`'s rows must be some of `total`'s. This is how a cross-validation fold gets a working
+    basis built without the rows it is scored on (`edgeseq.train.linear.auto.choose_glm`): from the
+    statistics of all rows, which the fit has anyway, and those of the scored rows alone.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.group_stats import group_block_statistics, without_rows
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(30, 5)) + 3.0; y = rng.normal(size=30)
+    >>> cols = [[0, 1], [2, 3, 4]]
+    >>> rest = without_rows(group_block_statistics(X, y, cols), group_block_statistics(X[:8], y[:8], cols))
+    >>> ref = group_block_statistics(X[8:], y[8:], cols)
+    >>> rest.n, all(np.allclose(a, b) for a, b in zip(rest.blocks, ref.blocks)), bool(np.allclose(rest.xy, ref.xy))
+    (22, True, True)
+    """
+    r, x_rest, y_rest, dx, dy, f = rest_of(total, part)
+    blocks, a = [], 0
+    for B, P in zip(total.blocks, part.blocks):
+        d = dx[a:a + B.shape[0]]
+        blocks.append(B - P - f * np.outer(d, d))
+        a += B.shape[0]
+    return GroupBlockStats(r, x_rest, y_rest, blocks, total.xy - part.xy - f * np.outer(dx, dy),
+                           total.yy - part.yy - f * np.outer(dy, dy))
+
+
+__all__ = ["GroupBlockStats", "group_block_statistics", "without_rows"]

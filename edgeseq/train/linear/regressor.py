@@ -72,7 +72,7 @@ class AnytimeRegressor(RegressorMixin, AnytimeBase):
     >>> y = 3 * X[:, 2] + X[:, 0] + 0.1 * rng.normal(size=200)
     >>> est = AnytimeRegressor(groups=[[0, 1], [2, 3]], costs=[1.0, 5.0], group_names=["cheap", "rich"]).fit(X, y)
     >>> est.l2_, est.whiten_            # chosen by cross-validation: little noise, little penalty
-    (0.001, True)
+    (0.001, False)
     >>> est.sequence_.tolist(), est.cum_cost_.tolist()
     ([1, 0], [0.0, 5.0, 6.0])
     >>> est.train_curve_.round(3).tolist()        # training explained variance of prefixes 0, 1, 2

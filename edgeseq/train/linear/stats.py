@@ -205,6 +205,27 @@ class SufficientStats:
         self.y_mean = self.y_mean + dy * (other.n / n)
         return self
 
+    def without(self, part: "SufficientStats") -> "SufficientStats":
+        """The statistics of these rows but `part`'s (`merge` solved for the rest; `part`'s rows must
+        be some of these). One d × d pass, where merging the other parts would take one per part: a
+        cross-validation fold's training statistics from all rows' and the fold's own.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from edgeseq.train.linear.stats import sufficient_statistics
+        >>> rng = np.random.default_rng(0); X = rng.normal(size=(10, 3)) + 5.0; y = rng.normal(size=10)
+        >>> rest = sufficient_statistics(X, y).without(sufficient_statistics(X[:3], y[:3]))
+        >>> ref = sufficient_statistics(X[3:], y[3:])
+        >>> rest.n, bool(np.allclose(rest.xx, ref.xx)), bool(np.allclose(rest.xy, ref.xy))
+        (7, True, True)
+        """
+        r, x_rest, y_rest, dx, dy, f = rest_of(self, part)
+        xx, xy, yy = self.xx - part.xx, self.xy - part.xy, self.yy - part.yy
+        for acc, left, right in ((xx, dx, dx), (xy, dx, dy), (yy, dy, dy)):
+            add_outer(acc, left, right, -f)
+        return SufficientStats(r, x_rest, y_rest, xx, xy, yy)
+
     def take(self, idx) -> "SufficientStats":
         """Statistics of a subset (or reordering) of the columns: they are just the matching entries.
 
@@ -248,6 +269,29 @@ class SufficientStats:
         (16, True, False)
         """
         return fingerprint_of(self.n, (self.x_mean, self.y_mean, self.xx, self.xy, self.yy))
+
+
+def rest_of(total, part) -> tuple:
+    """Chan's merge solved for the rows of `total` that are not `part`'s: (their count, their X and
+    y means, the part's mean minus theirs for X and y, and the weight f = r·m/n of the outer products
+    to take out of the co-moment sums). Shared by `SufficientStats.without` and
+    `edgeseq.train.linear.group_stats.without_rows`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> X = np.array([[0.0], [2.0], [4.0], [6.0]]); y = np.zeros(4)
+    >>> r, x_rest, _, dx, _, f = rest_of(sufficient_statistics(X, y), sufficient_statistics(X[:1], y[:1]))
+    >>> r, x_rest.tolist(), dx.tolist(), f
+    (3, [4.0], [-4.0], 0.75)
+    """
+    n, m = total.n, part.n
+    r = n - m
+    if r <= 0:
+        raise ValueError(f"cannot take {m} rows out of {n}")
+    x_rest, y_rest = (n * total.x_mean - m * part.x_mean) / r, (n * total.y_mean - m * part.y_mean) / r
+    return r, x_rest, y_rest, part.x_mean - x_rest, part.y_mean - y_rest, r * m / n
 
 
 def fingerprint_of(n: int, arrays) -> str:
