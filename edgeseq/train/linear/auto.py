@@ -48,7 +48,7 @@ from scipy.linalg import lapack  # imported before any `threadpool_limits`: a li
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from edgeseq.errors import InputError
-from edgeseq.train.linear.basis import build_working_problem, target_scale, times_basis
+from edgeseq.train.linear.basis import build_working_problem, group_transforms, target_scale, times_basis
 from edgeseq.train.linear.group_stats import GroupBlockStats, group_block_statistics, without_rows
 from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
@@ -188,6 +188,24 @@ def merge_folds(folds) -> SufficientStats:
     return total
 
 
+@dataclass
+class FoldBasis:
+    """A fold's working basis: the part of a `WorkingProblem` that `_project` reads (the ridge folds
+    form their Gram themselves, so nothing else of a working problem is built per fold).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> FoldBasis([np.eye(2)], [slice(0, 2)], [slice(0, 2)], np.zeros(2)).slices
+    [slice(0, 2, None)]
+    """
+
+    transforms: list
+    raw_slices: list
+    slices: list
+    x_mean: np.ndarray
+
+
 def _basis_map(prob):
     """The working basis as one map of the raw columns: (columns, scales) when it only standardises,
     else None: the group transforms are then applied block by block (`_times_basis`)."""
@@ -206,10 +224,10 @@ def _times_basis(prob, A: np.ndarray) -> np.ndarray:
     return times_basis(prob.transforms, prob.raw_slices, prob.slices, A)
 
 
-def _project(prob, stats: SufficientStats, y_scale: np.ndarray):
+def _project(prob, stats: SufficientStats, y_scale: np.ndarray, tmap):
     """One row set in the working basis: (n, Σ z̃z̃ᵀ, Σ z̃ỹᵀ, Σ ỹ², mean z, mean y), sums centred on its own
-    means and the target divided by `y_scale` (the unit every fold's loss is counted in)."""
-    tmap = _basis_map(prob)
+    means and the target divided by `y_scale` (the unit every fold's loss is counted in); `tmap` is
+    `_basis_map(prob)`, formed once for the fold's two row sets."""
     xy = stats.xy / y_scale
     dx = stats.x_mean - prob.x_mean
     if isinstance(tmap, tuple):  # standardisation: a column selection and a scale
@@ -360,8 +378,10 @@ def _cv_losses(folds, group_sizes, bases, grid, total: SufficientStats, run) -> 
     def fold_loss(task):
         whiten, f = task
         train = total.without(folds[f])
-        prob = build_working_problem(_within_group(train, group_sizes), group_sizes, whiten, keep_cov=False)
-        return _fold_loss(_project(prob, train, y_scale), _project(prob, folds[f], y_scale), grid, total.n)
+        basis = FoldBasis(*group_transforms(train, group_sizes, whiten), train.x_mean)
+        tmap = _basis_map(basis)
+        return _fold_loss(_project(basis, train, y_scale, tmap), _project(basis, folds[f], y_scale, tmap), grid,
+                          total.n)
 
     tasks = [(w, f) for w in bases for f in range(len(folds))]
     losses = list(run(fold_loss, tasks))

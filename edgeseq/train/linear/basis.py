@@ -221,6 +221,37 @@ def target_scale(stats) -> np.ndarray:
     return scale
 
 
+def group_transforms(stats: SufficientStats | GroupBlockStats, group_sizes, whiten: bool) -> tuple[list, list, list]:
+    """The working basis alone: per group its raw-centred -> working map, its raw columns and its
+    working dims, (transforms, raw_slices, slices) as `WorkingProblem` holds them.
+
+    What `build_working_problem` starts from, and all a caller needs that only maps sums into the
+    basis (the cross-validation of ``l2="auto"`` builds one basis per fold and forms K itself).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> X = np.random.default_rng(0).normal(size=(50, 3)) * [1.0, 2.0, 4.0]
+    >>> T, raw, work = group_transforms(sufficient_statistics(X, X[:, 0]), [1, 2], whiten=False)
+    >>> [t.shape for t in T], raw, work
+    ([(1, 1), (2, 2)], [slice(0, 1, None), slice(1, 3, None)], [slice(0, 1, None), slice(1, 3, None)])
+    """
+    blockwise = isinstance(stats, GroupBlockStats)
+    transforms, raw_slices, slices = [], [], []
+    r = k = 0
+    for g, size in enumerate(group_sizes):
+        rs = slice(r, r + int(size))
+        T = _group_transform((stats.blocks[g] if blockwise else stats.xx[rs, rs]) / stats.n, stats.x_mean[rs],
+                             whiten)
+        transforms.append(T)
+        raw_slices.append(rs)
+        slices.append(slice(k, k + T.shape[1]))
+        r += int(size)
+        k += T.shape[1]
+    return transforms, raw_slices, slices
+
+
 def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes, whiten: bool, keep_cov: bool = True,
                           consume: bool = False) -> WorkingProblem:
     """Whiten (or standardise) each group and express K, q in that basis.
@@ -271,16 +302,8 @@ def build_working_problem(stats: SufficientStats | GroupBlockStats, group_sizes,
     diag_cov = stats.xx_diagonal() / n
     y_scale = target_scale(stats)
     cov_xy = stats.cov_xy / y_scale
-    transforms, raw_slices, slices = [], [], []
-    r = k = 0
-    for g, size in enumerate(group_sizes):
-        rs = slice(r, r + int(size))
-        T = _group_transform((stats.blocks[g] if blockwise else stats.xx[rs, rs]) / n, stats.x_mean[rs], whiten)
-        transforms.append(T)
-        raw_slices.append(rs)
-        slices.append(slice(k, k + T.shape[1]))
-        r += int(size)
-        k += T.shape[1]
+    transforms, raw_slices, slices = group_transforms(stats, group_sizes, whiten)
+    k = slices[-1].stop if slices else 0
     storage = None if blockwise else ReleasableRows((k, k))
     K, k_blocks = (None, [T.T @ (B / n) @ T for T, B in zip(transforms, stats.blocks)]) if blockwise else \
         (_whitened_gram(storage.array, stats.xx, n, transforms, raw_slices, slices,
