@@ -467,3 +467,9 @@ def test_a_sampled_cross_validation_builds_each_fold_basis_without_its_scored_ro
         for a, b, c in zip(got.blocks, want.blocks, other.blocks):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-9)
         assert not all(np.allclose(a, c) for a, c in zip(got.blocks, other.blocks))
+    # a partitioned fit samples the same rows and takes the same rows out of its own statistics
+    da = pytest.importorskip("dask.array")
+    mem = AnytimeClassifier(groups, [1.0, 1.0]).fit(X, y)
+    dsk = AnytimeClassifier(groups, [1.0, 1.0]).fit(da.from_array(X, chunks=(70, 8)), y)
+    for key, scores in mem.cv_scores_.items():
+        np.testing.assert_allclose(dsk.cv_scores_[key], scores, rtol=1e-9)
