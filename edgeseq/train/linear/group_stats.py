@@ -139,6 +139,23 @@ def without_rows(total: GroupBlockStats, part: GroupBlockStats) -> GroupBlockSta
     basis built without the rows it is scored on (`edgeseq.train.linear.auto.choose_glm`): from the
     statistics of all rows, which the fit has anyway, and those of the scored rows alone.
 
+    Parameters
+    ----------
+    total : GroupBlockStats
+        Statistics of all rows.
+    part : GroupBlockStats
+        Statistics of some of those rows, in the same columns and groups.
+
+    Returns
+    -------
+    GroupBlockStats
+        The statistics of the other rows.
+
+    Raises
+    ------
+    ValueError
+        If `part` holds as many rows as `total` or more.
+
     Examples
     --------
     >>> import numpy as np

@@ -210,6 +210,21 @@ class SufficientStats:
         be some of these). One d × d pass, where merging the other parts would take one per part: a
         cross-validation fold's training statistics from all rows' and the fold's own.
 
+        Parameters
+        ----------
+        part : SufficientStats
+            Statistics of some of these rows, in the same columns.
+
+        Returns
+        -------
+        SufficientStats
+            The statistics of the other rows (a fresh object; these are not changed).
+
+        Raises
+        ------
+        ValueError
+            If `part` holds as many rows as these or more (no rows would be left).
+
         Examples
         --------
         >>> import numpy as np
