@@ -25,6 +25,11 @@ def brief(value, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS) -> str:
     "(1, 'a')"
     >>> len(brief("x" * 10**6)) < 300            # a megabyte of text stays one short line
     True
+    >>> class Table:
+    ...     def __repr__(self):
+    ...         return "Table(a=1,\\n      b=2)"
+    >>> brief(Table())                              # a multi-line repr becomes one line
+    'Table(a=1, b=2)'
     """
     import numpy as np  # here: the command line quotes values without loading numpy at start-up
 
@@ -47,6 +52,8 @@ def brief(value, max_items: int = MAX_ITEMS, max_chars: int = MAX_CHARS) -> str:
             text = repr(value)
         except Exception:  # a repr that fails must not hide the real error
             text = f"<{type(value).__name__}>"
+        if "\n" in text or "\r" in text:  # a multi-line repr (an estimator, a table) as one line
+            text = " ".join(text.split())
     return clip(text, max_chars)
 
 

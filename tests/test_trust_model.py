@@ -143,3 +143,24 @@ def test_sample_rows_of_a_wide_model_are_bounded():
     X = sample_inputs(seq)
     assert X.shape[1] == D and X.size <= MAX_SAMPLE_VALUES
     assert sample_inputs(valid_sequence()).shape[0] == 512  # negative control: narrow models unchanged
+
+
+def test_an_attribute_named_by_an_object_is_refused_in_one_line_without_its_repr():
+    """A file whose instance state has a non-string key (found by the byte-level fuzz: an estimator
+    object as the key) is refused naming the key's type only: its repr (an estimator's spans lines)
+    is not run. Negative control: the same model without the key loads."""
+    import pickle
+
+    from edgeseq.export.kinds.trees.c_float import _demo_model
+    from edgeseq.train.trees.afr import AFRClassifier
+
+    model = _demo_model()
+    loads_model(pickle.dumps(model))
+    key = AFRClassifier(groups=[[0, 1], [2, 3]], costs=[1.0, 2.0], group_names=["cheap", "costly"])
+    assert "\n" in repr(key)  # what the message used to quote
+    model.__dict__[key] = 1
+    with pytest.raises(ModelFormatError) as err:
+        loads_model(pickle.dumps(model))
+    msg = str(err.value)
+    assert "an attribute whose name is of type AFRClassifier, not a string" in msg
+    assert "\n" not in msg and len(msg) <= MAX_MESSAGE

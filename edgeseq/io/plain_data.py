@@ -64,7 +64,10 @@ def _instance_state(obj, where: str) -> dict:
         _refuse(where, f"is a {cls.__name__} without a plain attribute dictionary")
     fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
     for key in state:
-        if type(key) is not str or key.startswith("__"):
+        if type(key) is not str:  # named by its type only: the repr of an object from a file is not ours to run
+            _refuse(where, f"gives its {cls.__name__} an attribute whose name is of type {type(key).__name__}, "
+                           "not a string")
+        if key.startswith("__"):
             _refuse(where, f"gives its {cls.__name__} the attribute {brief(key)}")
         if key not in fields and any(key in vars(k) for k in cls.__mro__):
             _refuse(f"{where}.{brief(key, max_chars=60)}",
