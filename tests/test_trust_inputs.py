@@ -28,7 +28,13 @@ def _groups(tmp_path, text: str, ds):
     '{"groups": [{"name": "a", "columns": ["a"], "cost": 1' + "0" * 400 + "}]}",
     '{"groups": [{"name": "a", "columns": ["a"], "cost": 1' + "0" * 5000 + "}]}",
     '{"groups": [{"name": "' + "n" * 100_000 + '", "columns": ["zz"], "cost": 1}]}',
-], ids=["nested", "cost_400_digits", "cost_5000_digits", "long_name_unknown_column"])
+    '{"groups": [{"name": "' + "n" * 100_000 + '", "columns": [], "cost": 1}]}',
+    '{"groups": [{"name": "' + "n" * 100_000 + '", "columns": ["y"], "cost": 1}]}',
+    '{"groups": [{"name": "a", "columns": ["' + "y" * 100_000 + '"], "cost": 1}]}',
+    '{"groups": [{"name": "a", "columns": ["a"], "cost": 1}], "measured_on": [' + "1," * 100_000 + '1]}',
+    '{"groups": [{"name": "a", "columns": ["a"], "cost": 1}], "cost_unit": [' + "1," * 100_000 + '1]}',
+], ids=["nested", "cost_400_digits", "cost_5000_digits", "long_name_unknown_column", "long_name_no_columns",
+        "long_name_target_column", "long_unknown_column", "measured_on_long_list", "cost_unit_long_list"])
 def test_hostile_groups_file_is_one_bounded_error(tmp_path, ds, text):
     with pytest.raises(GroupSpecError) as info:
         _groups(tmp_path, text, ds)

@@ -323,6 +323,28 @@ def test_a_csv_shard_with_an_endless_header_is_refused_with_the_bound(tmp_path):
         open_shards(d, "t")
 
 
+@pytest.mark.parametrize("other, target", [
+    (None, "missing"),                                                   # the target is not in a wide header
+    (",".join(["y" * 50_000] * 8), "t"),                                 # headers that differ, of long names
+], ids=["target_not_in_wide_header", "different_long_headers"])
+def test_csv_shard_header_errors_quote_the_header_briefly(tmp_path, other, target):
+    """Header errors quote the headers as a short summary, whatever their width or cell lengths.
+    Negative control: the same directory with a matching header and a present target opens."""
+    from edgeseq.errors import InputError
+    from edgeseq.io.shards import open_shards
+
+    d = tmp_path / "csv"
+    d.mkdir()
+    wide = ",".join(f"c{i}" for i in range(20_000)) + ",t"
+    (d / "a.csv").write_text(wide + "\n" + ",".join(["1"] * 20_001) + "\n")
+    (d / "b.csv").write_text((other or wide) + "\n")
+    with pytest.raises(InputError) as err:
+        open_shards(d, target)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 600
+    (d / "b.csv").write_text(wide + "\n" + ",".join(["2"] * 20_001) + "\n")
+    assert open_shards(d, "t").n_cols == 20_001
+
+
 def test_cli_train_on_a_shard_directory_with_a_lying_header_is_one_line(shard_dir, tmp_path):
     from click.testing import CliRunner
 

@@ -13,6 +13,7 @@ import json
 import re
 
 from edgeseq.errors import GroupSpecError
+from edgeseq.messages import brief
 
 MEASURED_ON = "costs_measured_on"  # provenance key: the GROUPS.json "measured_on" object, or None
 COST_UNIT = "cost_unit"  # provenance key: the GROUPS.json "cost_unit" string, or None
@@ -50,7 +51,7 @@ def read_cost_provenance(doc: dict, where) -> dict:
     if measured is not None:
         if not isinstance(measured, dict):
             raise GroupSpecError(f"{where}: 'measured_on' must be an object (as `edgeseq calibrate` writes) "
-                                 f"or a string naming the machine, got {measured!r}")
+                                 f"or a string naming the machine, got {brief(measured)}")
         machine = measured.get("machine")
         if not isinstance(machine, str) or not machine.strip():
             raise GroupSpecError(f"{where}: 'measured_on' must name the machine the costs were measured on "
@@ -69,7 +70,7 @@ def read_cost_provenance(doc: dict, where) -> dict:
                                  "digits); write it as a string")
     if unit is not None and (not isinstance(unit, str) or not unit.strip()):
         raise GroupSpecError(f"{where}: 'cost_unit' must be a non-empty string such as \"microseconds per item\", "
-                             f"got {unit!r}")
+                             f"got {brief(unit)}")
     return {MEASURED_ON: measured, COST_UNIT: unit}
 
 

@@ -431,7 +431,7 @@ def _column_index(ref, ds: Dataset, gname: str) -> int:
     if ds.target_index is None:
         return idx
     if idx == ds.target_index:
-        raise GroupSpecError(f"group {gname!r}: column {ref!r} is the target; it cannot be a feature")
+        raise GroupSpecError(f"group {brief(gname)}: column {brief(ref)} is the target; it cannot be a feature")
     return idx - (idx > ds.target_index)
 
 
@@ -513,7 +513,7 @@ def read_groups(path, ds: Dataset) -> GroupsFile:
             raise GroupSpecError(f"{path}: group {i} has name {brief(name)}; names must be non-empty strings")
         cols = g.get("columns")
         if not isinstance(cols, list) or not cols:
-            raise GroupSpecError(f"{path}: group {name!r} needs a non-empty list 'columns'")
+            raise GroupSpecError(f"{path}: group {brief(name)} needs a non-empty list 'columns'")
         cost = g.get("cost")
         try:  # float() of a 400-digit integer overflows
             value = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else math.nan

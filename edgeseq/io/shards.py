@@ -377,12 +377,12 @@ def _open_csv(paths: list[Path], target) -> ShardSet:
     for path in paths[1:]:
         other = _csv_header(path)
         if other != header:
-            raise InputError(f"shard {path} has header {list(other)[:8]}..., shard {paths[0]} has "
-                             f"{list(header)[:8]}...; every CSV shard needs the same columns")
+            raise InputError(f"shard {path} has header {brief(list(other))}, shard {paths[0]} has "
+                             f"{brief(list(header))}; every CSV shard needs the same columns")
     if target is None:
         raise InputError("give the target column of the CSV shards with --target COL")
     if target not in header:
-        raise InputError(f"shard {paths[0]}: target column {target!r} is not in the header {list(header)}")
+        raise InputError(f"shard {paths[0]}: target column {brief(target)} is not in the header {brief(list(header))}")
     return ShardSet(paths, ".csv", len(header), np.dtype(np.float64), target, header)
 
 
