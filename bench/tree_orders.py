@@ -274,9 +274,16 @@ def recorded_reference(name: str, seed: int, costs_total: float | None) -> tuple
     if name != "mnist" or costs_total is None or not path.exists():
         return None
     runs = json.loads(path.read_text(encoding="utf-8")).get("runs", {})
-    for r in runs.get(name, {}).get("CS-G-OMP (linear)", {}).get("splits", []):
+    r = reference_split(runs.get(name, {}), seed, costs_total)
+    return None if r is None else (float(r["alpha"]), float(r["c_alpha"]))
+
+
+def reference_split(by_method: dict, seed: int, costs_total: float | None) -> dict | None:
+    """The CS-G-OMP record of a data set's runs with this seed and calibration (`costs_total`, None
+    off the MNIST bank), or None: the split whose training curve gives every split of that seed its c_α."""
+    for r in by_method.get("CS-G-OMP (linear)", {}).get("splits", []):
         if r["seed"] == seed and r.get("costs_total") == costs_total and "c_alpha" in r:
-            return float(r["alpha"]), float(r["c_alpha"])
+            return r
     return None
 
 
@@ -335,12 +342,10 @@ def rescore(runs: dict, names) -> dict:
     changed: dict = {}
     for name in names:
         by_method = runs.get(name, {})
-        ref = {r["seed"]: r for r in by_method.get("CS-G-OMP (linear)", {}).get("splits", [])}
         for m, record in by_method.items():
             for r in record["splits"]:
-                o = ref.get(r["seed"])
-                if o is None or r is o or r.get("costs_total") != o.get("costs_total") \
-                        or (r["alpha"], r["c_alpha"]) == (o["alpha"], o["c_alpha"]):
+                o = reference_split(by_method, r["seed"], r.get("costs_total"))
+                if o is None or r is o or (r["alpha"], r["c_alpha"]) == (o["alpha"], o["c_alpha"]):
                     continue
                 r.update(alpha=o["alpha"], c_alpha=o["c_alpha"],
                          alpha_timeliness=step_curve_mean(r["cum_cost"], r["accuracy"], o["c_alpha"]),

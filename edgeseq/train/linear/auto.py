@@ -377,6 +377,9 @@ def _cv_losses(folds, group_sizes, bases, grid, total: SufficientStats, run) -> 
 
     def fold_loss(task):
         whiten, f = task
+        # formed per task, not shared by a fold's two bases: sharing would keep K d × d arrays alive at
+        # once, or put both bases in one task (fewer, longer tasks: slower on two threads); it is one
+        # pass over d × d, a few per cent of a task
         train = total.without(folds[f])
         basis = FoldBasis(*group_transforms(train, group_sizes, whiten), train.x_mean)
         tmap = _basis_map(basis)
