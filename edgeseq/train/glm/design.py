@@ -33,6 +33,7 @@ import numpy as np
 
 from edgeseq.train.linear.basis import WorkingProblem
 from edgeseq.train.linear.chunk_moments import SHIFT_RATIO
+from edgeseq.train.products import narrow_product, transposed_product
 
 CHUNK_BYTES = 8 * 2**20  # bytes of selected columns per row chunk: small enough to stay in cache between products
 MIN_CHUNK_ROWS = 256  # at least this many rows per chunk: fewer, larger products (Python overhead per product)
@@ -283,15 +284,15 @@ class WorkingDesign:
                 F = np.empty((m, P))
                 F[...] = shift
                 for (cols, _, _), Wseg in zip(segments, seg_W):
-                    F += self.X[rows, cols] @ Wseg
+                    F += narrow_product(self.X[rows, cols], Wseg)
                 if xc is not None:
-                    F += xc @ copy_W
+                    F += narrow_product(xc, copy_W)
             R = yield rows, F
             total_R += R.sum(axis=0)
             for (cols, _, _), Gseg in zip(segments, seg_G):
-                Gseg += self.X[rows, cols].T @ R
+                Gseg += transposed_product(self.X[rows, cols], R)
             if xc is not None:
-                copy_G += xc.T @ R
+                copy_G += transposed_product(xc, R)
         for (_, rws, mu), Gseg in zip(segments, seg_G):
             G_raw[rws] = Gseg if mu is None else Gseg - np.outer(mu, total_R)
         G_raw[copy_rows] = copy_G

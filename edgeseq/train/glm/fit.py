@@ -25,6 +25,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from edgeseq.forms.linear import sigmoid, softmax
+from edgeseq.train.products import narrow_product, transposed_product
 
 GRAD_TOL = 1e-5  # stop when every entry of the objective's gradient is at most this (working space)
 MAX_ITER = 5000
@@ -178,12 +179,12 @@ def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarr
     """
     n = Zs.shape[0]
     if W.size:
-        f = (Zs @ W.astype(Zs.dtype, copy=False)).astype(np.float64, copy=False) + b
+        f = narrow_product(Zs, W.astype(Zs.dtype, copy=False)).astype(np.float64, copy=False) + b
     else:
         f = np.broadcast_to(b, (n, b.shape[0])).copy()
     total, mean = loss_and_mean(f, Y, link)  # one exponential for both (scipy's logsumexp cost 3x the rest)
     R = mean - Y
-    gW = (Zs.T @ R.astype(Zs.dtype, copy=False)).astype(np.float64, copy=False) / n + l2 * W
+    gW = transposed_product(Zs, R.astype(Zs.dtype, copy=False)).astype(np.float64, copy=False) / n + l2 * W
     gb = R.mean(axis=0)
     return total / n + 0.5 * l2 * float(np.sum(W * W)), gW, gb, f
 

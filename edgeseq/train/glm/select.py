@@ -32,6 +32,7 @@ from edgeseq.train.glm.fit import (BOUND_SCALE, GRAD_TOL, BoundFactor, Refit, de
                                    n_correct, refit)
 from edgeseq.format import METHODS
 from edgeseq.train.linear.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
+from edgeseq.train.products import transposed_product
 
 FR_HESSIANS = ("bohning", "diag")
 # Methods whose score compares a group with the selected ones (a Schur complement) and so reads the
@@ -261,7 +262,7 @@ class GLMState:
         rows = max(1, _CHUNK_BYTES // (8 * max(1, self.used.size)))
         for start in range(0, self.n, rows):
             xc = np.asarray(self.X[start:start + rows][:, self.used], dtype=np.float64) - self.prob.x_mean
-            grad += xc.T @ R[start:start + rows]
+            grad += transposed_product(xc, R[start:start + rows])
         return grad
 
     def _fr_gains(self, G: np.ndarray, cands) -> np.ndarray:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from edgeseq.train.products import transposed_product
+
 SHIFT_RATIO = 8.0  # |mean| / std above which a column is shifted in a copy (error eps·64 otherwise)
 DRIFT_RATIO = 32.0  # |chunk mean - reference| / std above which a chunk is centred in a full copy
 PROBE_ROWS = 1024  # rows of the first chunk used to choose the reference
@@ -306,12 +308,14 @@ def _centred_copy(xc, yc, ref: Reference):
 
 
 def _target_products(xc, yc, ref: Reference):
-    """([y − y_ref, 1] (n, P+1), xcᵀ[y − y_ref, 1]): the cross products with y and the column sums, one pass."""
+    """([y − y_ref, 1] (n, P+1), xcᵀ[y − y_ref, 1]): the cross products with y and the column sums, one
+    pass (in the orientation that is fastest over a row-major chunk, `transposed_product`: this
+    product is the statistics pass's second read of every chunk)."""
     P = yc.shape[1]
     ys = np.empty((xc.shape[0], P + 1))
     np.subtract(yc, ref.y_ref, out=ys[:, :P])
     ys[:, P] = 1.0
-    return ys, xc.T @ ys
+    return ys, transposed_product(xc, ys)
 
 
 def _shifted(xc, yc, ref: Reference):
