@@ -307,8 +307,9 @@ def _nodes(model: TreeStageModel, layout: TreeLayout, prefix: str) -> str:
 C_TREES = ("auto", "table", "code")
 # `auto` writes code up to this many nodes: below CODE_CHUNK_MIN_NODES (no chunks) gcc -O2 spends a
 # near-constant CPU time per node of the code form (bench/tree_code_compile.py, rendered in
-# docs/c-runtime.md: 0.7-0.9 ms on the 100-tree regression), so this cut keeps its compile within
-# about 2 s; beyond it the tables compile as data in a fraction of a second at any size
+# docs/c-runtime.md: 0.28 ms on the 100-tree regression on an idle Intel Xeon, 0.7-0.9 ms on a loaded
+# AMD EPYC), so this cut keeps its compile within about 2 s even on the slower machine; beyond it the
+# tables compile as data in a fraction of a second at any size
 CODE_AUTO_MAX_NODES = 2_500
 # the code form walks a stage of more than CODE_CHUNK_MIN_NODES nodes in chunk functions of at most
 # CODE_CHUNK_TREES trees (`tree_code`); chosen from the chunk table of bench/tree_code_compile.py
