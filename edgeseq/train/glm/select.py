@@ -29,7 +29,7 @@ from scipy.linalg import solve_triangular
 from edgeseq.train.linear.basis import WorkingProblem
 from edgeseq.train.glm.design import WorkingDesign
 from edgeseq.train.glm.fit import (BOUND_SCALE, GRAD_TOL, BoundFactor, Refit, design_objective, mean_function,
-                                   n_correct, refit)
+                                   n_correct, prior_curvature, refit)
 from edgeseq.format import METHODS
 from edgeseq.train.linear.kernel import CholeskyFactor, SchurBlocks, pick_best, schur_gains, single_column_scores, step_pool
 from edgeseq.train.products import transposed_product
@@ -156,7 +156,7 @@ class GLMState:
         self.order: list[int] = []
         self._bound: CholeskyFactor | None = None
         diag = prob.k_diagonal()
-        self._precond = BoundFactor(link, l2, float(diag.mean()) if diag.size else 1.0)
+        self._precond = BoundFactor(link, l2, float(diag.mean()) if diag.size else 1.0, prior_curvature(Y, link))
         self._scored = None  # (fit, groups, G) of the last `gradient` call
         self.fit = refit(self._objective(), Y, None, np.zeros((0, self.P)), np.zeros(self.P), link, l2, tol)
 
