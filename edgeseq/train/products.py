@@ -10,6 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 
+def _turn(A, B) -> bool:
+    """Whether to form the product the other way round: A a 2-D ndarray whose rows lie contiguously
+    (C order or a column slice of it) and B 2-D with two or more columns (one is a gemv either way)."""
+    return type(A) is np.ndarray and A.ndim == B.ndim == 2 and A.strides[1] == A.itemsize and B.shape[1] > 1
+
+
 def transposed_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Aᵀ B (k, P) for A (n, k) and B (n, P), computed as (Bᵀ A)ᵀ when A's rows are contiguous.
 
@@ -45,7 +51,7 @@ def transposed_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     >>> bool(np.array_equal(transposed_product(np.asfortranarray(A), B), A.T @ B))
     True
     """
-    if type(A) is np.ndarray and A.ndim == B.ndim == 2 and A.strides[1] == A.itemsize and B.shape[1] > 1:
+    if _turn(A, B):
         return (B.T @ A).T
     return A.T @ B
 
@@ -67,6 +73,6 @@ def narrow_product(A: np.ndarray, W: np.ndarray) -> np.ndarray:
     >>> narrow_product(A, W).tolist()
     [[3.0, 3.0], [12.0, 12.0], [21.0, 21.0], [30.0, 30.0]]
     """
-    if type(A) is np.ndarray and A.ndim == W.ndim == 2 and A.strides[1] == A.itemsize and W.shape[1] > 1:
+    if _turn(A, W):
         return (W.T @ A.T).T
     return A @ W
