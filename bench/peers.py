@@ -502,10 +502,13 @@ def init_vs_reset(models, tmp: Path) -> dict:
 
 
 def plain_onnx(est, n_feat: int):
-    """(name, predict function of a float64 matrix, predict function of a float32 matrix) for one
-    onnxruntime session on the model converted plainly (onnxmltools for LightGBM, skl2onnx for
-    scikit-learn; no ZipMap), or None when the converter is not installed. The float64 function casts
-    the rows per call (as a user holding float64 data must); the float32 one hands them over as they are."""
+    """(name, predict function of a float64 matrix, predict function of a float32 matrix, the same
+    asking for labels and probabilities or None) for one onnxruntime session on the model converted
+    plainly (onnxmltools for LightGBM, skl2onnx for scikit-learn; no ZipMap), or None when the
+    converter is not installed. The float64 function casts the rows per call (as a user holding
+    float64 data must); the float32 ones hand them over as they are. The first two return a
+    classifier's probabilities only; the last (classifiers only) fetches its labels as well, what
+    edgeseq's `ClassifierPrediction` holds, and returns the probabilities."""
     import onnxruntime as ort
 
     from edgeseq.runtime.ort import session_options
@@ -530,7 +533,9 @@ def plain_onnx(est, n_feat: int):
                                 providers=["CPUExecutionProvider"])
     inp = sess.get_inputs()[0].name
     out = sess.get_outputs()[1 if classifier else 0].name  # probabilities after the label; the value
-    return name, lambda Xn: sess.run([out], {inp: Xn.astype(np.float32)})[0], lambda X32: sess.run([out], {inp: X32})[0]
+    both = (lambda X32: sess.run(None, {inp: X32})[1]) if classifier else None  # labels computed and returned too
+    return (name, lambda Xn: sess.run([out], {inp: Xn.astype(np.float32)})[0],
+            lambda X32: sess.run([out], {inp: X32})[0], both)
 
 
 def python_table(cases, args) -> dict:
@@ -577,6 +582,8 @@ def python_table(cases, args) -> dict:
                 fns.update({k: (lambda f=f: f(Xd)) for k, f in trees.items()})
                 if onnx is not None:
                     fns[onnx[0] + ORT32] = lambda f=onnx[2]: f(Xn)
+                if onnx is not None and onnx[3] is not None:  # what edgeseq's prediction holds: labels too
+                    fns[onnx[0] + ORT32 + BOTH] = lambda f=onnx[3]: f(Xn)
                 ref = _as_matrix(lgb_fn(Xd))
                 es_ref = ref if lgbm else _as_matrix(model.apply_link(model.linear(Xd, j)))  # the logistic: its own fit
                 err = {k: _max_error(f(), es_ref if k.startswith("edgeseq") else ref) for k, f in fns.items()}
@@ -608,6 +615,7 @@ def python_table(cases, args) -> dict:
 # float32 group arrays), and the plain onnxruntime session fed float32 rows as they are
 MATRIX_ROWS = ("edgeseq ExportedModel, one float32 matrix", "edgeseq ExportedModel, one float64 matrix")
 ORT32 = ", float32 rows"
+BOTH = ", labels and probabilities"  # a classifier's session asked for both outputs, as edgeseq returns both
 
 
 def _as_matrix(pred) -> np.ndarray:

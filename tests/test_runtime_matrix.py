@@ -327,19 +327,23 @@ def test_a_tree_matrix_answers_as_the_dict_bit_for_bit(tree_export, n):
 
 def test_a_tree_matrix_refuses_a_non_finite_value_and_its_graph_is_checked(tree_export, tmp_path):
     """A NaN/Inf anywhere in a full-prefix matrix is refused naming its group (the trees would route
-    it silently). Negative control: the tree graph without the column mapping answers differently."""
+    it silently), on the bound buffers (5 rows) and above them (300 rows), in float32 and float64,
+    on the first call (which builds the graph) and on later ones (`_matrix_call`'s functions).
+    Negative control: the tree graph without the column mapping answers differently."""
     from edgeseq.runtime.fuse import joined_tree_stages
     model, out, X = tree_export
     sess = ExportedModel(out)
     j = sess.n_prefixes - 1
     for g in sess.manifest["groups"]:
         for bad in (np.nan, -np.inf):
-            M = X[:5].astype(np.float32)
-            M[4, g["columns"][0]] = bad
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                with pytest.raises(RuntimeInputError, match=repr(g["name"])):
-                    sess.predict(M, prefix=j)
+            for n, dtype in ((5, np.float32), (5, np.float64), (300, np.float32)):
+                M = np.resize(X, (n, X.shape[1])).astype(dtype)
+                M[n - 1, g["columns"][0]] = bad
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    with pytest.raises(RuntimeInputError, match=repr(g["name"])):
+                        sess.predict(M, prefix=j)
+    assert {(j, False), (j, True)} <= set(sess._matrix_calls)  # the later calls took the bound functions
     Xf = X[:50].astype(np.float32)
     right = sess._matrix_runners[j, False][0]
     stages = [(out / p["file"]).read_bytes() for p in sess.manifest["prefixes"][1:]]

@@ -171,7 +171,7 @@ class ExportedModel:
         self._n_features = int(m["n_features_in"])
         self._matrix_runners: dict[tuple, tuple | None] = {}  # (prefix, float64) -> its graphs over X
         self._n_runners = len(m["prefixes"])
-        self._matrix_calls: dict[tuple, object] = {}  # (prefix, float64) -> `_matrix_call` (linear prefixes)
+        self._matrix_calls: dict[tuple, tuple] = {}  # (prefix, float64) -> `_matrix_call`'s pair (linear)
         self._state_width = int(m.get("state_width") or 0)
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
@@ -288,15 +288,15 @@ class ExportedModel:
         """
         X = j = None
         if type(features_by_group) is np.ndarray:  # one matrix, its columns as in training
-            dtype = features_by_group.dtype
-            if (dtype is _F32 or dtype is _F64) and stop is None and features_by_group.ndim == 2 \
-                    and features_by_group.shape[1] == self._n_features:
-                # a linear prefix's matrix graph seen before: one look-up, then its call (`_matrix_call`)
+            dtype, shape = features_by_group.dtype, features_by_group.shape
+            if (dtype is _F32 or dtype is _F64) and stop is None and len(shape) == 2 and shape[0] \
+                    and shape[1] == self._n_features:
+                # a prefix's matrix graph seen before: one look-up, then its call (`_matrix_call`)
                 j = prefix if budget is None and type(prefix) is int and 0 < prefix < self._n_runners \
                     else self._prefix_of(budget, prefix)  # (`_prefix_of`'s common case, without the call)
                 fast = self._matrix_calls.get((j, dtype is _F64))
-                if fast is not None and features_by_group.shape[0]:
-                    return fast(features_by_group, features_by_group.shape[0])
+                if fast is not None:
+                    return fast[shape[0] > BIND_MAX_ROWS](features_by_group, shape[0])
             X = self._check_matrix(features_by_group)
             if stop is not None or X.ndim == 1:
                 features_by_group = self._as_groups(X)
@@ -434,6 +434,10 @@ class ExportedModel:
                     runners = (runner, runner)
                 except (FuseError, IntegrityError):
                     runners = None
+                if runners is not None:  # float64 is cast first, as `_predict_matrix` casts it
+                    calls = self._matrix_call(j, runner, runner, check_input=True)
+                    self._matrix_calls[j, False] = calls
+                    self._matrix_calls[j, True] = tuple((lambda X, n, f=f: f(_to_float32(X), n)) for f in calls)
             elif not self._trees and fused is not None and fused.joined and len(cols) == self._n_features:
                 p = self.manifest["prefixes"][j]
                 graph = load_verified_bytes(self.out_dir / p["file"], p["sha256"])
@@ -451,30 +455,31 @@ class ExportedModel:
         self._matrix_runners[j, float64] = runners
         return runners
 
-    def _matrix_call(self, j: int, small: PrefixRunner, large: PrefixRunner):
-        """`_predict_matrix` of a linear prefix j as one function of (X, n), made once per prefix and
-        dtype: `predict` calls it right after its shape test and one dictionary look-up, so a call
-        pays no other dispatch (the dtype test, the runner choice and the result's fields are bound
-        here, not looked up per call). Same runners, same checks and same answers as
-        `_predict_matrix`."""
-        explain, as_groups, classes = self._explain_nonfinite, self._as_groups, self.classes
+    def _matrix_call(self, j: int, small: PrefixRunner, large: PrefixRunner, check_input: bool = False):
+        """`_predict_matrix` of prefix j as two functions of (X, n), for up to `BIND_MAX_ROWS` rows
+        and above, made once per prefix and dtype: `predict` calls one right after its shape test
+        and one dictionary look-up, so a call pays no other dispatch (the dtype test, the runner and
+        the result's fields are bound here, not looked up per call; each runner's
+        `PrefixRunner.one_input_call` goes to its bound buffers directly). With `check_input` (the
+        joined tree graph) a NaN/Inf in X is caught on the input, as `call_joined` catches it. Same
+        runners, same checks and same answers as `_predict_matrix`."""
+        explain, as_groups, classes, fmt = self._explain_nonfinite, self._as_groups, self.classes, self._format
         # classes 0..K-1 as int64 (what integer targets give): the labels are the indices, copied
         # (a memcpy, several times cheaper than the look-up at 1,000 rows), equal bit for bit
         label_of = None if classes is None else np.ndarray.copy if classes.dtype == np.int64 and \
             np.array_equal(classes, np.arange(len(classes))) else classes.__getitem__
+        label_in_graph = self._label_in_graph
 
-        def call(X: np.ndarray, n: int, rows: int = BIND_MAX_ROWS):
-            outs, finite = (small if n <= rows else large).call([X], n)
+        def finish(outs: list, finite: bool, X: np.ndarray):
             if not finite:
                 explain(as_groups(X), j, outs[0])
             if classes is None:
                 return outs[0]
-            score, proba, idx = outs  # (the label from the graph's ArgMax)
-            return ClassifierPrediction(label_of(idx), proba, idx, j, score)
+            if label_in_graph:  # (the label from the graph's ArgMax)
+                return ClassifierPrediction(label_of(outs[2]), outs[1], outs[2], j, outs[0])
+            return fmt(outs, j)
 
-        if not self._regression and not self._label_in_graph:  # labels picked by `_format`
-            return lambda X, n: self._predict_matrix(X, j)
-        return call
+        return small.one_input_call(finish, check_input), large.one_input_call(finish, check_input)
 
     def _as_groups(self, X: np.ndarray) -> dict:
         """Each group's columns of a features matrix (a copy: the columns need not be adjacent)."""

@@ -31,6 +31,10 @@ _CPP_SIGNATURE = re.compile(r"\S+\.(?:h|hpp|cc|cpp|cu):\d+ .*?(?:\]|\)(?: const)
 _ORT_PREFIX = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
 
 
+def _run_failure(where: str, exc: Exception) -> Exception:
+    """What a failed run raises: our own errors as they are, onnxruntime's as `ort_error`."""
+    return exc if isinstance(exc, EdgeseqError) else ort_error(where, "run", exc)
+
 
 def ort_error(where: str, what: str, exc: BaseException) -> IntegrityError:
     """One line for any onnxruntime failure: where, what failed, and onnxruntime's reason without the C++.
@@ -230,18 +234,67 @@ class _Binding:
         self.views = [first[:, 0] if squeeze else first[:, 1:] if signed else first, *self.outputs[1:]]
         self.finite = _finite_test(self.outputs[0])
         self.input_finite = _finite_test(self.inputs[0])
-        self.only = self.views[0] if len(self.views) == 1 else None  # the common single-output case
+        self.result = _copier(self.views, self.finite)
+        self.copy_run = self.join_run = None  # set by `prepare`
+
+    def prepare(self, run) -> "_Binding":
+        """Make `copy_run` and `join_run`, the two ways a call runs these buffers through `run` (the
+        session's ``run_bound``, `session_calls`); returns self.
+
+        Both are closures over the buffers, so that a call per row pays no attribute look-ups: at one
+        row those cost as much as onnxruntime's own run (bench/peers.py, the Python table).
+        ``copy_run(arrays)`` copies each array into its input buffer (same shapes and dtypes: the
+        caller checked), runs, and returns `result`. ``join_run(parts, axis, check_input)`` writes
+        `parts` side by side along `axis` of the one input buffer (`PrefixRunner.call_joined`), runs,
+        and returns `result`, whose flag with `check_input` also says whether that input is all
+        finite."""
+        bufs, arg, result, input_finite = self.inputs, self.arg, self.result, self.input_finite
+        first = bufs[0] if len(bufs) == 1 else None
+        binding = self
+
+        def copy_run(arrays):
+            if not binding.own:  # (a caller's array was bound last: our buffer again)
+                binding.bind_own()
+            if first is not None:
+                first[...] = arrays[0]
+            else:
+                for buf, a in zip(bufs, arrays):
+                    buf[...] = a
+            run(arg, None)
+            return result()
+
+        def join_run(parts, axis, check_input):
+            if not binding.own:
+                binding.bind_own()
+            _concat(parts, axis, first)
+            run(arg, None)
+            outs, finite = result()
+            return outs, finite and (not check_input or input_finite())
+
+        self.copy_run, self.join_run = copy_run, join_run
+        return self
 
     def bind_own(self) -> None:
         """Bind our input buffer again after a caller's array was bound in its place."""
         self.bind_in(self.first_input, self.inputs[0])
         self.own = True
 
-    def result(self) -> tuple[list[np.ndarray], bool]:
-        """Copies of the outputs of the run just made, and whether the first is all finite."""
-        if self.only is not None:
-            return [self.only.copy()], self.finite()
-        return [v.copy() for v in self.views], self.finite()
+
+def _copier(views: list[np.ndarray], finite):
+    """``result()``: copies of `views` (the outputs of the run just made, as a list) and ``finite()``,
+    written out for one to three outputs (every graph the runtime builds): a list display of bound
+    methods costs less per call than a comprehension over the views."""
+    if len(views) == 1:
+        c0 = views[0].copy
+        return lambda: ([c0()], finite())
+    if len(views) == 2:
+        c0, c1 = (v.copy for v in views)
+        return lambda: ([c0(), c1()], finite())
+    if len(views) == 3:
+        c0, c1, c2 = (v.copy for v in views)
+        return lambda: ([c0(), c1(), c2()], finite())
+    copies = [v.copy for v in views]
+    return lambda: ([c() for c in copies], finite())
 
 
 class PrefixRunner:
@@ -349,24 +402,63 @@ class PrefixRunner:
                             and arrays[0].dtype == b.inputs[0].dtype:
                         b.bind_in(self.inputs[0], arrays[0])  # read in place (rebound on every call)
                         b.own = False
-                    else:
-                        if not b.own:  # (a caller's array was bound last: our buffer again)
-                            b.bind_own()
-                        for buf, a in zip(b.inputs, arrays):
-                            buf[...] = a  # same shape and dtype (the caller checked): a plain copy
-                    self._run_io(b.arg, None)
-                    if b.only is not None:  # (inline, not `b.result()`: the anytime loop's hot path)
-                        return [b.only.copy()], b.finite()
-                    return [v.copy() for v in b.views], b.finite()
+                        self._run_io(b.arg, None)
+                        return b.result()
+                    return b.copy_run(arrays)  # a plain copy into our buffers, the run, copies out
                 finally:
                     self._lock.release()
             outs = self._squeezed(self._run(self.outputs, dict(zip(self.inputs, map(np.ascontiguousarray, arrays))),
                                             None))
-        except EdgeseqError:
-            raise
         except Exception as exc:  # a verified graph that onnxruntime still fails on (e.g. a crafted feature id)
-            raise ort_error(self._where, "run", exc) from None
+            raise _run_failure(self._where, exc) from None
         return outs, all_finite(outs[0])
+
+    def one_input_call(self, then, check_input: bool = False):
+        """`call` of a one-input graph as a function ``(x, n) -> then(outputs, finite, x)`` for x of n rows.
+
+        Up to `BIND_MAX_ROWS` rows (below the in-place size) the function goes straight to the bound
+        buffers' `_Binding.copy_run`, with everything it needs bound in its closure, and hands the
+        result to `then` (the caller's formatting): what `ExportedModel.predict` calls per row on a
+        feature matrix, where each attribute look-up and call layer of `call` is a measurable share of
+        a few microseconds. Other sizes, a busy lock (another thread) and fixed-batch graphs take
+        `call`: the same answers either way. With `check_input`, ``finite`` is also False for a
+        non-finite x (a graph whose output need not be NaN for a NaN input: a tree node).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> est, X, out, p = toy_prefix(1)  # prefix 1 reads one input: group "a", column 0
+        >>> runner = PrefixRunner(load_verified_bytes(out / p["file"], p["sha256"]), p["inputs"], ["y"],
+        ...                       p["file"], squeeze=True)
+        >>> fast = runner.one_input_call(lambda outs, finite, x: (outs[0], finite))
+        >>> y, finite = fast(X[:3, [0]], 3)
+        >>> finite, bool(np.array_equal(y, runner.call([X[:3, [0]]], 3)[0][0]))
+        (True, True)
+        """
+        call = self.call
+
+        def slow(x: np.ndarray, n: int):
+            outs, finite = call([x], n)
+            return then(outs, finite and (not check_input or all_finite(x)), x)
+        if self.batch is not None or len(self.inputs) != 1:
+            return slow
+        acquire, release, bindings, bind = self._lock.acquire, self._lock.release, self._bindings, self._bind
+        rows, where, runner = self._bind_rows, self._where, self
+
+        def fast(x: np.ndarray, n: int):
+            if n <= rows and n < runner._in_place_rows and acquire(False):  # (in place: `call`)
+                try:
+                    b = bindings.get(n) or bind(n)
+                    outs, finite = b.copy_run((x,))
+                    if check_input and finite:
+                        finite = b.input_finite()
+                except Exception as exc:
+                    raise _run_failure(where, exc) from None
+                finally:
+                    release()
+                return then(outs, finite, x)
+            return slow(x, n)
+        return fast
 
     def call_joined(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
         """`call` for a graph of one input that is `arrays` side by side (`edgeseq.runtime.fuse`'s
@@ -433,13 +525,7 @@ class PrefixRunner:
         if not self._lock.acquire(False):
             return None
         try:
-            b = self._bindings.get(n) or self._bind(n)
-            if not b.own:  # (only `call` binds a caller's array; a runner called both ways rebinds)
-                b.bind_own()
-            _concat(parts, axis, b.inputs[0])
-            self._run_io(b.arg, None)
-            outs, finite = b.result()
-            return outs, finite and (not self.check_inputs or b.input_finite())
+            return (self._bindings.get(n) or self._bind(n)).join_run(parts, axis, self.check_inputs)
         except Exception as exc:
             raise ort_error(self._where, "run", exc) from None
         finally:
@@ -510,5 +596,5 @@ class PrefixRunner:
             self._bindings.pop(next(iter(self._bindings)))
         b = self._bindings[n] = _Binding(self.session, self.inputs, self._dims, self._out_spec, n,
                                          self._inner, self._squeeze, self._signed, self._transposed,
-                                         self._in_types)
+                                         self._in_types).prepare(self._run_io)
         return b
