@@ -48,7 +48,8 @@ from scipy.linalg import lapack  # imported before any `threadpool_limits`: a li
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from edgeseq.errors import InputError
-from edgeseq.train.linear.basis import build_working_problem, group_transforms, target_scale, times_basis
+from edgeseq.train.linear.basis import (build_working_problem, group_transforms, standardising_map, target_scale,
+                                        times_basis)
 from edgeseq.train.linear.group_stats import GroupBlockStats, group_block_statistics, without_rows
 from edgeseq.train.linear.stats import SufficientStats, sufficient_statistics
 
@@ -232,7 +233,7 @@ def _project(prob, stats: SufficientStats, y_scale: np.ndarray, tmap):
     dx = stats.x_mean - prob.x_mean
     if isinstance(tmap, tuple):  # standardisation: a column selection and a scale
         cols, sc = tmap
-        K = stats.xx[np.ix_(cols, cols)] * np.outer(sc, sc)
+        K = (stats.xx if cols.size == stats.xx.shape[0] else stats.xx[np.ix_(cols, cols)]) * np.outer(sc, sc)
         q, zbar = xy[cols] * sc[:, None], dx[cols] * sc
     else:
         K = _times_basis(prob, _times_basis(prob, stats.xx).T)  # Tᵀ xx T (xx is symmetric)
@@ -381,8 +382,11 @@ def _cv_losses(folds, group_sizes, bases, grid, total: SufficientStats, run) -> 
         # once, or put both bases in one task (fewer, longer tasks: slower on two threads); it is one
         # pass over d × d, a few per cent of a task
         train = total.without(folds[f])
-        basis = FoldBasis(*group_transforms(train, group_sizes, whiten), train.x_mean)
-        tmap = _basis_map(basis)
+        if whiten:
+            basis = FoldBasis(*group_transforms(train, group_sizes, True), train.x_mean)
+            tmap = _basis_map(basis)
+        else:  # a standardised basis is a column selection and a scale: no per-group maps formed
+            basis, tmap = FoldBasis([], [], [], train.x_mean), standardising_map(train)
         return _fold_loss(_project(basis, train, y_scale, tmap), _project(basis, folds[f], y_scale, tmap), grid,
                           total.n)
 

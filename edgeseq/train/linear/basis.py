@@ -182,7 +182,7 @@ def _group_transform(cov: np.ndarray, mean: np.ndarray, whiten: bool) -> np.ndar
     """
     d = cov.shape[0]
     var = np.diag(cov)
-    live = np.nonzero(var > (CONST_RTOL * np.abs(mean)) ** 2)[0]  # also excludes var <= 0
+    live = np.nonzero(_varies(var, mean))[0]
     if live.size == 0:
         return np.zeros((d, 0))
     inv_sd = 1.0 / np.sqrt(var[live])
@@ -198,6 +198,60 @@ def _group_transform(cov: np.ndarray, mean: np.ndarray, whiten: bool) -> np.ndar
     signs = np.sign(vecs[np.argmax(np.abs(vecs), axis=0), np.arange(vecs.shape[1])])
     signs[signs == 0] = 1.0
     return T[:, :0] if not keep.any() else _embed(live, d, inv_sd[:, None] * vecs * signs / np.sqrt(evals[keep]))
+
+
+def _varies(var: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Which columns carry signal: variance above rounding noise around the column's own mean (a
+    column of variance <= 0 never does). The one test of every basis, whitened or standardised."""
+    return var > (CONST_RTOL * np.abs(mean)) ** 2
+
+
+def _whitening_maps(covs: np.ndarray, means: np.ndarray) -> list:
+    """`_group_transform` with whitening for a stack of same-size groups' covariances (m, s, s) and
+    column means (m, s), the
+    m decompositions in one call of numpy's `eigh` (the same LAPACK routine per matrix, so the same
+    numbers): a list of m maps, None for a group with a constant column or a dropped direction,
+    which `_group_transform` handles alone.
+
+    Why: a hundred groups of five cost a hundred Python-level decompositions, and the
+    cross-validated choice of ``whiten`` builds this basis once per fold (bench/train_speed.py).
+    Every map is the same to the bit as `_group_transform`'s: the same operations in the same order
+    on each group's numbers.
+    """
+    var = np.diagonal(covs, axis1=1, axis2=2)
+    live = _varies(var, means).all(axis=1)
+    inv_sd = 1.0 / np.sqrt(np.where(live[:, None], var, 1.0))  # (a group with a constant column: not used)
+    corr = covs * inv_sd[:, :, None] * inv_sd[:, None, :]
+    evals, evecs = np.linalg.eigh(corr)
+    regular = live & (evals > EIG_RTOL * evals[:, -1:]).all(axis=1)
+    evals = np.where(regular[:, None], evals, 1.0)
+    rows = np.argmax(np.abs(evecs), axis=1)  # (m, s): each eigenvector's largest-magnitude entry
+    signs = np.sign(np.take_along_axis(evecs, rows[:, None, :], axis=1))[:, 0, :]
+    signs[signs == 0] = 1.0
+    maps = inv_sd[:, :, None] * evecs * signs[:, None, :] / np.sqrt(evals)[:, None, :]
+    return [maps[i] if regular[i] else None for i in range(len(maps))]
+
+
+def standardising_map(stats) -> tuple[np.ndarray, np.ndarray]:
+    """The standardised basis (``whiten=False``) as one map of the raw columns: (columns kept, their
+    1 / σ), in column order; working column i is raw column ``columns[i]`` times ``scales[i]``.
+
+    What `group_transforms` gives without whitening (each group's diagonal map, its constant
+    columns left out), to the bit, formed for all columns at once: the cross-validated choice of
+    ``whiten`` needs only this per fold, not the per-group matrices.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.linear.stats import sufficient_statistics
+    >>> X = np.random.default_rng(0).normal(size=(50, 3)) * [1.0, 2.0, 4.0]; X[:, 1] = 3.0
+    >>> cols, scales = standardising_map(sufficient_statistics(X, X[:, 0]))
+    >>> cols.tolist(), bool(np.allclose(scales, 1 / X[:, [0, 2]].std(axis=0)))
+    ([0, 2], True)
+    """
+    var = np.diag(stats.xx) / stats.n
+    cols = np.nonzero(_varies(var, stats.x_mean))[0]
+    return cols.astype(np.int64), 1.0 / np.sqrt(var[cols])
 
 
 def _embed(rows: np.ndarray, d: int, block: np.ndarray) -> np.ndarray:
@@ -238,17 +292,28 @@ def group_transforms(stats: SufficientStats | GroupBlockStats, group_sizes, whit
     ([(1, 1), (2, 2)], [slice(0, 1, None), slice(1, 3, None)], [slice(0, 1, None), slice(1, 3, None)])
     """
     blockwise = isinstance(stats, GroupBlockStats)
-    transforms, raw_slices, slices = [], [], []
-    r = k = 0
-    for g, size in enumerate(group_sizes):
-        rs = slice(r, r + int(size))
-        T = _group_transform((stats.blocks[g] if blockwise else stats.xx[rs, rs]) / stats.n, stats.x_mean[rs],
-                             whiten)
-        transforms.append(T)
-        raw_slices.append(rs)
-        slices.append(slice(k, k + T.shape[1]))
-        r += int(size)
-        k += T.shape[1]
+    sizes = [int(size) for size in group_sizes]
+    bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+    raw_slices = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def cov(g: int) -> np.ndarray:
+        return (stats.blocks[g] if blockwise else stats.xx[raw_slices[g], raw_slices[g]]) / stats.n
+
+    transforms = [None] * len(sizes)
+    if whiten:  # groups of one size whitened together (`_whitening_maps`), the others one by one below
+        for size in set(sizes) - {0}:
+            same = [g for g, s in enumerate(sizes) if s == size]
+            if len(same) > 1:
+                maps = _whitening_maps(np.stack([cov(g) for g in same]),
+                                       np.stack([stats.x_mean[raw_slices[g]] for g in same]))
+                for g, T in zip(same, maps):
+                    transforms[g] = T
+    slices, k = [], 0
+    for g, rs in enumerate(raw_slices):
+        if transforms[g] is None:
+            transforms[g] = _group_transform(cov(g), stats.x_mean[rs], whiten)
+        slices.append(slice(k, k + transforms[g].shape[1]))
+        k += transforms[g].shape[1]
     return transforms, raw_slices, slices
 
 
@@ -342,9 +407,31 @@ def times_basis(transforms, raw_slices, slices, A: np.ndarray, out: np.ndarray |
     [[2.0, 2.0, 1.0]]
     """
     out = np.zeros((A.shape[0], slices[-1].stop if slices else 0)) if out is None else out
+    stack = _square_stack(transforms, raw_slices, slices, A.shape[1])
+    if stack is not None:  # every group square, of one size, side by side: one batched product
+        m, (G, s, _) = A.shape[0], stack.shape
+        out[...] = np.einsum("mgs,gsk->mgk", A.reshape(m, G, s), stack, optimize=True).reshape(m, G * s)
+        return out
     for Tg, rs, sl in zip(transforms, raw_slices, slices):
         out[:, sl] = A[:, rs] @ Tg
     return out
+
+
+def _square_stack(transforms, raw_slices, slices, width: int) -> np.ndarray | None:
+    """The maps as one (G, s, s) array when every group has s raw columns and keeps all s, the groups
+    side by side from column 0 to `width` in both bases (whitened groups of one size, nothing
+    dropped: the common case); else None.
+
+    Why: `times_basis` is then one batched product instead of G small ones, whose Python cost is most
+    of the time at a hundred groups of five (a third of it, measured at D = 500).
+    """
+    if len(transforms) < 2:
+        return None
+    s = transforms[0].shape[0]
+    for g, (Tg, rs, sl) in enumerate(zip(transforms, raw_slices, slices)):
+        if Tg.shape != (s, s) or rs.start != g * s or rs.stop != (g + 1) * s or sl != rs:
+            return None
+    return np.stack(transforms) if len(transforms) * s == width else None
 
 
 def _whitened_gram(K: np.ndarray, xx: np.ndarray, n: int, transforms, raw_slices, slices,
