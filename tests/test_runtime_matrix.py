@@ -353,3 +353,26 @@ def test_a_tree_matrix_refuses_a_non_finite_value_and_its_graph_is_checked(tree_
     assert np.array_equal(got[0], _answer(sess.predict(Xf, prefix=j))[1]) and not np.allclose(got[0], got[1])
     with pytest.raises(FuseError, match="permutation"):
         joined_tree_stages(stages, columns=[0] * X.shape[1])
+
+
+@pytest.mark.parametrize("link, n_outputs", [("sigmoid", 1), ("softmax", 3)])
+def test_labels_left_to_the_runtime_answer_as_the_graphs_labels_on_a_matrix(tmp_path, link, n_outputs):
+    """An export whose graphs end at the probabilities (``labels="runtime"``) takes the matrix path too
+    (its function picks the label in numpy, `_matrix_call`): the same labels, probabilities and scores
+    as the export whose graphs pick the label, on the bound buffers and above them, on the first call
+    and the later ones. Negative control: the two exports do differ in how their graphs end."""
+    from sequences import random_sequence
+    rng = np.random.default_rng(3)
+    seq = random_sequence(rng, (2, 3, 1), n_outputs=n_outputs, link=link, n_unused=0)  # (every column read)
+    export_model(seq, tmp_path / "graph")
+    export_model(seq, tmp_path / "runtime", labels="runtime")
+    graph, runtime = ExportedModel(tmp_path / "graph"), ExportedModel(tmp_path / "runtime")
+    assert graph._label_in_graph and not runtime._label_in_graph
+    j = graph.n_prefixes - 1
+    for n in (1, 5, 300):
+        X = rng.normal(size=(n, seq.n_features_in)).astype(np.float32)
+        for _ in range(2):
+            a, b = graph.predict(X, prefix=j), runtime.predict(X, prefix=j)
+            assert np.array_equal(a.label_index, b.label_index) and np.array_equal(a.label, b.label)
+            assert np.array_equal(a.proba, b.proba) and np.array_equal(a.score, b.score)
+    assert (j, False) in runtime._matrix_calls and (j, False) in graph._matrix_calls
