@@ -287,6 +287,24 @@ def test_threads_predicting_on_one_model_get_their_own_answers(exported):
         assert all(pool.map(work, [k % len(Xs) for k in range(24)]))
 
 
+def test_a_busy_binding_is_skipped_not_waited_for(exported):
+    """While another caller holds a prefix's bound buffers (their lock held here), a matrix of the
+    bound sizes is answered by a plain run, without waiting, with the same answer to the bit; once
+    the lock is free the bound buffers answer again. Negative control: the bound buffers were used
+    (their lock was taken) on the calls before."""
+    seq, out, rng = exported
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    X = rng.normal(size=(3, seq.n_features_in)).astype(np.float32)
+    want = _answer(sess.predict(X, prefix=j))
+    small = sess._matrix_runners[j, False][0]
+    assert 3 in small._bindings  # the first call bound them
+    with small._lock:  # another caller's call in progress
+        got = _answer(sess.predict(X, prefix=j))
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert all(np.array_equal(a, b) for a, b in zip(_answer(sess.predict(X, prefix=j)), want))
+
+
 # ----------------------------------------------------------------------------------- tree exports
 TREE_GROUPS = [[5, 6, 7], [0, 1], [4], [2, 3]]  # not in column order: the matrix's columns are permuted
 
