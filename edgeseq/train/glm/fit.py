@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from edgeseq.forms.linear import sigmoid, softmax
 from edgeseq.train.products import narrow_product, transposed_product
+from edgeseq.train.triangular import solve_triangular
 
 GRAD_TOL = 1e-5  # stop when every entry of the objective's gradient is at most this (working space)
 MAX_ITER = 5000
@@ -310,7 +310,7 @@ class BoundFactor:
         X = np.array(V, dtype=np.float64)
         for start, top, panel in reversed(self.panels):
             end = top + panel.shape[0]
-            X[start:end] = solve_triangular(panel[start - top:], X[start:end], lower=False, check_finite=False)
+            X[start:end] = solve_triangular(panel[start - top:], X[start:end], lower=False)
             X[top:start] -= panel[:start - top] @ X[start:end]
         return X
 
@@ -329,7 +329,7 @@ class BoundFactor:
         for start, top, panel in self.panels:
             end = top + panel.shape[0]
             Y[start:end] -= panel[:start - top].T @ Y[top:start]
-            Y[start:end] = solve_triangular(panel[start - top:], Y[start:end], lower=False, trans="T", check_finite=False)
+            Y[start:end] = solve_triangular(panel[start - top:], Y[start:end], lower=False, trans=True)
         return Y
 
     def mul(self, W: np.ndarray) -> np.ndarray:

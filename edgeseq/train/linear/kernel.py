@@ -15,10 +15,10 @@ Directions of a new group that are (numerically) inside the span of S are droppe
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from edgeseq.train.linear.basis import WorkingProblem
 from edgeseq.train.linear.releasable import ReleasableRows
+from edgeseq.train.triangular import solve_triangular
 
 SCHUR_RTOL = 1e-10  # Schur-complement eigenvalues below this (relative to C_gg's scale) are a null space
 TIE_RTOL = 1e-9  # scores this close to the best count as ties; ties go to the lowest group index
@@ -195,9 +195,9 @@ class CholeskyFactor:
         B, Lg = reduced_cholesky(M, self.c_block(s, s))
         Vg = self.V[:, s] @ B  # (m, k')
         # (finite by construction: K and q are checked where the statistics are made, Lg is a factor)
-        new_rows = solve_triangular(Lg, B.T @ (self.c_block(s) - self.V[:, s].T @ self.V), lower=True,
-                                    check_finite=False) if Lg.size else np.zeros((0, self.V.shape[1]))
-        new_u = solve_triangular(Lg, B.T @ b_g, lower=True, check_finite=False) if Lg.size else \
+        new_rows = solve_triangular(Lg, B.T @ (self.c_block(s) - self.V[:, s].T @ self.V), lower=True) \
+            if Lg.size else np.zeros((0, self.V.shape[1]))
+        new_u = solve_triangular(Lg, B.T @ b_g, lower=True) if Lg.size else \
             np.zeros((0, self.u.shape[1]))
         m, kk = self.m, Lg.shape[0]
         self._L[m:m + kk, :m] = Vg.T
@@ -245,7 +245,7 @@ class CholeskyFactor:
         """
         blocks = self.blocks if n_blocks is None else self.blocks[:n_blocks]
         m = blocks[-1][3].stop if blocks else 0
-        w = solve_triangular(self.L[:m, :m], self.u[:m], lower=True, trans="T", check_finite=False) if m else \
+        w = solve_triangular(self.L[:m, :m], self.u[:m], lower=True, trans=True) if m else \
             self.u[:0]
         # (the identity's product is w itself, exactly: one product per block and prefix saved; in C
         # order as products return it, since later reductions over the blocks depend on the layout)
