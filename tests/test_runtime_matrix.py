@@ -343,6 +343,27 @@ def test_a_tree_matrix_answers_as_the_dict_bit_for_bit(tree_export, n):
         assert (sess._matrix_runners.get((j, False)) is not None) == (j == full), j
 
 
+def test_a_tree_matrix_names_a_float64_value_beyond_float32_as_the_groups_path_does(tree_export):
+    """A float64 value too large for float32 is cast to Inf before the tree graph reads it; the error
+    still names the value as given (the matrix, not its cast), on the first call and the later ones,
+    as for the dict of groups. Negative control: the cast itself is Inf."""
+    model, out, X = tree_export
+    sess = ExportedModel(out)
+    j = sess.n_prefixes - 1
+    g = sess.manifest["groups"][0]
+    M = X[:5].astype(np.float64)
+    M[4, g["columns"][0]] = 1e300
+    assert np.isinf(M.astype(np.float32)).any()
+    messages = []
+    for features in (M, M, {h["name"]: M[:, h["columns"]] for h in sess.manifest["groups"]}):
+        with pytest.raises(RuntimeInputError, match=repr(g["name"])) as err:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                sess.predict(features, prefix=j)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1] == messages[2], messages
+
+
 def test_a_tree_matrix_refuses_a_non_finite_value_and_its_graph_is_checked(tree_export, tmp_path):
     """A NaN/Inf anywhere in a full-prefix matrix is refused naming its group (the trees would route
     it silently), on the bound buffers (5 rows) and above them (300 rows), in float32 and float64,

@@ -171,7 +171,7 @@ class ExportedModel:
         self._n_features = int(m["n_features_in"])
         self._matrix_runners: dict[tuple, tuple | None] = {}  # (prefix, float64) -> its graphs over X
         self._n_runners = len(m["prefixes"])
-        self._matrix_calls: dict[tuple, tuple] = {}  # (prefix, float64) -> `_matrix_call`'s pair (linear)
+        self._matrix_calls: dict[tuple, tuple] = {}  # (prefix, float64) -> `_matrix_call`'s pair
         self._state_width = int(m.get("state_width") or 0)
         self.cum_cost = np.array([p["cum_cost"] for p in m["prefixes"]], dtype=np.float64)
         outs = m["outputs"]
@@ -437,7 +437,7 @@ class ExportedModel:
                 if runners is not None:  # float64 is cast first, as `_predict_matrix` casts it
                     calls = self._matrix_call(j, runner, runner, check_input=True)
                     self._matrix_calls[j, False] = calls
-                    self._matrix_calls[j, True] = tuple((lambda X, n, f=f: f(_to_float32(X), n)) for f in calls)
+                    self._matrix_calls[j, True] = tuple((lambda X, n, f=f: f(_to_float32(X), n, X)) for f in calls)
             elif not self._trees and fused is not None and fused.joined and len(cols) == self._n_features:
                 p = self.manifest["prefixes"][j]
                 graph = load_verified_bytes(self.out_dir / p["file"], p["sha256"])

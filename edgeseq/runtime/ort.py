@@ -414,7 +414,9 @@ class PrefixRunner:
         return outs, all_finite(outs[0])
 
     def one_input_call(self, then, check_input: bool = False):
-        """`call` of a one-input graph as a function ``(x, n) -> then(outputs, finite, x)`` for x of n rows.
+        """`call` of a one-input graph as a function ``(x, n, source=None) -> then(outputs, finite, x)``
+        for x of n rows (``source`` instead of x when given: the array x was converted from, which the
+        caller's error names).
 
         Up to `BIND_MAX_ROWS` rows (below the in-place size) the function goes straight to the bound
         buffers' `_Binding.copy_run`, with everything it needs bound in its closure, and hands the
@@ -437,15 +439,15 @@ class PrefixRunner:
         """
         call = self.call
 
-        def slow(x: np.ndarray, n: int):
+        def slow(x: np.ndarray, n: int, source: np.ndarray | None = None):
             outs, finite = call([x], n)
-            return then(outs, finite and (not check_input or all_finite(x)), x)
+            return then(outs, finite and (not check_input or all_finite(x)), x if source is None else source)
         if self.batch is not None or len(self.inputs) != 1:
             return slow
         acquire, release, bindings, bind = self._lock.acquire, self._lock.release, self._bindings, self._bind
         rows, where, runner = self._bind_rows, self._where, self
 
-        def fast(x: np.ndarray, n: int):
+        def fast(x: np.ndarray, n: int, source: np.ndarray | None = None):
             if n <= rows and n < runner._in_place_rows and acquire(False):  # (in place: `call`)
                 try:
                     b = bindings.get(n) or bind(n)
@@ -456,8 +458,8 @@ class PrefixRunner:
                     raise _run_failure(where, exc) from None
                 finally:
                     release()
-                return then(outs, finite, x)
-            return slow(x, n)
+                return then(outs, finite, x if source is None else source)
+            return slow(x, n, source)
         return fast
 
     def call_joined(self, arrays: list[np.ndarray], n: int) -> tuple[list[np.ndarray], bool]:
