@@ -71,6 +71,10 @@ CV_MAX_CELLS = 25_000_000  # GLM folds read at most this many working-design ent
 # keep the K = 5 folds under 0.7 GB, while 11,016 columns would need 4.9 GB and 80 factorisations of
 # 11,016 x 11,016 for the GLM's path
 CV_MAX_WIDTH = 4096
+# a fold's statistics pass is cut into this many runs of its rows when each holds at least
+# FOLD_PART_MIN_ROWS (`fold_parts`): the runs are the tasks the passes' threads share
+FOLD_PARTS = 2
+FOLD_PART_MIN_ROWS = 4096
 
 
 @dataclass
@@ -156,6 +160,15 @@ def cv_fits_width(width: int, l2, whiten) -> bool:
 def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[SufficientStats]:
     """Statistics of each fold (rows i with i mod K = f); their merge is the statistics of all rows.
 
+    Each fold's rows (a strided view of X, read in place) are read in `fold_parts` consecutive runs,
+    one statistics pass per run, merged in order into the fold's statistics. The passes are
+    independent, so they run side by side on as many threads as the BLAS may use
+    (`blas_threads`), each pass on one BLAS thread: the chunked pass's own work (per-chunk
+    corrections and merges, the products with y) runs on one core per pass, where a single pass on
+    two BLAS threads shares only its products. How the rows are cut depends on the data's shape
+    alone, and the runs are merged in a fixed order, so the statistics are the same to the bit on
+    any number of threads.
+
     Examples
     --------
     >>> import numpy as np
@@ -166,10 +179,56 @@ def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[Sufficie
     ([4, 3, 3], True)
     """
     # X[f::K] is a view: each fold's pass reads its rows in place (the statistics pass forms a strided
-    # chunk's Gram with numpy rather than copying the chunk for BLAS), so the K passes together read
+    # chunk's Gram with numpy rather than copying the chunk for BLAS), so the passes together read
     # every row once and cost what one pass over all rows costs
-    return [sufficient_statistics(X[f::n_folds], y[f::n_folds], columns=columns, progress=progress)
-            for f in range(n_folds)]
+    parts = fold_parts(X.shape[0], n_folds)
+
+    def run(task: tuple[int, int]) -> SufficientStats:
+        f, h = task
+        rows = X[f::n_folds]
+        a, b = h * rows.shape[0] // parts, (h + 1) * rows.shape[0] // parts
+        return sufficient_statistics(rows[a:b], y[f::n_folds][a:b], columns=columns, progress=progress)
+
+    tasks = [(f, h) for f in range(n_folds) for h in range(parts)]
+    workers = min(blas_threads(), len(tasks))
+    if workers < 2:
+        return _merged_runs(map(run, tasks), n_folds, parts)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgeseq-folds", initializer=threadpool_limits,
+                              initargs=(1, "blas"))
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            return _merged_runs(pool.map(run, tasks), n_folds, parts)
+    finally:  # (an error in one pass: the passes not started are dropped, not run to the end)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _merged_runs(runs, n_folds: int, parts: int) -> list[SufficientStats]:
+    """Each fold's statistics from its `parts` runs, in order (`runs` yields them fold after fold):
+    the first run absorbs the others as they arrive, so only a few runs wait unmerged at a time."""
+    runs = iter(runs)
+    folds = []
+    for _ in range(n_folds):
+        fold = next(runs)
+        for _ in range(parts - 1):
+            fold.absorb(next(runs))
+        folds.append(fold)
+    return folds
+
+
+def fold_parts(n_rows: int, n_folds: int) -> int:
+    """How many consecutive runs of rows each fold's statistics pass is cut into (`fold_statistics`):
+    `FOLD_PARTS` when every run holds at least `FOLD_PART_MIN_ROWS` rows, else 1.
+
+    Why cut a fold at all: K folds on two threads leave one thread idle for the last fold (three
+    rounds of passes for five folds); ten runs balance as five rounds of two. Small data keeps one
+    pass per fold: there a pass costs little and each run adds a pass's fixed work.
+
+    Examples
+    --------
+    >>> fold_parts(300_000, 5), fold_parts(1_000, 5)
+    (2, 1)
+    """
+    return FOLD_PARTS if n_rows // n_folds >= FOLD_PARTS * FOLD_PART_MIN_ROWS else 1
 
 
 def merge_folds(folds) -> SufficientStats:
