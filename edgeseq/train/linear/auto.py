@@ -167,7 +167,9 @@ def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[Sufficie
     corrections and merges, the products with y) runs on one core per pass, where a single pass on
     two BLAS threads shares only its products. How the rows are cut depends on the data's shape
     alone, and the runs are merged in a fixed order, so the statistics are the same to the bit on
-    any number of threads.
+    any number of threads. Memory: while the passes run, each worker's run in progress holds its own
+    d × d sums besides the folds finished so far, and a finished run may wait for its fold's
+    earlier one: a few d × d arrays more than the K folds' own.
 
     Examples
     --------
