@@ -418,8 +418,9 @@ class PrefixRunner:
         for x of n rows (``source`` instead of x when given: the array x was converted from, which the
         caller's error names).
 
-        Up to `BIND_MAX_ROWS` rows (below the in-place size) the function goes straight to the bound
-        buffers' `_Binding.copy_run`, with everything it needs bound in its closure, and hands the
+        Up to the runner's bound size (`BIND_MAX_ROWS` rows, or 4 MB of input with ``bind_large``) and
+        below its in-place size, the function goes straight to the bound buffers'
+        `_Binding.copy_run`, with everything it needs bound in its closure, and hands the
         result to `then` (the caller's formatting): what `ExportedModel.predict` calls per row on a
         feature matrix, where each attribute look-up and call layer of `call` is a measurable share of
         a few microseconds. Other sizes, a busy lock (another thread) and fixed-batch graphs take
