@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ctypes
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -192,16 +193,8 @@ def fold_statistics(X, y, columns, n_folds: int, progress=None) -> list[Sufficie
         return sufficient_statistics(rows[a:b], y[f::n_folds][a:b], columns=columns, progress=progress)
 
     tasks = [(f, h) for f in range(n_folds) for h in range(parts)]
-    workers = min(blas_threads(), len(tasks))
-    if workers < 2:
-        return _merged_runs(map(run, tasks), n_folds, parts)
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgeseq-folds", initializer=threadpool_limits,
-                              initargs=(1, "blas"))
-    try:
-        with threadpool_limits(limits=1, user_api="blas"):
-            return _merged_runs(pool.map(run, tasks), n_folds, parts)
-    finally:  # (an error in one pass: the passes not started are dropped, not run to the end)
-        pool.shutdown(wait=True, cancel_futures=True)
+    with side_by_side(len(tasks), "edgeseq-folds") as run_all:
+        return _merged_runs(run_all(run, tasks), n_folds, parts)
 
 
 def _merged_runs(runs, n_folds: int, parts: int) -> list[SufficientStats]:
@@ -495,6 +488,37 @@ def blas_threads() -> int:
     return max([int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"], default=1)
 
 
+@contextmanager
+def side_by_side(n_tasks: int, name: str):
+    """A ``map`` that runs independent tasks side by side, each on one BLAS thread: as many at once as
+    the caller lets BLAS use threads (`blas_threads`), or one after another when that is one.
+
+    The BLAS is held to one thread inside, in the caller's thread and in every worker (a BLAS built on
+    OpenMP keeps its thread count per thread): the tasks use the cores by running at once instead.
+    On an error in a task the tasks not yet started are dropped, not run to the end. The folds'
+    statistics passes (`fold_statistics`) and the folds of the cross-validated choice
+    (`choose_ridge`) run this way; results come back in task order, so what the caller does with
+    them does not depend on the thread count.
+
+    Examples
+    --------
+    >>> with side_by_side(3, "example") as run_all:
+    ...     list(run_all(abs, [-1, 2, -3]))
+    [1, 2, 3]
+    """
+    workers = min(blas_threads(), n_tasks)
+    with threadpool_limits(limits=1, user_api="blas"):
+        if workers < 2:
+            yield map
+            return
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name, initializer=threadpool_limits,
+                                  initargs=(1, "blas"))
+        try:
+            yield pool.map
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
 def choose_ridge(folds, group_sizes, *, l2, whiten, total: SufficientStats | None = None) -> Choice:
     """The penalty and basis with the lowest cross-validated full-budget loss (only what is "auto").
 
@@ -516,15 +540,8 @@ def choose_ridge(folds, group_sizes, *, l2, whiten, total: SufficientStats | Non
     # thread as the selection is (`fit_sequence`): on the shared 2-core machine the reduction of a
     # 500 x 500 matrix took 7x its one-thread time with two threads, 20x right after a numpy product
     # (two pools competing). The cores the caller gave BLAS run independent folds instead.
-    workers = min(blas_threads(), len(bases) * len(folds))
-    with threadpool_limits(limits=1, user_api="blas"):
-        if workers > 1:
-            # each worker sets its own limit too: a BLAS built on OpenMP keeps the thread count per thread
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="edgeseq-cv",
-                                    initializer=threadpool_limits, initargs=(1, "blas")) as pool:
-                scores = _cv_losses(folds, group_sizes, bases, grid, total, pool.map)
-        else:
-            scores = _cv_losses(folds, group_sizes, bases, grid, total, map)
+    with side_by_side(len(bases) * len(folds), "edgeseq-cv") as run_all:
+        scores = _cv_losses(folds, group_sizes, bases, grid, total, run_all)
     return _best(scores, grid, len(folds))
 
 
