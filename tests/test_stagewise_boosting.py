@@ -364,8 +364,12 @@ def test_the_comparison_score_is_the_brier_score_and_the_area_is_per_row():
 def test_refit_regrows_the_kept_stages_on_all_rows():
     X, y, Xv, yv = _tiny("binary")
     kw = dict(max_rounds=20, n_jobs=1, random_state=0, compare_linear=False)
-    a = AnytimeBoostingClassifier(GROUPS, COSTS, **kw).fit(X, y)
-    b = AnytimeBoostingClassifier(GROUPS, COSTS, refit=True, **kw).fit(X, y)
+    lines_a, lines_b = [], []
+    a = AnytimeBoostingClassifier(GROUPS, COSTS, refit=False, **kw).fit(X, y, progress=lines_a.append)
+    b = AnytimeBoostingClassifier(GROUPS, COSTS, **kw).fit(X, y, progress=lines_b.append)  # the default regrows them
+    assert b.get_params()["refit"] is True
+    assert lines_b[-1] == f"trees regrown on all {len(X):,} rows with the search's groups and round counts"
+    assert lines_b[:-1] == lines_a and not any(line.startswith("trees regrown") for line in lines_a)
     assert a.stage_groups_ == b.stage_groups_ and a.n_trees_ == b.n_trees_
     assert not np.allclose(a.predict_proba(Xv), b.predict_proba(Xv))  # other rows, other trees
     with pytest.raises(InputError, match="refit must be True or False"):

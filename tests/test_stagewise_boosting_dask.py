@@ -8,6 +8,7 @@ worker processes: LightGBM's network is one per process, so two workers in one p
 together.
 """
 
+import math
 import sys
 
 import numpy as np
@@ -73,7 +74,7 @@ def test_dask_fit_trains_through_lightgbm_dask_with_the_in_memory_stages(client,
     real_fit = lgb.dask.DaskLGBMRegressor.fit
 
     def counting_fit(self, *args, **kwargs):
-        calls.append(kwargs["init_score"])
+        calls.append((kwargs["init_score"], args[0].shape[0], self.n_estimators))
         return real_fit(self, *args, **kwargs)
 
     def no_local_training(*args, **kwargs):
@@ -85,7 +86,14 @@ def test_dask_fit_trains_through_lightgbm_dask_with_the_in_memory_stages(client,
                                      progress=lines_dask.append)
     # one lightgbm.dask fit per candidate: 3 + 2 + 1 for three groups, one more for the final rounds
     assert len(calls) >= 6
-    assert all(isinstance(s, da.Array) for s in calls)  # init_score continues from the scores as a dask array
+    assert all(isinstance(s, da.Array) for s, _, _ in calls)  # init_score continues from the scores as a dask array
+    # the default refit regrew each kept stage through lightgbm.dask on all rows (every search fit, a
+    # probe or a grown candidate, trains on the search's training rows only)
+    n_stages = len(b.stage_groups_) - 1
+    search, regrown = calls[:-n_stages], calls[-n_stages:]
+    assert {(rows, r) for _, rows, r in search} == {(len(X) - math.ceil(0.25 * len(X)), r)
+                                                    for r in (sb.PROBE_ROUNDS, KW["max_rounds"])}
+    assert [rows for _, rows, _ in regrown] == [len(X)] * n_stages
 
     assert b.model_kind_ == a.model_kind_ == "trees"
     assert b.stage_groups_ == a.stage_groups_  # the same groups per stage, in the same order
@@ -98,7 +106,9 @@ def test_dask_fit_trains_through_lightgbm_dask_with_the_in_memory_stages(client,
         return [line.split(" (")[0] for line in lines if line.startswith("stage ")]
 
     assert stage_lines(lines_dask) == stage_lines(lines_mem) != []
-    assert lines_dask[-1].startswith("validation area over")
+    assert lines_dask[-2].startswith("validation area over")
+    assert lines_dask[-1] == lines_mem[-1] == (f"trees regrown on all {len(X):,} rows with the search's groups "
+                                               "and round counts")
     # quality: the distributed trees are not the in-memory ones bit for bit; close on fresh rows
     Xt, *yts = _data(1, 1000)
     yt = yts[which - 1]
