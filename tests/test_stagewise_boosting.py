@@ -181,6 +181,40 @@ def test_never_below_linear_on_a_purely_linear_signal():
     assert off.model_kind_ == "trees"
 
 
+def _xor_across_groups(n, seed):
+    """(x0·x4 > 0) xor (x8 > 1), 5 % flipped: no stage before the three groups are all paid beats chance."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 12))
+    y = ((X[:, 0] * X[:, 4] > 0) ^ (X[:, 8] > 1)).astype(int)
+    return X, np.where(rng.random(n) < 0.05, 1 - y, y)
+
+
+def test_tied_areas_keep_the_trees_that_win_at_full_budget(monkeypatch):
+    """bench/boosting_refit.py's XOR across groups, split 0: the anytime areas tie at chance (the stage
+    at the total cost has no weight in them), and a linear model at chance used to be kept over trees
+    that classify the held-out rows well with every group paid."""
+    from sklearn.model_selection import train_test_split
+    from edgeseq.train.trees import stagewise_boosting as sb
+
+    X, y = _xor_across_groups(6000, 1)
+    Xa, Xt, ya, yt = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    groups, costs = [list(range(3 * g, 3 * g + 3)) for g in range(4)], [1.0, 2.0, 3.0, 8.0]
+    lines = []
+    clf = AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=0).fit(Xa, ya, progress=lines.append)
+    cmp = clf.comparison_
+    assert clf.model_kind_ == "trees" and cmp["kept_by"] == "full budget"
+    # the areas tie: the trees' is not larger, and lower by less than a standard error
+    assert -sb.AREA_TIE_Z * cmp["standard_error"] <= cmp["mean_difference"] <= 0
+    assert cmp["full_budget_mean_difference"] > sb.FULL_BUDGET_Z * cmp["full_budget_standard_error"]
+    assert any(line.startswith("the two curves tie within a standard error") for line in lines)
+    assert clf.score(Xt, yt) > 0.9
+    # control: without the full-budget test the same fit keeps the linear model, at chance
+    monkeypatch.setattr(sb, "FULL_BUDGET_Z", np.inf)
+    lin = AnytimeBoostingClassifier(groups, costs, n_jobs=1, random_state=0).fit(Xa, ya)
+    assert lin.model_kind_ == "linear" and lin.comparison_["kept_by"] is None
+    assert lin.score(Xt, yt) < 0.55
+
+
 def test_linear_chosen_on_rows_the_search_did_not_use_breast_cancer(monkeypatch):
     """Breast cancer, the benchmark's split 2: compared on a comparison half (50 rows, the rule from
     3,000 rows on) the trees looked better and were kept, and they are worse on the test rows; the

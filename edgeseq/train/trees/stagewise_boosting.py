@@ -80,7 +80,10 @@ score (the negative Brier score for classes, the negative squared error for valu
 its own area under its own two curves, so the comparison is paired: the trees are kept only when
 their mean area exceeds the linear model's (by more than `COMPARE_Z` standard errors of the paired
 difference, 0 by default); otherwise the estimator *is* that linear model (``model_kind_ == "linear"``; it is
-then refitted on all rows and exports as linear prefixes). A refit after a comparison half (below)
+then refitted on all rows and exports as linear prefixes), unless the two areas tie within a standard
+error and the trees' score with every group paid is clearly the better (`comparison_verdict`: the
+area gives the stage at the total cost no weight, so a label only the last groups reveal together
+ties the areas at chance). A refit after a comparison half (below)
 takes the penalty and basis the compared fit chose (`reused_choice`) instead of
 choosing again: on the MNIST bank that choice was most of a linear fit's time, and a second one on
 more rows made the refit the most expensive part of the whole fit. With ``refit=True`` kept trees are
@@ -153,6 +156,11 @@ MAX_PAIR_GROUPS = 8  # pairs are tried among this many cheapest unpaid groups (a
 # errors of the paired difference; 0, 0.5 and 1 were tried on validation rows of the benchmark's splits
 # (never its test rows): 1 and 0.5 turned down trees that were the better model there (digits), 0 did not
 COMPARE_Z = 0.0
+# when the two areas tie (the trees' mean per-row area no more than this many standard errors below the
+# linear model's), the trees are kept if their full-budget per-row score beats the linear model's by more
+# than FULL_BUDGET_Z standard errors (`comparison_verdict`): a second test, so it asks for a clear margin
+AREA_TIE_Z = 1.0
+FULL_BUDGET_Z = 2.0
 MIN_COMPARE_ROWS = 20  # held-out rows below which the linear comparison shares the search's rows
 # below this many training rows the comparison with the linear model is cross-validated (`CV_FOLDS` folds of
 # all rows, the search's stages regrown on each fold's other rows) and the search keeps every held-out row:
@@ -846,6 +854,46 @@ def keep_trees(rows_trees: np.ndarray, rows_linear: np.ndarray, z: float | None 
     return bool(np.mean(d) > (COMPARE_Z if z is None else z) * se)
 
 
+def _paired(rows_a, rows_b) -> dict:
+    """Mean of the per-row difference a - b, its standard error and the number of rows."""
+    d = np.asarray(rows_a, dtype=np.float64) - np.asarray(rows_b, dtype=np.float64)
+    return {"mean_difference": float(np.mean(d)), "rows": int(d.size),
+            "standard_error": float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0}
+
+
+def comparison_verdict(area_trees, area_linear, full_trees, full_linear, z: float | None = None) -> str | None:
+    """Why the trees are kept ("area" or "full budget"), or None when the linear model is.
+
+    First the anytime curves (`keep_trees` with margin `z`). When the trees do not win there but
+    tie (their mean per-row area is within `AREA_TIE_Z` standard errors below the linear model's),
+    the full budget decides: the trees are kept when their per-row score with every group paid
+    beats the linear model's by more than `FULL_BUDGET_Z` standard errors of that paired
+    difference. The step curve's area over [0, total cost] gives the stage at the total cost no
+    weight, so a label that only the last groups together reveal (an interaction across three
+    groups: no stage before the last is better than chance, for either model) tied the two areas
+    and kept a linear model at chance that the trees beat at full budget (`bench/boosting_refit.py`,
+    the XOR across groups). A curve no worse within noise and a clearly better full-budget
+    prediction: the trees, not the linear model, are the better anytime model there.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from edgeseq.train.trees.stagewise_boosting import comparison_verdict
+    >>> lin = np.random.default_rng(0).normal(size=200); tie = lin + np.resize([0.1, -0.1], 200) - 0.001
+    >>> comparison_verdict(lin + 0.5, lin, lin, lin), comparison_verdict(tie, lin, lin + 1.0, lin)
+    ('area', 'full budget')
+    >>> comparison_verdict(tie, lin, lin, lin), comparison_verdict(lin - 1.0, lin, lin + 1.0, lin)
+    (None, None)
+    """
+    if keep_trees(area_trees, area_linear, z):
+        return "area"
+    area = _paired(area_trees, area_linear)
+    if area["mean_difference"] < -AREA_TIE_Z * area["standard_error"]:
+        return None  # the linear curve is better: its full budget cannot buy the trees back
+    full = _paired(full_trees, full_linear)
+    return "full budget" if full["mean_difference"] > FULL_BUDGET_Z * full["standard_error"] else None
+
+
 def _row_brier(proba: np.ndarray, y_idx: np.ndarray) -> np.ndarray:
     """Per-row negative Brier score: minus the squared distance of the probabilities to the one-hot class.
 
@@ -1077,8 +1125,8 @@ class _AnytimeBoostingBase(BaseEstimator):
         kind, lin = "trees", None
         horizon = float(np.sum(spec.costs))
         if folds is not None:
-            area_t, area_l = self._cv_areas(X, y_idx, spec, task, n_classes, output_names, stages, trace.restarts,
-                                            folds, horizon)
+            area_t, area_l, full_t, full_l = self._cv_areas(X, y_idx, spec, task, n_classes, output_names, stages,
+                                                            trace.restarts, folds, horizon)
         else:
             rows_t = self._curve(trees.cum_cost, trees.staged_decision(X_cmp), trees, y_idx[i_cmp])
             self.validation_curve_trees_ = [float(np.mean(r)) for r in rows_t]
@@ -1089,15 +1137,21 @@ class _AnytimeBoostingBase(BaseEstimator):
             # each row's area under its own step curve; the two areas are compared row by row
             area_t = step_weights(trees.cum_cost, horizon) @ np.array(rows_t)
             area_l = step_weights(lin.cum_cost_, horizon) @ np.array(rows_l)
+            full_t, full_l = rows_t[-1], rows_l[-1]  # every group paid: what a budget past the total buys
         if self.compare_linear:
             if progress is not None:
                 progress(f"validation area over [0, {horizon:g}]: trees {np.mean(area_t):.4f}, linear "
                          f"{np.mean(area_l):.4f}")
-            d = area_t - area_l
-            self.comparison_ = {"mean_difference": float(np.mean(d)), "rows": int(d.size),
-                                "standard_error": float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0}
-            if not keep_trees(area_t, area_l, CV_COMPARE_Z if folds is not None else None):  # the linear model unless the trees are clearly better
+            z = CV_COMPARE_Z if folds is not None else COMPARE_Z
+            self.comparison_ = {**_paired(area_t, area_l),
+                                **{f"full_budget_{k}": v for k, v in _paired(full_t, full_l).items() if k != "rows"}}
+            kept_by = comparison_verdict(area_t, area_l, full_t, full_l, z)
+            self.comparison_["kept_by"] = kept_by
+            if kept_by is None:  # the linear model unless the trees are better
                 kind = "linear"
+            elif kept_by == "full budget" and progress is not None:
+                progress("the two curves tie within a standard error; the trees are kept for their full-budget "
+                         f"score ({np.mean(full_t):.4f} against {np.mean(full_l):.4f})")
         if kind == "trees" and self.refit:
             # as the linear model is refitted on all rows, the kept trees are regrown on all rows with
             # the groups and round counts the search chose
@@ -1142,7 +1196,8 @@ class _AnytimeBoostingBase(BaseEstimator):
         return self._linear_estimator(spec).fit(X_fit, self._y_for_linear(y_fit))
 
     def _cv_areas(self, X, y_idx, spec, task, n_classes, output_names, stages, restarts, folds, horizon):
-        """Per-row areas (trees, linear) on every row, each scored by models fitted on the other folds.
+        """Per-row areas and full-budget scores (trees, linear, trees, linear) on every row, each scored by
+        models fitted on the other folds.
 
         The trees are the search's stages regrown on the fold's other rows (`replay_stages`: the same
         groups and round counts), the linear model is fitted there afresh. Sets the two
@@ -1150,7 +1205,7 @@ class _AnytimeBoostingBase(BaseEstimator):
         stages repeats its last).
         """
         n = X.shape[0]
-        area_t, area_l = np.empty(n), np.empty(n)
+        area_t, area_l, full_t, full_l = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
         curve_t, curve_l = [], []
         for tr, te in folds:
             again = replay_stages(X[tr], y_idx[tr], spec, task, stages, n_classes=n_classes, params=self._lgb(),
@@ -1162,13 +1217,14 @@ class _AnytimeBoostingBase(BaseEstimator):
             rows_l = np.array(self._linear_curve(lin, X[te], y_idx[te]))
             area_t[te] = step_weights(model.cum_cost, horizon) @ rows_t
             area_l[te] = step_weights(lin.cum_cost_, horizon) @ rows_l
+            full_t[te], full_l[te] = rows_t[-1], rows_l[-1]
             curve_t.append(rows_t)
             curve_l.append(rows_l)
         self.validation_curve_trees_ = np.concatenate(curve_t, axis=1).mean(axis=1).tolist()
         K = max(c.shape[0] for c in curve_l)
         curve_l = [np.vstack([c, np.repeat(c[-1:], K - c.shape[0], axis=0)]) for c in curve_l]
         self.validation_curve_linear_ = np.concatenate(curve_l, axis=1).mean(axis=1).tolist()
-        return area_t, area_l
+        return area_t, area_l, full_t, full_l
 
     # ------------------------------------------------------------------ prediction helpers
     def _model(self):
@@ -1211,7 +1267,9 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
     model's (`AnytimeClassifier`), on rows the search did not fit (cross-validated below 3,000
     rows; from 3,000 rows on, the linear model's penalty and basis are chosen on the held-out rows
     that stopped the trees' rounds), the fitted estimator is that linear model
-    (``model_kind_ == "linear"``; a tie goes to it).
+    (``model_kind_ == "linear"``). Trees that do not win on the area but are within one standard
+    error of it are kept all the same when their score with every group paid is clearly better
+    (`comparison_verdict`).
 
     Parameters
     ----------
@@ -1300,7 +1358,10 @@ class AnytimeBoostingClassifier(ClassifierMixin, _AnytimeBoostingBase):
         cross-validation folds): the curves the choice compared.
     comparison_ : dict
         ``mean_difference`` (trees minus linear, of the per-row areas under those curves),
-        ``standard_error`` of it and the comparison ``rows`` (absent with ``compare_linear=False``).
+        ``standard_error`` of it and the comparison ``rows``; ``full_budget_mean_difference`` and
+        ``full_budget_standard_error``, the same of the per-row scores with every group paid; and
+        ``kept_by``: ``"area"``, ``"full budget"`` (the areas tied) or ``None`` (the linear model
+        was kept). Absent with ``compare_linear=False``.
     classes_ : ndarray
         The class labels.
 
