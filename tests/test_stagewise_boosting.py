@@ -341,6 +341,10 @@ def test_cli_train_model_boosting(tmp_path):
     assert "cum_cost" in r.output and "wrote" in r.output  # the stage (trees) or prefix (linear) table
     est = load_model(tmp_path / "m.pkl")
     assert type(est).__name__ == "AnytimeBoostingClassifier" and est.score(X, y) > 0.7
+    # the progress says which model was kept: the linear one, or trees regrown on all rows (the default)
+    kept_line = "kept the linear model: the trees' validation curve did not beat it"
+    regrown_line = f"trees regrown on all {len(X):,} rows"
+    assert (kept_line in r.output, regrown_line in r.output) == (est.model_kind_ == "linear", est.model_kind_ == "trees")
 
 
 @pytest.mark.parametrize("task,cap", [("binary", None), ("multiclass", None), ("binary", 3)])

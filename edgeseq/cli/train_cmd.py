@@ -287,7 +287,8 @@ def train_command(ctx, data, target, groups_path, model_kind, method, doubling, 
         else:
             est.fit(ds.X, ds.y)
     if getattr(est, "model_kind_", None) == "linear":  # a boosting fit that kept the linear model
-        progress.say("kept the linear model: its validation curve has the larger area")
+        progress.say("kept the linear model: the trees' validation curve did not beat it (the model's comparison_ "
+                     "holds the paired differences)")
     with progress.stage("save", str(output)):
         save_model(est, output)
     if not quiet:

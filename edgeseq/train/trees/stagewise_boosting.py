@@ -849,9 +849,8 @@ def keep_trees(rows_trees: np.ndarray, rows_linear: np.ndarray, z: float | None 
     >>> keep_trees(lin + 0.5, lin), keep_trees(lin, lin), keep_trees(noisy, lin), keep_trees(noisy, lin, z=1.0)
     (True, False, True, False)
     """
-    d = np.asarray(rows_trees, dtype=np.float64) - np.asarray(rows_linear, dtype=np.float64)
-    se = float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0
-    return bool(np.mean(d) > (COMPARE_Z if z is None else z) * se)
+    d = _paired(rows_trees, rows_linear)
+    return bool(d["mean_difference"] > (COMPARE_Z if z is None else z) * d["standard_error"])
 
 
 def _paired(rows_a, rows_b) -> dict:
@@ -1137,7 +1136,7 @@ class _AnytimeBoostingBase(BaseEstimator):
             # each row's area under its own step curve; the two areas are compared row by row
             area_t = step_weights(trees.cum_cost, horizon) @ np.array(rows_t)
             area_l = step_weights(lin.cum_cost_, horizon) @ np.array(rows_l)
-            full_t, full_l = rows_t[-1], rows_l[-1]  # every group paid: what a budget past the total buys
+            full_t, full_l = rows_t[-1], rows_l[-1]  # the last stages: what a budget of the total cost buys
         if self.compare_linear:
             if progress is not None:
                 progress(f"validation area over [0, {horizon:g}]: trees {np.mean(area_t):.4f}, linear "
