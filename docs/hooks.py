@@ -28,7 +28,7 @@ CHOICE_MARKER = "<!-- tree-orders-choice -->"  # "Which model should I use?": ev
 FIGURE_MARKER = re.compile(r"<!-- tree-orders: *([^/>]+?) */ *([^/>]+?) */ *([a-z_]+)(?: */ *(vs))? *-->")
 LINEAR = ("CS-G-OMP (linear)", "CS-G-FR (linear)")
 NONLINEAR = ("AFR", "LightGBM (cost-sequenced)", "LightGBM (boosting order)", "LightGBM-CEGB", "LightGBM-CEGB (tuned)",
-             "AnytimeBoosting (stagewise)", "AnytimeBoosting (stagewise, refit)")
+             "AnytimeBoosting (stagewise)", "AnytimeBoosting (stagewise, no refit)")
 ROOT = Path(__file__).resolve().parents[1]
 MAX_GENERIC_ROWS = 60
 # one benchmark's declared tables inside another page: <!-- bench-tables: name --> (bench/results/name.json);
