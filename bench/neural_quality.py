@@ -21,7 +21,7 @@ LINEAR, Half-End, SIEVE, AdaLoss), as an EANN (base 2, AdaLoss), with AdaLoss ov
 order, and as OPT (for each depth a network trained for its last exit alone); against them the
 linear `AnytimeClassifier` and the tree `AnytimeBoostingClassifier` on the same groups and costs.
 Networks stop after at most ``--max-epochs`` epochs (default 40, patience 10; the estimator's
-defaults are 100 and 20) to keep the whole run near 15 minutes on a shared 2-core machine.
+defaults are 100 and 20) to keep the whole run short on a shared 2-core machine.
 
 Recorded per method: test accuracy at budgets k + 0.5 (k = 1 .. total group cost; a network's
 compute is priced at 4e-8 per multiply-accumulate, so a stage whose groups fit is affordable), the
@@ -237,6 +237,22 @@ def tables(results: dict) -> list[dict]:
     return out
 
 
+def superseded(entries: dict, redone) -> dict:
+    """The entries (one per run, keyed by the data sets it ran, oldest first) that still describe a record.
+
+    A run whose every data set was run again, by this run (`redone`) or a later one, describes no
+    record left in the file, so its command, wall time and load are dropped.
+
+    >>> superseded({"digits mnist": 1, "mnist": 2}, ["digits"])
+    {'mnist': 2}
+    >>> superseded({"digits mnist": 1}, ["digits"])
+    {'digits mnist': 1}
+    """
+    keys = list(entries)
+    return {k: entries[k] for i, k in enumerate(keys)
+            if not set(k.split()) <= set(redone).union(*(later.split() for later in keys[i + 1:]))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=3)
@@ -264,9 +280,9 @@ def main() -> None:
     loads = {key: {"load_start": info["load_start"], "load_end": info["load_end"]}}
     if args.merge and RESULT.is_file():
         old = json.loads(RESULT.read_text(encoding="utf-8"))
-        wall = {**old.get("wall_seconds", {}), **wall}
-        commands = {**old.get("commands", {}), **commands}
-        loads = {**old.get("loads", {}), **loads}
+        wall = {**superseded(old.get("wall_seconds", {}), args.datasets), **wall}
+        commands = {**superseded(old.get("commands", {}), args.datasets), **commands}
+        loads = {**superseded(old.get("loads", {}), args.datasets), **loads}
         results = {**{k: v for k, v in old["results"].items() if k not in results}, **results}
         results = {k: results[k] for k in DATASETS if k in results}
     write_result("neural_quality", {
