@@ -12,7 +12,7 @@ split the test timeliness (mean test accuracy, or R² for the regressor, over bu
 fit time. Where the comparison keeps the linear model, ``refit`` changes nothing (it regrows trees
 only), and the row says so.
 
-Run (one core, one BLAS thread; about four minutes here)::
+Run (one core, one BLAS thread; a few minutes)::
 
     OMP_NUM_THREADS=1 python bench/boosting_refit.py
 """
