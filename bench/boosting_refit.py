@@ -27,7 +27,7 @@ from afr_trees import digits_groups, step_timeliness  # noqa: I001  (bench/ is o
 from _results import command_line, write_result
 from sklearn.datasets import load_diabetes, load_digits, load_wine, make_classification, make_friedman1
 from sklearn.model_selection import train_test_split
-from tree_orders import interactions
+from tree_orders import estimator_curve, interactions
 
 from edgeseq import AnytimeBoostingClassifier, AnytimeBoostingRegressor
 
@@ -80,7 +80,7 @@ CASES = (("interactions, seed 1", lambda: interactions(seed=1), True),
 def staged_scores(est, Xt, yt, classifier: bool) -> list[float]:
     """Test accuracy (classifier) or R² (regressor) of every stage."""
     if classifier:
-        return [float(np.mean(p == yt)) for p in est.staged_predict(Xt)]
+        return estimator_curve(est, Xt, yt)
     return [1.0 - float(np.mean((p - yt) ** 2)) / float(np.var(yt)) for p in est.staged_predict(Xt)]
 
 
